@@ -1,0 +1,182 @@
+//! Typed models of the OCM kinds this project reads or writes.
+//!
+//! The models are written by hand rather than with `#[derive(CustomResource)]`: two of the kinds
+//! (AddOnPlacementScore, PlacementDecision) have no `spec` at all, and several others make `spec`
+//! optional, which the derive cannot express. Each root type implements [`kube_core::Resource`] so it
+//! works with `kube::Api`, and [`OcmKind`] so tests can compare its identity with the upstream CRDs.
+//!
+//! Fields we do not model are kept in an `extra` map on every spec and status, so a
+//! read-modify-write never drops what another controller wrote.
+
+mod addon;
+mod cluster;
+mod placement;
+mod score;
+mod work;
+
+pub use addon::*;
+pub use cluster::*;
+pub use placement::*;
+pub use score::*;
+pub use work::*;
+
+pub use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+pub use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    Condition, LabelSelector, LabelSelectorRequirement, ObjectMeta, Time,
+};
+pub use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use std::collections::BTreeMap;
+
+/// Unmodelled fields of a spec or status, kept verbatim.
+pub type Extra = BTreeMap<String, serde_json::Value>;
+
+/// The API identity of an OCM kind, exactly as its upstream CRD declares it.
+pub trait OcmKind: kube_core::Resource<DynamicType = ()> {
+    const GROUP: &'static str;
+    const VERSION: &'static str;
+    const KIND: &'static str;
+    const PLURAL: &'static str;
+    const NAMESPACED: bool;
+    /// Whether the CRD enables the `status` subresource (so `status` is written through `/status`).
+    const STATUS_SUBRESOURCE: bool;
+
+    fn api_version() -> String {
+        format!("{}/{}", Self::GROUP, Self::VERSION)
+    }
+}
+
+/// Implements `Resource`, `OcmKind` and serde for a root type with `metadata`, optional `spec`
+/// and optional `status`. Serialization always emits `apiVersion` and `kind` (the API server
+/// requires them on create); deserialization accepts objects without them (as list items come).
+macro_rules! ocm_root {
+    (@common $name:ident, $group:literal, $version:literal, $plural:literal, $scope:ty, $namespaced:literal, $status_sub:literal) => {
+        impl kube_core::Resource for $name {
+            type DynamicType = ();
+            type Scope = $scope;
+            fn kind(_: &()) -> std::borrow::Cow<'_, str> {
+                stringify!($name).into()
+            }
+            fn group(_: &()) -> std::borrow::Cow<'_, str> {
+                $group.into()
+            }
+            fn version(_: &()) -> std::borrow::Cow<'_, str> {
+                $version.into()
+            }
+            fn plural(_: &()) -> std::borrow::Cow<'_, str> {
+                $plural.into()
+            }
+            fn meta(&self) -> &$crate::api::ObjectMeta {
+                &self.metadata
+            }
+            fn meta_mut(&mut self) -> &mut $crate::api::ObjectMeta {
+                &mut self.metadata
+            }
+        }
+        impl $crate::api::OcmKind for $name {
+            const GROUP: &'static str = $group;
+            const VERSION: &'static str = $version;
+            const KIND: &'static str = stringify!($name);
+            const PLURAL: &'static str = $plural;
+            const NAMESPACED: bool = $namespaced;
+            const STATUS_SUBRESOURCE: bool = $status_sub;
+        }
+    };
+    // A kind with a spec (`spec` defaults when absent, as for objects a server stores without one).
+    ($(#[$doc:meta])* $name:ident { spec: $spec:ty, status: $status:ty }
+        group $group:literal, version $version:literal, plural $plural:literal,
+        scope $scope:ty, namespaced $namespaced:literal, status_subresource $status_sub:literal) => {
+        $(#[$doc])*
+        #[derive(Clone, Debug, Default, PartialEq)]
+        pub struct $name {
+            pub metadata: $crate::api::ObjectMeta,
+            pub spec: $spec,
+            pub status: Option<$status>,
+        }
+        impl serde::Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                use serde::ser::SerializeMap;
+                let mut m = s.serialize_map(None)?;
+                m.serialize_entry("apiVersion", concat!($group, "/", $version))?;
+                m.serialize_entry("kind", stringify!($name))?;
+                m.serialize_entry("metadata", &self.metadata)?;
+                m.serialize_entry("spec", &self.spec)?;
+                if let Some(status) = &self.status {
+                    m.serialize_entry("status", status)?;
+                }
+                m.end()
+            }
+        }
+        impl<'de> serde::Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                #[derive(serde::Deserialize)]
+                struct Wire {
+                    #[serde(default)]
+                    metadata: $crate::api::ObjectMeta,
+                    #[serde(default)]
+                    spec: Option<$spec>,
+                    #[serde(default)]
+                    status: Option<$status>,
+                }
+                let w = Wire::deserialize(d)?;
+                Ok(Self { metadata: w.metadata, spec: w.spec.unwrap_or_default(), status: w.status })
+            }
+        }
+        ocm_root!(@common $name, $group, $version, $plural, $scope, $namespaced, $status_sub);
+    };
+    // A kind without a spec (AddOnPlacementScore, PlacementDecision).
+    ($(#[$doc:meta])* $name:ident { status: $status:ty }
+        group $group:literal, version $version:literal, plural $plural:literal,
+        scope $scope:ty, namespaced $namespaced:literal, status_subresource $status_sub:literal) => {
+        $(#[$doc])*
+        #[derive(Clone, Debug, Default, PartialEq)]
+        pub struct $name {
+            pub metadata: $crate::api::ObjectMeta,
+            pub status: Option<$status>,
+        }
+        impl serde::Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                use serde::ser::SerializeMap;
+                let mut m = s.serialize_map(None)?;
+                m.serialize_entry("apiVersion", concat!($group, "/", $version))?;
+                m.serialize_entry("kind", stringify!($name))?;
+                m.serialize_entry("metadata", &self.metadata)?;
+                if let Some(status) = &self.status {
+                    m.serialize_entry("status", status)?;
+                }
+                m.end()
+            }
+        }
+        impl<'de> serde::Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                #[derive(serde::Deserialize)]
+                struct Wire {
+                    #[serde(default)]
+                    metadata: $crate::api::ObjectMeta,
+                    #[serde(default)]
+                    status: Option<$status>,
+                }
+                let w = Wire::deserialize(d)?;
+                Ok(Self { metadata: w.metadata, status: w.status })
+            }
+        }
+        ocm_root!(@common $name, $group, $version, $plural, $scope, $namespaced, $status_sub);
+    };
+}
+pub(crate) use ocm_root;
+
+/// Keys OCM puts on objects, shared by the agent, the hub controller and the scheduler.
+pub mod well_known {
+    /// Label on a ManagedCluster naming its (exclusive) cluster set.
+    pub const CLUSTER_SET_LABEL: &str = "cluster.open-cluster-management.io/clusterset";
+    /// Label on a PlacementDecision naming its Placement.
+    pub const PLACEMENT_LABEL: &str = "cluster.open-cluster-management.io/placement";
+    /// Label on a PlacementDecision naming its decision group.
+    pub const DECISION_GROUP_NAME_LABEL: &str = "cluster.open-cluster-management.io/decision-group-name";
+    /// Label on a PlacementDecision giving its decision group index.
+    pub const DECISION_GROUP_INDEX_LABEL: &str = "cluster.open-cluster-management.io/decision-group-index";
+    /// Label on ManifestWorks created for an add-on.
+    pub const ADDON_NAME_LABEL: &str = "open-cluster-management.io/addon-name";
+    /// The AddOnPlacementScore name the agent publishes (same as OCM's resource-usage-collect addon).
+    pub const RESOURCE_USAGE_SCORE: &str = "resource-usage-score";
+}

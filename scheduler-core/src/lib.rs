@@ -1,0 +1,5 @@
+//! The pure core of ocm-score: OCM API models, score normalization and placement selection.
+//!
+//! Nothing in this crate does I/O; binaries fetch objects and hand them in as plain data.
+
+pub mod api;
