@@ -1,0 +1,348 @@
+//! CustomResourceDefinitions as data: load them from YAML and validate objects against their
+//! `openAPIV3Schema` the way the API server does with strict field validation.
+//!
+//! Kubernetes schemas are OpenAPI v3.0 "structural" schemas. They are turned into JSON Schema
+//! draft 4 (the dialect OpenAPI 3.0 extends) with these translations:
+//! - `nullable: true` admits `null`;
+//! - `x-kubernetes-int-or-string` admits an integer or a string;
+//! - an object with `properties` and no `additionalProperties` rejects unknown fields unless it
+//!   carries `x-kubernetes-preserve-unknown-fields` (what `fieldValidation=Strict` reports);
+//! - `x-kubernetes-list-type: map|set` uniqueness is checked in a second pass, since JSON Schema
+//!   cannot express "unique by these keys".
+//!
+//! CEL rules (`x-kubernetes-validations`) are not evaluated.
+
+use serde_json::{Map, Value};
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+pub enum CrdError {
+    #[error("reading {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("parsing {path}: {source}")]
+    Parse { path: PathBuf, source: serde_norway::Error },
+    #[error("{path}: field {field} is missing or malformed")]
+    Field { path: PathBuf, field: &'static str },
+    #[error("CRD {crd} version {version}: schema does not compile: {message}")]
+    Schema { crd: String, version: String, message: String },
+}
+
+/// What one CRD declares, reduced to what clients and the API server double need.
+#[derive(Clone, Debug)]
+pub struct Crd {
+    pub group: String,
+    pub kind: String,
+    pub list_kind: String,
+    pub plural: String,
+    pub singular: String,
+    pub short_names: Vec<String>,
+    pub namespaced: bool,
+    pub versions: Vec<CrdVersion>,
+    /// The CRD object as loaded, for whoever needs more (e.g. serving it back).
+    pub raw: Value,
+}
+
+#[derive(Clone, Debug)]
+pub struct CrdVersion {
+    pub name: String,
+    pub served: bool,
+    pub storage: bool,
+    pub status_subresource: bool,
+    /// The version's `openAPIV3Schema`, untranslated.
+    pub schema: Value,
+}
+
+/// One reason an object does not validate, at a Kubernetes-style field path (`status.scores[0].value`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FieldError {
+    pub field: String,
+    pub message: String,
+}
+
+impl std::fmt::Display for FieldError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.field, self.message)
+    }
+}
+
+impl Crd {
+    /// Parses one CRD YAML document.
+    pub fn from_yaml(path: &Path, text: &str) -> Result<Crd, CrdError> {
+        let raw: Value =
+            serde_norway::from_str(text).map_err(|source| CrdError::Parse { path: path.into(), source })?;
+        Self::from_value(path, raw)
+    }
+
+    pub fn from_value(path: &Path, raw: Value) -> Result<Crd, CrdError> {
+        let field = |field: &'static str| CrdError::Field { path: path.into(), field };
+        let spec = raw.get("spec").ok_or_else(|| field("spec"))?;
+        let names = spec.get("names").ok_or_else(|| field("spec.names"))?;
+        let text = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).map(str::to_string);
+        let kind = text(names, "kind").ok_or_else(|| field("spec.names.kind"))?;
+        let versions = spec
+            .get("versions")
+            .and_then(Value::as_array)
+            .ok_or_else(|| field("spec.versions"))?
+            .iter()
+            .map(|v| {
+                Ok(CrdVersion {
+                    name: text(v, "name").ok_or_else(|| field("spec.versions[].name"))?,
+                    served: v.get("served").and_then(Value::as_bool).unwrap_or(false),
+                    storage: v.get("storage").and_then(Value::as_bool).unwrap_or(false),
+                    status_subresource: v.pointer("/subresources/status").is_some(),
+                    schema: v
+                        .pointer("/schema/openAPIV3Schema")
+                        .cloned()
+                        .ok_or_else(|| field("spec.versions[].schema.openAPIV3Schema"))?,
+                })
+            })
+            .collect::<Result<Vec<_>, CrdError>>()?;
+        Ok(Crd {
+            group: text(spec, "group").ok_or_else(|| field("spec.group"))?,
+            list_kind: text(names, "listKind").unwrap_or_else(|| format!("{kind}List")),
+            plural: text(names, "plural").ok_or_else(|| field("spec.names.plural"))?,
+            singular: text(names, "singular").unwrap_or_else(|| kind.to_lowercase()),
+            short_names: names
+                .get("shortNames")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+                .unwrap_or_default(),
+            namespaced: match text(spec, "scope").as_deref() {
+                Some("Namespaced") => true,
+                Some("Cluster") => false,
+                _ => return Err(field("spec.scope")),
+            },
+            kind,
+            versions,
+            raw,
+        })
+    }
+
+    pub fn version(&self, name: &str) -> Option<&CrdVersion> {
+        self.versions.iter().find(|v| v.name == name)
+    }
+
+    pub fn storage_version(&self) -> Option<&CrdVersion> {
+        self.versions.iter().find(|v| v.storage)
+    }
+}
+
+/// Loads every `*.yaml` CRD directly inside `dir` (not recursing), sorted by file name.
+pub fn load_dir(dir: &Path) -> Result<Vec<Crd>, CrdError> {
+    let read_err = |source| CrdError::Read { path: dir.into(), source };
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(read_err)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_file() && p.extension().is_some_and(|e| e == "yaml" || e == "yml"))
+        .collect();
+    files.sort();
+    files
+        .iter()
+        .map(|path| {
+            let text = std::fs::read_to_string(path)
+                .map_err(|source| CrdError::Read { path: path.clone(), source })?;
+            Crd::from_yaml(path, &text)
+        })
+        .collect()
+}
+
+/// The repository's view of `../shared`, where CI keeps it beside the checkout.
+pub fn shared_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared")
+}
+
+/// The upstream OCM CRDs (single-version set), byte-identical copies of OCM's.
+pub fn upstream_crds() -> Result<Vec<Crd>, CrdError> {
+    load_dir(&shared_dir().join("upstream/crds"))
+}
+
+/// A compiled validator for one CRD version.
+pub struct SchemaValidator {
+    schema: Value,
+    compiled: jsonschema::Validator,
+}
+
+impl std::fmt::Debug for SchemaValidator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SchemaValidator").finish_non_exhaustive()
+    }
+}
+
+impl SchemaValidator {
+    pub fn new(crd: &Crd, version: &CrdVersion) -> Result<Self, CrdError> {
+        let translated = to_json_schema(&version.schema);
+        let compiled = jsonschema::draft4::options()
+            .should_validate_formats(true)
+            .build(&translated)
+            .map_err(|e| CrdError::Schema {
+                crd: format!("{}.{}", crd.plural, crd.group),
+                version: version.name.clone(),
+                message: e.to_string(),
+            })?;
+        Ok(Self { schema: version.schema.clone(), compiled })
+    }
+
+    /// Every reason `object` is invalid; empty when it is valid.
+    pub fn errors(&self, object: &Value) -> Vec<FieldError> {
+        let mut out: Vec<FieldError> = self
+            .compiled
+            .iter_errors(object)
+            .map(|e| FieldError { field: field_path(e.instance_path().as_str()), message: e.to_string() })
+            .collect();
+        check_list_types(&self.schema, object, &mut String::new(), &mut out);
+        out
+    }
+
+    pub fn validate(&self, object: &Value) -> Result<(), Vec<FieldError>> {
+        let errors = self.errors(object);
+        if errors.is_empty() { Ok(()) } else { Err(errors) }
+    }
+}
+
+/// JSON pointer (`/status/scores/0/value`) to Kubernetes field path (`status.scores[0].value`).
+fn field_path(pointer: &str) -> String {
+    let mut out = String::new();
+    for token in pointer.split('/').skip(1) {
+        let token = token.replace("~1", "/").replace("~0", "~");
+        if !token.is_empty() && token.bytes().all(|b| b.is_ascii_digit()) {
+            out.push_str(&format!("[{token}]"));
+        } else {
+            if !out.is_empty() {
+                out.push('.');
+            }
+            out.push_str(&token);
+        }
+    }
+    if out.is_empty() { "<root>".to_string() } else { out }
+}
+
+/// Translates a structural OpenAPI v3 schema into JSON Schema draft 4 (see the module docs).
+pub fn to_json_schema(schema: &Value) -> Value {
+    let Value::Object(map) = schema else { return schema.clone() };
+    let mut out = Map::new();
+    for (key, value) in map {
+        let translated = match key.as_str() {
+            "properties" | "patternProperties" | "definitions" => match value {
+                Value::Object(props) => {
+                    Value::Object(props.iter().map(|(k, v)| (k.clone(), to_json_schema(v))).collect())
+                }
+                other => other.clone(),
+            },
+            "items" | "additionalProperties" | "not" => to_json_schema(value),
+            "allOf" | "anyOf" | "oneOf" => match value {
+                Value::Array(items) => Value::Array(items.iter().map(to_json_schema).collect()),
+                other => other.clone(),
+            },
+            // OpenAPI annotations JSON Schema validators do not understand.
+            k if k.starts_with("x-kubernetes-") || k == "nullable" || k == "default" => continue,
+            _ => value.clone(),
+        };
+        out.insert(key.clone(), translated);
+    }
+    let flag = |name: &str| map.get(name).and_then(Value::as_bool).unwrap_or(false);
+    if flag("x-kubernetes-int-or-string") {
+        out.remove("type");
+        out.insert(
+            "anyOf".into(),
+            serde_json::json!([{"type": "integer"}, {"type": "string"}]),
+        );
+    }
+    if flag("nullable") {
+        if let Some(Value::String(t)) = out.get("type").cloned() {
+            out.insert("type".into(), serde_json::json!([t, "null"]));
+        }
+        if let Some(Value::Array(values)) = out.get_mut("enum") {
+            values.push(Value::Null);
+        }
+    }
+    let is_object = map.get("type").and_then(Value::as_str) == Some("object");
+    if is_object
+        && map.contains_key("properties")
+        && !map.contains_key("additionalProperties")
+        && !flag("x-kubernetes-preserve-unknown-fields")
+    {
+        out.insert("additionalProperties".into(), Value::Bool(false));
+    }
+    Value::Object(out)
+}
+
+/// Checks `x-kubernetes-list-type` uniqueness (`map` by its keys, `set` by value) everywhere in `value`.
+fn check_list_types(schema: &Value, value: &Value, path: &mut String, out: &mut Vec<FieldError>) {
+    match value {
+        Value::Object(fields) => {
+            let props = schema.get("properties").and_then(Value::as_object);
+            let additional = schema.get("additionalProperties").filter(|v| v.is_object());
+            for (name, child) in fields {
+                let Some(child_schema) = props.and_then(|p| p.get(name)).or(additional) else { continue };
+                let len = path.len();
+                if !path.is_empty() {
+                    path.push('.');
+                }
+                path.push_str(name);
+                check_list_types(child_schema, child, path, out);
+                path.truncate(len);
+            }
+        }
+        Value::Array(items) => {
+            let list_type = schema.get("x-kubernetes-list-type").and_then(Value::as_str);
+            let keys: Vec<&str> = schema
+                .get("x-kubernetes-list-map-keys")
+                .and_then(Value::as_array)
+                .map(|k| k.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            let mut seen: Vec<Value> = Vec::new();
+            for (i, item) in items.iter().enumerate() {
+                let identity = match list_type {
+                    Some("map") => Value::Array(keys.iter().map(|k| item.get(*k).cloned().unwrap_or(Value::Null)).collect()),
+                    Some("set") => item.clone(),
+                    _ => Value::Null,
+                };
+                if list_type == Some("map") || list_type == Some("set") {
+                    if seen.contains(&identity) {
+                        out.push(FieldError {
+                            field: format!("{path}[{i}]"),
+                            message: format!("Duplicate value: {identity}"),
+                        });
+                    } else {
+                        seen.push(identity);
+                    }
+                }
+                if let Some(item_schema) = schema.get("items") {
+                    let len = path.len();
+                    path.push_str(&format!("[{i}]"));
+                    check_list_types(item_schema, item, path, out);
+                    path.truncate(len);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn field_paths_read_like_kubernetes() {
+        assert_eq!(field_path("/status/scores/0/value"), "status.scores[0].value");
+        assert_eq!(field_path(""), "<root>");
+    }
+
+    #[test]
+    fn nullable_and_int_or_string_translate() {
+        let s = to_json_schema(&json!({
+            "type": "object",
+            "properties": {
+                "a": {"type": "string", "nullable": true},
+                "b": {"x-kubernetes-int-or-string": true},
+            }
+        }));
+        let v = jsonschema::draft4::new(&s).unwrap();
+        assert!(v.is_valid(&json!({"a": null, "b": 3})));
+        assert!(v.is_valid(&json!({"b": "50%"})));
+        assert!(!v.is_valid(&json!({"b": true})));
+        assert!(!v.is_valid(&json!({"c": 1})), "unknown field must be rejected");
+    }
+}
