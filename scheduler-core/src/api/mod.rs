@@ -40,10 +40,8 @@ pub trait OcmKind: kube_core::Resource<DynamicType = ()> {
     const NAMESPACED: bool;
     /// Whether the CRD enables the `status` subresource (so `status` is written through `/status`).
     const STATUS_SUBRESOURCE: bool;
-
-    fn api_version() -> String {
-        format!("{}/{}", Self::GROUP, Self::VERSION)
-    }
+    /// `group/version`, as written in `apiVersion`.
+    const API_VERSION: &'static str;
 }
 
 /// Implements `Resource`, `OcmKind` and serde for a root type with `metadata`, optional `spec`
@@ -80,6 +78,7 @@ macro_rules! ocm_root {
             const PLURAL: &'static str = $plural;
             const NAMESPACED: bool = $namespaced;
             const STATUS_SUBRESOURCE: bool = $status_sub;
+            const API_VERSION: &'static str = concat!($group, "/", $version);
         }
     };
     // A kind with a spec (`spec` defaults when absent, as for objects a server stores without one).
