@@ -3,3 +3,4 @@
 //! Nothing in this crate does I/O; binaries fetch objects and hand them in as plain data.
 
 pub mod api;
+pub mod normalize;
