@@ -4,3 +4,4 @@
 
 pub mod api;
 pub mod normalize;
+pub mod placement;

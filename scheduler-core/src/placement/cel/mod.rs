@@ -1,0 +1,269 @@
+//! The CEL subset OCM's `celSelector` needs, written for this crate (no external CEL engine).
+//!
+//! OCM evaluates each expression with one variable, `managedCluster` (the cluster as unstructured
+//! JSON), plus the member function `managedCluster.scores("<AddOnPlacementScore name>")`, which
+//! returns the score items `{name, value}` and ignores `validUntil`. An expression selects the
+//! cluster only when it evaluates to boolean `true`; runtime errors and non-bool results count as
+//! false.
+//!
+//! Supported: literals (null, bool, int, uint, double, strings with escapes, raw and triple-quoted
+//! strings), lists, maps, field selection, indexing, all operators, the macros `has`, `all`,
+//! `exists`, `exists_one`, `filter`, `map`, the functions `size`, `int`, `uint`, `double`,
+//! `string`, `bool`, `dyn`, the string methods `contains`, `startsWith`, `endsWith`,
+//! `lowerAscii`, `upperAscii`, `trim`, `split`, `indexOf`, and list `join`.
+//! Not supported (they fail to compile here, where upstream would accept them): bytes literals,
+//! `matches` (regular expressions), timestamps/durations, message construction and the Kubernetes
+//! extension libraries (semver, quantity, url, ...). Type errors that cel-go's checker reports at
+//! compile time (e.g. `"a" + 1`) are runtime errors here, so they count as "no match" instead
+//! of making the placement misconfigured. There is no cost budget: every expression terminates
+//! because comprehensions only range over existing data.
+
+mod eval;
+mod syntax;
+
+use super::snapshot::{ClusterId, HubSnapshot};
+use eval::{Environment, EvalResult, Evaluator, Key, Macro, Value};
+use std::cell::OnceCell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use syntax::Expr;
+
+/// A compiled (parsed and reference-checked) CEL expression.
+#[derive(Clone, Debug)]
+pub struct Program {
+    ast: Expr,
+}
+
+const GLOBAL_FUNCTIONS: [&str; 7] = ["size", "int", "uint", "double", "string", "bool", "dyn"];
+const MEMBER_FUNCTIONS: [&str; 11] = [
+    "scores",
+    "size",
+    "contains",
+    "startsWith",
+    "endsWith",
+    "lowerAscii",
+    "upperAscii",
+    "trim",
+    "split",
+    "indexOf",
+    "join",
+];
+
+impl Program {
+    /// Parses and checks `src`; the error is the text OCM puts after `compilation failed: `.
+    pub fn compile(src: &str) -> Result<Program, String> {
+        let ast = syntax::parse(src).map_err(|e| format!("ERROR: <input>: {e}"))?;
+        let mut scope = vec!["managedCluster".to_string()];
+        check(&ast, &mut scope).map_err(|e| format!("ERROR: <input>: {e}"))?;
+        Ok(Program { ast })
+    }
+
+    /// Evaluates to a bool; anything else (or a runtime error) is an `Err` with the reason.
+    pub fn eval_bool(&self, activation: &ClusterActivation<'_>) -> Result<bool, String> {
+        match Evaluator::new(activation).eval(&self.ast)? {
+            Value::Bool(b) => Ok(b),
+            other => Err(format!("returned a {} instead of a bool", other.type_name())),
+        }
+    }
+}
+
+/// Resolves identifiers and function names like cel-go's checker does for a `dyn` variable.
+fn check(e: &Expr, scope: &mut Vec<String>) -> Result<(), String> {
+    let undeclared = |name: &str| format!("undeclared reference to '{name}' (in container '')");
+    match e {
+        Expr::Literal(_) => Ok(()),
+        Expr::Ident(name) => {
+            if scope.iter().any(|s| s == name) {
+                Ok(())
+            } else {
+                Err(undeclared(name))
+            }
+        }
+        Expr::Select(t, _) => check(t, scope),
+        Expr::Index(t, i) => {
+            check(t, scope)?;
+            check(i, scope)
+        }
+        Expr::List(items) => items.iter().try_for_each(|i| check(i, scope)),
+        Expr::Map(entries) => entries.iter().try_for_each(|(k, v)| {
+            check(k, scope)?;
+            check(v, scope)
+        }),
+        Expr::Not(i) | Expr::Neg(i) => check(i, scope),
+        Expr::Binary(_, l, r) => {
+            check(l, scope)?;
+            check(r, scope)
+        }
+        Expr::Conditional(c, t, f) => {
+            check(c, scope)?;
+            check(t, scope)?;
+            check(f, scope)
+        }
+        Expr::Call(name, args) => {
+            if name == "has" {
+                return match args.as_slice() {
+                    [Expr::Select(t, _)] => check(t, scope),
+                    _ => Err("invalid argument to has() macro".into()),
+                };
+            }
+            if !GLOBAL_FUNCTIONS.contains(&name.as_str()) {
+                return Err(undeclared(name));
+            }
+            if args.len() != 1 {
+                return Err(format!("found no matching overload for '{name}' applied to {} arguments", args.len()));
+            }
+            args.iter().try_for_each(|a| check(a, scope))
+        }
+        Expr::Method(target, name, args) => {
+            check(target, scope)?;
+            if Macro::of(name, args.len()).is_some() {
+                let Expr::Ident(var) = &args[0] else {
+                    return Err(format!("argument must be a simple name in {name}()"));
+                };
+                scope.push(var.clone());
+                let result = args[1..].iter().try_for_each(|a| check(a, scope));
+                scope.pop();
+                return result;
+            }
+            if !MEMBER_FUNCTIONS.contains(&name.as_str()) {
+                return Err(undeclared(name));
+            }
+            args.iter().try_for_each(|a| check(a, scope))
+        }
+    }
+}
+
+/// The CEL environment of one cluster: `managedCluster` and its AddOnPlacementScores.
+pub struct ClusterActivation<'s> {
+    snapshot: &'s HubSnapshot,
+    id: ClusterId,
+    cluster: OnceCell<Value>,
+}
+
+impl<'s> ClusterActivation<'s> {
+    pub fn new(snapshot: &'s HubSnapshot, id: ClusterId) -> Self {
+        Self { snapshot, id, cluster: OnceCell::new() }
+    }
+
+    fn cluster_value(&self) -> Value {
+        self.cluster
+            .get_or_init(|| {
+                // Serializing our own typed object cannot fail; Null only guards the impossible.
+                serde_json::to_value(self.snapshot.cluster(self.id))
+                    .map(|v| Value::from_json(&v))
+                    .unwrap_or(Value::Null)
+            })
+            .clone()
+    }
+}
+
+impl Environment for ClusterActivation<'_> {
+    fn variable(&self, name: &str) -> Option<Value> {
+        (name == "managedCluster").then(|| self.cluster_value())
+    }
+
+    fn scores(&self, target: &Value, resource: &str) -> EvalResult {
+        let cluster_name = match target {
+            Value::Map(m) => match m.get(&Key::String(Rc::from("metadata"))) {
+                Some(Value::Map(meta)) => match meta.get(&Key::String(Rc::from("name"))) {
+                    Some(Value::String(n)) => n.clone(),
+                    _ => return Err("scores() needs a cluster with metadata.name".into()),
+                },
+                _ => return Err("scores() needs a cluster with metadata.name".into()),
+            },
+            other => return Err(format!("no such overload: scores({}, string)", other.type_name())),
+        };
+        let score = self
+            .snapshot
+            .cluster_id(&cluster_name)
+            .and_then(|id| self.snapshot.score_of(id, resource))
+            .ok_or_else(|| {
+                format!("failed to get score: addonplacementscores.cluster.open-cluster-management.io \"{resource}\" not found")
+            })?;
+        let items = score
+            .status
+            .iter()
+            .flat_map(|s| s.scores.iter())
+            .map(|item| {
+                let mut m = BTreeMap::new();
+                m.insert(Key::String(Rc::from("name")), Value::str(&item.name));
+                m.insert(Key::String(Rc::from("value")), Value::Int(i64::from(item.value)));
+                Value::Map(Rc::new(m))
+            })
+            .collect();
+        Ok(Value::List(Rc::new(items)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::eval::{Environment, EvalResult, Evaluator, Value};
+    use super::*;
+
+    struct Json(serde_json::Value);
+
+    impl Environment for Json {
+        fn variable(&self, name: &str) -> Option<Value> {
+            (name == "managedCluster").then(|| Value::from_json(&self.0))
+        }
+        fn scores(&self, _: &Value, _: &str) -> EvalResult {
+            Err("no scores".into())
+        }
+    }
+
+    fn eval(src: &str, data: serde_json::Value) -> Result<Value, String> {
+        let p = Program::compile(src)?;
+        Evaluator::new(&Json(data)).eval(&p.ast)
+    }
+
+    fn truth(src: &str) -> Result<bool, String> {
+        let data = serde_json::json!({
+            "metadata": {"name": "c1", "labels": {"env": "prod", "n": "3"}},
+            "status": {"clusterClaims": [{"name": "cloud", "value": "Amazon"}, {"name": "region", "value": "eu"}]}
+        });
+        match eval(src, data)? {
+            Value::Bool(b) => Ok(b),
+            other => Err(format!("not a bool: {other:?}")),
+        }
+    }
+
+    #[test]
+    fn evaluates_common_selector_expressions() {
+        assert_eq!(truth(r#"managedCluster.metadata.labels["env"] == "prod""#), Ok(true));
+        assert_eq!(truth(r#"managedCluster.metadata.labels.env != "prod""#), Ok(false));
+        assert_eq!(
+            truth(r#"managedCluster.status.clusterClaims.exists(c, c.name == "cloud" && c.value == "Amazon")"#),
+            Ok(true)
+        );
+        assert_eq!(truth(r#"managedCluster.status.clusterClaims.all(c, c.value.size() > 1)"#), Ok(true));
+        assert_eq!(truth(r#"managedCluster.status.clusterClaims.exists_one(c, c.name.startsWith("r"))"#), Ok(true));
+        assert_eq!(truth(r#"managedCluster.status.clusterClaims.filter(c, c.name == "x").size() == 0"#), Ok(true));
+        assert_eq!(truth(r#"managedCluster.status.clusterClaims.map(c, c.name) == ["cloud", "region"]"#), Ok(true));
+        assert_eq!(truth(r#"has(managedCluster.metadata.labels.env) && !has(managedCluster.metadata.labels.x)"#), Ok(true));
+        assert_eq!(truth(r#"int(managedCluster.metadata.labels.n) * 2 == 6"#), Ok(true));
+        assert_eq!(truth(r#""prod" in ["dev", "prod"] ? 1 == 1.0 : false"#), Ok(true));
+        assert_eq!(truth("1u < 2 && 2.5 > 2"), Ok(true));
+        assert_eq!(truth(r#"'env' in managedCluster.metadata.labels"#), Ok(true));
+    }
+
+    #[test]
+    fn errors_are_absorbed_only_by_logic() {
+        // A missing key is an error, which `||` with a true side absorbs.
+        assert!(truth(r#"managedCluster.metadata.labels["missing"] == "x""#).is_err());
+        assert_eq!(truth(r#"managedCluster.metadata.labels["missing"] == "x" || true"#), Ok(true));
+        assert_eq!(truth(r#"false && managedCluster.metadata.labels["missing"] == "x""#), Ok(false));
+        assert!(truth("1 / 0 == 1").is_err());
+        assert!(truth("9223372036854775807 + 1 > 0").is_err());
+    }
+
+    #[test]
+    fn compile_errors_name_the_reference() {
+        let err = Program::compile("invalid.expression").unwrap_err();
+        assert!(err.contains("undeclared reference to 'invalid'"), "{err}");
+        let err = Program::compile("managedCluster.foo()").unwrap_err();
+        assert!(err.contains("undeclared reference to 'foo'"), "{err}");
+        assert!(Program::compile("managedCluster.metadata.name ==").is_err());
+        assert!(Program::compile("[1,2].all(x, y > 1)").is_err());
+        assert!(Program::compile("[1,2].all(x, x > 1)").is_ok());
+    }
+}

@@ -1,0 +1,105 @@
+//! The Kubernetes events upstream records while writing decisions (events.k8s.io style:
+//! regarding the Placement, related to the PlacementDecision).
+
+use super::status::{Status, StatusCode};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventType {
+    Normal,
+    Warning,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Event {
+    pub type_: EventType,
+    pub reason: &'static str,
+    pub action: &'static str,
+    /// The PlacementDecision the event is about.
+    pub related: String,
+    pub note: String,
+}
+
+/// Longest score list kept in a ScoreUpdate note before it is cut with `......`.
+pub const MAX_SCORE_NOTE_BYTES: usize = 1000;
+
+/// The ScoreUpdate note: `"<cluster>:<sum> "` for every feasible cluster by name (note the
+/// trailing space after each item), cut with `......` once it would pass 1000 bytes.
+pub fn score_note<'a>(mut scores: Vec<(&'a str, i64)>) -> String {
+    scores.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    let mut note = String::new();
+    for (name, score) in scores {
+        let item = format!("{name}:{score} ");
+        if note.len() + item.len() > MAX_SCORE_NOTE_BYTES {
+            note.push_str("......");
+            break;
+        }
+        note.push_str(&item);
+    }
+    note
+}
+
+pub fn decision_created(pd: &str, placement: &str, namespace: &str) -> Event {
+    Event {
+        type_: EventType::Normal,
+        reason: "DecisionCreate",
+        action: "DecisionCreated",
+        related: pd.to_string(),
+        note: format!("Decision {pd} is created with placement {placement} in namespace {namespace}"),
+    }
+}
+
+pub fn decision_updated(pd: &str, placement: &str, namespace: &str, status: &Status) -> Event {
+    let base = format!("Decision {pd} is updated with placement {placement} in namespace {namespace}");
+    if status.code == StatusCode::Warning {
+        Event {
+            type_: EventType::Warning,
+            reason: "DecisionUpdate",
+            action: "DecisionUpdated",
+            related: pd.to_string(),
+            note: format!("{base}: {} in plugin {}", status.message, status.plugin),
+        }
+    } else {
+        Event {
+            type_: EventType::Normal,
+            reason: "DecisionUpdate",
+            action: "DecisionUpdated",
+            related: pd.to_string(),
+            note: base,
+        }
+    }
+}
+
+pub fn score_updated(pd: &str, note: &str) -> Event {
+    Event {
+        type_: EventType::Normal,
+        reason: "ScoreUpdate",
+        action: "ScoreUpdated",
+        related: pd.to_string(),
+        note: note.to_string(),
+    }
+}
+
+pub fn decision_deleted(pd: &str, placement: &str, namespace: &str) -> Event {
+    Event {
+        type_: EventType::Normal,
+        reason: "DecisionDelete",
+        action: "DecisionDeleted",
+        related: pd.to_string(),
+        note: format!("Decision {pd} is deleted with placement {placement} in namespace {namespace}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn score_note_keeps_trailing_space_and_truncates() {
+        assert_eq!(score_note(vec![("cluster2", 92), ("cluster1", 85)]), "cluster1:85 cluster2:92 ");
+        let names: Vec<String> = (0..200).map(|i| format!("cluster{i:03}")).collect();
+        let note = score_note(names.iter().map(|n| (n.as_str(), 100)).collect());
+        assert!(note.ends_with("......"));
+        assert!(note.len() <= MAX_SCORE_NOTE_BYTES + 6);
+        assert_eq!(score_note(Vec::new()), "");
+    }
+}
