@@ -266,6 +266,99 @@ pub fn to_json_schema(schema: &Value) -> Value {
     Value::Object(out)
 }
 
+/// Drops every field the structural schema does not declare, as the API server does before it
+/// stores a custom resource; returns the dropped fields' paths (`spec.unknown`).
+///
+/// At the root `apiVersion`, `kind` and `metadata` are kept whatever the schema says (the server
+/// handles them itself), and so is everything under `x-kubernetes-preserve-unknown-fields: true`.
+pub fn prune(schema: &Value, object: &mut Value) -> Vec<String> {
+    let mut pruned = Vec::new();
+    prune_at(schema, object, &mut String::new(), true, &mut pruned);
+    pruned
+}
+
+fn prune_at(schema: &Value, value: &mut Value, path: &mut String, root: bool, pruned: &mut Vec<String>) {
+    let preserve = schema.get("x-kubernetes-preserve-unknown-fields").and_then(Value::as_bool) == Some(true);
+    let embedded = schema.get("x-kubernetes-embedded-resource").and_then(Value::as_bool) == Some(true);
+    match value {
+        Value::Object(fields) => {
+            let props = schema.get("properties").and_then(Value::as_object);
+            let additional = schema.get("additionalProperties");
+            let keys: Vec<String> = fields.keys().cloned().collect();
+            for key in keys {
+                let kept_anyway = (root || embedded) && matches!(key.as_str(), "apiVersion" | "kind" | "metadata");
+                let child_schema = props.and_then(|p| p.get(&key)).or(match additional {
+                    Some(s @ Value::Object(_)) => Some(s),
+                    _ => None,
+                });
+                let len = path.len();
+                if !path.is_empty() {
+                    path.push('.');
+                }
+                path.push_str(&key);
+                match child_schema {
+                    Some(child) if !(kept_anyway && key == "metadata") => {
+                        if let Some(v) = fields.get_mut(&key) {
+                            prune_at(child, v, path, false, pruned);
+                        }
+                    }
+                    Some(_) => {}
+                    None if kept_anyway || preserve || additional == Some(&Value::Bool(true)) => {}
+                    None => {
+                        fields.remove(&key);
+                        pruned.push(path.clone());
+                    }
+                }
+                path.truncate(len);
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item_schema) = schema.get("items") {
+                for (i, item) in items.iter_mut().enumerate() {
+                    let len = path.len();
+                    path.push_str(&format!("[{i}]"));
+                    prune_at(item_schema, item, path, false, pruned);
+                    path.truncate(len);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Fills in `default:` values for absent fields, recursively, as the API server does on writes.
+/// A `null` in a field that is not `nullable` is dropped first, so that it is defaulted too.
+pub fn apply_defaults(schema: &Value, object: &mut Value) {
+    match object {
+        Value::Object(fields) => {
+            if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+                for (name, child) in props {
+                    let nullable = child.get("nullable").and_then(Value::as_bool) == Some(true);
+                    if fields.get(name) == Some(&Value::Null) && !nullable {
+                        fields.remove(name);
+                    }
+                    if let (false, Some(default)) = (fields.contains_key(name), child.get("default")) {
+                        fields.insert(name.clone(), default.clone());
+                    }
+                    if let Some(v) = fields.get_mut(name) {
+                        apply_defaults(child, v);
+                    }
+                }
+            } else if let Some(additional @ Value::Object(_)) = schema.get("additionalProperties") {
+                for v in fields.values_mut() {
+                    apply_defaults(additional, v);
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item_schema) = schema.get("items") {
+                items.iter_mut().for_each(|item| apply_defaults(item_schema, item));
+            }
+        }
+        _ => {}
+    }
+}
+
 /// Checks `x-kubernetes-list-type` uniqueness (`map` by its keys, `set` by value) everywhere in `value`.
 fn check_list_types(schema: &Value, value: &Value, path: &mut String, out: &mut Vec<FieldError>) {
     match value {
@@ -344,5 +437,47 @@ mod tests {
         assert!(v.is_valid(&json!({"b": "50%"})));
         assert!(!v.is_valid(&json!({"b": true})));
         assert!(!v.is_valid(&json!({"c": 1})), "unknown field must be rejected");
+    }
+
+    #[test]
+    fn pruning_drops_undeclared_fields_but_keeps_root_meta_and_preserved_subtrees() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "spec": {"type": "object", "properties": {
+                    "a": {"type": "string"},
+                    "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                    "list": {"type": "array", "items": {"type": "object", "properties": {"n": {"type": "string"}}}},
+                }},
+            }
+        });
+        let mut obj = json!({
+            "apiVersion": "x/v1", "kind": "K", "metadata": {"name": "n"},
+            "spec": {"a": "1", "b": 2, "free": {"anything": 1}, "list": [{"n": "x", "m": 1}]},
+            "extra": true,
+        });
+        let mut pruned = prune(&schema, &mut obj);
+        pruned.sort();
+        assert_eq!(pruned, vec!["extra", "spec.b", "spec.list[0].m"]);
+        assert_eq!(obj["spec"], json!({"a": "1", "free": {"anything": 1}, "list": [{"n": "x"}]}));
+        assert_eq!(obj["metadata"], json!({"name": "n"}));
+    }
+
+    #[test]
+    fn defaults_fill_absent_and_non_nullable_null_fields() {
+        let schema = json!({"type": "object", "properties": {"spec": {
+            "type": "object", "default": {},
+            "properties": {
+                "mode": {"type": "string", "default": "Auto"},
+                "n": {"type": "integer", "default": 60},
+                "keep": {"type": "string", "nullable": true, "default": "x"},
+            }
+        }}});
+        let mut obj = json!({"spec": {"n": null, "keep": null}});
+        apply_defaults(&schema, &mut obj);
+        assert_eq!(obj["spec"], json!({"mode": "Auto", "n": 60, "keep": null}));
+        let mut empty = json!({});
+        apply_defaults(&schema, &mut empty);
+        assert_eq!(empty["spec"], json!({"mode": "Auto", "n": 60, "keep": "x"}));
     }
 }

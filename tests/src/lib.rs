@@ -1,3 +1,6 @@
 //! Test support shared by the workspace-level integration and end-to-end tests.
 
+pub mod apiserver;
 pub mod crd;
+
+pub use apiserver::{ApiServer, Gvr, Identity, RequestMatch};
