@@ -1,0 +1,172 @@
+//! `ocm-score-hub simulate`: which clusters would a Placement select right now, and why.
+//!
+//! Reads hub objects from files (kubectl Lists, multi-document YAML, conformance case files),
+//! runs scheduler-core's placement engine on them and prints a ranked table or the conformance
+//! `expect` keys as JSON. Nothing is written to any cluster.
+
+mod decode;
+mod input;
+mod report;
+
+pub use input::InputError;
+
+use clap::{Args, ValueEnum};
+use scheduler_core::placement::{self, HubSnapshot, PlacementError, SyncOutcome};
+use serde_json::{Value, json};
+use std::io::Write;
+use std::path::PathBuf;
+use thiserror::Error;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    /// A ranked table per placement.
+    Table,
+    /// A JSON array, one object per case or placement, with the conformance `expect` keys.
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct SimulateArgs {
+    /// A conformance case file: schedule every case at its own `now` and print one result per case.
+    #[arg(long, value_name = "FILE", conflicts_with = "file", required_unless_present = "file")]
+    pub cases: Option<PathBuf>,
+
+    /// Hub objects: `kubectl get ... -A -o yaml` output, multi-document YAML or a case file
+    /// (`-` reads stdin). Repeat to merge several files into one snapshot.
+    #[arg(short = 'f', long, value_name = "FILE")]
+    pub file: Vec<PathBuf>,
+
+    /// The placement to schedule, as NAMESPACE/NAME (default: the case's, or every Placement).
+    #[arg(short, long, value_name = "NAMESPACE/NAME")]
+    pub placement: Option<String>,
+
+    /// The scheduler's clock, RFC 3339 (default: the case's `now`, otherwise the current time).
+    #[arg(long, value_name = "TIME")]
+    pub now: Option<jiff::Timestamp>,
+
+    #[arg(short, long, value_enum, default_value_t = OutputFormat::Table)]
+    pub output: OutputFormat,
+
+    /// Add per-cluster explanations, warnings and conditions to the JSON output.
+    #[arg(long)]
+    pub explain: bool,
+
+    /// Print at most this many cluster rows per placement in the table.
+    #[arg(long, value_name = "ROWS")]
+    pub limit: Option<usize>,
+}
+
+#[derive(Debug, Error)]
+pub enum SimulateError {
+    #[error(transparent)]
+    Input(#[from] InputError),
+    #[error("{file}: {scenario}: {error}")]
+    Engine { file: String, scenario: String, error: PlacementError },
+    #[error("--placement {value:?}: expected NAMESPACE/NAME")]
+    PlacementFlag { value: String },
+    #[error("{scenario}: no Placement to schedule (the input has none)")]
+    NoPlacement { scenario: String },
+    #[error("cannot write the output: {0}")]
+    Output(#[from] std::io::Error),
+}
+
+impl SimulateError {
+    /// Whether the user's input (files, flags, objects) is at fault.
+    pub fn is_bad_input(&self) -> bool {
+        !matches!(self, SimulateError::Output(_))
+    }
+}
+
+fn parse_placement_flag(value: &str) -> Result<(String, String), SimulateError> {
+    match value.split_once('/') {
+        Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
+            Ok((ns.to_string(), name.to_string()))
+        }
+        _ => Err(SimulateError::PlacementFlag { value: value.to_string() }),
+    }
+}
+
+pub fn run(args: SimulateArgs) -> Result<(), SimulateError> {
+    let flag_placement = args.placement.as_deref().map(parse_placement_flag).transpose()?;
+    let (source, scenarios) = match &args.cases {
+        Some(path) => (path.display().to_string(), input::load(path)?),
+        None => {
+            let mut all = Vec::new();
+            for path in &args.file {
+                all.extend(input::load(path)?);
+            }
+            let (cases, plain): (Vec<_>, Vec<_>) = all.into_iter().partition(|s| s.is_case);
+            let mut scenarios = cases;
+            if !plain.is_empty() {
+                scenarios.push(input::merge(plain));
+            }
+            let source = args.file.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ");
+            (source, scenarios)
+        }
+    };
+
+    let mut json_out: Vec<Value> = Vec::new();
+    let mut text = String::new();
+    for scenario in scenarios {
+        let label = scenario.label.clone();
+        let engine_err = |error| SimulateError::Engine { file: source.clone(), scenario: label.clone(), error };
+        let now = args.now.or(scenario.now).unwrap_or_else(jiff::Timestamp::now);
+        let wanted = flag_placement.clone().or(scenario.placement.clone());
+        let snapshot = HubSnapshot::new(scenario.objects).map_err(engine_err)?;
+        let keys: Vec<(String, String)> = match wanted {
+            Some(key) => vec![key],
+            None => snapshot
+                .placements()
+                .iter()
+                .map(|p| {
+                    (p.metadata.namespace.clone().unwrap_or_default(), p.metadata.name.clone().unwrap_or_default())
+                })
+                .collect(),
+        };
+        if keys.is_empty() {
+            return Err(SimulateError::NoPlacement { scenario: label });
+        }
+        for (ns, name) in keys {
+            let outcome = placement::sync(&snapshot, &ns, &name, now).map_err(engine_err)?;
+            let Some(p) = snapshot.placement(&ns, &name) else {
+                return Err(engine_err(PlacementError::PlacementNotFound { namespace: ns, name }));
+            };
+            tracing::debug!(scenario = %label, placement = %format!("{ns}/{name}"), %now, "scheduled");
+            let entry_name = if scenario.is_case { label.clone() } else { format!("{ns}/{name}") };
+            match args.output {
+                OutputFormat::Json => {
+                    let mut obj = serde_json::Map::new();
+                    obj.insert("name".into(), json!(entry_name));
+                    match &outcome {
+                        SyncOutcome::Skipped(reason) => {
+                            obj.insert("skipped".into(), report::skipped_json(*reason));
+                        }
+                        SyncOutcome::Scheduled(result) => {
+                            obj.extend(report::expect_keys(&snapshot, p, result));
+                            if args.explain {
+                                obj.insert("explain".into(), report::explanation_json(&snapshot, p, result));
+                            }
+                        }
+                    }
+                    json_out.push(Value::Object(obj));
+                }
+                OutputFormat::Table => {
+                    if scenario.is_case {
+                        text.push_str(&format!("== {label} (now {now})\n"));
+                    }
+                    text.push_str(&report::table(&snapshot, p, &outcome, args.limit));
+                    text.push('\n');
+                }
+            }
+        }
+    }
+    let mut stdout = std::io::stdout().lock();
+    match args.output {
+        OutputFormat::Json => {
+            serde_json::to_writer_pretty(&mut stdout, &json_out).map_err(std::io::Error::from)?;
+            writeln!(stdout)?;
+        }
+        OutputFormat::Table => stdout.write_all(text.as_bytes())?,
+    }
+    Ok(())
+}
