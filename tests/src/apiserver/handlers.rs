@@ -7,7 +7,7 @@ use super::{
     lock, meta, rbac,
     registry::{ResourceType, Special},
     selectors::{FieldSelector, LabelSelector},
-    server::{Reply, ResourceRequest},
+    server::{JSON, Reply, ResourceRequest},
     status::{ApiError, Cause},
     store::{Event, EventKind, ObjKey, Preconditions, Propagation, Store},
 };
@@ -47,12 +47,20 @@ fn render(rt: &ResourceType, version: &str, object: &Value, out: &mut Vec<u8>) {
 fn object_reply(code: u16, rt: &ResourceType, version: &str, object: &Value, warnings: Vec<String>) -> Reply {
     let mut body = Vec::with_capacity(512);
     render(rt, version, object, &mut body);
-    Reply::Json { code, body, warnings }
+    Reply::Json { code, body, warnings, content_type: JSON }
 }
 
-pub(crate) fn non_resource(shared: &Shared, path: &str) -> Result<Reply, ApiError> {
+/// The media type of aggregated discovery, which clients request through `Accept`.
+pub(crate) const AGGREGATED_DISCOVERY: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+
+pub(crate) fn non_resource(shared: &Shared, path: &str, accept: &str) -> Result<Reply, ApiError> {
     let registry = &shared.registry;
     let segments: Vec<&str> = path.trim_matches('/').split('/').filter(|s| !s.is_empty()).collect();
+    let wants_aggregated = accept.split(',').any(|a| a.contains("as=APIGroupDiscoveryList") && a.contains("v=v2"));
+    if wants_aggregated && matches!(segments.as_slice(), ["api"] | ["apis"]) {
+        let body = serde_json::to_vec(&registry.aggregated(segments == ["api"])).unwrap_or_default();
+        return Ok(Reply::Json { code: 200, body, warnings: vec![], content_type: AGGREGATED_DISCOVERY });
+    }
     let doc = match segments.as_slice() {
         ["api"] => registry.core_versions(&lock(&shared.address).to_string()),
         ["api", "v1"] => registry.resource_list("", "v1").ok_or_else(ApiError::no_route)?,
@@ -64,7 +72,7 @@ pub(crate) fn non_resource(shared: &Shared, path: &str) -> Result<Reply, ApiErro
             "gitTreeState": "clean", "buildDate": "", "goVersion": "", "compiler": "rust", "platform": "linux/amd64",
         }),
         ["healthz"] | ["livez"] | ["readyz"] => {
-            return Ok(Reply::Json { code: 200, body: b"ok".to_vec(), warnings: Vec::new() });
+            return Ok(Reply::Json { code: 200, body: b"ok".to_vec(), warnings: Vec::new(), content_type: "text/plain" });
         }
         _ => return Err(ApiError::no_route()),
     };
@@ -222,7 +230,7 @@ fn list(shared: &Shared, r: &ResourceRequest, call: &Call) -> Result<Reply, ApiE
     // A paged or exact list reads one consistent snapshot; history older than the window is gone.
     let older;
     let (objects, list_rv) = match snapshot_rv {
-        Some(at) if at < store.rv && store.changed_since(r.t, at) => match store.snapshot(r.t, at) {
+        Some(at) if at < store.rv && (store.changed_since(r.t, at) || at < store.types[r.t].compacted_through) => match store.snapshot(r.t, at) {
             Ok(snapshot) => {
                 older = snapshot;
                 (&older, at)
@@ -297,7 +305,7 @@ fn list(shared: &Shared, r: &ResourceRequest, call: &Call) -> Result<Reply, ApiE
         render(rt, &r.version, item, &mut body);
     }
     body.extend_from_slice(b"]}");
-    Ok(Reply::Json { code: 200, body, warnings: Vec::new() })
+    Ok(Reply::Json { code: 200, body, warnings: Vec::new(), content_type: JSON })
 }
 
 fn watch_line(kind: &str, rt: &ResourceType, version: &str, object: &Value) -> Bytes {

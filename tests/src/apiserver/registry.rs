@@ -321,16 +321,16 @@ impl Registry {
     fn groups(&self) -> Vec<(String, Vec<String>)> {
         let mut groups: Vec<(String, Vec<String>)> = Vec::new();
         for t in self.types.iter().filter(|t| !t.group.is_empty()) {
-            let entry = match groups.iter_mut().find(|(g, _)| *g == t.group) {
-                Some(e) => e,
+            let i = match groups.iter().position(|(g, _)| *g == t.group) {
+                Some(i) => i,
                 None => {
                     groups.push((t.group.clone(), Vec::new()));
-                    groups.last_mut().expect("just pushed")
+                    groups.len() - 1
                 }
             };
             for v in &t.versions {
-                if !entry.1.contains(v) {
-                    entry.1.push(v.clone());
+                if !groups[i].1.contains(v) {
+                    groups[i].1.push(v.clone());
                 }
             }
         }
@@ -401,5 +401,55 @@ impl Registry {
         }
         let group_version = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
         Some(json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources}))
+    }
+
+    /// Aggregated discovery (`apidiscovery.k8s.io/v2` `APIGroupDiscoveryList`) for `/api` (core)
+    /// or `/apis` (groups), which kubectl asks for first.
+    pub(crate) fn aggregated(&self, core: bool) -> Value {
+        let groups: Vec<(String, Vec<String>)> =
+            if core { vec![(String::new(), vec!["v1".to_string()])] } else { self.groups() };
+        let items: Vec<Value> = groups
+            .iter()
+            .map(|(group, versions)| {
+                let versions: Vec<Value> = versions
+                    .iter()
+                    .map(|version| {
+                        let resources: Vec<Value> = self
+                            .types
+                            .iter()
+                            .filter(|t| t.group == *group && t.versions.contains(version))
+                            .map(|t| {
+                                let kind = json!({"group": group, "version": version, "kind": t.kind});
+                                let subresources: Vec<Value> = t
+                                    .subresources
+                                    .iter()
+                                    .map(|s| json!({"subresource": s, "responseKind": kind, "verbs": ["get", "patch", "update"]}))
+                                    .collect();
+                                let mut r = json!({
+                                    "resource": t.plural,
+                                    "responseKind": kind,
+                                    "scope": if t.namespaced { "Namespaced" } else { "Cluster" },
+                                    "singularResource": t.singular,
+                                    "verbs": t.verbs,
+                                });
+                                if !t.short_names.is_empty() {
+                                    r["shortNames"] = json!(t.short_names);
+                                }
+                                if !t.categories.is_empty() {
+                                    r["categories"] = json!(t.categories);
+                                }
+                                if !subresources.is_empty() {
+                                    r["subresources"] = json!(subresources);
+                                }
+                                r
+                            })
+                            .collect();
+                        json!({"version": version, "resources": resources, "freshness": "Current"})
+                    })
+                    .collect();
+                json!({"metadata": {"name": group, "creationTimestamp": null}, "versions": versions})
+            })
+            .collect();
+        json!({"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2", "metadata": {}, "items": items})
     }
 }

@@ -17,6 +17,8 @@ use tokio::{net::TcpListener, task::JoinSet};
 
 pub(crate) type Body = BoxBody<Bytes, std::io::Error>;
 
+pub(crate) const JSON: &str = "application/json";
+
 pub(crate) fn full(bytes: impl Into<Bytes>) -> Body {
     Full::new(bytes.into()).map_err(|never| match never {}).boxed()
 }
@@ -40,13 +42,13 @@ pub(crate) enum Route {
 
 /// What a handler answers: JSON with a code (and `Warning` headers), or a watch stream.
 pub(crate) enum Reply {
-    Json { code: u16, body: Vec<u8>, warnings: Vec<String> },
+    Json { code: u16, body: Vec<u8>, warnings: Vec<String>, content_type: &'static str },
     Stream(Body),
 }
 
 impl Reply {
     pub(crate) fn json(code: u16, value: &serde_json::Value) -> Self {
-        Reply::Json { code, body: serde_json::to_vec(value).unwrap_or_default(), warnings: Vec::new() }
+        Reply::Json { code, body: serde_json::to_vec(value).unwrap_or_default(), warnings: Vec::new(), content_type: JSON }
     }
 }
 
@@ -133,14 +135,14 @@ fn error_response(error: &ApiError) -> Response<Body> {
 }
 
 fn reply_response(reply: Reply) -> Response<Body> {
-    let (code, body, warnings) = match reply {
-        Reply::Json { code, body, warnings } => (code, full(body), warnings),
-        Reply::Stream(body) => (200, body, Vec::new()),
+    let (code, body, warnings, content_type) = match reply {
+        Reply::Json { code, body, warnings, content_type } => (code, full(body), warnings, content_type),
+        Reply::Stream(body) => (200, body, Vec::new(), JSON),
     };
     let mut response = Response::new(body);
     *response.status_mut() = hyper::StatusCode::from_u16(code).unwrap_or(hyper::StatusCode::OK);
     let headers = response.headers_mut();
-    headers.insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/json"));
+    headers.insert(header::CONTENT_TYPE, header::HeaderValue::from_static(content_type));
     for w in warnings {
         if let Ok(v) = header::HeaderValue::from_str(&format!("299 - \"{}\"", w.replace('"', "\\\""))) {
             headers.append(header::WARNING, v);
@@ -279,6 +281,7 @@ async fn handle_inner(
     }
     let content_type =
         req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+    let accept = req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
     let user_agent = req.headers().get(header::USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
     let body = req
         .into_body()
@@ -287,7 +290,7 @@ async fn handle_inner(
         .map_err(|e| ApiError::bad_request(format!("reading the request body: {e}")))?
         .to_bytes();
     match route {
-        Route::NonResource(p) => handlers::non_resource(shared, &p),
+        Route::NonResource(p) => handlers::non_resource(shared, &p, &accept),
         Route::Resource(r) => {
             let call = handlers::Call { identity: &identity, query: q, content_type: &content_type, user_agent: &user_agent, body };
             handlers::resource(shared, &r, call)
