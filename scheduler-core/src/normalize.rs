@@ -111,7 +111,10 @@ mod tests {
         assert_eq!(n.normalize(f64::INFINITY), 100);
         assert_eq!(n.normalize(f64::NEG_INFINITY), -100);
         assert_eq!(ScoreNormalizer::new(f64::NAN, 1.0).normalize(0.5), -100);
-        assert_eq!(ScoreNormalizer::new(f64::NEG_INFINITY, f64::INFINITY).normalize(0.0), -100);
+        assert_eq!(
+            ScoreNormalizer::new(f64::NEG_INFINITY, f64::INFINITY).normalize(0.0),
+            -100
+        );
     }
 
     #[test]

@@ -1,0 +1,475 @@
+//! Incremental resource totals of a cluster, fed one node or pod event at a time.
+//!
+//! The ledger keeps, per node, its allocatable amounts and the sum of the effective requests of the
+//! pods bound to it; and, over the eligible nodes (Ready and not cordoned), the cluster sums and an
+//! ordered index of per-node free amounts. A pod event therefore costs a hash lookup plus a few
+//! ordered-set updates per resource it requests, never a rescan of the cluster.
+//!
+//! Only pods that hold resources are kept: bound to a node and not Succeeded/Failed. Each is stored
+//! as its node's slot number and its effective requests, nothing else of the object.
+
+use super::objects::{SlimNode, SlimPod};
+use super::pod::{RequestError, effective_requests};
+use super::quantity::QuantityError;
+use super::resources::ResourceSet;
+use super::view::{Figures, ResourceView};
+use std::collections::{BTreeSet, HashMap};
+
+/// An object whose resources could not be read; it is not counted while it stays that way.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ObjectError {
+    #[error("pod {key}: {source}")]
+    Pod {
+        key: String,
+        #[source]
+        source: RequestError,
+    },
+    #[error("node {name}: allocatable {resource}: {source}")]
+    Node {
+        name: String,
+        resource: String,
+        #[source]
+        source: QuantityError,
+    },
+}
+
+#[derive(Debug)]
+struct NodeSlot {
+    name: Box<str>,
+    /// `None` while the Node object is unknown (deleted, or not seen yet) but pods still name it.
+    state: Option<NodeState>,
+    /// Sum of the effective requests of the counted pods bound to this node.
+    requested: Box<[i128]>,
+    pods: u32,
+    epoch: u32,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+struct NodeState {
+    allocatable: Box<[i64]>,
+    eligible: bool,
+}
+
+impl NodeSlot {
+    fn eligible(&self) -> bool {
+        self.state.as_ref().is_some_and(|s| s.eligible)
+    }
+
+    fn allocatable(&self, r: usize) -> i64 {
+        self.state.as_ref().map_or(0, |s| s.allocatable[r])
+    }
+
+    fn free(&self, r: usize) -> i128 {
+        i128::from(self.allocatable(r)) - self.requested[r]
+    }
+}
+
+#[derive(Debug)]
+struct PodEntry {
+    node: u32,
+    requests: Box<[i64]>,
+    epoch: u32,
+}
+
+/// A node the ledger knows, as the kubelet source needs it.
+#[derive(Debug, Clone, Copy)]
+pub struct NodeUsage<'a> {
+    pub name: &'a str,
+    pub allocatable: &'a [i64],
+    pub requested: &'a [i128],
+}
+
+#[derive(Debug)]
+pub struct Ledger {
+    resources: ResourceSet,
+    nodes: Vec<NodeSlot>,
+    vacant: Vec<u32>,
+    node_index: HashMap<Box<str>, u32>,
+    pods: HashMap<Box<str>, PodEntry>,
+    /// Objects that could not be read, by key, with the epoch they were last seen in.
+    invalid_pods: HashMap<Box<str>, (ObjectError, u32)>,
+    invalid_nodes: HashMap<Box<str>, (ObjectError, u32)>,
+    eligible_nodes: usize,
+    allocatable_sum: Box<[i128]>,
+    requested_sum: Box<[i128]>,
+    /// Per resource, `(free, slot)` of every eligible node.
+    free_rank: Box<[BTreeSet<(i128, u32)>]>,
+    /// Per resource, `(allocatable, slot)` of every eligible node.
+    allocatable_rank: Box<[BTreeSet<(i64, u32)>]>,
+    pod_epoch: u32,
+    node_epoch: u32,
+}
+
+impl Ledger {
+    pub fn new(resources: ResourceSet) -> Self {
+        let n = resources.len();
+        Self {
+            nodes: Vec::new(),
+            vacant: Vec::new(),
+            node_index: HashMap::new(),
+            pods: HashMap::new(),
+            invalid_pods: HashMap::new(),
+            invalid_nodes: HashMap::new(),
+            eligible_nodes: 0,
+            allocatable_sum: vec![0; n].into_boxed_slice(),
+            requested_sum: vec![0; n].into_boxed_slice(),
+            free_rank: (0..n).map(|_| BTreeSet::new()).collect(),
+            allocatable_rank: (0..n).map(|_| BTreeSet::new()).collect(),
+            pod_epoch: 0,
+            node_epoch: 0,
+            resources,
+        }
+    }
+
+    pub fn resources(&self) -> &ResourceSet {
+        &self.resources
+    }
+
+    /// Room for `pods` more pods without rehashing (a cold start knows the list size).
+    pub fn reserve_pods(&mut self, pods: usize) {
+        self.pods.reserve(pods);
+    }
+
+    /// Records a pod as it now is. Returns whether the cluster figures changed. On error the pod is
+    /// no longer counted and is reported by [`Ledger::invalid_objects`] until it is fixed or deleted;
+    /// treat the figures as changed.
+    pub fn apply_pod(&mut self, pod: &SlimPod) -> Result<bool, ObjectError> {
+        let key = pod_key(pod);
+        let Some(node_name) = pod.node_name().filter(|_| !pod.is_terminal()) else {
+            self.invalid_pods.remove(key.as_str());
+            return Ok(self.remove_pod(&key));
+        };
+        let requests = match effective_requests(&pod.spec, &self.resources) {
+            Ok(requests) => requests,
+            Err(source) => {
+                // No longer counted; the caller treats an error as a change anyway.
+                self.remove_pod(&key);
+                let error = ObjectError::Pod {
+                    key: key.clone(),
+                    source,
+                };
+                self.invalid_pods
+                    .insert(key.into_boxed_str(), (error.clone(), self.pod_epoch));
+                return Err(error);
+            }
+        };
+        if !self.invalid_pods.is_empty() {
+            self.invalid_pods.remove(key.as_str());
+        }
+        let epoch = self.pod_epoch;
+
+        if let Some(entry) = self.pods.get_mut(key.as_str()) {
+            entry.epoch = epoch;
+            if &*self.nodes[entry.node as usize].name == node_name && entry.requests == requests {
+                return Ok(false);
+            }
+        }
+        // A changed pod: take the old version off its node, then count the new one.
+        let removed = self.remove_pod(&key);
+        let node = self.slot_for(node_name);
+        self.nodes[node as usize].pods += 1;
+        let added = self.charge(node, &requests, 1);
+        self.pods.insert(
+            key.into_boxed_str(),
+            PodEntry {
+                node,
+                requests,
+                epoch,
+            },
+        );
+        Ok(removed || added)
+    }
+
+    /// Forgets a pod. Returns whether the cluster figures changed.
+    pub fn delete_pod(&mut self, namespace: &str, name: &str) -> bool {
+        let key = join_key(namespace, name);
+        self.invalid_pods.remove(key.as_str());
+        self.remove_pod(&key)
+    }
+
+    fn remove_pod(&mut self, key: &str) -> bool {
+        let Some(entry) = self.pods.remove(key) else {
+            return false;
+        };
+        let changed = self.charge(entry.node, &entry.requests, -1);
+        self.nodes[entry.node as usize].pods -= 1;
+        self.release_if_unused(entry.node);
+        changed
+    }
+
+    /// Records a node as it now is. Returns whether the cluster figures changed. A node whose
+    /// allocatable cannot be read counts as not eligible and is reported until fixed or deleted.
+    pub fn apply_node(&mut self, node: &SlimNode) -> Result<bool, ObjectError> {
+        let name = node.metadata.name.as_deref().unwrap_or_default();
+        let mut allocatable = self.resources.zeros();
+        let mut error = None;
+        for (resource, quantity) in &node.status.allocatable.0 {
+            let Some(r) = self.resources.index_of(resource) else {
+                continue;
+            };
+            match super::quantity::parse_quantity(&quantity.0, self.resources.unit(r)) {
+                Ok(amount) => allocatable[r] = amount,
+                Err(source) => {
+                    error = Some(ObjectError::Node {
+                        name: name.to_owned(),
+                        resource: resource.clone(),
+                        source,
+                    });
+                    break;
+                }
+            }
+        }
+        let state = match &error {
+            None => NodeState {
+                allocatable,
+                eligible: node.is_eligible(),
+            },
+            Some(_) => NodeState {
+                allocatable: self.resources.zeros(),
+                eligible: false,
+            },
+        };
+        match &error {
+            Some(e) => {
+                self.invalid_nodes
+                    .insert(name.into(), (e.clone(), self.node_epoch));
+            }
+            None => {
+                self.invalid_nodes.remove(name);
+            }
+        }
+
+        let slot = self.slot_for(name);
+        let epoch = self.node_epoch;
+        self.nodes[slot as usize].epoch = epoch;
+        let changed = if self.nodes[slot as usize].state.as_ref() == Some(&state) {
+            false
+        } else {
+            let was_eligible = self.delist(slot);
+            self.nodes[slot as usize].state = Some(state);
+            let is_eligible = self.enlist(slot);
+            was_eligible || is_eligible
+        };
+        match error {
+            Some(e) => Err(e),
+            None => Ok(changed),
+        }
+    }
+
+    /// Forgets a node (its pods stay, attributed to the name, until they go too).
+    pub fn delete_node(&mut self, name: &str) -> bool {
+        self.invalid_nodes.remove(name);
+        let Some(&slot) = self.node_index.get(name) else {
+            return false;
+        };
+        let changed = self.delist(slot);
+        self.nodes[slot as usize].state = None;
+        self.release_if_unused(slot);
+        changed
+    }
+
+    /// A full re-list of pods starts: pods not applied again before [`Ledger::finish_pod_relist`]
+    /// are dropped then.
+    pub fn begin_pod_relist(&mut self) {
+        self.pod_epoch = self.pod_epoch.wrapping_add(1);
+    }
+
+    pub fn finish_pod_relist(&mut self) -> bool {
+        let epoch = self.pod_epoch;
+        let stale: Vec<Box<str>> = self
+            .pods
+            .iter()
+            .filter(|(_, e)| e.epoch != epoch)
+            .map(|(k, _)| k.clone())
+            .collect();
+        let mut changed = false;
+        for key in stale {
+            changed |= self.remove_pod(&key);
+        }
+        self.invalid_pods.retain(|_, (_, e)| *e == epoch);
+        changed
+    }
+
+    pub fn begin_node_relist(&mut self) {
+        self.node_epoch = self.node_epoch.wrapping_add(1);
+    }
+
+    pub fn finish_node_relist(&mut self) -> bool {
+        let epoch = self.node_epoch;
+        let stale: Vec<Box<str>> = self
+            .nodes
+            .iter()
+            .filter(|s| s.state.is_some() && s.epoch != epoch)
+            .map(|s| s.name.clone())
+            .collect();
+        let mut changed = false;
+        for name in stale {
+            changed |= self.delete_node(&name);
+        }
+        self.invalid_nodes.retain(|_, (_, e)| *e == epoch);
+        changed
+    }
+
+    /// The cluster figures per resource.
+    pub fn view(&self) -> ResourceView {
+        let figures = (0..self.resources.len())
+            .map(|r| {
+                Some(Figures {
+                    cluster_free: self.allocatable_sum[r] - self.requested_sum[r],
+                    cluster_capacity: self.allocatable_sum[r],
+                    node_free: self.free_rank[r].last().map_or(0, |(free, _)| *free),
+                    node_capacity: self.allocatable_rank[r].last().map_or(0, |(a, _)| i128::from(*a)),
+                })
+            })
+            .collect();
+        ResourceView {
+            figures,
+            eligible_nodes: self.eligible_nodes,
+        }
+    }
+
+    /// Objects currently not counted because their resources could not be read.
+    pub fn invalid_objects(&self) -> impl Iterator<Item = &ObjectError> {
+        self.invalid_nodes
+            .values()
+            .chain(self.invalid_pods.values())
+            .map(|(e, _)| e)
+    }
+
+    /// Pods currently holding resources.
+    pub fn counted_pods(&self) -> usize {
+        self.pods.len()
+    }
+
+    /// Nodes whose Node object is known.
+    pub fn known_nodes(&self) -> usize {
+        self.nodes.iter().filter(|s| s.state.is_some()).count()
+    }
+
+    pub fn eligible_node_count(&self) -> usize {
+        self.eligible_nodes
+    }
+
+    /// Allocatable minus requested of a known node (eligible or not).
+    pub fn node_free(&self, name: &str) -> Option<Vec<i128>> {
+        let slot = &self.nodes[*self.node_index.get(name)? as usize];
+        slot.state.as_ref()?;
+        Some((0..self.resources.len()).map(|r| slot.free(r)).collect())
+    }
+
+    /// The eligible nodes with their allocatable and requested amounts.
+    pub fn eligible_nodes(&self) -> impl Iterator<Item = NodeUsage<'_>> {
+        self.nodes.iter().filter(|s| s.eligible()).filter_map(|s| {
+            Some(NodeUsage {
+                name: &s.name,
+                allocatable: &s.state.as_ref()?.allocatable,
+                requested: &s.requested,
+            })
+        })
+    }
+
+    fn slot_for(&mut self, name: &str) -> u32 {
+        if let Some(&slot) = self.node_index.get(name) {
+            return slot;
+        }
+        let fresh = NodeSlot {
+            name: name.into(),
+            state: None,
+            requested: vec![0; self.resources.len()].into_boxed_slice(),
+            pods: 0,
+            epoch: self.node_epoch,
+        };
+        let slot = match self.vacant.pop() {
+            Some(slot) => {
+                self.nodes[slot as usize] = fresh;
+                slot
+            }
+            None => {
+                self.nodes.push(fresh);
+                (self.nodes.len() - 1) as u32
+            }
+        };
+        self.node_index.insert(name.into(), slot);
+        slot
+    }
+
+    fn release_if_unused(&mut self, slot: u32) {
+        let s = &self.nodes[slot as usize];
+        if s.state.is_none() && s.pods == 0 {
+            self.node_index.remove(&s.name);
+            self.nodes[slot as usize].name = Box::from("");
+            self.vacant.push(slot);
+        }
+    }
+
+    /// Adds (`sign = 1`) or removes (`-1`) a pod's requests on a node. Returns whether the cluster
+    /// figures changed (only eligible nodes count towards them).
+    fn charge(&mut self, slot: u32, requests: &[i64], sign: i128) -> bool {
+        let node = &mut self.nodes[slot as usize];
+        let eligible = node.eligible();
+        let mut changed = false;
+        for (r, &amount) in requests.iter().enumerate() {
+            if amount == 0 {
+                continue;
+            }
+            let delta = sign * i128::from(amount);
+            if eligible {
+                self.free_rank[r].remove(&(node.free(r), slot));
+                node.requested[r] += delta;
+                self.free_rank[r].insert((node.free(r), slot));
+                self.requested_sum[r] += delta;
+                changed = true;
+            } else {
+                node.requested[r] += delta;
+            }
+        }
+        changed
+    }
+
+    /// Adds an eligible node's contribution to the cluster figures; returns whether it had one.
+    fn enlist(&mut self, slot: u32) -> bool {
+        let node = &self.nodes[slot as usize];
+        let Some(state) = node.state.as_ref().filter(|s| s.eligible) else {
+            return false;
+        };
+        self.eligible_nodes += 1;
+        for r in 0..self.resources.len() {
+            self.allocatable_sum[r] += i128::from(state.allocatable[r]);
+            self.requested_sum[r] += node.requested[r];
+            self.free_rank[r].insert((node.free(r), slot));
+            self.allocatable_rank[r].insert((state.allocatable[r], slot));
+        }
+        true
+    }
+
+    /// Removes an eligible node's contribution; returns whether it had one.
+    fn delist(&mut self, slot: u32) -> bool {
+        let node = &self.nodes[slot as usize];
+        let Some(state) = node.state.as_ref().filter(|s| s.eligible) else {
+            return false;
+        };
+        self.eligible_nodes -= 1;
+        for r in 0..self.resources.len() {
+            self.allocatable_sum[r] -= i128::from(state.allocatable[r]);
+            self.requested_sum[r] -= node.requested[r];
+            self.free_rank[r].remove(&(node.free(r), slot));
+            self.allocatable_rank[r].remove(&(state.allocatable[r], slot));
+        }
+        true
+    }
+}
+
+fn pod_key(pod: &SlimPod) -> String {
+    join_key(
+        pod.metadata.namespace.as_deref().unwrap_or_default(),
+        pod.metadata.name.as_deref().unwrap_or_default(),
+    )
+}
+
+fn join_key(namespace: &str, name: &str) -> String {
+    let mut key = String::with_capacity(namespace.len() + 1 + name.len());
+    key.push_str(namespace);
+    key.push('/');
+    key.push_str(name);
+    key
+}

@@ -1,0 +1,17 @@
+//! Resource accounting: quantities, a pod's effective requests, and the incremental per-node and
+//! cluster-wide totals the scores are computed from. Pure code over plain data; no I/O.
+
+pub mod ledger;
+pub mod objects;
+pub mod pod;
+pub mod quantity;
+pub mod resources;
+pub mod view;
+
+#[cfg(test)]
+mod conformance_tests;
+
+pub use ledger::{Ledger, NodeUsage, ObjectError};
+pub use objects::{SlimNode, SlimPod};
+pub use resources::ResourceSet;
+pub use view::{Figures, ResourceView};
