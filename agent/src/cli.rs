@@ -1,0 +1,226 @@
+//! Command line: every flag is also an environment variable. Values are parsed (and so rejected with
+//! the flag and value named, exit code 2) by clap; `config` then checks the flags against each other.
+
+use crate::config::{
+    DurationArg, ExtendedResourceArg, NormalizeArg, SourceArg, parse_duration, parse_extended_resource,
+    parse_normalize, parse_source,
+};
+use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "ocm-score-agent",
+    version,
+    about = "Publishes this cluster's free resources as OCM AddOnPlacementScores",
+    long_about = "Publishes this cluster's free resources as the OCM AddOnPlacementScore \
+                  `resource-usage-score`, with scores that expire when the data stops.\n\n\
+                  Without a subcommand, `run` is assumed. Try `ocm-score-agent once --source host` \
+                  on any machine."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Watch the cluster, keep the hub's AddOnPlacementScore current and renew the add-on Lease (the default).
+    Run(RunArgs),
+    /// Compute the scores once, print the AddOnPlacementScore as YAML and exit.
+    Once(OnceArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ScoringArgs {
+    /// Where the figures come from, comma separated: `cluster` (Nodes and Pods of the managed cluster),
+    /// `kubelet` (adds real usage from each node's /metrics/resource; needs `cluster`), `host` (this
+    /// machine, through the OS; needs no cluster). Several sources: each figure is the smallest reported.
+    #[arg(long = "source", env = "OCM_SCORE_SOURCE", value_delimiter = ',', default_value = "cluster",
+          value_parser = parse_source)]
+    pub sources: Vec<SourceArg>,
+
+    /// Extra extended resources to score, comma separated, each `RESOURCE[=PREFIX]`, e.g.
+    /// `amd.com/gpu=amdGpu` publishes `amdGpuNodeAvailable` and `amdGpuClusterAvailable`.
+    #[arg(long = "extended-resource", env = "OCM_SCORE_EXTENDED_RESOURCES", value_delimiter = ',',
+          value_parser = parse_extended_resource)]
+    pub extended_resources: Vec<ExtendedResourceArg>,
+
+    /// Normalization per score, comma separated, each `SCORE=absolute:MIN:MAX` (natural units: cores,
+    /// GiB, devices) or `SCORE=percent:MIN:MAX` (percent of capacity; `SCORE=percent` means 0:100).
+    #[arg(long = "normalize", env = "OCM_SCORE_NORMALIZE", value_delimiter = ',', value_parser = parse_normalize)]
+    pub normalize: Vec<NormalizeArg>,
+
+    /// Publish only these scores (comma separated names); default: all of them.
+    #[arg(long = "scores", env = "OCM_SCORE_SCORES", value_delimiter = ',')]
+    pub scores: Vec<String>,
+
+    /// Name of the AddOnPlacementScore object written in the cluster namespace on the hub.
+    #[arg(long, env = "OCM_SCORE_OBJECT_NAME", default_value = scheduler_core::api::well_known::RESOURCE_USAGE_SCORE)]
+    pub score_object_name: String,
+
+    /// How long published scores stay valid (`validUntil` = now + this).
+    #[arg(long, env = "OCM_SCORE_VALIDITY", default_value = "3m", value_parser = parse_duration)]
+    pub validity: DurationArg,
+
+    /// Kubeconfig of the managed cluster; default: $KUBECONFIG, ~/.kube/config, or the in-cluster account.
+    #[arg(long, env = "MANAGED_KUBECONFIG")]
+    pub managed_kubeconfig: Option<PathBuf>,
+
+    /// Hub kubeconfig: a file, or the directory OCM mounts the `<addon>-hub-kubeconfig` Secret into
+    /// (holding `kubeconfig`, `tls.crt`, `tls.key`, `cluster-name`). Rotated certificates are picked up.
+    #[arg(long, env = "HUB_KUBECONFIG")]
+    pub hub_kubeconfig: Option<PathBuf>,
+
+    /// The managed cluster's name (its namespace on the hub); default: `cluster-name` in the hub
+    /// kubeconfig directory.
+    #[arg(long, env = "CLUSTER_NAME")]
+    pub cluster_name: Option<String>,
+
+    /// Timeout of each request to the managed cluster's API server (health probe, kubelet scrape).
+    #[arg(long, env = "OCM_SCORE_API_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub api_timeout: DurationArg,
+
+    /// Timeout of each write to the hub, retries included.
+    #[arg(long, env = "OCM_SCORE_HUB_TIMEOUT", default_value = "20s", value_parser = parse_duration)]
+    pub hub_timeout: DurationArg,
+
+    /// How many nodes the kubelet source scrapes at once.
+    #[arg(long, env = "OCM_SCORE_KUBELET_CONCURRENCY", default_value_t = 8,
+          value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub kubelet_concurrency: u16,
+
+    /// Log format.
+    #[arg(long, env = "OCM_SCORE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub scoring: ScoringArgs,
+
+    /// How often scores are recomputed when nothing changes.
+    #[arg(long, env = "OCM_SCORE_REFRESH_INTERVAL", default_value = "60s", value_parser = parse_duration)]
+    pub refresh_interval: DurationArg,
+
+    /// Random spread of each refresh, as a fraction of the interval (0.1 = ±10 %), so a fleet of agents
+    /// does not write to the hub in lockstep.
+    #[arg(long, env = "OCM_SCORE_JITTER", default_value_t = 0.1)]
+    pub jitter: f64,
+
+    /// After a node or pod change, wait this long for more changes before recomputing.
+    #[arg(long, env = "OCM_SCORE_DEBOUNCE", default_value = "5s", value_parser = parse_duration)]
+    pub debounce: DurationArg,
+
+    /// Least time between two writes caused by score changes (renewals are never delayed).
+    #[arg(long, env = "OCM_SCORE_MIN_WRITE_INTERVAL", default_value = "15s", value_parser = parse_duration)]
+    pub min_write_interval: DurationArg,
+
+    /// Write only when some score moved by at least this much (or validUntil needs renewing): every
+    /// write makes OCM reschedule Placements.
+    #[arg(long, env = "OCM_SCORE_STEP", default_value_t = 5, value_parser = clap::value_parser!(u8).range(1..=200))]
+    pub score_step: u8,
+
+    /// Address of the /metrics, /healthz and /readyz endpoint.
+    #[arg(long, env = "OCM_SCORE_METRICS_ADDR", default_value = "0.0.0.0:8080")]
+    pub metrics_addr: SocketAddr,
+
+    /// The add-on's name: the Lease renewed for OCM's Lease health check is named after it.
+    #[arg(long, env = "ADDON_NAME", default_value = "resource-usage-collect")]
+    pub addon_name: String,
+
+    /// The add-on's install namespace on the managed cluster (where the Lease lives).
+    #[arg(
+        long,
+        env = "ADDON_NAMESPACE",
+        default_value = "open-cluster-management-agent-addon"
+    )]
+    pub addon_namespace: String,
+
+    /// Renew the add-on Lease (OCM's Lease health mode).
+    #[arg(long, env = "OCM_SCORE_LEASE", default_value_t = true, action = ArgAction::Set)]
+    pub lease: bool,
+
+    /// How often the Lease is renewed.
+    #[arg(long, env = "OCM_SCORE_LEASE_INTERVAL", default_value = "60s", value_parser = parse_duration)]
+    pub lease_interval: DurationArg,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct OnceArgs {
+    #[command(flatten)]
+    pub scoring: ScoringArgs,
+
+    /// Also write the object to the hub (needs the hub kubeconfig and cluster name).
+    #[arg(long, env = "OCM_SCORE_PUBLISH", default_value_t = false)]
+    pub publish: bool,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// The arguments with `run` inserted when no subcommand is given, so `ocm-score-agent --flags` runs.
+pub fn with_default_subcommand<I: IntoIterator<Item = std::ffi::OsString>>(
+    args: I,
+) -> Vec<std::ffi::OsString> {
+    let mut args: Vec<_> = args.into_iter().collect();
+    let first = args.get(1).and_then(|a| a.to_str());
+    let explicit = matches!(
+        first,
+        Some("run" | "once" | "help" | "-h" | "--help" | "-V" | "--version")
+    );
+    if !explicit {
+        args.insert(1.min(args.len()), "run".into());
+    }
+    args
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn run_is_the_default_subcommand() {
+        let args = with_default_subcommand(["ocm-score-agent", "--source", "host"].map(Into::into));
+        let cli = Cli::try_parse_from(args).expect("parses");
+        assert!(matches!(cli.command, Command::Run(_)));
+        let args = with_default_subcommand(["ocm-score-agent"].map(Into::into));
+        assert!(matches!(
+            Cli::try_parse_from(args).expect("parses").command,
+            Command::Run(_)
+        ));
+        let args = with_default_subcommand(["ocm-score-agent", "once", "--source=host"].map(Into::into));
+        assert!(matches!(
+            Cli::try_parse_from(args).expect("parses").command,
+            Command::Once(_)
+        ));
+    }
+
+    #[test]
+    fn a_bad_value_names_flag_and_value_and_exits_2() {
+        let err = Cli::try_parse_from(["ocm-score-agent", "run", "--refresh-interval", "soon"])
+            .expect_err("invalid");
+        let text = err.to_string();
+        assert!(
+            text.contains("--refresh-interval") && text.contains("soon"),
+            "{text}"
+        );
+        assert_eq!(err.exit_code(), 2);
+        let err = Cli::try_parse_from(["ocm-score-agent", "once", "--source", "cluster,moon"])
+            .expect_err("invalid");
+        assert!(err.to_string().contains("moon"), "{err}");
+        let err = Cli::try_parse_from(["ocm-score-agent", "run", "--score-step", "0"]).expect_err("invalid");
+        assert!(err.to_string().contains("--score-step"), "{err}");
+    }
+}

@@ -1,0 +1,24 @@
+//! ocm-score-agent: computes resource scores for the managed cluster it runs on and publishes them
+//! to the OCM hub as the AddOnPlacementScore `resource-usage-score`.
+//!
+//! Layout: `accounting` (pure resource arithmetic), `sources` (where figures come from), `scores`
+//! (names and normalization), `publish` + `hub` (writing to the hub), `lease`, `server` + `metrics`
+//! (operability), `run` / `once` (the two subcommands), `cli` + `config` (flags, validated up front).
+//! The binary is a thin `main` over this library so benchmarks and tests reach the same code.
+
+pub mod accounting;
+pub mod cli;
+pub mod config;
+pub mod hub;
+pub mod jitter;
+pub mod lease;
+pub mod metrics;
+pub mod once;
+pub mod publish;
+pub mod run;
+pub mod scores;
+pub mod server;
+pub mod sources;
+
+#[cfg(test)]
+pub(crate) mod test_support;

@@ -1,0 +1,148 @@
+//! `ocm-score-agent once`: compute the scores one time, print the AddOnPlacementScore as YAML, and
+//! optionally write it to the hub.
+
+use crate::accounting::ResourceView;
+use crate::config::{OnceConfig, ScoringConfig};
+use crate::hub::HubConnection;
+use crate::publish::{PublishError, Publisher, WritePolicy, status_with_scores, valid_until};
+use crate::scores::{self, Scope, ScoreValue};
+use crate::sources::cluster;
+use crate::sources::host::{HostSource, MIN_SAMPLE_INTERVAL};
+use crate::sources::kubelet::{KubeletSource, NodeRequests};
+use crate::sources::{Reading, SourceError};
+use jiff::Timestamp;
+use scheduler_core::api::{AddOnPlacementScore, ObjectMeta};
+use std::fmt::Write;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Debug, thiserror::Error)]
+pub enum OnceError {
+    #[error("connecting to the managed cluster: {0} (use --managed-kubeconfig, or --source host)")]
+    ManagedCluster(String),
+    #[error("source {name}: {error}")]
+    Source { name: &'static str, error: SourceError },
+    #[error(transparent)]
+    Publish(#[from] PublishError),
+    #[error("rendering YAML: {0}")]
+    Yaml(#[from] serde_norway::Error),
+}
+
+/// Host CPU usage is averaged over this long (at least sysinfo's minimum).
+const HOST_SAMPLE: Duration = Duration::from_millis(500);
+
+/// Computes, optionally publishes, and returns the YAML to print.
+pub async fn once(cfg: OnceConfig) -> Result<String, OnceError> {
+    let scoring = &cfg.scoring;
+    let now = Timestamp::now();
+    let (view, detail) = read(scoring).await?;
+    let scores = scores::compute(&scoring.scores, &view, &scoring.resources);
+    let valid_until = valid_until(now, scoring.validity);
+    let object = AddOnPlacementScore {
+        metadata: ObjectMeta {
+            name: Some(scoring.score_object_name.clone()),
+            namespace: scoring.cluster_name.clone(),
+            ..Default::default()
+        },
+        status: Some(status_with_scores(
+            Default::default(),
+            &scores,
+            valid_until,
+            &detail,
+            now,
+        )),
+    };
+
+    if let Some(hub) = &cfg.publish {
+        let mut publisher = Publisher::new(
+            HubConnection::new(hub.kubeconfig.clone()),
+            hub.cluster_name.clone(),
+            scoring.score_object_name.clone(),
+            WritePolicy {
+                validity: scoring.validity,
+                renew_margin: scoring.validity,
+                step: 1,
+                min_write_interval: Duration::ZERO,
+            },
+            scoring.hub_timeout,
+        );
+        publisher.write_scores(&scores, &detail, now).await?;
+        tracing::info!(cluster = %hub.cluster_name, object = %scoring.score_object_name, "published");
+    }
+
+    Ok(explain(scoring, &scores, &detail) + &serde_norway::to_string(&object)?)
+}
+
+async fn read(scoring: &ScoringConfig) -> Result<(ResourceView, String), OnceError> {
+    let sources = scoring.sources;
+    let resources = &scoring.resources;
+    let fail = |name| move |error| OnceError::Source { name, error };
+    // Start the host's CPU measurement first so it overlaps with listing the cluster.
+    let mut host = if sources.host {
+        Some(HostSource::new().map_err(fail("host"))?)
+    } else {
+        None
+    };
+    let host_started = tokio::time::Instant::now();
+    let mut readings: Vec<Reading> = Vec::new();
+    if sources.needs_managed_cluster() {
+        let client = cluster::connect(scoring.managed_kubeconfig.as_deref())
+            .await
+            .map_err(OnceError::ManagedCluster)?;
+        let (reading, ledger) = cluster::read_once(client.clone(), resources.clone(), scoring.api_timeout)
+            .await
+            .map_err(fail("cluster"))?;
+        readings.push(reading);
+        if sources.kubelet {
+            let nodes: Vec<NodeRequests> = crate::run::node_requests(&ledger);
+            // One scrape gives memory; cpu needs a rate over two, so it falls back to requests here.
+            let kubelet = KubeletSource::new(
+                client,
+                scoring.kubelet_concurrency,
+                scoring.api_timeout,
+                Arc::default(),
+            );
+            readings.push(kubelet.read(nodes, resources).await.map_err(fail("kubelet"))?);
+        }
+    }
+    if let Some(host) = &mut host {
+        tokio::time::sleep_until(host_started + HOST_SAMPLE.max(MIN_SAMPLE_INTERVAL)).await;
+        readings.push(host.read(resources).map_err(fail("host"))?);
+    }
+    let views: Vec<ResourceView> = readings.iter().map(|r| r.view.clone()).collect();
+    let detail = readings
+        .iter()
+        .map(|r| r.detail.as_str())
+        .collect::<Vec<_>>()
+        .join("; ");
+    Ok((ResourceView::combine(&views), detail))
+}
+
+/// YAML comments stating the raw figure behind each score and its normalization.
+fn explain(scoring: &ScoringConfig, scores: &[ScoreValue], detail: &str) -> String {
+    let mut out = format!("# {detail}\n");
+    let width = scores.iter().map(|s| s.name.len()).max().unwrap_or(0);
+    for (def, score) in scoring.scores.iter().zip(scores) {
+        let raw = match (score.free, score.capacity) {
+            (Some(free), Some(capacity)) => format!(
+                "{} of {} {} free {}; {}",
+                round(free),
+                round(capacity),
+                def.unit(&scoring.resources),
+                match def.scope {
+                    Scope::Cluster => "in the cluster",
+                    Scope::Node => "on the best node",
+                },
+                def.normalization
+            ),
+            _ => "not measured by the enabled sources".to_owned(),
+        };
+        let _ = writeln!(out, "# {:<width$} {:>4}  {raw}", score.name, score.value);
+    }
+    out
+}
+
+fn round(value: f64) -> String {
+    let rounded = (value * 100.0).round() / 100.0;
+    format!("{rounded}")
+}

@@ -1,0 +1,727 @@
+//! Writing the AddOnPlacementScore on the hub, and deciding when not to.
+//!
+//! Every write makes OCM re-run the Placements that use the score, so the publisher writes only
+//! when a score moved by at least `step`, when `validUntil` is about to run out, or when the condition
+//! must change (first write, recovery, failure). Writes create `<cluster-ns>/<name>` if absent, then
+//! replace `/status` with the read `resourceVersion` (a conflict re-reads and retries), keeping other
+//! writers' conditions and unknown fields.
+
+use crate::hub::{HubConnection, HubError};
+use crate::scores::ScoreValue;
+use jiff::{SignedDuration, Timestamp};
+use kube::api::{Api, PostParams};
+use scheduler_core::api::{
+    AddOnPlacementScore, AddOnPlacementScoreItem, AddOnPlacementScoreStatus, Condition, ObjectMeta, Time,
+};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// The condition type the agent owns on the score object.
+pub const CONDITION_TYPE: &str = "AddOnPlacementScoreUpdated";
+pub const REASON_PUBLISHED: &str = "ScoresPublished";
+pub const REASON_SOURCE_FAILED: &str = "SourceFailed";
+
+#[derive(Debug, Clone)]
+pub struct WritePolicy {
+    pub validity: Duration,
+    /// Renew `validUntil` once less than this is left.
+    pub renew_margin: Duration,
+    /// Least score movement that is worth a write.
+    pub step: i32,
+    /// Least time between two writes caused by score movement.
+    pub min_write_interval: Duration,
+}
+
+/// What the hub holds, as far as the agent knows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Published {
+    pub scores: BTreeMap<String, i32>,
+    pub valid_until: Option<Timestamp>,
+    /// Whether the agent's condition says True.
+    pub healthy: bool,
+    /// When the agent last wrote scores; unknown for an object found at start-up.
+    pub written_at: Option<Timestamp>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteReason {
+    /// Nothing of ours is on the hub yet.
+    First,
+    /// The published score names differ from the configured ones.
+    NamesChanged,
+    /// The last write reported a failure (or someone else's condition).
+    Recovered,
+    /// `validUntil` is about to run out.
+    Renewal,
+    /// A score moved by at least the step.
+    ScoresMoved,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    Write(WriteReason),
+    /// Nothing worth a write.
+    Skip,
+    /// Scores moved, but the last write was too recent: try again at this instant.
+    Defer(Timestamp),
+}
+
+/// Whether freshly computed scores should be written now.
+pub fn decide(
+    last: Option<&Published>,
+    scores: &[ScoreValue],
+    now: Timestamp,
+    policy: &WritePolicy,
+) -> Decision {
+    let Some(last) = last else {
+        return Decision::Write(WriteReason::First);
+    };
+    let names_match =
+        last.scores.len() == scores.len() && scores.iter().all(|s| last.scores.contains_key(&s.name));
+    if !names_match {
+        return Decision::Write(WriteReason::NamesChanged);
+    }
+    if !last.healthy {
+        return Decision::Write(WriteReason::Recovered);
+    }
+    let margin = SignedDuration::try_from(policy.renew_margin).unwrap_or(SignedDuration::MAX);
+    let renew = match last.valid_until {
+        None => true,
+        Some(valid_until) => valid_until.duration_since(now) < margin,
+    };
+    if renew {
+        return Decision::Write(WriteReason::Renewal);
+    }
+    let moved = scores.iter().any(|s| {
+        last.scores
+            .get(&s.name)
+            .is_some_and(|old| (s.value - old).abs() >= policy.step)
+    });
+    if !moved {
+        return Decision::Skip;
+    }
+    let min_interval = SignedDuration::try_from(policy.min_write_interval).unwrap_or(SignedDuration::MAX);
+    match last.written_at.and_then(|at| at.checked_add(min_interval).ok()) {
+        Some(allowed) if allowed > now => Decision::Defer(allowed),
+        _ => Decision::Write(WriteReason::ScoresMoved),
+    }
+}
+
+/// `now + validity`, whole seconds (the API stores seconds; comparing what was written with what is
+/// read back must not trip over sub-second digits).
+pub fn valid_until(now: Timestamp, validity: Duration) -> Timestamp {
+    let seconds = now
+        .as_second()
+        .saturating_add(i64::try_from(validity.as_secs()).unwrap_or(i64::MAX / 2));
+    Timestamp::from_second(seconds).unwrap_or(Timestamp::MAX)
+}
+
+/// Sets or replaces the condition of `condition.type_`, keeping its `lastTransitionTime` when the status
+/// did not change, and leaving every other writer's condition alone.
+pub fn upsert_condition(conditions: &mut Vec<Condition>, mut condition: Condition) {
+    match conditions.iter_mut().find(|c| c.type_ == condition.type_) {
+        Some(existing) => {
+            if existing.status == condition.status {
+                condition.last_transition_time = existing.last_transition_time.clone();
+            }
+            *existing = condition;
+        }
+        None => conditions.push(condition),
+    }
+}
+
+fn condition(healthy: bool, message: String, now: Timestamp) -> Condition {
+    Condition {
+        type_: CONDITION_TYPE.to_owned(),
+        status: if healthy { "True" } else { "False" }.to_owned(),
+        reason: if healthy {
+            REASON_PUBLISHED
+        } else {
+            REASON_SOURCE_FAILED
+        }
+        .to_owned(),
+        message,
+        last_transition_time: Time(Timestamp::from_second(now.as_second()).unwrap_or(now)),
+        observed_generation: None,
+    }
+}
+
+/// The status after publishing `scores`: scores and `validUntil` replaced, our condition set True.
+pub fn status_with_scores(
+    mut status: AddOnPlacementScoreStatus,
+    scores: &[ScoreValue],
+    valid_until: Timestamp,
+    detail: &str,
+    now: Timestamp,
+) -> AddOnPlacementScoreStatus {
+    status.scores = scores
+        .iter()
+        .map(|s| AddOnPlacementScoreItem {
+            name: s.name.clone(),
+            value: s.value,
+        })
+        .collect();
+    status.valid_until = Some(Time(valid_until));
+    let message = format!("{detail}; computed at {}; valid until {valid_until}", second(now));
+    upsert_condition(&mut status.conditions, condition(true, message, now));
+    status
+}
+
+/// The status after a source failure: scores and `validUntil` untouched (so they expire), our
+/// condition set False with the error.
+pub fn status_with_failure(
+    mut status: AddOnPlacementScoreStatus,
+    error: &str,
+    now: Timestamp,
+) -> AddOnPlacementScoreStatus {
+    let expiry = match &status.valid_until {
+        Some(Time(t)) if *t > now => format!("the last scores expire at {t}"),
+        Some(Time(t)) => format!("the last scores expired at {t}"),
+        None if status.scores.is_empty() => "no scores are published".to_owned(),
+        None => "the scores present carry no validUntil".to_owned(),
+    };
+    let message = format!("{error}; scores not renewed, {expiry} (as of {})", second(now));
+    upsert_condition(&mut status.conditions, condition(false, message, now));
+    status
+}
+
+fn second(t: Timestamp) -> Timestamp {
+    Timestamp::from_second(t.as_second()).unwrap_or(t)
+}
+
+/// What the agent can tell from an object on the hub.
+pub fn published_from(status: Option<&AddOnPlacementScoreStatus>) -> Option<Published> {
+    let status = status?;
+    let ours = status.conditions.iter().find(|c| c.type_ == CONDITION_TYPE);
+    Some(Published {
+        scores: status.scores.iter().map(|s| (s.name.clone(), s.value)).collect(),
+        valid_until: status.valid_until.as_ref().map(|t| t.0),
+        healthy: ours.is_some_and(|c| c.status == "True"),
+        written_at: None,
+    })
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PublishError {
+    #[error(transparent)]
+    Hub(#[from] HubError),
+    #[error("{action} {namespace}/{name} on the hub: {source}")]
+    Api {
+        action: &'static str,
+        namespace: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("{action} {namespace}/{name} on the hub: no answer within {timeout:?}")]
+    Timeout {
+        action: &'static str,
+        namespace: String,
+        name: String,
+        timeout: Duration,
+    },
+    #[error("writing {namespace}/{name} on the hub: still conflicting after {attempts} attempts")]
+    Conflicts {
+        namespace: String,
+        name: String,
+        attempts: u32,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Written(WriteReason),
+    /// A failure was written into the condition.
+    FailureReported,
+    Skipped,
+    Deferred(Timestamp),
+}
+
+pub struct Publisher {
+    hub: HubConnection,
+    namespace: String,
+    name: String,
+    policy: WritePolicy,
+    timeout: Duration,
+    /// What the hub holds, once known (read at start or after a write).
+    last: Option<Published>,
+    /// Whether `last` reflects the hub (false until the first successful read or write).
+    known: bool,
+    /// The object as last read or written, for the next replace.
+    cached: Option<AddOnPlacementScore>,
+}
+
+const WRITE_ATTEMPTS: u32 = 4;
+
+impl Publisher {
+    pub fn new(
+        hub: HubConnection,
+        namespace: String,
+        name: String,
+        policy: WritePolicy,
+        timeout: Duration,
+    ) -> Self {
+        Publisher {
+            hub,
+            namespace,
+            name,
+            policy,
+            timeout,
+            last: None,
+            known: false,
+            cached: None,
+        }
+    }
+
+    pub fn last(&self) -> Option<&Published> {
+        self.last.as_ref()
+    }
+
+    /// Writes `scores` if worth it.
+    pub async fn publish(
+        &mut self,
+        scores: &[ScoreValue],
+        detail: &str,
+        now: Timestamp,
+    ) -> Result<Outcome, PublishError> {
+        self.ensure_known().await?;
+        match decide(self.last.as_ref(), scores, now, &self.policy) {
+            Decision::Skip => Ok(Outcome::Skipped),
+            Decision::Defer(at) => Ok(Outcome::Deferred(at)),
+            Decision::Write(reason) => {
+                self.write_scores(scores, detail, now).await?;
+                Ok(Outcome::Written(reason))
+            }
+        }
+    }
+
+    /// Writes `scores` whatever the hub holds.
+    pub async fn write_scores(
+        &mut self,
+        scores: &[ScoreValue],
+        detail: &str,
+        now: Timestamp,
+    ) -> Result<(), PublishError> {
+        let valid_until = valid_until(now, self.policy.validity);
+        let status = self
+            .write(|status| status_with_scores(status, scores, valid_until, detail, now))
+            .await?;
+        self.last = published_from(Some(&status)).map(|p| Published {
+            written_at: Some(now),
+            ..p
+        });
+        self.known = true;
+        Ok(())
+    }
+
+    /// Records a source failure in the condition, once per failure (scores are left to expire).
+    pub async fn report_failure(&mut self, error: &str, now: Timestamp) -> Result<Outcome, PublishError> {
+        self.ensure_known().await?;
+        if self.last.as_ref().is_some_and(|p| !p.healthy)
+            && self.cached.as_ref().is_some_and(has_our_failure_condition)
+        {
+            return Ok(Outcome::Skipped);
+        }
+        let status = self
+            .write(|status| status_with_failure(status, error, now))
+            .await?;
+        let written_at = self.last.as_ref().and_then(|p| p.written_at);
+        self.last = published_from(Some(&status)).map(|p| Published { written_at, ..p });
+        Ok(Outcome::FailureReported)
+    }
+
+    fn api(&self, client: kube::Client) -> Api<AddOnPlacementScore> {
+        Api::namespaced(client, &self.namespace)
+    }
+
+    /// Reads the object once so a restart with nothing changed writes nothing.
+    async fn ensure_known(&mut self) -> Result<(), PublishError> {
+        if self.known {
+            return Ok(());
+        }
+        let client = self.client().await?;
+        let api = self.api(client);
+        let name = self.name.clone();
+        let found = self.bounded("reading", api.get_opt(&name)).await?;
+        self.last = found.as_ref().and_then(|o| published_from(o.status.as_ref()));
+        self.cached = found;
+        self.known = true;
+        Ok(())
+    }
+
+    async fn client(&mut self) -> Result<kube::Client, PublishError> {
+        Ok(self.hub.client().await?)
+    }
+
+    async fn bounded<T>(
+        &mut self,
+        action: &'static str,
+        call: impl Future<Output = Result<T, kube::Error>>,
+    ) -> Result<T, PublishError> {
+        match tokio::time::timeout(self.timeout, call).await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(source)) => Err(self.api_error(action, source)),
+            Err(_) => Err(self.timeout_error(action)),
+        }
+    }
+
+    /// An API error; afterwards the hub state is re-read before the next decision.
+    fn api_error(&mut self, action: &'static str, source: kube::Error) -> PublishError {
+        if let kube::Error::Api(status) = &source
+            && status.code == 401
+        {
+            // Possibly a rotated certificate the files do not show yet: rebuild next time.
+            self.hub.reset();
+        }
+        self.known = false;
+        self.cached = None;
+        PublishError::Api {
+            action,
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+            source,
+        }
+    }
+
+    fn timeout_error(&mut self, action: &'static str) -> PublishError {
+        self.known = false;
+        self.cached = None;
+        PublishError::Timeout {
+            action,
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+            timeout: self.timeout,
+        }
+    }
+
+    /// Creates the object if needed, then replaces its status with `change(current status)`, re-reading
+    /// and retrying on conflicts. Returns the status the hub now holds.
+    async fn write(
+        &mut self,
+        change: impl Fn(AddOnPlacementScoreStatus) -> AddOnPlacementScoreStatus,
+    ) -> Result<AddOnPlacementScoreStatus, PublishError> {
+        let client = self.client().await?;
+        let api = self.api(client);
+        let name = self.name.clone();
+        for _ in 0..WRITE_ATTEMPTS {
+            let mut object = match self.cached.take() {
+                Some(object) => object,
+                None => self.get_or_create(&api).await?,
+            };
+            object.status = Some(change(object.status.take().unwrap_or_default()));
+            match tokio::time::timeout(
+                self.timeout,
+                api.replace_status(&name, &PostParams::default(), &object),
+            )
+            .await
+            {
+                Ok(Ok(written)) => {
+                    let status = written.status.clone().unwrap_or_default();
+                    self.cached = Some(written);
+                    return Ok(status);
+                }
+                Ok(Err(kube::Error::Api(status))) if status.is_conflict() || status.is_not_found() => {
+                    tracing::debug!(code = status.code, "score object changed under us; re-reading");
+                    continue;
+                }
+                Ok(Err(source)) => return Err(self.api_error("writing status of", source)),
+                Err(_) => return Err(self.timeout_error("writing status of")),
+            }
+        }
+        self.known = false;
+        self.cached = None;
+        Err(PublishError::Conflicts {
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+            attempts: WRITE_ATTEMPTS,
+        })
+    }
+
+    async fn get_or_create(
+        &mut self,
+        api: &Api<AddOnPlacementScore>,
+    ) -> Result<AddOnPlacementScore, PublishError> {
+        let name = self.name.clone();
+        if let Some(object) = self.bounded("reading", api.get_opt(&name)).await? {
+            return Ok(object);
+        }
+        let fresh = AddOnPlacementScore {
+            metadata: ObjectMeta {
+                name: Some(self.name.clone()),
+                namespace: Some(self.namespace.clone()),
+                ..Default::default()
+            },
+            status: None,
+        };
+        match tokio::time::timeout(self.timeout, api.create(&PostParams::default(), &fresh)).await {
+            Ok(Ok(created)) => {
+                tracing::info!(namespace = %self.namespace, name = %self.name, "created the score object");
+                Ok(created)
+            }
+            // Someone created it meanwhile: use theirs.
+            Ok(Err(kube::Error::Api(status))) if status.code == 409 => {
+                self.bounded("reading", api.get(&name)).await
+            }
+            Ok(Err(source)) => Err(self.api_error("creating", source)),
+            Err(_) => Err(self.timeout_error("creating")),
+        }
+    }
+}
+
+fn has_our_failure_condition(object: &AddOnPlacementScore) -> bool {
+    object.status.as_ref().is_some_and(|s| {
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == CONDITION_TYPE && c.status == "False")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy() -> WritePolicy {
+        WritePolicy {
+            validity: Duration::from_secs(180),
+            renew_margin: Duration::from_secs(76),
+            step: 5,
+            min_write_interval: Duration::from_secs(15),
+        }
+    }
+
+    fn t(seconds: i64) -> Timestamp {
+        Timestamp::from_second(1_700_000_000 + seconds).expect("valid")
+    }
+
+    fn scores(values: &[(&str, i32)]) -> Vec<ScoreValue> {
+        values
+            .iter()
+            .map(|(n, v)| ScoreValue {
+                name: (*n).into(),
+                value: *v,
+                free: None,
+                capacity: None,
+            })
+            .collect()
+    }
+
+    fn published(
+        values: &[(&str, i32)],
+        valid_until: i64,
+        healthy: bool,
+        written_at: Option<i64>,
+    ) -> Published {
+        Published {
+            scores: values.iter().map(|(n, v)| ((*n).to_owned(), *v)).collect(),
+            valid_until: Some(t(valid_until)),
+            healthy,
+            written_at: written_at.map(t),
+        }
+    }
+
+    #[test]
+    fn write_decisions() {
+        let p = policy();
+        let now = t(0);
+        let base = [("a", 10), ("b", -20)];
+        let cases: Vec<(&str, Option<Published>, Vec<ScoreValue>, Decision)> = vec![
+            (
+                "nothing published yet",
+                None,
+                scores(&base),
+                Decision::Write(WriteReason::First),
+            ),
+            (
+                "unchanged and fresh",
+                Some(published(&base, 170, true, Some(-10))),
+                scores(&base),
+                Decision::Skip,
+            ),
+            (
+                "moved less than the step",
+                Some(published(&base, 170, true, Some(-10))),
+                scores(&[("a", 14), ("b", -16)]),
+                Decision::Skip,
+            ),
+            (
+                "moved by the step",
+                Some(published(&base, 170, true, Some(-20))),
+                scores(&[("a", 15), ("b", -20)]),
+                Decision::Write(WriteReason::ScoresMoved),
+            ),
+            (
+                "moved down by the step",
+                Some(published(&base, 170, true, None)),
+                scores(&[("a", 10), ("b", -25)]),
+                Decision::Write(WriteReason::ScoresMoved),
+            ),
+            (
+                "moved but written moments ago",
+                Some(published(&base, 170, true, Some(-5))),
+                scores(&[("a", 50), ("b", -20)]),
+                Decision::Defer(t(10)),
+            ),
+            (
+                "validUntil about to run out",
+                Some(published(&base, 75, true, Some(-105))),
+                scores(&base),
+                Decision::Write(WriteReason::Renewal),
+            ),
+            (
+                "already expired",
+                Some(published(&base, -1, true, None)),
+                scores(&base),
+                Decision::Write(WriteReason::Renewal),
+            ),
+            (
+                "renewal is never deferred",
+                Some(published(&base, 20, true, Some(-1))),
+                scores(&[("a", 90), ("b", -20)]),
+                Decision::Write(WriteReason::Renewal),
+            ),
+            (
+                "no validUntil on the hub",
+                Some(Published {
+                    valid_until: None,
+                    ..published(&base, 0, true, None)
+                }),
+                scores(&base),
+                Decision::Write(WriteReason::Renewal),
+            ),
+            (
+                "recovering from a reported failure",
+                Some(published(&base, 170, false, None)),
+                scores(&base),
+                Decision::Write(WriteReason::Recovered),
+            ),
+            (
+                "a score was added",
+                Some(published(&base, 170, true, None)),
+                scores(&[("a", 10), ("b", -20), ("c", 0)]),
+                Decision::Write(WriteReason::NamesChanged),
+            ),
+            (
+                "a score was renamed",
+                Some(published(&base, 170, true, None)),
+                scores(&[("a", 10), ("c", -20)]),
+                Decision::Write(WriteReason::NamesChanged),
+            ),
+        ];
+        for (name, last, new, want) in cases {
+            assert_eq!(decide(last.as_ref(), &new, now, &p), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn valid_until_is_whole_seconds_ahead() {
+        let now = Timestamp::from_millisecond(1_700_000_000_700).expect("valid");
+        assert_eq!(
+            valid_until(now, Duration::from_secs(180)),
+            Timestamp::from_second(1_700_000_180).expect("valid")
+        );
+    }
+
+    #[test]
+    fn publishing_keeps_other_conditions_and_fields() {
+        let other = Condition {
+            type_: "SomethingElse".into(),
+            status: "True".into(),
+            reason: "Other".into(),
+            message: "kept".into(),
+            last_transition_time: Time(t(-1000)),
+            observed_generation: None,
+        };
+        let mut existing = AddOnPlacementScoreStatus {
+            conditions: vec![other.clone()],
+            scores: vec![AddOnPlacementScoreItem {
+                name: "stale".into(),
+                value: 3,
+            }],
+            ..Default::default()
+        };
+        existing
+            .extra
+            .insert("futureField".into(), serde_json::json!({"x": 1}));
+
+        let s = status_with_scores(
+            existing,
+            &scores(&[("a", 10)]),
+            t(180),
+            "cluster: 3 of 3 nodes",
+            t(0),
+        );
+        assert_eq!(
+            s.scores,
+            vec![AddOnPlacementScoreItem {
+                name: "a".into(),
+                value: 10
+            }]
+        );
+        assert_eq!(s.valid_until, Some(Time(t(180))));
+        assert_eq!(s.conditions[0], other);
+        assert_eq!(s.extra["futureField"], serde_json::json!({"x": 1}));
+        let ours = &s.conditions[1];
+        assert_eq!(
+            (ours.type_.as_str(), ours.status.as_str(), ours.reason.as_str()),
+            (CONDITION_TYPE, "True", REASON_PUBLISHED)
+        );
+        assert!(
+            ours.message.starts_with("cluster: 3 of 3 nodes; computed at"),
+            "{}",
+            ours.message
+        );
+
+        // Still True later: the transition time stays.
+        let later = status_with_scores(s.clone(), &scores(&[("a", 12)]), t(240), "again", t(60));
+        assert_eq!(later.conditions[1].last_transition_time, Time(t(0)));
+
+        // A failure: scores and validUntil untouched, condition False with the error and the expiry.
+        let failed = status_with_failure(later, "the managed cluster's API server did not answer", t(100));
+        assert_eq!(
+            failed.scores,
+            vec![AddOnPlacementScoreItem {
+                name: "a".into(),
+                value: 12
+            }]
+        );
+        assert_eq!(failed.valid_until, Some(Time(t(240))));
+        let ours = &failed.conditions[1];
+        assert_eq!(
+            (ours.status.as_str(), ours.reason.as_str()),
+            ("False", REASON_SOURCE_FAILED)
+        );
+        assert_eq!(ours.last_transition_time, Time(t(100)));
+        assert!(
+            ours.message
+                .contains("did not answer; scores not renewed, the last scores expire at"),
+            "{}",
+            ours.message
+        );
+        assert_eq!(failed.conditions.len(), 2);
+    }
+
+    #[test]
+    fn what_the_hub_holds_is_read_back() {
+        let status = status_with_scores(
+            Default::default(),
+            &scores(&[("a", 1), ("b", 2)]),
+            t(180),
+            "x",
+            t(0),
+        );
+        let p = published_from(Some(&status)).expect("published");
+        assert!(p.healthy);
+        assert_eq!(p.valid_until, Some(t(180)));
+        assert_eq!(p.scores.len(), 2);
+        // Scores written by another agent (no condition of ours) are not trusted as ours.
+        let foreign = AddOnPlacementScoreStatus {
+            scores: vec![AddOnPlacementScoreItem {
+                name: "a".into(),
+                value: 1,
+            }],
+            ..Default::default()
+        };
+        assert!(!published_from(Some(&foreign)).expect("published").healthy);
+        assert_eq!(published_from(None), None);
+    }
+}

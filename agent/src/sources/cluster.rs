@@ -1,0 +1,412 @@
+//! The `cluster` source: watches Nodes and Pods of the managed cluster and keeps the accounting
+//! ledger current, one event at a time.
+//!
+//! Objects are decoded into the slim structs of `accounting::objects` and folded into the ledger at
+//! once; nothing else of them is cached. Pods in phase Succeeded or Failed are filtered out by the API
+//! server (field selector) and, should one still arrive, by the ledger.
+//!
+//! Freshness: the figures count as current only when both watches have completed their initial list,
+//! neither is re-listing, neither has reported an error within [`ERROR_WINDOW`], and the API server
+//! answers a cheap probe right now. Otherwise scores are not renewed.
+
+use super::{Reading, SourceError};
+use crate::accounting::{Ledger, ObjectError, ResourceSet, SlimNode, SlimPod};
+use crate::metrics::{Metrics, WatchKind};
+use futures::{StreamExt, TryStreamExt};
+use kube::Client;
+use kube::api::{Api, ListParams};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+/// Pods in these phases hold no resources; the API server leaves them out of the watch.
+pub const POD_FIELD_SELECTOR: &str = "status.phase!=Succeeded,status.phase!=Failed";
+
+/// A watch error this recent makes the figures stale. The watcher retries with a backoff capped at
+/// 30 s, so a watch that is still failing reports again well within this window.
+pub const ERROR_WINDOW: Duration = Duration::from_secs(45);
+
+#[derive(Debug, Default, Clone)]
+struct WatchState {
+    synced: bool,
+    relisting: bool,
+    last_error: Option<(Instant, String)>,
+}
+
+#[derive(Debug, Default)]
+struct Health {
+    nodes: WatchState,
+    pods: WatchState,
+}
+
+impl Health {
+    fn of(&mut self, kind: WatchKind) -> &mut WatchState {
+        match kind {
+            WatchKind::Nodes => &mut self.nodes,
+            WatchKind::Pods => &mut self.pods,
+        }
+    }
+}
+
+/// Shared state of the running cluster source.
+pub struct ClusterSource {
+    client: Client,
+    ledger: Arc<Mutex<Ledger>>,
+    health: Arc<Mutex<Health>>,
+    synced: Arc<Notify>,
+    api_timeout: Duration,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl ClusterSource {
+    /// Starts the Node and Pod watches. `changed` is notified whenever the cluster figures change.
+    pub fn start(
+        client: Client,
+        resources: ResourceSet,
+        api_timeout: Duration,
+        changed: Arc<Notify>,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        let ledger = Arc::new(Mutex::new(Ledger::new(resources)));
+        let health = Arc::new(Mutex::new(Health::default()));
+        let synced = Arc::new(Notify::new());
+        let shared = Shared {
+            ledger: ledger.clone(),
+            health: health.clone(),
+            changed,
+            synced: synced.clone(),
+            metrics,
+        };
+        let nodes = tokio::spawn(watch::<SlimNode>(
+            Api::all(client.clone()),
+            watcher::Config::default(),
+            WatchKind::Nodes,
+            shared.clone(),
+        ));
+        let pods = tokio::spawn(watch::<SlimPod>(
+            Api::all(client.clone()),
+            watcher::Config::default().fields(POD_FIELD_SELECTOR),
+            WatchKind::Pods,
+            shared,
+        ));
+        ClusterSource {
+            client,
+            ledger,
+            health,
+            synced,
+            api_timeout,
+            tasks: vec![nodes, pods],
+        }
+    }
+
+    /// Whether both watches have completed their initial list.
+    pub fn is_synced(&self) -> bool {
+        let health = lock(&self.health);
+        health.nodes.synced && health.pods.synced
+    }
+
+    /// Waits until both watches have completed their initial list.
+    pub async fn wait_synced(&self) {
+        loop {
+            let notified = self.synced.notified();
+            if self.is_synced() {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// The ledger, for the kubelet source (which needs each node's requests).
+    pub fn ledger(&self) -> MutexGuard<'_, Ledger> {
+        lock(&self.ledger)
+    }
+
+    /// Current figures, or why there are none.
+    pub async fn read(&self) -> Result<Reading, SourceError> {
+        self.check_watches()?;
+        // A watch can sit silent on a dead connection; ask the API server directly.
+        let nodes = Api::<SlimNode>::all(self.client.clone());
+        let one = ListParams::default().limit(1);
+        match tokio::time::timeout(self.api_timeout, nodes.list(&one)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => return Err(SourceError::Unreachable(e.to_string())),
+            Err(_) => {
+                return Err(SourceError::Unreachable(format!(
+                    "no answer within {:?}",
+                    self.api_timeout
+                )));
+            }
+        }
+        // The watches may have failed while the probe was in flight.
+        self.check_watches()?;
+        let ledger = lock(&self.ledger);
+        if let Some(first) = ledger.invalid_objects().next() {
+            return Err(SourceError::InvalidObjects {
+                count: ledger.invalid_objects().count(),
+                first: first.clone(),
+            });
+        }
+        Ok(reading_of(&ledger))
+    }
+
+    fn check_watches(&self) -> Result<(), SourceError> {
+        let health = lock(&self.health);
+        for (kind, state) in [(WatchKind::Nodes, &health.nodes), (WatchKind::Pods, &health.pods)] {
+            if !state.synced {
+                return Err(SourceError::NotSynced(kind.as_str()));
+            }
+            if state.relisting {
+                return Err(SourceError::Relisting(kind.as_str()));
+            }
+            if let Some((at, message)) = &state.last_error
+                && at.elapsed() < ERROR_WINDOW
+            {
+                return Err(SourceError::Watch {
+                    kind: kind.as_str(),
+                    ago_secs: at.elapsed().as_secs(),
+                    message: message.clone(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    pub fn stop(&self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+impl Drop for ClusterSource {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn reading_of(ledger: &Ledger) -> Reading {
+    Reading {
+        source: "cluster",
+        view: ledger.view(),
+        detail: format!(
+            "cluster: {} of {} nodes Ready and schedulable, {} pods holding resources",
+            ledger.eligible_node_count(),
+            ledger.known_nodes(),
+            ledger.counted_pods()
+        ),
+    }
+}
+
+/// Lists Nodes and Pods once (for `once`): no watch, same accounting.
+pub async fn read_once(
+    client: Client,
+    resources: ResourceSet,
+    timeout: Duration,
+) -> Result<(Reading, Ledger), SourceError> {
+    let mut ledger = Ledger::new(resources);
+    let params = ListParams::default().limit(500);
+    let nodes = list_all::<SlimNode>(Api::all(client.clone()), params.clone(), timeout, "nodes").await?;
+    for node in &nodes {
+        if let Err(e) = ledger.apply_node(node) {
+            return Err(invalid(&ledger, e));
+        }
+    }
+    let pods = list_all::<SlimPod>(
+        Api::all(client),
+        params.fields(POD_FIELD_SELECTOR),
+        timeout,
+        "pods",
+    )
+    .await?;
+    ledger.reserve_pods(pods.len());
+    for pod in &pods {
+        if let Err(e) = ledger.apply_pod(pod) {
+            return Err(invalid(&ledger, e));
+        }
+    }
+    Ok((reading_of(&ledger), ledger))
+}
+
+fn invalid(ledger: &Ledger, first: ObjectError) -> SourceError {
+    SourceError::InvalidObjects {
+        count: ledger.invalid_objects().count(),
+        first,
+    }
+}
+
+async fn list_all<K>(
+    api: Api<K>,
+    params: ListParams,
+    timeout: Duration,
+    kind: &'static str,
+) -> Result<Vec<K>, SourceError>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let mut out = Vec::new();
+    let mut params = params;
+    loop {
+        let page = tokio::time::timeout(timeout, api.list(&params))
+            .await
+            .map_err(|_| SourceError::List {
+                kind,
+                message: format!("no answer within {timeout:?}"),
+            })?
+            .map_err(|e| SourceError::List {
+                kind,
+                message: e.to_string(),
+            })?;
+        out.extend(page.items);
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => return Ok(out),
+        }
+    }
+}
+
+#[derive(Clone)]
+struct Shared {
+    ledger: Arc<Mutex<Ledger>>,
+    health: Arc<Mutex<Health>>,
+    changed: Arc<Notify>,
+    synced: Arc<Notify>,
+    metrics: Arc<Metrics>,
+}
+
+/// How an object kind feeds the ledger.
+trait Accounted:
+    kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static
+{
+    fn apply(ledger: &mut Ledger, object: &Self) -> Result<bool, ObjectError>;
+    fn delete(ledger: &mut Ledger, object: &Self) -> bool;
+    fn begin_relist(ledger: &mut Ledger);
+    fn finish_relist(ledger: &mut Ledger) -> bool;
+}
+
+impl Accounted for SlimPod {
+    fn apply(ledger: &mut Ledger, pod: &Self) -> Result<bool, ObjectError> {
+        ledger.apply_pod(pod)
+    }
+    fn delete(ledger: &mut Ledger, pod: &Self) -> bool {
+        ledger.delete_pod(
+            pod.metadata.namespace.as_deref().unwrap_or_default(),
+            pod.metadata.name.as_deref().unwrap_or_default(),
+        )
+    }
+    fn begin_relist(ledger: &mut Ledger) {
+        ledger.begin_pod_relist();
+    }
+    fn finish_relist(ledger: &mut Ledger) -> bool {
+        ledger.finish_pod_relist()
+    }
+}
+
+impl Accounted for SlimNode {
+    fn apply(ledger: &mut Ledger, node: &Self) -> Result<bool, ObjectError> {
+        ledger.apply_node(node)
+    }
+    fn delete(ledger: &mut Ledger, node: &Self) -> bool {
+        ledger.delete_node(node.metadata.name.as_deref().unwrap_or_default())
+    }
+    fn begin_relist(ledger: &mut Ledger) {
+        ledger.begin_node_relist();
+    }
+    fn finish_relist(ledger: &mut Ledger) -> bool {
+        ledger.finish_node_relist()
+    }
+}
+
+async fn watch<K: Accounted>(api: Api<K>, config: watcher::Config, kind: WatchKind, shared: Shared) {
+    let mut events = watcher::watcher(api, config).default_backoff().boxed();
+    loop {
+        match events.try_next().await {
+            Ok(Some(event)) => handle(event, kind, &shared),
+            Ok(None) => {
+                tracing::error!(kind = kind.as_str(), "watch stream ended");
+                return;
+            }
+            Err(error) => {
+                shared.metrics.watch_error(kind);
+                tracing::warn!(kind = kind.as_str(), %error, "watch failed; retrying with backoff");
+                lock(&shared.health).of(kind).last_error = Some((Instant::now(), error.to_string()));
+                // Wake the publisher so a failure is reported without waiting for the next tick.
+                shared.changed.notify_one();
+            }
+        }
+    }
+}
+
+fn handle<K: Accounted>(event: Event<K>, kind: WatchKind, shared: &Shared) {
+    shared.metrics.watch_event(kind);
+    let mut ledger = lock(&shared.ledger);
+    let changed = match event {
+        Event::Init => {
+            K::begin_relist(&mut ledger);
+            lock(&shared.health).of(kind).relisting = true;
+            false
+        }
+        Event::InitApply(object) => {
+            report(K::apply(&mut ledger, &object), kind);
+            false
+        }
+        Event::InitDone => {
+            K::finish_relist(&mut ledger);
+            let mut health = lock(&shared.health);
+            let state = health.of(kind);
+            state.relisting = false;
+            state.synced = true;
+            tracing::info!(
+                kind = kind.as_str(),
+                nodes = ledger.known_nodes(),
+                pods = ledger.counted_pods(),
+                "list complete"
+            );
+            shared.synced.notify_waiters();
+            true
+        }
+        Event::Apply(object) => report(K::apply(&mut ledger, &object), kind),
+        Event::Delete(object) => K::delete(&mut ledger, &object),
+    };
+    shared
+        .metrics
+        .set_invalid_objects(ledger.invalid_objects().count());
+    drop(ledger);
+    if changed {
+        shared.changed.notify_one();
+    }
+}
+
+fn report(result: Result<bool, ObjectError>, kind: WatchKind) -> bool {
+    match result {
+        Ok(changed) => changed,
+        Err(error) => {
+            tracing::warn!(kind = kind.as_str(), %error, "object not accounted");
+            true
+        }
+    }
+}
+
+/// Locks a mutex, recovering the data if a panicking thread poisoned it (the ledger stays consistent
+/// between calls: every method finishes its updates before returning).
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// A client for the managed cluster: the given kubeconfig, else `$KUBECONFIG` / `~/.kube/config`, else
+/// the in-cluster service account.
+pub async fn connect(kubeconfig: Option<&std::path::Path>) -> Result<Client, String> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let kubeconfig =
+                kube::config::Kubeconfig::read_from(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
+                .await
+                .map_err(|e| format!("{}: {e}", path.display()))?
+        }
+        None => kube::Config::infer().await.map_err(|e| e.to_string())?,
+    };
+    Client::try_from(config).map_err(|e| e.to_string())
+}

@@ -1,0 +1,48 @@
+//! Where the figures come from: the managed cluster's Nodes and Pods (`cluster`), the kubelets' real
+//! usage (`kubelet`), or this machine (`host`).
+
+pub mod cluster;
+pub mod host;
+pub mod kubelet;
+
+use crate::accounting::{ObjectError, ResourceView};
+
+/// Why a source could not give current figures. Any of these stops the scores from being renewed.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    #[error("the initial list of {0} has not completed yet")]
+    NotSynced(&'static str),
+    #[error("re-listing {0} after the watch was interrupted")]
+    Relisting(&'static str),
+    #[error("watching {kind} failed {ago_secs}s ago: {message}")]
+    Watch {
+        kind: &'static str,
+        ago_secs: u64,
+        message: String,
+    },
+    #[error("the managed cluster's API server did not answer: {0}")]
+    Unreachable(String),
+    #[error("{count} object(s) cannot be accounted, e.g. {first}")]
+    InvalidObjects { count: usize, first: ObjectError },
+    #[error("listing {kind}: {message}")]
+    List { kind: &'static str, message: String },
+    #[error("no kubelet answered ({nodes} node(s) tried), e.g. {first}")]
+    Kubelet { nodes: usize, first: String },
+    #[error("reading this host: {0}")]
+    Host(String),
+}
+
+impl SourceError {
+    /// Errors that only mean "not started yet" (reported as waiting, not as a failure).
+    pub fn is_startup(&self) -> bool {
+        matches!(self, SourceError::NotSynced(_))
+    }
+}
+
+/// Figures from one source with a short human description (for the status condition and logs).
+#[derive(Debug, Clone)]
+pub struct Reading {
+    pub source: &'static str,
+    pub view: ResourceView,
+    pub detail: String,
+}
