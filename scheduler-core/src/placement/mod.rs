@@ -27,6 +27,7 @@ pub mod selector;
 pub mod snapshot;
 pub mod status;
 pub mod sync;
+pub mod triggers;
 pub mod weights;
 pub mod writes;
 
