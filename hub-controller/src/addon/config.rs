@@ -1,0 +1,266 @@
+//! `ocm-score-hub addon-manager` flags. Every flag is also an environment variable; values are
+//! checked by clap (bad ones exit 2 naming the flag and value), then combined into [`Settings`].
+
+use super::agent_manifests::AgentDefaults;
+use super::deployment_config::parse_duration;
+use super::health::HealthMode;
+use super::names;
+use clap::{Args, ValueEnum};
+use k8s_openapi::api::core::v1::ResourceRequirements;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Args, Debug, Clone)]
+pub struct AddonManagerArgs {
+    /// Name of the add-on: the ClusterManagementAddOn and every ManagedClusterAddOn carry it.
+    #[arg(long, env = "ADDON_NAME", default_value = names::DEFAULT_ADDON_NAME, value_parser = parse_dns_label)]
+    pub addon_name: String,
+
+    /// Image of the agent deployed to every managed cluster (AddOnDeploymentConfig registries may rewrite it).
+    #[arg(long, env = "AGENT_IMAGE")]
+    pub agent_image: String,
+
+    /// Pull policy of the agent image.
+    #[arg(long, env = "AGENT_IMAGE_PULL_POLICY", default_value = "IfNotPresent",
+          value_parser = ["Always", "IfNotPresent", "Never"])]
+    pub agent_image_pull_policy: String,
+
+    /// Resource requests of the agent container, `name=quantity` comma separated.
+    #[arg(long, env = "AGENT_REQUESTS", default_value = "cpu=20m,memory=64Mi", value_parser = parse_resources)]
+    pub agent_requests: ResourceList,
+
+    /// Resource limits of the agent container, `name=quantity` comma separated.
+    #[arg(long, env = "AGENT_LIMITS", default_value = "memory=256Mi", value_parser = parse_resources)]
+    pub agent_limits: ResourceList,
+
+    /// How the add-on's `Available` condition is decided: `lease` (the klusterlet reads the Lease the
+    /// agent renews) or `deployment-availability` (we read the agent Deployment's status from the work).
+    #[arg(long, env = "HEALTH_CHECK", value_enum, default_value_t = HealthCheckArg::Lease)]
+    pub health_check: HealthCheckArg,
+
+    /// Address of the /metrics, /healthz and /readyz endpoint (port 0 picks a free port, logged).
+    #[arg(long, env = "METRICS_BIND_ADDRESS", default_value = "0.0.0.0:8080")]
+    pub metrics_bind_address: SocketAddr,
+
+    /// Namespace of the leader election Lease (normally the controller's own namespace).
+    #[arg(long, env = "POD_NAMESPACE", default_value = "ocm-score")]
+    pub leader_election_namespace: String,
+
+    /// Name of the leader election Lease.
+    #[arg(long, env = "LEADER_ELECTION_ID", default_value = "ocm-score-addon-manager")]
+    pub leader_election_id: String,
+
+    /// This replica's identity in the Lease; default: the pod name, else host name and process id.
+    #[arg(long, env = "POD_NAME")]
+    pub leader_election_identity: Option<String>,
+
+    /// How long a leader's Lease stays valid without renewal; standby replicas take over after it.
+    #[arg(long, env = "LEADER_ELECTION_LEASE_DURATION", default_value = "15s", value_parser = parse_duration)]
+    pub leader_election_lease_duration: Duration,
+
+    /// How often the leader renews its Lease (and a standby replica retries).
+    #[arg(long, env = "LEADER_ELECTION_RETRY_PERIOD", default_value = "2s", value_parser = parse_duration)]
+    pub leader_election_retry_period: Duration,
+
+    /// How many add-ons are reconciled at once.
+    #[arg(long, env = "WORKERS", default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub workers: u16,
+
+    /// Re-check every add-on this often even without events.
+    #[arg(long, env = "RESYNC_PERIOD", default_value = "10m", value_parser = parse_duration)]
+    pub resync_period: Duration,
+
+    /// Kubeconfig of the hub; default: $KUBECONFIG, ~/.kube/config, or the in-cluster account.
+    #[arg(long, env = "HUB_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Log format.
+    #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HealthCheckArg {
+    Lease,
+    DeploymentAvailability,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// `name=quantity` pairs.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ResourceList(pub BTreeMap<String, Quantity>);
+
+/// The settings the controllers run with, derived from the flags.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub addon: String,
+    pub agent: AgentDefaults,
+    pub health: HealthMode,
+    pub resync: Duration,
+    pub workers: u16,
+}
+
+impl AddonManagerArgs {
+    pub fn settings(&self) -> Settings {
+        let list = |r: &ResourceList| (!r.0.is_empty()).then(|| r.0.clone());
+        Settings {
+            addon: self.addon_name.clone(),
+            agent: AgentDefaults {
+                image: self.agent_image.clone(),
+                image_pull_policy: self.agent_image_pull_policy.clone(),
+                resources: ResourceRequirements {
+                    requests: list(&self.agent_requests),
+                    limits: list(&self.agent_limits),
+                    ..Default::default()
+                },
+            },
+            health: match self.health_check {
+                HealthCheckArg::Lease => HealthMode::Lease,
+                HealthCheckArg::DeploymentAvailability => HealthMode::DeploymentAvailability,
+            },
+            resync: self.resync_period,
+            workers: self.workers,
+        }
+    }
+
+    /// Checks between flags that clap cannot express.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.agent_image.trim().is_empty() {
+            return Err("--agent-image: must not be empty".into());
+        }
+        if self.leader_election_retry_period >= self.leader_election_lease_duration {
+            return Err(format!(
+                "--leader-election-retry-period={:?} must be shorter than --leader-election-lease-duration={:?}",
+                self.leader_election_retry_period, self.leader_election_lease_duration
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn parse_dns_label(value: &str) -> Result<String, String> {
+    let ok = !value.is_empty()
+        && value.len() <= 63
+        && value
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !value.starts_with('-')
+        && !value.ends_with('-');
+    if ok {
+        Ok(value.to_string())
+    } else {
+        Err(format!("{value:?} is not a DNS label"))
+    }
+}
+
+fn parse_resources(value: &str) -> Result<ResourceList, String> {
+    let mut out = BTreeMap::new();
+    for item in value.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+        let (name, quantity) = item
+            .split_once('=')
+            .ok_or_else(|| format!("{item:?}: expected name=quantity"))?;
+        let (name, quantity) = (name.trim(), quantity.trim());
+        if !is_quantity(quantity) {
+            return Err(format!(
+                "{item:?}: {quantity:?} is not a quantity such as 100m, 64Mi or 1"
+            ));
+        }
+        if out
+            .insert(name.to_string(), Quantity(quantity.to_string()))
+            .is_some()
+        {
+            return Err(format!("{name:?} given twice"));
+        }
+    }
+    Ok(ResourceList(out))
+}
+
+/// Kubernetes quantity syntax: a decimal number, then an optional binary or decimal suffix or exponent.
+fn is_quantity(q: &str) -> bool {
+    let digits_end = q
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(q.len());
+    let (number, suffix) = q.split_at(digits_end);
+    let number_ok = !number.is_empty() && number != "." && number.matches('.').count() <= 1;
+    let suffix_ok = matches!(
+        suffix,
+        "" | "Ki" | "Mi" | "Gi" | "Ti" | "Pi" | "Ei" | "n" | "u" | "m" | "k" | "M" | "G" | "T" | "P" | "E"
+    ) || suffix.strip_prefix(['e', 'E']).is_some_and(|exp| {
+        !exp.is_empty()
+            && exp
+                .trim_start_matches(['+', '-'])
+                .chars()
+                .all(|c| c.is_ascii_digit())
+    });
+    number_ok && suffix_ok
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser, Debug)]
+    struct Cli {
+        #[command(flatten)]
+        args: AddonManagerArgs,
+    }
+
+    #[test]
+    fn defaults_and_settings() {
+        let cli = Cli::try_parse_from(["x", "--agent-image", "quay.io/o/a:v1"]).expect("parses");
+        cli.args.validate().expect("valid");
+        let s = cli.args.settings();
+        assert_eq!(s.addon, "resource-usage-collect");
+        assert_eq!(s.health, HealthMode::Lease);
+        let requests = s.agent.resources.requests.expect("requests");
+        assert_eq!(requests["cpu"], Quantity("20m".into()));
+        assert_eq!(
+            s.agent.resources.limits.expect("limits")["memory"],
+            Quantity("256Mi".into())
+        );
+    }
+
+    #[test]
+    fn bad_values_name_the_flag_and_value() {
+        let cases = [
+            (vec!["--addon-name", "Bad_Name"], "Bad_Name"),
+            (vec!["--agent-requests", "cpu=lots"], "lots"),
+            (vec!["--resync-period", "often"], "often"),
+            (vec!["--health-check", "ping"], "ping"),
+        ];
+        for (extra, needle) in cases {
+            let mut argv = vec!["x", "--agent-image", "i"];
+            argv.extend(extra.iter().copied());
+            let err = Cli::try_parse_from(argv).expect_err(needle);
+            assert_eq!(err.exit_code(), 2);
+            assert!(err.to_string().contains(needle), "{err}");
+        }
+        let cli = Cli::try_parse_from(["x", "--agent-image", "i", "--leader-election-retry-period", "20s"])
+            .expect("parses");
+        assert!(
+            cli.args
+                .validate()
+                .expect_err("retry >= lease")
+                .contains("--leader-election-retry-period")
+        );
+    }
+
+    #[test]
+    fn quantities() {
+        for ok in ["1", "100m", "64Mi", "1.5Gi", "1e3", "0.5", "2E+2"] {
+            assert!(is_quantity(ok), "{ok}");
+        }
+        for bad in ["", "m", "1.2.3", "1Zi", "1e", "lots", "-"] {
+            assert!(!is_quantity(bad), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,377 @@
+//! Which AddOnDeploymentConfig applies to an add-on, and the `status.configReferences` recording it.
+//!
+//! When we run the lifecycle ourselves, the precedence is OCM's: the ClusterManagementAddOn's default
+//! config, overridden by the config of a Placement that selected the cluster (a later Placement in the
+//! strategy wins), overridden by the add-on's own `spec.configs`. Under OCM's addon-manager, OCM writes
+//! `configReferences` and we only take the desired config from there and fill in its spec hash.
+
+use super::install::Lifecycle;
+use super::names::{ADDON_DEPLOYMENT_CONFIG_RESOURCE, ADDON_GROUP};
+use kube::ResourceExt;
+use scheduler_core::api::{
+    AddOnConfig, ClusterManagementAddOn, ConfigGroupResource, ConfigReference, ConfigSpecHash,
+    ManagedClusterAddOn,
+};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A namespaced config object by name.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ConfigKey {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl std::fmt::Display for ConfigKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// The config group/resources this add-on understands (`status.supportedConfigs`).
+pub fn supported_configs() -> Vec<ConfigGroupResource> {
+    vec![ConfigGroupResource {
+        group: ADDON_GROUP.into(),
+        resource: ADDON_DEPLOYMENT_CONFIG_RESOURCE.into(),
+    }]
+}
+
+fn is_deployment_config(group: &str, resource: &str) -> bool {
+    group == ADDON_GROUP && resource == ADDON_DEPLOYMENT_CONFIG_RESOURCE
+}
+
+/// The AddOnDeploymentConfig the add-on should use, if any. `placements_with_cluster` are the
+/// strategy's placements (namespace, name) whose decisions include this add-on's cluster.
+pub fn desired_config(
+    lifecycle: Lifecycle,
+    cma: &ClusterManagementAddOn,
+    addon: &ManagedClusterAddOn,
+    placements_with_cluster: &BTreeSet<(String, String)>,
+) -> Option<ConfigKey> {
+    if lifecycle == Lifecycle::AddonManager {
+        return addon
+            .status
+            .iter()
+            .flat_map(|s| &s.config_references)
+            .filter(|r| is_deployment_config(&r.group, &r.resource))
+            .find_map(|r| r.desired_config.as_ref())
+            .map(|d| ConfigKey {
+                namespace: d.namespace.clone(),
+                name: d.name.clone(),
+            });
+    }
+    let cluster_namespace = addon.namespace().unwrap_or_default();
+    let from_addon = addon
+        .spec
+        .configs
+        .iter()
+        .find(|c| is_deployment_config(&c.group, &c.resource))
+        .map(|c| ConfigKey {
+            // A config named without namespace in the add-on itself lives beside it.
+            namespace: if c.namespace.is_empty() {
+                cluster_namespace.clone()
+            } else {
+                c.namespace.clone()
+            },
+            name: c.name.clone(),
+        });
+    let key = |c: &AddOnConfig| ConfigKey {
+        namespace: c.namespace.clone(),
+        name: c.name.clone(),
+    };
+    let from_placement = cma
+        .spec
+        .install_strategy
+        .iter()
+        .filter(|s| s.type_ == "Placements")
+        .flat_map(|s| &s.placements)
+        .filter(|p| placements_with_cluster.contains(&(p.namespace.clone(), p.name.clone())))
+        .rev()
+        .find_map(|p| {
+            p.configs
+                .iter()
+                .find(|c| is_deployment_config(&c.group, &c.resource))
+        })
+        .map(key);
+    let from_default = cma
+        .spec
+        .supported_configs
+        .iter()
+        .filter(|c| is_deployment_config(&c.group, &c.resource))
+        .find_map(|c| c.default_config.as_ref())
+        .map(|d| ConfigKey {
+            namespace: d.namespace.clone(),
+            name: d.name.clone(),
+        });
+    from_addon.or(from_placement).or(from_default)
+}
+
+/// What we know about the desired config object.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObservedConfig {
+    pub key: ConfigKey,
+    /// Spec hash and generation when the object exists.
+    pub found: Option<(String, i64)>,
+}
+
+/// `status.configReferences` after this sync. Self-managed: exactly one reference for the desired
+/// config (or none). Under OCM's addon-manager: OCM's list, with our spec hash filled in for the
+/// deployment config. `applied_hash` is the hash the current ManifestWork was rendered from and is
+/// applied, which moves `lastAppliedConfig`.
+pub fn config_references(
+    lifecycle: Lifecycle,
+    existing: &[ConfigReference],
+    observed: Option<&ObservedConfig>,
+    applied_hash: Option<&str>,
+) -> Vec<ConfigReference> {
+    let hash_of = |o: &ObservedConfig| o.found.as_ref().map(|(h, _)| h.clone()).unwrap_or_default();
+    let generation_of = |o: &ObservedConfig| o.found.as_ref().map(|(_, g)| *g);
+    match lifecycle {
+        Lifecycle::AddonManager => existing
+            .iter()
+            .map(|r| {
+                let mut r = r.clone();
+                if let (true, Some(o), Some(desired)) = (
+                    is_deployment_config(&r.group, &r.resource),
+                    observed,
+                    r.desired_config.as_mut(),
+                ) && desired.namespace == o.key.namespace
+                    && desired.name == o.key.name
+                {
+                    desired.spec_hash = hash_of(o);
+                    r.last_observed_generation = generation_of(o).or(r.last_observed_generation);
+                }
+                r
+            })
+            .collect(),
+        Lifecycle::SelfManaged => {
+            let Some(o) = observed else { return vec![] };
+            let desired = ConfigSpecHash {
+                namespace: o.key.namespace.clone(),
+                name: o.key.name.clone(),
+                spec_hash: hash_of(o),
+            };
+            let previous = existing
+                .iter()
+                .find(|r| is_deployment_config(&r.group, &r.resource));
+            let last_applied = match applied_hash {
+                Some(h) if !h.is_empty() && h == desired.spec_hash => Some(desired.clone()),
+                _ => previous.and_then(|p| p.last_applied_config.clone()),
+            };
+            vec![ConfigReference {
+                group: ADDON_GROUP.into(),
+                resource: ADDON_DEPLOYMENT_CONFIG_RESOURCE.into(),
+                name: o.key.name.clone(),
+                namespace: o.key.namespace.clone(),
+                desired_config: Some(desired),
+                last_applied_config: last_applied,
+                last_observed_generation: generation_of(o),
+            }]
+        }
+    }
+}
+
+/// The config-spec-hash map a ManifestWork rendered from `observed` carries.
+pub fn work_config_hashes(observed: Option<&ObservedConfig>) -> BTreeMap<String, String> {
+    observed
+        .and_then(|o| {
+            let (hash, _) = o.found.as_ref()?;
+            let key = super::names::config_hash_key(
+                ADDON_GROUP,
+                ADDON_DEPLOYMENT_CONFIG_RESOURCE,
+                &o.key.namespace,
+                &o.key.name,
+            );
+            Some(BTreeMap::from([(key, hash.clone())]))
+        })
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use scheduler_core::api::{
+        ConfigMeta, ConfigReferent, InstallStrategy, ManagedClusterAddOnStatus, PlacementStrategy,
+    };
+
+    fn adc(ns: &str, name: &str) -> AddOnConfig {
+        AddOnConfig {
+            group: ADDON_GROUP.into(),
+            resource: ADDON_DEPLOYMENT_CONFIG_RESOURCE.into(),
+            namespace: ns.into(),
+            name: name.into(),
+        }
+    }
+
+    fn cma() -> ClusterManagementAddOn {
+        let mut c = ClusterManagementAddOn::default();
+        c.spec.supported_configs = vec![ConfigMeta {
+            group: ADDON_GROUP.into(),
+            resource: ADDON_DEPLOYMENT_CONFIG_RESOURCE.into(),
+            default_config: Some(ConfigReferent {
+                namespace: "hub".into(),
+                name: "default".into(),
+            }),
+        }];
+        c.spec.install_strategy = Some(InstallStrategy {
+            type_: "Placements".into(),
+            placements: vec![
+                PlacementStrategy {
+                    namespace: "p".into(),
+                    name: "gpu".into(),
+                    configs: vec![adc("hub", "gpu")],
+                    ..Default::default()
+                },
+                PlacementStrategy {
+                    namespace: "p".into(),
+                    name: "edge".into(),
+                    configs: vec![adc("hub", "edge")],
+                    ..Default::default()
+                },
+                PlacementStrategy {
+                    namespace: "p".into(),
+                    name: "all".into(),
+                    configs: vec![],
+                    ..Default::default()
+                },
+            ],
+        });
+        c
+    }
+
+    fn addon() -> ManagedClusterAddOn {
+        let mut m = ManagedClusterAddOn::default();
+        m.metadata.namespace = Some("c1".into());
+        m
+    }
+
+    fn key(ns: &str, name: &str) -> Option<ConfigKey> {
+        Some(ConfigKey {
+            namespace: ns.into(),
+            name: name.into(),
+        })
+    }
+
+    fn placements(names: &[&str]) -> BTreeSet<(String, String)> {
+        names.iter().map(|n| ("p".to_string(), n.to_string())).collect()
+    }
+
+    #[test]
+    fn precedence_default_then_placement_then_addon() {
+        let c = cma();
+        let mut m = addon();
+        assert_eq!(
+            desired_config(Lifecycle::SelfManaged, &c, &m, &placements(&["all"])),
+            key("hub", "default")
+        );
+        assert_eq!(
+            desired_config(Lifecycle::SelfManaged, &c, &m, &placements(&["gpu"])),
+            key("hub", "gpu")
+        );
+        // Later placement in the strategy wins.
+        assert_eq!(
+            desired_config(
+                Lifecycle::SelfManaged,
+                &c,
+                &m,
+                &placements(&["gpu", "edge", "all"])
+            ),
+            key("hub", "edge")
+        );
+        m.spec.configs = vec![adc("", "mine")];
+        assert_eq!(
+            desired_config(Lifecycle::SelfManaged, &c, &m, &placements(&["gpu"])),
+            key("c1", "mine")
+        );
+        assert_eq!(
+            desired_config(
+                Lifecycle::SelfManaged,
+                &ClusterManagementAddOn::default(),
+                &addon(),
+                &placements(&[])
+            ),
+            None
+        );
+    }
+
+    #[test]
+    fn under_addon_manager_the_desired_config_comes_from_status() {
+        let mut m = addon();
+        m.status = Some(ManagedClusterAddOnStatus {
+            config_references: vec![ConfigReference {
+                group: ADDON_GROUP.into(),
+                resource: ADDON_DEPLOYMENT_CONFIG_RESOURCE.into(),
+                desired_config: Some(ConfigSpecHash {
+                    namespace: "x".into(),
+                    name: "y".into(),
+                    spec_hash: String::new(),
+                }),
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        assert_eq!(
+            desired_config(Lifecycle::AddonManager, &cma(), &m, &placements(&["gpu"])),
+            key("x", "y")
+        );
+        let observed = ObservedConfig {
+            key: ConfigKey {
+                namespace: "x".into(),
+                name: "y".into(),
+            },
+            found: Some(("h1".into(), 4)),
+        };
+        let refs = config_references(
+            Lifecycle::AddonManager,
+            &m.status.as_ref().expect("status").config_references,
+            Some(&observed),
+            None,
+        );
+        assert_eq!(
+            refs[0].desired_config.as_ref().map(|d| d.spec_hash.as_str()),
+            Some("h1")
+        );
+        assert_eq!(refs[0].last_observed_generation, Some(4));
+        assert_eq!(refs[0].name, "", "OCM's fields are left as OCM wrote them");
+    }
+
+    #[test]
+    fn self_managed_references_track_desired_and_applied() {
+        let observed = ObservedConfig {
+            key: ConfigKey {
+                namespace: "hub".into(),
+                name: "default".into(),
+            },
+            found: Some(("h2".into(), 2)),
+        };
+        let refs = config_references(Lifecycle::SelfManaged, &[], Some(&observed), Some("h1"));
+        assert_eq!(refs.len(), 1);
+        assert_eq!(
+            (refs[0].name.as_str(), refs[0].namespace.as_str()),
+            ("default", "hub")
+        );
+        assert_eq!(
+            refs[0].desired_config.as_ref().map(|d| d.spec_hash.as_str()),
+            Some("h2")
+        );
+        assert_eq!(
+            refs[0].last_applied_config, None,
+            "the applied work is still on h1"
+        );
+        let refs = config_references(Lifecycle::SelfManaged, &refs, Some(&observed), Some("h2"));
+        assert_eq!(
+            refs[0].last_applied_config.as_ref().map(|d| d.spec_hash.as_str()),
+            Some("h2")
+        );
+        assert!(config_references(Lifecycle::SelfManaged, &refs, None, None).is_empty());
+        let missing = ObservedConfig {
+            found: None,
+            ..observed
+        };
+        let refs = config_references(Lifecycle::SelfManaged, &[], Some(&missing), None);
+        assert_eq!(
+            refs[0].desired_config.as_ref().map(|d| d.spec_hash.as_str()),
+            Some("")
+        );
+        assert!(work_config_hashes(Some(&missing)).is_empty());
+    }
+}

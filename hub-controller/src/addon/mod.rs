@@ -1,0 +1,32 @@
+//! `ocm-score-hub addon-manager`: installs the score agent on every managed cluster as an OCM add-on.
+//!
+//! It plays the part addon-framework plays for a Go add-on (see `../shared/design/addon-contract.md`):
+//! registration (`status.registrations`, CSR approval), hub RBAC for the agent, the agent's
+//! ManifestWork, configuration from AddOnDeploymentConfig, status and health — and, when the
+//! ClusterManagementAddOn says its lifecycle is `self`, the install strategy OCM's addon-manager
+//! would otherwise run.
+//!
+//! Decisions are pure functions in the concept modules below; `reconcile` and `run` do the I/O.
+
+pub mod agent_cli;
+pub mod agent_manifests;
+pub mod conditions;
+pub mod config;
+pub mod config_refs;
+pub mod csr;
+pub mod deployment_config;
+pub mod health;
+pub mod hub_rbac;
+pub mod install;
+pub mod leader;
+pub mod metrics;
+pub mod names;
+pub mod reconcile;
+pub mod registration;
+pub mod run;
+pub mod spec_hash;
+pub mod status;
+pub mod work;
+
+pub use config::AddonManagerArgs;
+pub use run::run;

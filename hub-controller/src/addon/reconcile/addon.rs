@@ -1,0 +1,485 @@
+//! One ManagedClusterAddOn: registration, hub RBAC, the agent ManifestWork and the add-on status.
+//! Removal (through our finalizer) deletes the hub RBAC, the cluster's score and the work.
+
+use super::{Context, Error, delete_if_present, ensure, error_policy, observed};
+use crate::addon::conditions::{CONFIGURED, Change, DEGRADED, Desired, REGISTRATION_APPLIED, Status};
+use crate::addon::config_refs::{self, ConfigKey, ObservedConfig};
+use crate::addon::deployment_config::{AgentConfig, agent_config};
+use crate::addon::health::{self, HealthMode};
+use crate::addon::install::{self, Lifecycle};
+use crate::addon::status::{OwnedStatus, status_patch};
+use crate::addon::{agent_manifests, hub_rbac, names, registration, work};
+use jiff::Timestamp;
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::ResourceExt;
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::runtime::finalizer::{Event, finalizer};
+use kube::runtime::reflector::ObjectRef;
+use scheduler_core::api::{
+    AddOnDeploymentConfig, AddOnDeploymentConfigSpec, AddOnPlacementScore, ClusterManagementAddOn,
+    ManagedClusterAddOn, ManifestWork, OcmKind, well_known,
+};
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+const CONTROLLER: &str = "addon";
+
+pub async fn reconcile(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>) -> Result<Action, Error> {
+    observed(
+        CONTROLLER,
+        addon.as_ref(),
+        &ctx,
+        reconcile_inner(addon.clone(), ctx.clone()),
+    )
+    .await
+}
+
+pub fn on_error(addon: Arc<ManagedClusterAddOn>, error: &Error, ctx: Arc<Context>) -> Action {
+    error_policy(CONTROLLER, addon.as_ref(), error, &ctx)
+}
+
+async fn reconcile_inner(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>) -> Result<Action, Error> {
+    ctx.stores.synced().await?;
+    let name = addon.name_any();
+    let Some(cluster) = addon.namespace() else {
+        return Ok(Action::await_change());
+    };
+    if name != ctx.settings.addon {
+        return Ok(Action::await_change());
+    }
+    let ours = addon.finalizers().iter().any(|f| f == names::CLEANUP_FINALIZER);
+    let deleting = addon.metadata.deletion_timestamp.is_some();
+    let cma = ctx.stores.cmas.get(&ObjectRef::new(&ctx.settings.addon));
+    let cluster_exists = ctx.stores.clusters.get(&ObjectRef::new(&cluster)).is_some();
+    // OCM's gates: nothing happens for an add-on its ClusterManagementAddOn does not own, or on a
+    // cluster that does not exist. A removal we already committed to still completes.
+    let gated = cma.is_none() || !install::owned_by_cma(&addon, &ctx.settings.addon) || !cluster_exists;
+    if gated && !(deleting && ours) {
+        tracing::debug!(%cluster, "waiting: no owning ClusterManagementAddOn or no ManagedCluster");
+        return Ok(Action::await_change());
+    }
+    let api: Api<ManagedClusterAddOn> = Api::namespaced(ctx.client.clone(), &cluster);
+    finalizer(&api, names::CLEANUP_FINALIZER, addon, |event| async {
+        match event {
+            Event::Apply(addon) => match cma {
+                Some(cma) => apply(&addon, &cma, &cluster, &ctx).await,
+                None => Ok(Action::await_change()),
+            },
+            Event::Cleanup(addon) => cleanup(&addon, &cluster, &ctx).await,
+        }
+    })
+    .await
+    .map_err(|e| Error::Finalizer {
+        name: format!("{cluster}/{name}"),
+        source: Box::new(e),
+    })
+}
+
+/// The owner reference our objects carry, so the garbage collector removes them with the add-on.
+fn owner_reference(addon: &ManagedClusterAddOn) -> OwnerReference {
+    OwnerReference {
+        api_version: ManagedClusterAddOn::API_VERSION.into(),
+        kind: ManagedClusterAddOn::KIND.into(),
+        name: addon.name_any(),
+        uid: addon.metadata.uid.clone().unwrap_or_default(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}
+
+/// The desired config object and, when it resolves, the agent configuration from it.
+struct Configuration {
+    observed: Option<ObservedConfig>,
+    result: Result<AgentConfig, String>,
+}
+
+fn resolve_configuration(
+    ctx: &Context,
+    lifecycle: Lifecycle,
+    cma: &ClusterManagementAddOn,
+    addon: &ManagedClusterAddOn,
+    cluster: &str,
+) -> Configuration {
+    let placements: BTreeSet<(String, String)> =
+        install::decided_clusters(cma, ctx.stores.decisions.state().iter().map(AsRef::as_ref))
+            .into_iter()
+            .filter(|(_, clusters)| clusters.contains(cluster))
+            .map(|(placement, _)| placement)
+            .collect();
+    let Some(key) = config_refs::desired_config(lifecycle, cma, addon, &placements) else {
+        return Configuration {
+            observed: None,
+            result: Ok(AgentConfig::default()),
+        };
+    };
+    let resource = ApiResource::erase::<AddOnDeploymentConfig>(&());
+    let object = ctx
+        .stores
+        .configs
+        .get(&ObjectRef::new_with(&key.name, resource).within(&key.namespace));
+    let Some(object) = object else {
+        let result = Err(format!("AddOnDeploymentConfig {key} not found"));
+        return Configuration {
+            observed: Some(ObservedConfig { key, found: None }),
+            result,
+        };
+    };
+    let found = Some((
+        spec_hash_of(&object),
+        object.metadata.generation.unwrap_or_default(),
+    ));
+    let observed = Some(ObservedConfig {
+        key: key.clone(),
+        found,
+    });
+    let spec = object.data.get("spec").cloned().unwrap_or_default();
+    let result = serde_json::from_value::<AddOnDeploymentConfigSpec>(spec)
+        .map_err(|e| format!("AddOnDeploymentConfig {key}: spec: {e}"))
+        .and_then(|spec| agent_config(&spec).map_err(|e| format!("AddOnDeploymentConfig {key}: {e}")));
+    Configuration { observed, result }
+}
+
+/// Spec hash of a config object exactly as the server returned it.
+fn spec_hash_of(object: &DynamicObject) -> String {
+    serde_json::to_value(object)
+        .map(|v| crate::addon::spec_hash::spec_hash(&v))
+        .unwrap_or_default()
+}
+
+async fn apply(
+    addon: &ManagedClusterAddOn,
+    cma: &ClusterManagementAddOn,
+    cluster: &str,
+    ctx: &Context,
+) -> Result<Action, Error> {
+    let settings = &ctx.settings;
+    let addon_name = settings.addon.as_str();
+    let lifecycle = install::lifecycle(cma);
+    let owner = owner_reference(addon);
+    let configuration = resolve_configuration(ctx, lifecycle, cma, addon, cluster);
+    ctx.set_config_invalid(cluster, configuration.result.is_err());
+    let registrations = registration::registrations(addon_name, addon);
+    // An invalid config decides nothing: the namespace stays where the running agent is.
+    let namespace = match &configuration.result {
+        Ok(config) => Some(registration::install_namespace(
+            addon,
+            config.install_namespace.as_deref(),
+        )),
+        Err(_) => addon.status.as_ref().and_then(|s| s.namespace.clone()),
+    };
+
+    let mut changes = Vec::new();
+    let mut failure = None;
+
+    // Hub RBAC: the agent's permission to write its score in this cluster namespace only.
+    let rbac = ensure_hub_rbac(ctx, cluster, &registrations, &owner).await;
+    changes.push(Change::Set(match &rbac {
+        Ok(()) => Desired::new(
+            REGISTRATION_APPLIED,
+            Status::True,
+            "SetPermissionApplied",
+            "Registration of the addon agent is configured",
+        ),
+        Err(e) => Desired::new(
+            REGISTRATION_APPLIED,
+            Status::False,
+            "SetPermissionFailed",
+            e.to_string(),
+        ),
+    }));
+    if let Err(e) = rbac {
+        failure = Some(e);
+    }
+
+    // The agent ManifestWork: rendered only from a valid config; otherwise the last good one stays.
+    let cached_work = ctx
+        .stores
+        .works
+        .get(&ObjectRef::new(&names::deploy_work_name(addon_name)).within(cluster));
+    let mut work_now = cached_work.as_deref().cloned();
+    let mut apply_error = None;
+    if let (Ok(config), Some(namespace)) = (&configuration.result, &namespace) {
+        let input = agent_manifests::RenderInput {
+            addon: addon_name,
+            cluster,
+            namespace,
+            defaults: &settings.agent,
+            config,
+        };
+        let manifests = agent_manifests::render(&input).map_err(|source| Error::Render {
+            cluster: cluster.into(),
+            source,
+        })?;
+        let hashes = config_refs::work_config_hashes(configuration.observed.as_ref());
+        let desired = work::deploy_work(addon_name, cluster, &owner, manifests, &hashes);
+        let api: Api<ManifestWork> = Api::namespaced(ctx.client.clone(), cluster);
+        match ensure(ctx, &api, cached_work, &desired, work::up_to_date, work::updated).await {
+            Ok(written) => work_now = Some(written),
+            Err(e) => {
+                apply_error = Some(e.to_string());
+                failure.get_or_insert(e);
+            }
+        }
+    }
+    changes.extend(health::manifest_applied(
+        addon_name,
+        work_now.as_ref(),
+        apply_error.as_deref(),
+    ));
+    if settings.health == HealthMode::DeploymentAvailability && !cluster_availability_unknown(ctx, cluster) {
+        let ns = namespace
+            .clone()
+            .unwrap_or_else(|| names::DEFAULT_INSTALL_NAMESPACE.to_string());
+        changes.push(Change::Set(health::available(
+            addon_name,
+            work_now.as_ref(),
+            &ns,
+            &names::agent_name(addon_name),
+        )));
+    }
+    changes.push(Change::Set(config_condition(lifecycle, &configuration)));
+
+    let applied_hash = applied_config_hash(work_now.as_ref(), configuration.observed.as_ref());
+    let existing_refs = addon
+        .status
+        .as_ref()
+        .map(|s| s.config_references.clone())
+        .unwrap_or_default();
+    let owned = OwnedStatus {
+        supported_configs: config_refs::supported_configs(),
+        registrations,
+        namespace,
+        health_mode: settings.health.status_mode(),
+        config_references: config_refs::config_references(
+            lifecycle,
+            &existing_refs,
+            configuration.observed.as_ref(),
+            applied_hash.as_deref(),
+        ),
+        conditions: changes,
+    };
+    write_status(ctx, addon, cluster, &owned).await?;
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(Action::requeue(settings.resync)),
+    }
+}
+
+/// `Configured` when we run the lifecycle; under OCM's addon-manager that condition is OCM's, so a
+/// bad config shows as `Degraded` instead.
+fn config_condition(lifecycle: Lifecycle, configuration: &Configuration) -> Desired {
+    let which = configuration
+        .observed
+        .as_ref()
+        .map(|o| format!("AddOnDeploymentConfig {}", o.key));
+    match (lifecycle, &configuration.result) {
+        (Lifecycle::SelfManaged, Ok(_)) => Desired::new(
+            CONFIGURED,
+            Status::True,
+            "ConfigurationsConfigured",
+            which.map_or("No configuration; agent defaults apply".into(), |w| {
+                format!("{w} is applied")
+            }),
+        ),
+        (Lifecycle::SelfManaged, Err(e)) => Desired::new(
+            CONFIGURED,
+            Status::False,
+            "ConfigurationsNotConfigured",
+            format!("{e}; the last good agent configuration stays deployed"),
+        ),
+        (Lifecycle::AddonManager, Ok(_)) => Desired::new(
+            DEGRADED,
+            Status::False,
+            "ConfigurationValid",
+            "The agent configuration is valid",
+        ),
+        (Lifecycle::AddonManager, Err(e)) => Desired::new(
+            DEGRADED,
+            Status::True,
+            "InvalidConfiguration",
+            format!("{e}; the last good agent configuration stays deployed"),
+        ),
+    }
+}
+
+/// The config hash of the current work, when the work agent reports it applied.
+fn applied_config_hash(work: Option<&ManifestWork>, observed: Option<&ObservedConfig>) -> Option<String> {
+    let work = work?;
+    let applied = work
+        .status
+        .as_ref()
+        .and_then(|s| crate::addon::conditions::find(&s.conditions, "Applied"));
+    if applied.is_none_or(|c| c.status != "True") {
+        return None;
+    }
+    let ObservedConfig {
+        key: ConfigKey { namespace, name },
+        ..
+    } = observed?;
+    let map: serde_json::Map<String, serde_json::Value> = work
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(names::CONFIG_SPEC_HASH_ANNOTATION))
+        .and_then(|text| serde_json::from_str(text).ok())?;
+    let key = names::config_hash_key(
+        names::ADDON_GROUP,
+        names::ADDON_DEPLOYMENT_CONFIG_RESOURCE,
+        namespace,
+        name,
+    );
+    map.get(&key).and_then(|v| v.as_str()).map(str::to_string)
+}
+
+/// While the hub cannot reach the cluster, OCM's registration controller owns `Available`.
+fn cluster_availability_unknown(ctx: &Context, cluster: &str) -> bool {
+    ctx.stores
+        .clusters
+        .get(&ObjectRef::new(cluster))
+        .and_then(|c| c.status.clone())
+        .and_then(|s| {
+            s.conditions
+                .into_iter()
+                .find(|c| c.type_ == "ManagedClusterConditionAvailable")
+        })
+        .is_some_and(|c| c.status == "Unknown")
+}
+
+async fn ensure_hub_rbac(
+    ctx: &Context,
+    cluster: &str,
+    registrations: &[scheduler_core::api::RegistrationConfig],
+    owner: &OwnerReference,
+) -> Result<(), Error> {
+    let addon = ctx.settings.addon.as_str();
+    let name = names::hub_role_name(addon);
+    let role = hub_rbac::role(addon, cluster, owner);
+    let roles: Api<Role> = Api::namespaced(ctx.client.clone(), cluster);
+    let cached = ctx.stores.roles.get(&ObjectRef::new(&name).within(cluster));
+    ensure(
+        ctx,
+        &roles,
+        cached,
+        &role,
+        hub_rbac::role_up_to_date,
+        |existing, desired| {
+            let mut out = existing.clone();
+            out.rules.clone_from(&desired.rules);
+            merge_metadata(&mut out.metadata, &desired.metadata);
+            out
+        },
+    )
+    .await?;
+    let binding = hub_rbac::role_binding(addon, cluster, registrations, owner);
+    let bindings: Api<RoleBinding> = Api::namespaced(ctx.client.clone(), cluster);
+    let cached = ctx.stores.bindings.get(&ObjectRef::new(&name).within(cluster));
+    ensure(
+        ctx,
+        &bindings,
+        cached,
+        &binding,
+        hub_rbac::role_binding_up_to_date,
+        |existing, desired| {
+            let mut out = existing.clone();
+            out.subjects.clone_from(&desired.subjects);
+            out.role_ref.clone_from(&desired.role_ref);
+            merge_metadata(&mut out.metadata, &desired.metadata);
+            out
+        },
+    )
+    .await?;
+    Ok(())
+}
+
+fn merge_metadata(
+    existing: &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    desired: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) {
+    existing
+        .labels
+        .get_or_insert_default()
+        .extend(desired.labels.clone().unwrap_or_default());
+    let owners = existing.owner_references.get_or_insert_default();
+    for owner in desired.owner_references.iter().flatten() {
+        owners.retain(|o| o.uid != owner.uid);
+        owners.push(owner.clone());
+    }
+}
+
+/// Writes our part of the status, merging into the latest object on every conflict.
+async fn write_status(
+    ctx: &Context,
+    addon: &ManagedClusterAddOn,
+    cluster: &str,
+    owned: &OwnedStatus,
+) -> Result<(), Error> {
+    let api: Api<ManagedClusterAddOn> = Api::namespaced(ctx.client.clone(), cluster);
+    let name = addon.name_any();
+    let mut latest = addon.clone();
+    const ATTEMPTS: u32 = 5;
+    for _ in 0..ATTEMPTS {
+        let Some(patch) = status_patch(&latest, owned, Timestamp::now()) else {
+            return Ok(());
+        };
+        ctx.metrics.wrote(ManagedClusterAddOn::KIND, "patch");
+        match api
+            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => return Ok(()),
+            Err(e) if super::status_code(&e) == Some(409) => {
+                latest = api.get(&name).await.map_err(|e| {
+                    Error::api(
+                        "reading",
+                        ManagedClusterAddOn::KIND,
+                        format!("{cluster}/{name}"),
+                        e,
+                    )
+                })?;
+            }
+            Err(e) => {
+                return Err(Error::api(
+                    "writing the status of",
+                    ManagedClusterAddOn::KIND,
+                    format!("{cluster}/{name}"),
+                    e,
+                ));
+            }
+        }
+    }
+    Err(Error::Conflict {
+        what: "status of ManagedClusterAddOn".into(),
+        name: format!("{cluster}/{name}"),
+        attempts: ATTEMPTS,
+    })
+}
+
+/// Removal: first revoke the agent's hub access (so it cannot re-create its score), then delete the
+/// score and the agent's ManifestWork (the work agent uninstalls the agent from the cluster).
+async fn cleanup(addon: &ManagedClusterAddOn, cluster: &str, ctx: &Context) -> Result<Action, Error> {
+    let name = names::hub_role_name(&ctx.settings.addon);
+    delete_if_present(
+        ctx,
+        &Api::<RoleBinding>::namespaced(ctx.client.clone(), cluster),
+        &name,
+    )
+    .await?;
+    delete_if_present(ctx, &Api::<Role>::namespaced(ctx.client.clone(), cluster), &name).await?;
+    delete_if_present(
+        ctx,
+        &Api::<AddOnPlacementScore>::namespaced(ctx.client.clone(), cluster),
+        well_known::RESOURCE_USAGE_SCORE,
+    )
+    .await?;
+    delete_if_present(
+        ctx,
+        &Api::<ManifestWork>::namespaced(ctx.client.clone(), cluster),
+        &names::deploy_work_name(&ctx.settings.addon),
+    )
+    .await?;
+    ctx.set_config_invalid(cluster, false);
+    tracing::info!(%cluster, addon = %addon.name_any(), "add-on removed: hub RBAC, score and agent work deleted");
+    Ok(Action::await_change())
+}

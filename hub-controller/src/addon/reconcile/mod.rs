@@ -1,0 +1,329 @@
+//! The controllers: I/O around the pure decisions of the sibling modules.
+//!
+//! Three `kube::runtime::Controller`s share one watch per kind through shared reflector stores:
+//! - `addon` reconciles each ManagedClusterAddOn (registration, hub RBAC, agent ManifestWork,
+//!   status; removal through a finalizer);
+//! - `install` reconciles the ClusterManagementAddOn's install strategy;
+//! - `csr` approves or denies the add-on's certificate signing requests.
+
+pub mod addon;
+pub mod csr;
+pub mod install;
+
+use super::config::Settings;
+use super::metrics::Metrics;
+use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use kube::api::{Api, DynamicObject, PostParams};
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::Store;
+use kube::{Resource, ResourceExt};
+use scheduler_core::api::{
+    ClusterManagementAddOn, ManagedCluster, ManagedClusterAddOn, ManifestWork, PlacementDecision,
+};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use std::collections::{BTreeSet, HashMap};
+use std::fmt::Debug;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{action} {kind} {name}: {source}")]
+    Api {
+        action: &'static str,
+        kind: String,
+        name: String,
+        #[source]
+        source: Box<kube::Error>,
+    },
+    #[error("finalizer of {name}: {source}")]
+    Finalizer {
+        name: String,
+        #[source]
+        source: Box<kube::runtime::finalizer::Error<Error>>,
+    },
+    #[error("rendering the agent for cluster {cluster}: {source}")]
+    Render {
+        cluster: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("{what} {name} kept changing under us ({attempts} conflicts in a row)")]
+    Conflict {
+        what: String,
+        name: String,
+        attempts: u32,
+    },
+    #[error("the hub caches stopped before they synced")]
+    CachesGone,
+}
+
+impl Error {
+    pub fn api(action: &'static str, kind: &str, name: impl Into<String>, source: kube::Error) -> Self {
+        Error::Api {
+            action,
+            kind: kind.to_string(),
+            name: name.into(),
+            source: Box::new(source),
+        }
+    }
+
+    /// A short, stable label for the error metric.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            Error::Api { .. } => "api",
+            Error::Finalizer { .. } => "finalizer",
+            Error::Render { .. } => "render",
+            Error::Conflict { .. } => "conflict",
+            Error::CachesGone => "caches_gone",
+        }
+    }
+}
+
+/// The HTTP status of an API error, if the server answered.
+pub fn status_code(error: &kube::Error) -> Option<u16> {
+    match error {
+        kube::Error::Api(status) => Some(status.code),
+        _ => None,
+    }
+}
+
+/// The hub caches the controllers read from; each is fed by exactly one watch.
+#[derive(Clone)]
+pub struct Stores {
+    pub addons: Store<ManagedClusterAddOn>,
+    pub cmas: Store<ClusterManagementAddOn>,
+    pub clusters: Store<ManagedCluster>,
+    pub decisions: Store<PlacementDecision>,
+    pub configs: Store<DynamicObject>,
+    pub works: Store<ManifestWork>,
+    pub roles: Store<Role>,
+    pub bindings: Store<RoleBinding>,
+    pub csrs: Store<CertificateSigningRequest>,
+}
+
+impl Stores {
+    /// Resolves once every cache holds a full initial list, so no decision is made on half a picture
+    /// (a restart must not re-create what merely has not been listed yet).
+    pub async fn synced(&self) -> Result<(), Error> {
+        let results = [
+            self.addons.wait_until_ready().await,
+            self.cmas.wait_until_ready().await,
+            self.clusters.wait_until_ready().await,
+            self.decisions.wait_until_ready().await,
+            self.configs.wait_until_ready().await,
+            self.works.wait_until_ready().await,
+            self.roles.wait_until_ready().await,
+            self.bindings.wait_until_ready().await,
+            self.csrs.wait_until_ready().await,
+        ];
+        if results.iter().any(Result::is_err) {
+            Err(Error::CachesGone)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// What every reconciliation gets.
+pub struct Context {
+    pub client: kube::Client,
+    pub settings: Settings,
+    pub stores: Stores,
+    pub metrics: Arc<Metrics>,
+    /// Consecutive failures per object, for exponential backoff.
+    failures: Mutex<HashMap<String, u32>>,
+    /// Clusters whose deployment config is currently invalid.
+    invalid_configs: Mutex<BTreeSet<String>>,
+}
+
+/// First retry after a failure; doubled per consecutive failure up to [`MAX_BACKOFF`].
+const BASE_BACKOFF: Duration = Duration::from_millis(500);
+const MAX_BACKOFF: Duration = Duration::from_secs(300);
+
+impl Context {
+    pub fn new(client: kube::Client, settings: Settings, stores: Stores, metrics: Arc<Metrics>) -> Self {
+        Context {
+            client,
+            settings,
+            stores,
+            metrics,
+            failures: Mutex::default(),
+            invalid_configs: Mutex::default(),
+        }
+    }
+
+    fn succeeded(&self, key: &str) {
+        self.failures
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(key);
+    }
+
+    /// Records a failure and returns how long to wait before the next attempt.
+    fn failed(&self, key: &str) -> Duration {
+        let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        let count = failures.entry(key.to_string()).or_insert(0);
+        *count = count.saturating_add(1);
+        backoff(*count)
+    }
+
+    pub fn set_config_invalid(&self, cluster: &str, invalid: bool) {
+        let mut set = self.invalid_configs.lock().unwrap_or_else(|p| p.into_inner());
+        if invalid {
+            set.insert(cluster.to_string());
+        } else {
+            set.remove(cluster);
+        }
+        self.metrics.set_config_invalid(set.len());
+    }
+}
+
+/// The delay before retry number `failures` (1-based).
+pub fn backoff(failures: u32) -> Duration {
+    let factor = 2u32.saturating_pow(failures.saturating_sub(1).min(20));
+    BASE_BACKOFF.saturating_mul(factor).min(MAX_BACKOFF)
+}
+
+fn object_key<K: Resource>(controller: &str, obj: &K) -> String {
+    format!(
+        "{controller}/{}/{}",
+        obj.namespace().unwrap_or_default(),
+        obj.name_any()
+    )
+}
+
+/// Runs a reconciliation with timing, metrics and backoff bookkeeping.
+pub async fn observed<K, F>(controller: &'static str, obj: &K, ctx: &Context, run: F) -> Result<Action, Error>
+where
+    K: Resource,
+    F: std::future::Future<Output = Result<Action, Error>>,
+{
+    let started = std::time::Instant::now();
+    let result = run.await;
+    ctx.metrics.reconciled(controller, started.elapsed());
+    if result.is_ok() {
+        ctx.succeeded(&object_key(controller, obj));
+    }
+    result
+}
+
+/// The error policy of every controller: log, count, retry with per-object exponential backoff.
+pub fn error_policy<K: Resource>(controller: &'static str, obj: &K, error: &Error, ctx: &Context) -> Action {
+    let delay = ctx.failed(&object_key(controller, obj));
+    ctx.metrics.reconcile_failed(controller, error.metric_label());
+    tracing::warn!(
+        controller,
+        namespace = obj.namespace().unwrap_or_default(),
+        name = %obj.name_any(),
+        %error,
+        retry_in = ?delay,
+        "reconciliation failed"
+    );
+    Action::requeue(delay)
+}
+
+/// Creates `desired`, or brings the existing object up to date, writing only when needed.
+///
+/// `cached` is what the watch cache holds; if it turns out stale (409 on create or update, 404 on
+/// update) the object is read fresh and the decision made again.
+pub async fn ensure<K>(
+    ctx: &Context,
+    api: &Api<K>,
+    cached: Option<Arc<K>>,
+    desired: &K,
+    up_to_date: impl Fn(&K, &K) -> bool,
+    updated: impl Fn(&K, &K) -> K,
+) -> Result<K, Error>
+where
+    K: Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + Debug,
+{
+    let kind = K::kind(&()).to_string();
+    let kind = kind.as_str();
+    let name = desired.name_any();
+    let full_name = format!("{}/{name}", desired.namespace().unwrap_or_default());
+    let mut current = cached.map(|c| (*c).clone());
+    const ATTEMPTS: u32 = 3;
+    for _ in 0..ATTEMPTS {
+        match &current {
+            Some(existing) if up_to_date(existing, desired) => return Ok(existing.clone()),
+            Some(existing) => {
+                ctx.metrics.wrote(kind, "update");
+                match api
+                    .replace(&name, &PostParams::default(), &updated(existing, desired))
+                    .await
+                {
+                    Ok(written) => return Ok(written),
+                    Err(e) if matches!(status_code(&e), Some(404 | 409)) => {
+                        current = api
+                            .get_opt(&name)
+                            .await
+                            .map_err(|e| Error::api("reading", kind, &full_name, e))?;
+                    }
+                    Err(e) => return Err(Error::api("updating", kind, full_name, e)),
+                }
+            }
+            None => {
+                ctx.metrics.wrote(kind, "create");
+                match api.create(&PostParams::default(), desired).await {
+                    Ok(written) => return Ok(written),
+                    Err(e) if status_code(&e) == Some(409) => {
+                        current = api
+                            .get_opt(&name)
+                            .await
+                            .map_err(|e| Error::api("reading", kind, &full_name, e))?;
+                    }
+                    Err(e) => return Err(Error::api("creating", kind, full_name, e)),
+                }
+            }
+        }
+    }
+    Err(Error::Conflict {
+        what: kind.to_string(),
+        name: full_name,
+        attempts: ATTEMPTS,
+    })
+}
+
+/// Deletes an object; absent is fine.
+pub async fn delete_if_present<K>(ctx: &Context, api: &Api<K>, name: &str) -> Result<(), Error>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
+{
+    let kind = K::kind(&()).to_string();
+    let kind = kind.as_str();
+    ctx.metrics.wrote(kind, "delete");
+    match api.delete(name, &Default::default()).await {
+        Ok(_) => Ok(()),
+        Err(e) if status_code(&e) == Some(404) => Ok(()),
+        Err(e) => Err(Error::api("deleting", kind, name, e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_and_caps() {
+        assert_eq!(backoff(1), Duration::from_millis(500));
+        assert_eq!(backoff(2), Duration::from_secs(1));
+        assert_eq!(backoff(4), Duration::from_secs(4));
+        assert_eq!(backoff(30), MAX_BACKOFF);
+        assert_eq!(backoff(u32::MAX), MAX_BACKOFF);
+    }
+
+    #[test]
+    fn error_labels_are_stable() {
+        let e = Error::Conflict {
+            what: "ManifestWork".into(),
+            name: "c1/x".into(),
+            attempts: 3,
+        };
+        assert_eq!(e.metric_label(), "conflict");
+        assert!(e.to_string().contains("c1/x"));
+        assert_eq!(Error::CachesGone.metric_label(), "caches_gone");
+    }
+}

@@ -1,0 +1,414 @@
+//! Process wiring of `ocm-score-hub addon-manager`: client, probes, leader election, the shared
+//! watches and the three controllers, and a clean shutdown on SIGTERM.
+
+use super::config::{AddonManagerArgs, Settings};
+use super::leader::{LeaderConfig, LeaderElector};
+use super::metrics::Metrics;
+use super::names;
+use super::reconcile::{self, Context, Stores, csr::csrs_of_cluster};
+use crate::serve::{self, Probes};
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use kube::api::{Api, ApiResource, DynamicObject};
+use kube::runtime::controller::{Config as ControllerConfig, Controller};
+use kube::runtime::reflector::{self, ObjectRef, store::Writer};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, ResourceExt};
+use scheduler_core::api::{
+    AddOnDeploymentConfig, ClusterManagementAddOn, ManagedCluster, ManagedClusterAddOn, ManifestWork,
+    PlacementDecision,
+};
+use serde::de::DeserializeOwned;
+use std::fmt::Debug;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// Exit code for a configuration the process cannot start with.
+const EXIT_CONFIG: u8 = 2;
+/// Events a shared watch buffers per subscriber before it waits for the slowest one.
+const SHARED_BUFFER: usize = 1024;
+
+/// What `/healthz` and `/readyz` report.
+struct ProcessProbes {
+    metrics: Arc<Metrics>,
+    leading: AtomicBool,
+    synced: AtomicBool,
+}
+
+impl Probes for ProcessProbes {
+    fn metrics(&self) -> String {
+        self.metrics.render()
+    }
+    fn live(&self) -> Result<(), String> {
+        Ok(())
+    }
+    /// A standby replica is ready (it can take over at once); a leader once its caches synced.
+    fn ready(&self) -> Result<(), String> {
+        if !self.leading.load(Ordering::Relaxed) || self.synced.load(Ordering::Relaxed) {
+            Ok(())
+        } else {
+            Err("hub caches not synced yet".into())
+        }
+    }
+}
+
+/// Runs until SIGTERM or Ctrl-C. Exit code 2 for a bad configuration, 1 when the process cannot run
+/// or lost leadership, 0 after a clean shutdown.
+pub async fn run(args: AddonManagerArgs) -> ExitCode {
+    if let Err(message) = args.validate() {
+        eprintln!("error: invalid configuration: {message}");
+        return ExitCode::from(EXIT_CONFIG);
+    }
+    let settings = args.settings();
+    let client = match hub_client(&args).await {
+        Ok(client) => client,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let listener = match TcpListener::bind(args.metrics_bind_address).await {
+        Ok(listener) => listener,
+        Err(e) => {
+            eprintln!("error: binding {}: {e}", args.metrics_bind_address);
+            return ExitCode::FAILURE;
+        }
+    };
+    if let Ok(addr) = listener.local_addr() {
+        tracing::info!(%addr, "serving /metrics, /healthz and /readyz");
+    }
+    let metrics = Arc::new(Metrics::default());
+    let probes = Arc::new(ProcessProbes {
+        metrics: metrics.clone(),
+        leading: AtomicBool::new(false),
+        synced: AtomicBool::new(false),
+    });
+    let (stop, stopped) = watch::channel(false);
+    let signals = {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            wait_for_signal().await;
+            tracing::info!("shutting down");
+            stop.send_replace(true);
+        })
+    };
+    let server = tokio::spawn(serve::serve(listener, probes.clone(), stopped.clone()));
+
+    let identity = args
+        .leader_election_identity
+        .clone()
+        .unwrap_or_else(default_identity);
+    let elector = Arc::new(LeaderElector::new(
+        client.clone(),
+        LeaderConfig {
+            namespace: args.leader_election_namespace.clone(),
+            name: args.leader_election_id.clone(),
+            identity,
+            lease_duration: args.leader_election_lease_duration,
+            retry_period: args.leader_election_retry_period,
+        },
+    ));
+    let code = if elector.acquire(&mut stopped.clone()).await {
+        metrics.set_leader(true);
+        probes.leading.store(true, Ordering::Relaxed);
+        lead(
+            client,
+            settings,
+            metrics.clone(),
+            probes.clone(),
+            elector.clone(),
+            stop.clone(),
+            stopped.clone(),
+        )
+        .await
+    } else {
+        ExitCode::SUCCESS
+    };
+    stop.send_replace(true);
+    signals.abort();
+    let _ = server.await;
+    code
+}
+
+/// Life as the leader: renew the Lease while the controllers run; stop them when it is lost.
+async fn lead(
+    client: Client,
+    settings: Settings,
+    metrics: Arc<Metrics>,
+    probes: Arc<ProcessProbes>,
+    elector: Arc<LeaderElector>,
+    stop: watch::Sender<bool>,
+    stopped: watch::Receiver<bool>,
+) -> ExitCode {
+    let holder = {
+        let elector = elector.clone();
+        let mut stopped = stopped.clone();
+        tokio::spawn(async move {
+            let result = elector.hold(&mut stopped).await;
+            if let Err(e) = &result {
+                tracing::error!(error = %e, "stopping: leadership lost");
+                stop.send_replace(true);
+            }
+            result
+        })
+    };
+    let result = run_controllers(client, settings, metrics.clone(), probes, stopped).await;
+    let lost = matches!(holder.await, Ok(Err(_)));
+    metrics.set_leader(false);
+    if !lost {
+        elector.release().await;
+    }
+    match result {
+        Err(e) => {
+            tracing::error!(error = %e, "addon-manager cannot run");
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+        Ok(()) if lost => ExitCode::FAILURE,
+        Ok(()) => ExitCode::SUCCESS,
+    }
+}
+
+async fn hub_client(args: &AddonManagerArgs) -> Result<Client, String> {
+    let config = match &args.kubeconfig {
+        Some(path) => {
+            let kubeconfig = kube::config::Kubeconfig::read_from(path)
+                .map_err(|e| format!("--kubeconfig={}: {e}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+                .await
+                .map_err(|e| format!("--kubeconfig={}: {e}", path.display()))?
+        }
+        None => kube::Config::infer()
+            .await
+            .map_err(|e| format!("no hub configuration found: {e}"))?,
+    };
+    Client::try_from(config).map_err(|e| format!("building the hub client: {e}"))
+}
+
+fn default_identity() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "addon-manager".into());
+    format!("{host}-{}", std::process::id())
+}
+
+/// Resolves once `stopped` is true (or its sender is gone).
+async fn stop_requested(mut stopped: watch::Receiver<bool>) {
+    let _ = stopped.wait_for(|stop| *stop).await;
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+/// One watch feeding a store that several controllers read and subscribe to.
+struct Shared<K: kube::Resource<DynamicType = ()> + Clone + 'static> {
+    store: reflector::Store<K>,
+    writer: Writer<K>,
+}
+
+impl<K> Shared<K>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+{
+    fn new() -> Self {
+        let (store, writer) = reflector::store_shared(SHARED_BUFFER);
+        Shared { store, writer }
+    }
+
+    /// A stream of every object the watch delivers. (A shared writer always hands one out.)
+    fn subscribe(&self) -> impl Stream<Item = Arc<K>> + Send + 'static + use<K> {
+        futures::stream::iter(self.writer.subscribe()).flatten()
+    }
+
+    /// Starts the watch; the task feeds the store and every subscriber until aborted.
+    fn spawn(self, api: Api<K>, config: watcher::Config) -> JoinHandle<()> {
+        let stream = reflector::reflector(self.writer, watcher(api, config).default_backoff());
+        tokio::spawn(stream.for_each(|event| async move {
+            if let Err(error) = event {
+                tracing::warn!(%error, "watch failed; retrying");
+            }
+        }))
+    }
+}
+
+/// Runs the three controllers until `stopped` turns true.
+async fn run_controllers(
+    client: Client,
+    settings: Settings,
+    metrics: Arc<Metrics>,
+    probes: Arc<ProcessProbes>,
+    stopped: watch::Receiver<bool>,
+) -> Result<(), reconcile::Error> {
+    let addon = settings.addon.clone();
+    let by_name = || watcher::Config::default().fields(&format!("metadata.name={addon}"));
+    let by_label = || watcher::Config::default().labels(&format!("{}={addon}", names::ADDON_NAME_LABEL));
+
+    let addons = Shared::<ManagedClusterAddOn>::new();
+    let cmas = Shared::<ClusterManagementAddOn>::new();
+    let clusters = Shared::<ManagedCluster>::new();
+    let decisions = Shared::<PlacementDecision>::new();
+    let works = Shared::<ManifestWork>::new();
+    let roles = Shared::<Role>::new();
+    let bindings = Shared::<RoleBinding>::new();
+    let csrs = Shared::<CertificateSigningRequest>::new();
+    // Config objects are read raw (their spec hash must cover exactly what the server holds).
+    let config_resource = ApiResource::erase::<AddOnDeploymentConfig>(&());
+    let config_writer = Writer::<DynamicObject>::new(config_resource.clone());
+    let configs = config_writer.as_reader();
+
+    let stores = Stores {
+        addons: addons.store.clone(),
+        cmas: cmas.store.clone(),
+        clusters: clusters.store.clone(),
+        decisions: decisions.store.clone(),
+        configs: configs.clone(),
+        works: works.store.clone(),
+        roles: roles.store.clone(),
+        bindings: bindings.store.clone(),
+        csrs: csrs.store.clone(),
+    };
+    let ctx = Arc::new(Context::new(
+        client.clone(),
+        settings.clone(),
+        stores.clone(),
+        metrics,
+    ));
+    let shutdown = || stop_requested(stopped.clone());
+    let controller_config = ControllerConfig::default().concurrency(settings.workers);
+
+    // A config change re-renders every add-on; so does a change of the ClusterManagementAddOn.
+    let config_changes = reflector::reflector(
+        config_writer,
+        watcher(
+            Api::<DynamicObject>::all_with(client.clone(), &config_resource),
+            watcher::Config::default(),
+        )
+        .default_backoff(),
+    )
+    .filter_map(|event| async move {
+        match event {
+            Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_) | watcher::Event::InitDone) => Some(()),
+            Ok(_) => None,
+            Err(error) => {
+                tracing::warn!(%error, "watch of AddOnDeploymentConfigs failed; retrying");
+                None
+            }
+        }
+    });
+    let cma_changes = cmas.subscribe().map(|_| ());
+    let addon_name = addon.clone();
+    let addon_controller = Controller::for_shared_stream(addons.subscribe(), addons.store.clone())
+        .with_config(controller_config.clone())
+        .owns_shared_stream(works.subscribe())
+        .owns_shared_stream(roles.subscribe())
+        .owns_shared_stream(bindings.subscribe())
+        .watches_shared_stream(clusters.subscribe(), move |cluster: Arc<ManagedCluster>| {
+            Some(ObjectRef::<ManagedClusterAddOn>::new(&addon_name).within(&cluster.name_any()))
+        })
+        .watches_shared_stream(decisions.subscribe(), {
+            let addon_name = addon.clone();
+            move |decision: Arc<PlacementDecision>| {
+                let clusters: Vec<String> = decision
+                    .status
+                    .iter()
+                    .flat_map(|s| &s.decisions)
+                    .map(|d| d.cluster_name.clone())
+                    .collect();
+                let addon_name = addon_name.clone();
+                clusters
+                    .into_iter()
+                    .map(move |c| ObjectRef::<ManagedClusterAddOn>::new(&addon_name).within(&c))
+            }
+        })
+        .reconcile_all_on(futures::stream::select(config_changes, cma_changes))
+        .graceful_shutdown_on(shutdown())
+        .run(
+            reconcile::addon::reconcile,
+            reconcile::addon::on_error,
+            ctx.clone(),
+        )
+        .for_each(|_| async {});
+
+    let install_controller = Controller::for_shared_stream(cmas.subscribe(), cmas.store.clone())
+        .with_config(controller_config.clone())
+        .watches_shared_stream(addons.subscribe(), {
+            let addon_name = addon.clone();
+            move |_: Arc<ManagedClusterAddOn>| Some(ObjectRef::<ClusterManagementAddOn>::new(&addon_name))
+        })
+        .watches_shared_stream(clusters.subscribe(), {
+            let addon_name = addon.clone();
+            move |_: Arc<ManagedCluster>| Some(ObjectRef::<ClusterManagementAddOn>::new(&addon_name))
+        })
+        .watches_shared_stream(decisions.subscribe(), {
+            let addon_name = addon.clone();
+            move |_: Arc<PlacementDecision>| Some(ObjectRef::<ClusterManagementAddOn>::new(&addon_name))
+        })
+        .graceful_shutdown_on(shutdown())
+        .run(
+            reconcile::install::reconcile,
+            reconcile::install::on_error,
+            ctx.clone(),
+        )
+        .for_each(|_| async {});
+
+    let csr_store = csrs.store.clone();
+    let csr_store_for_clusters = csrs.store.clone();
+    let csr_controller = Controller::for_shared_stream(csrs.subscribe(), csrs.store.clone())
+        .with_config(controller_config)
+        .watches_shared_stream(addons.subscribe(), move |addon: Arc<ManagedClusterAddOn>| {
+            csrs_of_cluster(&csr_store, &addon.namespace().unwrap_or_default())
+        })
+        .watches_shared_stream(clusters.subscribe(), move |cluster: Arc<ManagedCluster>| {
+            csrs_of_cluster(&csr_store_for_clusters, &cluster.name_any())
+        })
+        .graceful_shutdown_on(shutdown())
+        .run(reconcile::csr::reconcile, reconcile::csr::on_error, ctx.clone())
+        .for_each(|_| async {});
+
+    let watches = [
+        addons.spawn(Api::all(client.clone()), by_name()),
+        cmas.spawn(Api::all(client.clone()), by_name()),
+        clusters.spawn(Api::all(client.clone()), watcher::Config::default()),
+        decisions.spawn(Api::all(client.clone()), watcher::Config::default()),
+        works.spawn(Api::all(client.clone()), by_label()),
+        roles.spawn(Api::all(client.clone()), by_label()),
+        bindings.spawn(Api::all(client.clone()), by_label()),
+        csrs.spawn(Api::all(client.clone()), by_label()),
+    ];
+    let readiness = {
+        let stores = stores.clone();
+        let probes = probes.clone();
+        tokio::spawn(async move {
+            if stores.synced().await.is_ok() {
+                probes.synced.store(true, Ordering::Relaxed);
+                tracing::info!("hub caches synced");
+            }
+        })
+    };
+    tokio::join!(addon_controller, install_controller, csr_controller);
+    readiness.abort();
+    for watch in watches {
+        watch.abort();
+    }
+    Ok(())
+}

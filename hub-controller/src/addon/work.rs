@@ -1,0 +1,345 @@
+//! The agent's ManifestWork, built the way addon-framework builds it, and the test for "already
+//! applied" that keeps resyncs and restarts free of writes.
+
+use super::names;
+use super::spec_hash::go_json;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use scheduler_core::api::{
+    DeleteOption, FeedbackRule, ManifestConfigOption, ManifestWork, ManifestWorkSpec, ManifestsTemplate,
+    ResourceIdentifier,
+};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+
+/// Builds `addon-<addon>-deploy-0` in the cluster namespace.
+///
+/// `config_hashes` maps config keys (see [`names::config_hash_key`]) to the spec hashes the manifests
+/// were rendered from; it becomes the `config-spec-hash` annotation OCM compares with the add-on.
+pub fn deploy_work(
+    addon: &str,
+    cluster: &str,
+    owner: &OwnerReference,
+    manifests: Vec<Value>,
+    config_hashes: &BTreeMap<String, String>,
+) -> ManifestWork {
+    let annotations = (!config_hashes.is_empty()).then(|| {
+        let map: serde_json::Map<String, Value> = config_hashes
+            .iter()
+            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+            .collect();
+        BTreeMap::from([(
+            names::CONFIG_SPEC_HASH_ANNOTATION.to_string(),
+            go_json(&Value::Object(map)),
+        )])
+    });
+    let delete_option = delete_option(&manifests);
+    let manifest_configs = manifests
+        .iter()
+        .filter(|m| m["kind"] == "Deployment" && m["apiVersion"] == "apps/v1")
+        .map(|m| ManifestConfigOption {
+            resource_identifier: ResourceIdentifier {
+                group: "apps".into(),
+                resource: "deployments".into(),
+                name: str_at(m, "name"),
+                namespace: str_at(m, "namespace"),
+            },
+            feedback_rules: vec![FeedbackRule {
+                type_: "WellKnownStatus".into(),
+                json_paths: vec![],
+            }],
+            extra: Default::default(),
+        });
+    ManifestWork {
+        metadata: ObjectMeta {
+            name: Some(names::deploy_work_name(addon)),
+            namespace: Some(cluster.to_string()),
+            labels: Some(BTreeMap::from([(
+                names::ADDON_NAME_LABEL.to_string(),
+                addon.to_string(),
+            )])),
+            annotations,
+            owner_references: Some(vec![owner.clone()]),
+            ..Default::default()
+        },
+        spec: ManifestWorkSpec {
+            manifest_configs: manifest_configs.collect(),
+            workload: ManifestsTemplate { manifests },
+            delete_option,
+            extra: Default::default(),
+        },
+        status: None,
+    }
+}
+
+fn str_at(manifest: &Value, field: &str) -> String {
+    manifest["metadata"][field]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Manifests annotated `deletion-orphan` stay on the managed cluster when the work goes away.
+fn delete_option(manifests: &[Value]) -> Option<DeleteOption> {
+    let rules: Vec<Value> = manifests
+        .iter()
+        .filter(|m| {
+            m["metadata"]["annotations"]
+                .get(names::DELETION_ORPHAN_ANNOTATION)
+                .is_some()
+        })
+        .map(|m| {
+            let api_version = m["apiVersion"].as_str().unwrap_or_default();
+            let group = api_version.rsplit_once('/').map(|(g, _)| g).unwrap_or_default();
+            json!({
+                "group": group,
+                "resource": guess_resource(m["kind"].as_str().unwrap_or_default()),
+                "name": str_at(m, "name"),
+                "namespace": str_at(m, "namespace"),
+            })
+        })
+        .collect();
+    if rules.is_empty() {
+        return None;
+    }
+    let mut extra = scheduler_core::api::Extra::new();
+    extra.insert("selectivelyOrphans".into(), json!({ "orphaningRules": rules }));
+    Some(DeleteOption {
+        propagation_policy: Some("SelectivelyOrphan".into()),
+        extra,
+    })
+}
+
+/// Lowercase plural of a kind, the same naive guess OCM makes (`Namespace` → `namespaces`).
+fn guess_resource(kind: &str) -> String {
+    let lower = kind.to_lowercase();
+    if lower.ends_with('s') {
+        format!("{lower}es")
+    } else if let Some(stem) = lower.strip_suffix('y') {
+        format!("{stem}ies")
+    } else {
+        format!("{lower}s")
+    }
+}
+
+/// Whether `existing` already carries everything `desired` says, so no write is needed.
+///
+/// The manifests must be equal (nothing defaults inside them). Elsewhere in the spec the server may
+/// have filled in defaults, so `desired` only has to be contained in `existing`. Our label and owner
+/// reference must be present; the config-spec-hash annotation must be exactly ours (or absent when
+/// we have none), other labels and annotations are someone else's.
+pub fn up_to_date(existing: &ManifestWork, desired: &ManifestWork) -> bool {
+    let meta_ok = desired
+        .metadata
+        .labels
+        .iter()
+        .flatten()
+        .all(|(k, v)| existing.metadata.labels.as_ref().and_then(|l| l.get(k)) == Some(v))
+        && desired.metadata.owner_references.iter().flatten().all(|want| {
+            existing
+                .metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|have| have == want)
+        });
+    let hash = |w: &ManifestWork| {
+        w.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(names::CONFIG_SPEC_HASH_ANNOTATION))
+            .cloned()
+    };
+    if !meta_ok || hash(existing) != hash(desired) {
+        return false;
+    }
+    if existing.spec.workload.manifests != desired.spec.workload.manifests {
+        return false;
+    }
+    let (Ok(mut have), Ok(mut want)) = (
+        serde_json::to_value(&existing.spec),
+        serde_json::to_value(&desired.spec),
+    ) else {
+        return false;
+    };
+    for spec in [&mut have, &mut want] {
+        if let Some(map) = spec.as_object_mut() {
+            map.remove("workload");
+        }
+    }
+    // No delete option means the CRD default, Foreground.
+    if want.get("deleteOption").is_none() {
+        let policy = have
+            .pointer("/deleteOption/propagationPolicy")
+            .and_then(Value::as_str);
+        if !matches!(policy, None | Some("Foreground")) {
+            return false;
+        }
+    }
+    contains(&have, &want)
+}
+
+/// `want` is contained in `have`: objects may carry extra keys, arrays must match element by element.
+pub fn contains(have: &Value, want: &Value) -> bool {
+    match (have, want) {
+        (Value::Object(h), Value::Object(w)) => w
+            .iter()
+            .all(|(k, wv)| h.get(k).is_some_and(|hv| contains(hv, wv))),
+        (Value::Array(h), Value::Array(w)) => {
+            h.len() == w.len() && h.iter().zip(w).all(|(hv, wv)| contains(hv, wv))
+        }
+        _ => have == want,
+    }
+}
+
+/// The work to send for an update: the existing object (keeping its resourceVersion and anything
+/// others set) with our labels, annotation, owner reference and spec.
+pub fn updated(existing: &ManifestWork, desired: &ManifestWork) -> ManifestWork {
+    let mut work = existing.clone();
+    work.status = None;
+    let meta = &mut work.metadata;
+    meta.labels
+        .get_or_insert_default()
+        .extend(desired.metadata.labels.clone().unwrap_or_default());
+    let annotations = meta.annotations.get_or_insert_default();
+    annotations.remove(names::CONFIG_SPEC_HASH_ANNOTATION);
+    annotations.extend(desired.metadata.annotations.clone().unwrap_or_default());
+    let owners = meta.owner_references.get_or_insert_default();
+    for owner in desired.metadata.owner_references.iter().flatten() {
+        owners.retain(|o| o.uid != owner.uid);
+        owners.push(owner.clone());
+    }
+    work.spec = desired.spec.clone();
+    work
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn owner() -> OwnerReference {
+        OwnerReference {
+            api_version: "addon.open-cluster-management.io/v1alpha1".into(),
+            kind: "ManagedClusterAddOn".into(),
+            name: "a".into(),
+            uid: "u1".into(),
+            controller: Some(true),
+            block_owner_deletion: Some(true),
+        }
+    }
+
+    fn manifests() -> Vec<Value> {
+        vec![
+            json!({"apiVersion": "v1", "kind": "Namespace",
+                   "metadata": {"name": "ns", "annotations": {names::DELETION_ORPHAN_ANNOTATION: "true"}}}),
+            json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "a-agent", "namespace": "ns"}}),
+        ]
+    }
+
+    #[test]
+    fn builds_the_work_like_addon_framework() {
+        let hashes = BTreeMap::from([(
+            "addondeploymentconfigs.addon.open-cluster-management.io/ns/cfg".to_string(),
+            "abc".to_string(),
+        )]);
+        let w = deploy_work("a", "c1", &owner(), manifests(), &hashes);
+        let v = serde_json::to_value(&w).expect("serializes");
+        assert_eq!(v["metadata"]["name"], "addon-a-deploy-0");
+        assert_eq!(v["metadata"]["namespace"], "c1");
+        assert_eq!(v["metadata"]["labels"][names::ADDON_NAME_LABEL], "a");
+        assert_eq!(
+            v["metadata"]["annotations"][names::CONFIG_SPEC_HASH_ANNOTATION],
+            r#"{"addondeploymentconfigs.addon.open-cluster-management.io/ns/cfg":"abc"}"#
+        );
+        assert_eq!(v["metadata"]["ownerReferences"][0]["controller"], true);
+        assert_eq!(
+            v["spec"]["deleteOption"]["propagationPolicy"],
+            "SelectivelyOrphan"
+        );
+        assert_eq!(
+            v["spec"]["deleteOption"]["selectivelyOrphans"]["orphaningRules"],
+            json!([{"group": "", "resource": "namespaces", "name": "ns", "namespace": ""}])
+        );
+        assert_eq!(
+            v["spec"]["manifestConfigs"],
+            json!([{"resourceIdentifier": {"group": "apps", "resource": "deployments", "name": "a-agent", "namespace": "ns"},
+                    "feedbackRules": [{"type": "WellKnownStatus"}]}])
+        );
+        let plain = deploy_work("a", "c1", &owner(), vec![manifests().remove(1)], &BTreeMap::new());
+        assert!(plain.metadata.annotations.is_none() && plain.spec.delete_option.is_none());
+    }
+
+    #[test]
+    fn guesses_resources_like_ocm() {
+        assert_eq!(guess_resource("Namespace"), "namespaces");
+        assert_eq!(guess_resource("NetworkPolicy"), "networkpolicies");
+        assert_eq!(guess_resource("Ingress"), "ingresses");
+    }
+
+    #[test]
+    fn up_to_date_tolerates_server_defaults_and_foreign_metadata_only() {
+        let desired = deploy_work("a", "c1", &owner(), manifests(), &BTreeMap::new());
+        let mut existing = desired.clone();
+        existing.metadata.resource_version = Some("7".into());
+        existing
+            .metadata
+            .labels
+            .get_or_insert_default()
+            .insert("team".into(), "x".into());
+        existing.spec.manifest_configs[0]
+            .extra
+            .insert("updateStrategy".into(), json!({"type": "Update"}));
+        assert!(up_to_date(&existing, &desired));
+
+        let mut changed = existing.clone();
+        changed.spec.workload.manifests[1]["spec"] = json!({"replicas": 2});
+        assert!(!up_to_date(&changed, &desired));
+        let mut unowned = existing.clone();
+        unowned.metadata.owner_references = None;
+        assert!(!up_to_date(&unowned, &desired));
+        let mut stale_hash = existing.clone();
+        stale_hash.metadata.annotations = Some(BTreeMap::from([(
+            names::CONFIG_SPEC_HASH_ANNOTATION.to_string(),
+            "{}".to_string(),
+        )]));
+        assert!(!up_to_date(&stale_hash, &desired));
+
+        // Without orphans we send no delete option: the default Foreground matches, Orphan does not.
+        let bare = deploy_work("a", "c1", &owner(), vec![manifests().remove(1)], &BTreeMap::new());
+        let mut defaulted = bare.clone();
+        defaulted.spec.delete_option = Some(DeleteOption {
+            propagation_policy: Some("Foreground".into()),
+            ..Default::default()
+        });
+        assert!(up_to_date(&defaulted, &bare));
+        defaulted.spec.delete_option = Some(DeleteOption {
+            propagation_policy: Some("Orphan".into()),
+            ..Default::default()
+        });
+        assert!(!up_to_date(&defaulted, &bare));
+    }
+
+    #[test]
+    fn update_keeps_foreign_metadata_and_replaces_ours() {
+        let desired = deploy_work("a", "c1", &owner(), manifests(), &BTreeMap::new());
+        let mut existing = deploy_work(
+            "a",
+            "c1",
+            &owner(),
+            vec![],
+            &BTreeMap::from([("k".to_string(), "old".to_string())]),
+        );
+        existing.metadata.resource_version = Some("3".into());
+        existing
+            .metadata
+            .annotations
+            .get_or_insert_default()
+            .insert("note".into(), "keep".into());
+        let sent = updated(&existing, &desired);
+        assert_eq!(sent.metadata.resource_version.as_deref(), Some("3"));
+        let annotations = sent.metadata.annotations.clone().unwrap_or_default();
+        assert_eq!(annotations.get("note").map(String::as_str), Some("keep"));
+        assert!(!annotations.contains_key(names::CONFIG_SPEC_HASH_ANNOTATION));
+        assert_eq!(sent.metadata.owner_references.as_ref().map(Vec::len), Some(1));
+        assert!(up_to_date(&sent, &desired));
+    }
+}
