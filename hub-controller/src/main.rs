@@ -16,6 +16,9 @@ struct Cli {
 enum Command {
     /// Show which clusters a Placement would select from a hub snapshot, and why.
     Simulate(simulate::SimulateArgs),
+    /// Install the score agent on every managed cluster as an OCM add-on (registration, hub RBAC,
+    /// ManifestWork, configuration, health).
+    AddonManager(ocm_score_hub::addon::AddonManagerArgs),
 }
 
 /// Exit code for input the user must fix (files, flags, objects), like clap's usage errors.
@@ -32,6 +35,7 @@ fn main() -> ExitCode {
         .init();
     let result: anyhow::Result<()> = match cli.command {
         Command::Simulate(args) => simulate::run(args).map_err(anyhow::Error::from),
+        Command::AddonManager(args) => return block_on(ocm_score_hub::addon::run(args)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -39,6 +43,17 @@ fn main() -> ExitCode {
             eprintln!("error: {err:#}");
             let bad_input = err.downcast_ref::<simulate::SimulateError>().is_some_and(|e| e.is_bad_input());
             ExitCode::from(if bad_input { EXIT_BAD_INPUT } else { 1 })
+        }
+    }
+}
+
+/// Runs an async subcommand to completion on a multi-threaded runtime.
+fn block_on(run: impl std::future::Future<Output = ExitCode>) -> ExitCode {
+    match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime.block_on(run),
+        Err(err) => {
+            eprintln!("error: starting the async runtime: {err}");
+            ExitCode::FAILURE
         }
     }
 }

@@ -76,22 +76,12 @@ pub struct AddonManagerArgs {
     /// Kubeconfig of the hub; default: $KUBECONFIG, ~/.kube/config, or the in-cluster account.
     #[arg(long, env = "HUB_KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
-
-    /// Log format.
-    #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
-    pub log_format: LogFormat,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HealthCheckArg {
     Lease,
     DeploymentAvailability,
-}
-
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LogFormat {
-    Text,
-    Json,
 }
 
 /// `name=quantity` pairs.
