@@ -20,11 +20,18 @@ pub enum CrdError {
     #[error("reading {path}: {source}")]
     Read { path: PathBuf, source: std::io::Error },
     #[error("parsing {path}: {source}")]
-    Parse { path: PathBuf, source: serde_norway::Error },
+    Parse {
+        path: PathBuf,
+        source: serde_norway::Error,
+    },
     #[error("{path}: field {field} is missing or malformed")]
     Field { path: PathBuf, field: &'static str },
     #[error("CRD {crd} version {version}: schema does not compile: {message}")]
-    Schema { crd: String, version: String, message: String },
+    Schema {
+        crd: String,
+        version: String,
+        message: String,
+    },
 }
 
 /// What one CRD declares, reduced to what clients and the API server double need.
@@ -68,13 +75,18 @@ impl std::fmt::Display for FieldError {
 impl Crd {
     /// Parses one CRD YAML document.
     pub fn from_yaml(path: &Path, text: &str) -> Result<Crd, CrdError> {
-        let raw: Value =
-            serde_norway::from_str(text).map_err(|source| CrdError::Parse { path: path.into(), source })?;
+        let raw: Value = serde_norway::from_str(text).map_err(|source| CrdError::Parse {
+            path: path.into(),
+            source,
+        })?;
         Self::from_value(path, raw)
     }
 
     pub fn from_value(path: &Path, raw: Value) -> Result<Crd, CrdError> {
-        let field = |field: &'static str| CrdError::Field { path: path.into(), field };
+        let field = |field: &'static str| CrdError::Field {
+            path: path.into(),
+            field,
+        };
         let spec = raw.get("spec").ok_or_else(|| field("spec"))?;
         let names = spec.get("names").ok_or_else(|| field("spec.names"))?;
         let text = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).map(str::to_string);
@@ -129,7 +141,10 @@ impl Crd {
 
 /// Loads every `*.yaml` CRD directly inside `dir` (not recursing), sorted by file name.
 pub fn load_dir(dir: &Path) -> Result<Vec<Crd>, CrdError> {
-    let read_err = |source| CrdError::Read { path: dir.into(), source };
+    let read_err = |source| CrdError::Read {
+        path: dir.into(),
+        source,
+    };
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(read_err)?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -139,8 +154,10 @@ pub fn load_dir(dir: &Path) -> Result<Vec<Crd>, CrdError> {
     files
         .iter()
         .map(|path| {
-            let text = std::fs::read_to_string(path)
-                .map_err(|source| CrdError::Read { path: path.clone(), source })?;
+            let text = std::fs::read_to_string(path).map_err(|source| CrdError::Read {
+                path: path.clone(),
+                source,
+            })?;
             Crd::from_yaml(path, &text)
         })
         .collect()
@@ -179,7 +196,10 @@ impl SchemaValidator {
                 version: version.name.clone(),
                 message: e.to_string(),
             })?;
-        Ok(Self { schema: version.schema.clone(), compiled })
+        Ok(Self {
+            schema: version.schema.clone(),
+            compiled,
+        })
     }
 
     /// Every reason `object` is invalid; empty when it is valid.
@@ -187,7 +207,10 @@ impl SchemaValidator {
         let mut out: Vec<FieldError> = self
             .compiled
             .iter_errors(object)
-            .map(|e| FieldError { field: field_path(e.instance_path().as_str()), message: e.to_string() })
+            .map(|e| FieldError {
+                field: field_path(e.instance_path().as_str()),
+                message: e.to_string(),
+            })
             .collect();
         check_list_types(&self.schema, object, &mut String::new(), &mut out);
         out
@@ -218,14 +241,19 @@ fn field_path(pointer: &str) -> String {
 
 /// Translates a structural OpenAPI v3 schema into JSON Schema draft 4 (see the module docs).
 pub fn to_json_schema(schema: &Value) -> Value {
-    let Value::Object(map) = schema else { return schema.clone() };
+    let Value::Object(map) = schema else {
+        return schema.clone();
+    };
     let mut out = Map::new();
     for (key, value) in map {
         let translated = match key.as_str() {
             "properties" | "patternProperties" | "definitions" => match value {
-                Value::Object(props) => {
-                    Value::Object(props.iter().map(|(k, v)| (k.clone(), to_json_schema(v))).collect())
-                }
+                Value::Object(props) => Value::Object(
+                    props
+                        .iter()
+                        .map(|(k, v)| (k.clone(), to_json_schema(v)))
+                        .collect(),
+                ),
                 other => other.clone(),
             },
             "items" | "additionalProperties" | "not" => to_json_schema(value),
@@ -278,15 +306,22 @@ pub fn prune(schema: &Value, object: &mut Value) -> Vec<String> {
 }
 
 fn prune_at(schema: &Value, value: &mut Value, path: &mut String, root: bool, pruned: &mut Vec<String>) {
-    let preserve = schema.get("x-kubernetes-preserve-unknown-fields").and_then(Value::as_bool) == Some(true);
-    let embedded = schema.get("x-kubernetes-embedded-resource").and_then(Value::as_bool) == Some(true);
+    let preserve = schema
+        .get("x-kubernetes-preserve-unknown-fields")
+        .and_then(Value::as_bool)
+        == Some(true);
+    let embedded = schema
+        .get("x-kubernetes-embedded-resource")
+        .and_then(Value::as_bool)
+        == Some(true);
     match value {
         Value::Object(fields) => {
             let props = schema.get("properties").and_then(Value::as_object);
             let additional = schema.get("additionalProperties");
             let keys: Vec<String> = fields.keys().cloned().collect();
             for key in keys {
-                let kept_anyway = (root || embedded) && matches!(key.as_str(), "apiVersion" | "kind" | "metadata");
+                let kept_anyway =
+                    (root || embedded) && matches!(key.as_str(), "apiVersion" | "kind" | "metadata");
                 let child_schema = props.and_then(|p| p.get(&key)).or(match additional {
                     Some(s @ Value::Object(_)) => Some(s),
                     _ => None,
@@ -352,7 +387,9 @@ pub fn apply_defaults(schema: &Value, object: &mut Value) {
         }
         Value::Array(items) => {
             if let Some(item_schema) = schema.get("items") {
-                items.iter_mut().for_each(|item| apply_defaults(item_schema, item));
+                items
+                    .iter_mut()
+                    .for_each(|item| apply_defaults(item_schema, item));
             }
         }
         _ => {}
@@ -366,7 +403,9 @@ fn check_list_types(schema: &Value, value: &Value, path: &mut String, out: &mut 
             let props = schema.get("properties").and_then(Value::as_object);
             let additional = schema.get("additionalProperties").filter(|v| v.is_object());
             for (name, child) in fields {
-                let Some(child_schema) = props.and_then(|p| p.get(name)).or(additional) else { continue };
+                let Some(child_schema) = props.and_then(|p| p.get(name)).or(additional) else {
+                    continue;
+                };
                 let len = path.len();
                 if !path.is_empty() {
                     path.push('.');
@@ -386,7 +425,11 @@ fn check_list_types(schema: &Value, value: &Value, path: &mut String, out: &mut 
             let mut seen: Vec<Value> = Vec::new();
             for (i, item) in items.iter().enumerate() {
                 let identity = match list_type {
-                    Some("map") => Value::Array(keys.iter().map(|k| item.get(*k).cloned().unwrap_or(Value::Null)).collect()),
+                    Some("map") => Value::Array(
+                        keys.iter()
+                            .map(|k| item.get(*k).cloned().unwrap_or(Value::Null))
+                            .collect(),
+                    ),
                     Some("set") => item.clone(),
                     _ => Value::Null,
                 };
@@ -413,6 +456,7 @@ fn check_list_types(schema: &Value, value: &Value, path: &mut String, out: &mut 
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)] // tests fail loudly by design
 mod tests {
     use super::*;
     use serde_json::json;
@@ -459,7 +503,10 @@ mod tests {
         let mut pruned = prune(&schema, &mut obj);
         pruned.sort();
         assert_eq!(pruned, vec!["extra", "spec.b", "spec.list[0].m"]);
-        assert_eq!(obj["spec"], json!({"a": "1", "free": {"anything": 1}, "list": [{"n": "x"}]}));
+        assert_eq!(
+            obj["spec"],
+            json!({"a": "1", "free": {"anything": 1}, "list": [{"n": "x"}]})
+        );
         assert_eq!(obj["metadata"], json!({"name": "n"}));
     }
 

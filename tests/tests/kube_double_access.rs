@@ -1,5 +1,7 @@
 //! Authentication, RBAC, every fault-injection mode, and the `kube-double` binary.
+#![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
+use futures::StreamExt;
 use k8s_openapi::api::{
     authorization::v1::SubjectAccessReview,
     core::v1::{ConfigMap, Namespace},
@@ -8,7 +10,6 @@ use kube::{
     Api, Client, ResourceExt,
     api::{ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams},
 };
-use futures::StreamExt;
 use ocm_score_tests::apiserver::{ApiServer, Identity, RequestMatch};
 use scheduler_core::api::AddOnPlacementScore;
 use serde::de::DeserializeOwned;
@@ -27,7 +28,13 @@ fn code(e: kube::Error) -> (u16, String) {
 }
 
 async fn rbac_server() -> ApiServer {
-    let server = ApiServer::builder().upstream_crds().builtin_kinds().rbac(true).start().await.unwrap();
+    let server = ApiServer::builder()
+        .upstream_crds()
+        .builtin_kinds()
+        .rbac(true)
+        .start()
+        .await
+        .unwrap();
     let admin = server.admin_client();
     for ns in ["cluster1", "cluster2"] {
         Api::<Namespace>::all(admin.clone())
@@ -60,35 +67,63 @@ fn score(name: &str) -> AddOnPlacementScore {
 #[tokio::test]
 async fn unknown_tokens_are_unauthorized() {
     let server = rbac_server().await;
-    let stranger = Identity { user: "x".into(), groups: vec![], token: "not-a-token".into() };
-    let err = Api::<ConfigMap>::namespaced(server.client(&stranger), "default").list(&ListParams::default()).await;
+    let stranger = Identity {
+        user: "x".into(),
+        groups: vec![],
+        token: "not-a-token".into(),
+    };
+    let err = Api::<ConfigMap>::namespaced(server.client(&stranger), "default")
+        .list(&ListParams::default())
+        .await;
     assert_eq!(code(err.unwrap_err()).0, 401);
 }
 
 #[tokio::test]
 async fn namespaced_role_confines_an_agent_to_its_cluster_namespace() {
     let server = rbac_server().await;
-    create(&server, RBAC, "Role", Some("cluster1"), json!({
-        "metadata": {"name": "score-writer"},
-        "rules": [
-            {"apiGroups": ["cluster.open-cluster-management.io"], "resources": ["addonplacementscores"], "verbs": ["get", "list", "watch", "create"]},
-            {"apiGroups": ["cluster.open-cluster-management.io"], "resources": ["addonplacementscores/status"], "verbs": ["patch", "update"]},
-        ],
-    }));
-    create(&server, RBAC, "RoleBinding", Some("cluster1"), json!({
-        "metadata": {"name": "agent"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "score-writer"},
-        "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "agent-cluster1"}],
-    }));
+    create(
+        &server,
+        RBAC,
+        "Role",
+        Some("cluster1"),
+        json!({
+            "metadata": {"name": "score-writer"},
+            "rules": [
+                {"apiGroups": ["cluster.open-cluster-management.io"], "resources": ["addonplacementscores"], "verbs": ["get", "list", "watch", "create"]},
+                {"apiGroups": ["cluster.open-cluster-management.io"], "resources": ["addonplacementscores/status"], "verbs": ["patch", "update"]},
+            ],
+        }),
+    );
+    create(
+        &server,
+        RBAC,
+        "RoleBinding",
+        Some("cluster1"),
+        json!({
+            "metadata": {"name": "agent"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "score-writer"},
+            "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "agent-cluster1"}],
+        }),
+    );
     let agent = server.client_for("agent-cluster1", &["ocm:agents"]);
     let own: Api<AddOnPlacementScore> = Api::namespaced(agent.clone(), "cluster1");
     own.create(&PostParams::default(), &score("s")).await.unwrap();
     own.list(&ListParams::default()).await.unwrap();
     let status = Patch::Merge(json!({"status": {"scores": [{"name": "cpu", "value": 3}]}}));
-    own.patch_status("s", &PatchParams::default(), &status).await.unwrap();
+    own.patch_status("s", &PatchParams::default(), &status)
+        .await
+        .unwrap();
 
     // The main resource is not writable, only its status subresource.
-    let (c, message) = code(own.patch("s", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"a": "b"}}}))).await.unwrap_err());
+    let (c, message) = code(
+        own.patch(
+            "s",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"a": "b"}}})),
+        )
+        .await
+        .unwrap_err(),
+    );
     assert_eq!(c, 403);
     assert_eq!(
         message,
@@ -96,14 +131,32 @@ async fn namespaced_role_confines_an_agent_to_its_cluster_namespace() {
     );
 
     let other: Api<AddOnPlacementScore> = Api::namespaced(agent.clone(), "cluster2");
-    assert_eq!(code(other.create(&PostParams::default(), &score("s")).await.unwrap_err()).0, 403);
+    assert_eq!(
+        code(
+            other
+                .create(&PostParams::default(), &score("s"))
+                .await
+                .unwrap_err()
+        )
+        .0,
+        403
+    );
     assert_eq!(code(other.list(&ListParams::default()).await.unwrap_err()).0, 403);
-    let (c, message) = code(Api::<AddOnPlacementScore>::all(agent.clone()).list(&ListParams::default()).await.unwrap_err());
+    let (c, message) = code(
+        Api::<AddOnPlacementScore>::all(agent.clone())
+            .list(&ListParams::default())
+            .await
+            .unwrap_err(),
+    );
     assert_eq!(c, 403);
     assert!(message.ends_with("at the cluster scope"), "{message}");
     // Discovery stays open to every authenticated user, as with the default bootstrap roles.
     agent.apiserver_version().await.unwrap();
-    let denied_writes: Vec<_> = server.requests().into_iter().filter(|r| r.is_write() && r.code == 403).collect();
+    let denied_writes: Vec<_> = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.is_write() && r.code == 403)
+        .collect();
     assert_eq!(denied_writes.len(), 2);
 }
 
@@ -111,42 +164,97 @@ async fn namespaced_role_confines_an_agent_to_its_cluster_namespace() {
 async fn cluster_roles_resource_names_and_service_accounts() {
     let server = rbac_server().await;
     let admin = server.admin_client();
-    create(&server, RBAC, "ClusterRole", None, json!({
-        "metadata": {"name": "score-reader"},
-        "rules": [{"apiGroups": ["cluster.open-cluster-management.io"], "resources": ["*"], "verbs": ["get", "list", "watch"]}],
-    }));
-    create(&server, RBAC, "ClusterRoleBinding", None, json!({
-        "metadata": {"name": "hub-readers"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "score-reader"},
-        "subjects": [{"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": "ocm:hub"}],
-    }));
+    create(
+        &server,
+        RBAC,
+        "ClusterRole",
+        None,
+        json!({
+            "metadata": {"name": "score-reader"},
+            "rules": [{"apiGroups": ["cluster.open-cluster-management.io"], "resources": ["*"], "verbs": ["get", "list", "watch"]}],
+        }),
+    );
+    create(
+        &server,
+        RBAC,
+        "ClusterRoleBinding",
+        None,
+        json!({
+            "metadata": {"name": "hub-readers"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "score-reader"},
+            "subjects": [{"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": "ocm:hub"}],
+        }),
+    );
     let hub = server.client_for("hub-controller", &["ocm:hub"]);
-    Api::<AddOnPlacementScore>::all(hub.clone()).list(&ListParams::default()).await.unwrap();
-    Api::<AddOnPlacementScore>::namespaced(hub.clone(), "cluster2").list(&ListParams::default()).await.unwrap();
-    let write = Api::<AddOnPlacementScore>::namespaced(hub, "cluster2").create(&PostParams::default(), &score("x")).await;
+    Api::<AddOnPlacementScore>::all(hub.clone())
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    Api::<AddOnPlacementScore>::namespaced(hub.clone(), "cluster2")
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    let write = Api::<AddOnPlacementScore>::namespaced(hub, "cluster2")
+        .create(&PostParams::default(), &score("x"))
+        .await;
     assert_eq!(code(write.unwrap_err()).0, 403);
 
     // resourceNames: one config map by name, in one namespace, bound to a service account.
-    create(&server, "v1", "ConfigMap", Some("cluster1"), json!({"metadata": {"name": "allowed"}}));
-    create(&server, "v1", "ConfigMap", Some("cluster1"), json!({"metadata": {"name": "secret-ish"}}));
-    create(&server, RBAC, "ClusterRole", None, json!({
-        "metadata": {"name": "one-config"},
-        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["allowed"], "verbs": ["get", "list", "watch"]}],
-    }));
-    create(&server, RBAC, "RoleBinding", Some("cluster1"), json!({
-        "metadata": {"name": "sa-one-config"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "one-config"},
-        "subjects": [{"kind": "ServiceAccount", "name": "agent", "namespace": "cluster1"}],
-    }));
+    create(
+        &server,
+        "v1",
+        "ConfigMap",
+        Some("cluster1"),
+        json!({"metadata": {"name": "allowed"}}),
+    );
+    create(
+        &server,
+        "v1",
+        "ConfigMap",
+        Some("cluster1"),
+        json!({"metadata": {"name": "secret-ish"}}),
+    );
+    create(
+        &server,
+        RBAC,
+        "ClusterRole",
+        None,
+        json!({
+            "metadata": {"name": "one-config"},
+            "rules": [{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["allowed"], "verbs": ["get", "list", "watch"]}],
+        }),
+    );
+    create(
+        &server,
+        RBAC,
+        "RoleBinding",
+        Some("cluster1"),
+        json!({
+            "metadata": {"name": "sa-one-config"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "one-config"},
+            "subjects": [{"kind": "ServiceAccount", "name": "agent", "namespace": "cluster1"}],
+        }),
+    );
     let sa = server.client_for("system:serviceaccount:cluster1:agent", &[]);
     let cms: Api<ConfigMap> = Api::namespaced(sa.clone(), "cluster1");
     cms.get("allowed").await.unwrap();
     assert_eq!(code(cms.get("secret-ish").await.unwrap_err()).0, 403);
-    assert_eq!(code(cms.list(&ListParams::default()).await.unwrap_err()).0, 403, "a name-restricted rule does not allow listing all");
-    let one = cms.list(&ListParams::default().fields("metadata.name=allowed")).await.unwrap();
+    assert_eq!(
+        code(cms.list(&ListParams::default()).await.unwrap_err()).0,
+        403,
+        "a name-restricted rule does not allow listing all"
+    );
+    let one = cms
+        .list(&ListParams::default().fields("metadata.name=allowed"))
+        .await
+        .unwrap();
     assert_eq!(one.items.len(), 1);
     let elsewhere: Api<ConfigMap> = Api::namespaced(sa, "cluster2");
-    assert_eq!(code(elsewhere.get("allowed").await.unwrap_err()).0, 403, "a RoleBinding grants only in its namespace");
+    assert_eq!(
+        code(elsewhere.get("allowed").await.unwrap_err()).0,
+        403,
+        "a RoleBinding grants only in its namespace"
+    );
 
     // SubjectAccessReview answers from the same rules.
     let review = |user: &str, ns: &str, name: &str| {
@@ -156,9 +264,15 @@ async fn cluster_roles_resource_names_and_service_accounts() {
     };
     let sars: Api<SubjectAccessReview> = Api::all(admin);
     let sa_user = "system:serviceaccount:cluster1:agent";
-    let yes = sars.create(&PostParams::default(), &review(sa_user, "cluster1", "allowed")).await.unwrap();
+    let yes = sars
+        .create(&PostParams::default(), &review(sa_user, "cluster1", "allowed"))
+        .await
+        .unwrap();
     assert!(yes.status.unwrap().allowed);
-    let no = sars.create(&PostParams::default(), &review(sa_user, "cluster1", "secret-ish")).await.unwrap();
+    let no = sars
+        .create(&PostParams::default(), &review(sa_user, "cluster1", "secret-ish"))
+        .await
+        .unwrap();
     assert!(!no.status.unwrap().allowed);
 }
 
@@ -166,9 +280,15 @@ async fn cluster_roles_resource_names_and_service_accounts() {
 async fn failures_fire_for_matching_requests_only() {
     let server = ApiServer::builder().builtin_kinds().start().await.unwrap();
     let cms: Api<ConfigMap> = Api::namespaced(server.admin_client(), "default");
-    cms.create(&PostParams::default(), &from(json!({"metadata": {"name": "a"}}))).await.unwrap();
+    cms.create(&PostParams::default(), &from(json!({"metadata": {"name": "a"}})))
+        .await
+        .unwrap();
 
-    server.faults().fail_next(2, RequestMatch::any().verb("get").resource("configmaps").name("a"), 500);
+    server.faults().fail_next(
+        2,
+        RequestMatch::any().verb("get").resource("configmaps").name("a"),
+        500,
+    );
     cms.list(&ListParams::default()).await.unwrap();
     for _ in 0..2 {
         let (c, message) = code(cms.get("a").await.unwrap_err());
@@ -178,28 +298,51 @@ async fn failures_fire_for_matching_requests_only() {
     cms.get("a").await.unwrap();
     assert_eq!(server.faults().pending(), 0);
 
-    server.faults().fail_next(1, RequestMatch::any().verb("patch").namespace("default"), 409);
+    server
+        .faults()
+        .fail_next(1, RequestMatch::any().verb("patch").namespace("default"), 409);
     let patch = Patch::Merge(json!({"data": {"k": "v"}}));
-    assert_eq!(code(cms.patch("a", &PatchParams::default(), &patch).await.unwrap_err()).0, 409);
+    assert_eq!(
+        code(cms.patch("a", &PatchParams::default(), &patch).await.unwrap_err()).0,
+        409
+    );
     cms.patch("a", &PatchParams::default(), &patch).await.unwrap();
 
     // kube retries 429 (after Retry-After) and 503 by itself; the server saw every attempt.
-    server.faults().throttle_next(1, RequestMatch::any().verb("list"), 1);
+    server
+        .faults()
+        .throttle_next(1, RequestMatch::any().verb("list"), 1);
     let started = Instant::now();
     cms.list(&ListParams::default()).await.unwrap();
-    assert!(started.elapsed() >= Duration::from_millis(900), "waited for Retry-After");
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "waited for Retry-After"
+    );
     server.faults().fail_next(2, RequestMatch::any().verb("get"), 503);
     cms.get("a").await.unwrap();
-    let codes: Vec<u16> = server.requests().iter().filter(|r| r.verb == "get").map(|r| r.code).collect();
+    let codes: Vec<u16> = server
+        .requests()
+        .iter()
+        .filter(|r| r.verb == "get")
+        .map(|r| r.code)
+        .collect();
     assert_eq!(codes, [500, 500, 200, 503, 503, 200]);
-    assert!(server.requests().iter().any(|r| r.verb == "list" && r.code == 429));
+    assert!(
+        server
+            .requests()
+            .iter()
+            .any(|r| r.verb == "list" && r.code == 429)
+    );
 }
 
 #[tokio::test]
 async fn latency_delays_matching_requests() {
     let server = ApiServer::builder().builtin_kinds().start().await.unwrap();
     let cms: Api<ConfigMap> = Api::namespaced(server.admin_client(), "default");
-    server.faults().add_latency(RequestMatch::any().verb("list").resource("configmaps"), Duration::from_millis(300));
+    server.faults().add_latency(
+        RequestMatch::any().verb("list").resource("configmaps"),
+        Duration::from_millis(300),
+    );
     let started = Instant::now();
     cms.list(&ListParams::default()).await.unwrap();
     assert!(started.elapsed() >= Duration::from_millis(300));
@@ -214,8 +357,14 @@ async fn cut_watches_end_streams_mid_flight() {
     let server = ApiServer::builder().builtin_kinds().start().await.unwrap();
     let cms: Api<ConfigMap> = Api::namespaced(server.admin_client(), "default");
     let mut stream = cms.watch(&WatchParams::default(), "0").await.unwrap().boxed();
-    cms.create(&PostParams::default(), &from(json!({"metadata": {"name": "a"}}))).await.unwrap();
-    let first = tokio::time::timeout(Duration::from_secs(5), stream.next()).await.unwrap().unwrap().unwrap();
+    cms.create(&PostParams::default(), &from(json!({"metadata": {"name": "a"}})))
+        .await
+        .unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(5), stream.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
     assert!(matches!(first, WatchEvent::Added(ref o) if o.name_any() == "a"));
     server.faults().cut_watches();
     let ended = tokio::time::timeout(Duration::from_secs(5), async {
@@ -241,7 +390,10 @@ async fn refused_connections_recover_on_the_same_address() {
     tokio::time::sleep(Duration::from_millis(50)).await;
     let refused = tokio::net::TcpStream::connect(server.address()).await;
     assert_eq!(refused.unwrap_err().kind(), std::io::ErrorKind::ConnectionRefused);
-    assert!(cms.list(&ListParams::default()).await.is_err(), "the client's pooled connection was closed too");
+    assert!(
+        cms.list(&ListParams::default()).await.is_err(),
+        "the client's pooled connection was closed too"
+    );
     tokio::time::sleep(Duration::from_millis(900)).await;
     cms.list(&ListParams::default()).await.unwrap();
 }
@@ -257,7 +409,14 @@ async fn binary_serves_kubeconfigs_objects_and_flag_faults() {
     .unwrap();
     let admin_config = dir.join("admin.kubeconfig");
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_kube-double"))
-        .args(["--upstream-crds", "--rbac", "--port", "0", "--identity", "agent:ocm:agents"])
+        .args([
+            "--upstream-crds",
+            "--rbac",
+            "--port",
+            "0",
+            "--identity",
+            "agent:ocm:agents",
+        ])
         .arg("--kubeconfig-out")
         .arg(&admin_config)
         .arg("--objects")
@@ -269,7 +428,11 @@ async fn binary_serves_kubeconfigs_objects_and_flag_faults() {
         .unwrap();
     let stdout = child.stdout.take().unwrap();
     let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(stdout));
-    let url = tokio::time::timeout(Duration::from_secs(30), lines.next_line()).await.unwrap().unwrap().unwrap();
+    let url = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
     assert!(url.starts_with("http://127.0.0.1:"), "{url}");
     for _ in 0..100 {
         if dir.join("agent.kubeconfig").exists() {
@@ -280,20 +443,35 @@ async fn binary_serves_kubeconfigs_objects_and_flag_faults() {
 
     let client_from = |path: std::path::PathBuf| async move {
         let kubeconfig = kube::config::Kubeconfig::read_from(path).unwrap();
-        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await.unwrap();
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+            .await
+            .unwrap();
         Client::try_from(config).unwrap()
     };
     let admin = client_from(admin_config).await;
     let cms: Api<ConfigMap> = Api::namespaced(admin, "cluster1");
-    assert_eq!(code(cms.get("seed").await.unwrap_err()).0, 500, "the --fault flag fires once");
+    assert_eq!(
+        code(cms.get("seed").await.unwrap_err()).0,
+        500,
+        "the --fault flag fires once"
+    );
     cms.get("seed").await.unwrap();
     let agent = client_from(dir.join("agent.kubeconfig")).await;
-    let err = Api::<ConfigMap>::namespaced(agent, "cluster1").get("seed").await.unwrap_err();
+    let err = Api::<ConfigMap>::namespaced(agent, "cluster1")
+        .get("seed")
+        .await
+        .unwrap_err();
     assert_eq!(code(err).0, 403, "the agent identity has no role yet");
 
     let pid = child.id().unwrap().to_string();
-    std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-    let status = tokio::time::timeout(Duration::from_secs(10), child.wait()).await.unwrap().unwrap();
+    std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(10), child.wait())
+        .await
+        .unwrap()
+        .unwrap();
     assert!(status.success(), "graceful exit on SIGTERM: {status}");
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -1,17 +1,26 @@
 //! The API server double driven through the kube client: discovery, CRUD, concurrency, status
 //! subresource, patches, server-side apply, selectors, pagination, validation, finalizers, GC.
+#![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
 use kube::{
     Api, Client, Discovery, ResourceExt,
-    api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams},
+    api::{
+        ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
+        PostParams,
+    },
 };
 use ocm_score_tests::apiserver::{ApiServer, Gvr};
 use scheduler_core::api::{AddOnPlacementScore, ManagedCluster};
 use serde_json::{Value, json};
 
 async fn server() -> ApiServer {
-    ApiServer::builder().upstream_crds().builtin_kinds().start().await.expect("server starts")
+    ApiServer::builder()
+        .upstream_crds()
+        .builtin_kinds()
+        .start()
+        .await
+        .expect("server starts")
 }
 
 fn api_error(e: kube::Error) -> kube::core::Status {
@@ -40,7 +49,10 @@ fn score(name: &str, namespace: &str) -> AddOnPlacementScore {
 
 async fn namespace(client: &Client, name: &str) {
     let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
-    Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await.unwrap();
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
 }
 
 #[tokio::test]
@@ -51,16 +63,33 @@ async fn discovery_and_version_work_for_kube() {
     assert_eq!((version.major.as_str(), version.minor.as_str()), ("1", "33"));
 
     let discovery = Discovery::new(client.clone()).run().await.unwrap();
-    let gvk = GroupVersionKind::gvk("cluster.open-cluster-management.io", "v1alpha1", "AddOnPlacementScore");
-    let (resource, caps) = discovery.resolve_gvk(&gvk).expect("AddOnPlacementScore discovered");
+    let gvk = GroupVersionKind::gvk(
+        "cluster.open-cluster-management.io",
+        "v1alpha1",
+        "AddOnPlacementScore",
+    );
+    let (resource, caps) = discovery
+        .resolve_gvk(&gvk)
+        .expect("AddOnPlacementScore discovered");
     assert_eq!(resource.plural, "addonplacementscores");
     assert_eq!(caps.scope, kube::discovery::Scope::Namespaced);
     assert!(caps.subresources.iter().any(|(r, _)| r.plural == "status"));
-    assert!(discovery.resolve_gvk(&GroupVersionKind::gvk("", "v1", "Pod")).is_some());
-    assert!(discovery.resolve_gvk(&GroupVersionKind::gvk("coordination.k8s.io", "v1", "Lease")).is_some());
+    assert!(
+        discovery
+            .resolve_gvk(&GroupVersionKind::gvk("", "v1", "Pod"))
+            .is_some()
+    );
+    assert!(
+        discovery
+            .resolve_gvk(&GroupVersionKind::gvk("coordination.k8s.io", "v1", "Lease"))
+            .is_some()
+    );
 
     let aggregated = Discovery::new(client).run_aggregated().await.unwrap();
-    assert!(aggregated.resolve_gvk(&gvk).is_some(), "aggregated discovery serves the same resources");
+    assert!(
+        aggregated.resolve_gvk(&gvk).is_some(),
+        "aggregated discovery serves the same resources"
+    );
 }
 
 #[tokio::test]
@@ -69,13 +98,23 @@ async fn typed_crud_with_optimistic_concurrency() {
     let client = server.admin_client();
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
 
-    let created = cms.create(&PostParams::default(), &config_map("a", &[("k", "1")])).await.unwrap();
+    let created = cms
+        .create(&PostParams::default(), &config_map("a", &[("k", "1")]))
+        .await
+        .unwrap();
     assert!(created.uid().is_some());
     assert!(created.creation_timestamp().is_some());
     let rv1: u64 = created.resource_version().unwrap().parse().unwrap();
 
-    let duplicate = api_error(cms.create(&PostParams::default(), &config_map("a", &[])).await.unwrap_err());
-    assert_eq!((duplicate.code, duplicate.reason.as_str()), (409, "AlreadyExists"));
+    let duplicate = api_error(
+        cms.create(&PostParams::default(), &config_map("a", &[]))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(
+        (duplicate.code, duplicate.reason.as_str()),
+        (409, "AlreadyExists")
+    );
 
     let mut fresh = cms.get("a").await.unwrap();
     fresh.data.get_or_insert_default().insert("k".into(), "2".into());
@@ -84,9 +123,17 @@ async fn typed_crud_with_optimistic_concurrency() {
     assert!(rv2 > rv1, "resourceVersion grows: {rv1} -> {rv2}");
 
     // Writing the stale copy again loses the race.
-    let stale = api_error(cms.replace("a", &PostParams::default(), &fresh).await.unwrap_err());
+    let stale = api_error(
+        cms.replace("a", &PostParams::default(), &fresh)
+            .await
+            .unwrap_err(),
+    );
     assert_eq!((stale.code, stale.reason.as_str()), (409, "Conflict"));
-    assert!(stale.message.contains("the object has been modified"), "{}", stale.message);
+    assert!(
+        stale.message.contains("the object has been modified"),
+        "{}",
+        stale.message
+    );
 
     // A write that changes nothing does not bump the resourceVersion.
     let same = cms.replace("a", &PostParams::default(), &updated).await.unwrap();
@@ -98,9 +145,18 @@ async fn typed_crud_with_optimistic_concurrency() {
     assert!(generated.name_any().starts_with("gen-") && generated.name_any().len() == 9);
 
     let missing_ns = Api::<ConfigMap>::namespaced(client.clone(), "nope");
-    let err = api_error(missing_ns.create(&PostParams::default(), &config_map("x", &[])).await.unwrap_err());
+    let err = api_error(
+        missing_ns
+            .create(&PostParams::default(), &config_map("x", &[]))
+            .await
+            .unwrap_err(),
+    );
     assert_eq!(err.code, 404);
-    assert!(err.message.contains("namespaces \"nope\" not found"), "{}", err.message);
+    assert!(
+        err.message.contains("namespaces \"nope\" not found"),
+        "{}",
+        err.message
+    );
 
     cms.delete("a", &DeleteParams::default()).await.unwrap();
     let gone = api_error(cms.get("a").await.unwrap_err());
@@ -123,26 +179,52 @@ async fn dynamic_custom_resources_patch_and_generation() {
     assert_eq!(created.data["spec"]["leaseDurationSeconds"], json!(60));
 
     let labelled = api
-        .patch("c1", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"env": "prod"}}})))
+        .patch(
+            "c1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"env": "prod"}}})),
+        )
         .await
         .unwrap();
-    assert_eq!(labelled.metadata.generation, Some(1), "metadata changes do not bump generation");
+    assert_eq!(
+        labelled.metadata.generation,
+        Some(1),
+        "metadata changes do not bump generation"
+    );
 
     let ops: json_patch::Patch = serde_json::from_value(json!([
         {"op": "replace", "path": "/spec/hubAcceptsClient", "value": false}
     ]))
     .unwrap();
-    let patched = api.patch("c1", &PatchParams::default(), &Patch::<()>::Json(ops)).await.unwrap();
+    let patched = api
+        .patch("c1", &PatchParams::default(), &Patch::<()>::Json(ops))
+        .await
+        .unwrap();
     assert_eq!(patched.data["spec"]["hubAcceptsClient"], json!(false));
-    assert_eq!(patched.metadata.generation, Some(2), "spec changes bump generation");
+    assert_eq!(
+        patched.metadata.generation,
+        Some(2),
+        "spec changes bump generation"
+    );
 
     let failing: json_patch::Patch =
-        serde_json::from_value(json!([{"op": "test", "path": "/spec/hubAcceptsClient", "value": true}])).unwrap();
-    let err = api_error(api.patch("c1", &PatchParams::default(), &Patch::<()>::Json(failing)).await.unwrap_err());
+        serde_json::from_value(json!([{"op": "test", "path": "/spec/hubAcceptsClient", "value": true}]))
+            .unwrap();
+    let err = api_error(
+        api.patch("c1", &PatchParams::default(), &Patch::<()>::Json(failing))
+            .await
+            .unwrap_err(),
+    );
     assert_eq!(err.code, 422);
 
     let smp = api_error(
-        api.patch("c1", &PatchParams::default(), &Patch::Strategic(json!({"spec": {}}))).await.unwrap_err(),
+        api.patch(
+            "c1",
+            &PatchParams::default(),
+            &Patch::Strategic(json!({"spec": {}})),
+        )
+        .await
+        .unwrap_err(),
     );
     assert_eq!(smp.code, 415, "custom resources take no strategic merge patch");
 
@@ -159,9 +241,13 @@ async fn status_subresource_rules_and_schema_validation() {
     let scores: Api<AddOnPlacementScore> = Api::namespaced(client.clone(), "cluster1");
 
     let mut with_status = score("s", "cluster1");
-    with_status.status = Some(serde_json::from_value(json!({"scores": [{"name": "cpu", "value": 5}]})).unwrap());
+    with_status.status =
+        Some(serde_json::from_value(json!({"scores": [{"name": "cpu", "value": 5}]})).unwrap());
     let created = scores.create(&PostParams::default(), &with_status).await.unwrap();
-    assert!(created.status.is_none(), "create drops status when a status subresource exists");
+    assert!(
+        created.status.is_none(),
+        "create drops status when a status subresource exists"
+    );
 
     let main = scores
         .patch(
@@ -183,7 +269,11 @@ async fn status_subresource_rules_and_schema_validation() {
         .await
         .unwrap();
     assert_eq!(via_status.status.as_ref().unwrap().score("cpu"), Some(42));
-    assert_eq!(via_status.labels()["a"], "b", "writes to /status ignore everything but status");
+    assert_eq!(
+        via_status.labels()["a"],
+        "b",
+        "writes to /status ignore everything but status"
+    );
 
     let err = api_error(
         scores
@@ -199,18 +289,40 @@ async fn status_subresource_rules_and_schema_validation() {
     assert!(err.message.contains("status.scores[0].value"), "{}", err.message);
     let causes = err.details.unwrap().causes;
     assert_eq!(causes[0].field, "status.scores[0].value");
-    let stored = server.object(&Gvr::of::<AddOnPlacementScore>(), "cluster1", "s").unwrap();
-    assert_eq!(stored["status"]["scores"][0]["value"], json!(42), "the rejected write changed nothing");
+    let stored = server
+        .object(&Gvr::of::<AddOnPlacementScore>(), "cluster1", "s")
+        .unwrap();
+    assert_eq!(
+        stored["status"]["scores"][0]["value"],
+        json!(42),
+        "the rejected write changed nothing"
+    );
 
     // Unknown fields: pruned with a warning by default, rejected with fieldValidation=Strict.
-    let strict = PatchParams { field_validation: Some(kube::api::ValidationDirective::Strict), ..Default::default() };
+    let strict = PatchParams {
+        field_validation: Some(kube::api::ValidationDirective::Strict),
+        ..Default::default()
+    };
     let err = api_error(
-        scores.patch_status("s", &strict, &Patch::Merge(json!({"status": {"bogus": 1}}))).await.unwrap_err(),
+        scores
+            .patch_status("s", &strict, &Patch::Merge(json!({"status": {"bogus": 1}})))
+            .await
+            .unwrap_err(),
     );
     assert_eq!(err.code, 400);
-    assert!(err.message.contains("unknown field \"status.bogus\""), "{}", err.message);
-    let pruned =
-        scores.patch_status("s", &PatchParams::default(), &Patch::Merge(json!({"status": {"bogus": 1}}))).await.unwrap();
+    assert!(
+        err.message.contains("unknown field \"status.bogus\""),
+        "{}",
+        err.message
+    );
+    let pruned = scores
+        .patch_status(
+            "s",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"bogus": 1}})),
+        )
+        .await
+        .unwrap();
     assert!(pruned.status.unwrap().extra.is_empty());
 }
 
@@ -220,14 +332,27 @@ async fn server_side_apply_owns_fields_and_reports_conflicts() {
     let client = server.admin_client();
     namespace(&client, "cluster1").await;
     let scores: Api<AddOnPlacementScore> = Api::namespaced(client.clone(), "cluster1");
-    let apply = |manager: &str, force: bool| PatchParams { force, ..PatchParams::apply(manager) };
+    let apply = |manager: &str, force: bool| PatchParams {
+        force,
+        ..PatchParams::apply(manager)
+    };
 
     let missing_manager = api_error(
-        scores.patch("s", &PatchParams::default(), &Patch::Apply(score("s", "cluster1"))).await.unwrap_err(),
+        scores
+            .patch(
+                "s",
+                &PatchParams::default(),
+                &Patch::Apply(score("s", "cluster1")),
+            )
+            .await
+            .unwrap_err(),
     );
     assert_eq!(missing_manager.code, 422);
 
-    let created = scores.patch("s", &apply("agent", false), &Patch::Apply(score("s", "cluster1"))).await.unwrap();
+    let created = scores
+        .patch("s", &apply("agent", false), &Patch::Apply(score("s", "cluster1")))
+        .await
+        .unwrap();
     assert!(created.uid().is_some(), "apply creates a missing object");
 
     let status = |cpu: i32, extra: Option<(&str, i32)>| {
@@ -240,22 +365,52 @@ async fn server_side_apply_owns_fields_and_reports_conflicts() {
             "metadata": {"name": "s"}, "status": {"scores": scores},
         })
     };
-    scores.patch_status("s", &apply("agent", false), &Patch::Apply(status(10, Some(("mem", 20))))).await.unwrap();
+    scores
+        .patch_status(
+            "s",
+            &apply("agent", false),
+            &Patch::Apply(status(10, Some(("mem", 20)))),
+        )
+        .await
+        .unwrap();
     let conflict = api_error(
-        scores.patch_status("s", &apply("intruder", false), &Patch::Apply(status(99, None))).await.unwrap_err(),
+        scores
+            .patch_status("s", &apply("intruder", false), &Patch::Apply(status(99, None)))
+            .await
+            .unwrap_err(),
     );
     assert_eq!((conflict.code, conflict.reason.as_str()), (409, "Conflict"));
-    assert!(conflict.message.contains("conflict with \"agent\""), "{}", conflict.message);
+    assert!(
+        conflict.message.contains("conflict with \"agent\""),
+        "{}",
+        conflict.message
+    );
 
     // The agent stops publishing "mem": a field it alone applied disappears.
-    let after = scores.patch_status("s", &apply("agent", false), &Patch::Apply(status(11, None))).await.unwrap();
-    let names: Vec<String> = after.status.as_ref().unwrap().scores.iter().map(|s| s.name.clone()).collect();
+    let after = scores
+        .patch_status("s", &apply("agent", false), &Patch::Apply(status(11, None)))
+        .await
+        .unwrap();
+    let names: Vec<String> = after
+        .status
+        .as_ref()
+        .unwrap()
+        .scores
+        .iter()
+        .map(|s| s.name.clone())
+        .collect();
     assert_eq!(names, ["cpu"]);
-    let managers: Vec<String> =
-        after.managed_fields().iter().filter_map(|m| m.manager.clone()).collect();
+    let managers: Vec<String> = after
+        .managed_fields()
+        .iter()
+        .filter_map(|m| m.manager.clone())
+        .collect();
     assert!(managers.contains(&"agent".to_string()), "{managers:?}");
 
-    let forced = scores.patch_status("s", &apply("intruder", true), &Patch::Apply(status(99, None))).await.unwrap();
+    let forced = scores
+        .patch_status("s", &apply("intruder", true), &Patch::Apply(status(99, None)))
+        .await
+        .unwrap();
     assert_eq!(forced.status.unwrap().score("cpu"), Some(99));
 }
 
@@ -272,12 +427,45 @@ async fn selectors_and_consistent_pagination() {
         .unwrap();
         pods.create(&PostParams::default(), &pod).await.unwrap();
     }
-    let names = |list: kube::core::ObjectList<Pod>| list.items.iter().map(|p| p.name_any()).collect::<Vec<_>>();
-    assert_eq!(names(pods.list(&ListParams::default().labels("parity=even")).await.unwrap()), ["p0", "p2", "p4", "p6"]);
-    assert_eq!(names(pods.list(&ListParams::default().labels("parity in (odd),parity!=even")).await.unwrap()), ["p1", "p3", "p5"]);
-    assert_eq!(names(pods.list(&ListParams::default().fields("spec.nodeName=n1")).await.unwrap()), ["p1", "p4"]);
-    assert_eq!(names(pods.list(&ListParams::default().fields("metadata.name=p3")).await.unwrap()), ["p3"]);
-    let unsupported = api_error(pods.list(&ListParams::default().fields("spec.priority=1")).await.unwrap_err());
+    let names =
+        |list: kube::core::ObjectList<Pod>| list.items.iter().map(|p| p.name_any()).collect::<Vec<_>>();
+    assert_eq!(
+        names(
+            pods.list(&ListParams::default().labels("parity=even"))
+                .await
+                .unwrap()
+        ),
+        ["p0", "p2", "p4", "p6"]
+    );
+    assert_eq!(
+        names(
+            pods.list(&ListParams::default().labels("parity in (odd),parity!=even"))
+                .await
+                .unwrap()
+        ),
+        ["p1", "p3", "p5"]
+    );
+    assert_eq!(
+        names(
+            pods.list(&ListParams::default().fields("spec.nodeName=n1"))
+                .await
+                .unwrap()
+        ),
+        ["p1", "p4"]
+    );
+    assert_eq!(
+        names(
+            pods.list(&ListParams::default().fields("metadata.name=p3"))
+                .await
+                .unwrap()
+        ),
+        ["p3"]
+    );
+    let unsupported = api_error(
+        pods.list(&ListParams::default().fields("spec.priority=1"))
+            .await
+            .unwrap_err(),
+    );
     assert_eq!(unsupported.code, 400);
     assert!(unsupported.message.contains("field label not supported"));
 
@@ -286,16 +474,34 @@ async fn selectors_and_consistent_pagination() {
     assert_eq!(names(first.clone()), ["p0", "p1", "p2"]);
     let token = first.metadata.continue_.clone().expect("more pages");
     pods.delete("p4", &DeleteParams::default()).await.unwrap();
-    let second = pods.list(&ListParams::default().limit(3).continue_token(&token)).await.unwrap();
-    assert_eq!(names(second.clone()), ["p3", "p4", "p5"], "the deleted pod is still in the snapshot");
+    let second = pods
+        .list(&ListParams::default().limit(3).continue_token(&token))
+        .await
+        .unwrap();
+    assert_eq!(
+        names(second.clone()),
+        ["p3", "p4", "p5"],
+        "the deleted pod is still in the snapshot"
+    );
     assert_eq!(second.metadata.resource_version, first.metadata.resource_version);
-    let third = pods.list(&ListParams::default().limit(3).continue_token(second.metadata.continue_.as_ref().unwrap())).await.unwrap();
+    let third = pods
+        .list(
+            &ListParams::default()
+                .limit(3)
+                .continue_token(second.metadata.continue_.as_ref().unwrap()),
+        )
+        .await
+        .unwrap();
     assert_eq!(names(third.clone()), ["p6"]);
     assert!(third.metadata.continue_.is_none());
 
     // After compaction the continuation is gone (410) and a fresh token is offered.
     server.compact();
-    let expired = api_error(pods.list(&ListParams::default().limit(3).continue_token(&token)).await.unwrap_err());
+    let expired = api_error(
+        pods.list(&ListParams::default().limit(3).continue_token(&token))
+            .await
+            .unwrap_err(),
+    );
     assert_eq!((expired.code, expired.reason.as_str()), (410, "Expired"));
     assert!(expired.metadata.and_then(|m| m.continue_).is_some());
 }
@@ -309,18 +515,36 @@ async fn finalizers_hold_deletion_until_removed() {
     cm.metadata.finalizers = Some(vec!["example.com/hold".into()]);
     cms.create(&PostParams::default(), &cm).await.unwrap();
 
-    let deleting = cms.delete("held", &DeleteParams::default()).await.unwrap().left().expect("object returned");
+    let deleting = cms
+        .delete("held", &DeleteParams::default())
+        .await
+        .unwrap()
+        .left()
+        .expect("object returned");
     assert!(deleting.metadata.deletion_timestamp.is_some());
-    assert!(cms.get("held").await.is_ok(), "still there while a finalizer remains");
+    assert!(
+        cms.get("held").await.is_ok(),
+        "still there while a finalizer remains"
+    );
 
     let err = api_error(
-        cms.patch("held", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": ["example.com/hold", "new"]}})))
-            .await
-            .unwrap_err(),
+        cms.patch(
+            "held",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": ["example.com/hold", "new"]}})),
+        )
+        .await
+        .unwrap_err(),
     );
     assert_eq!(err.code, 422, "no new finalizers while deleting");
 
-    cms.patch("held", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": null}}))).await.unwrap();
+    cms.patch(
+        "held",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
     assert_eq!(api_error(cms.get("held").await.unwrap_err()).code, 404);
 }
 
@@ -329,10 +553,11 @@ async fn owner_references_are_garbage_collected() {
     let server = server().await;
     let client = server.admin_client();
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    let owner = cms.create(&PostParams::default(), &config_map("owner", &[])).await.unwrap();
-    let owned_by = |o: &ConfigMap, block: bool| {
-        json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": o.name_any(), "uid": o.uid().unwrap(), "blockOwnerDeletion": block}])
-    };
+    let owner = cms
+        .create(&PostParams::default(), &config_map("owner", &[]))
+        .await
+        .unwrap();
+    let owned_by = |o: &ConfigMap, block: bool| json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": o.name_any(), "uid": o.uid().unwrap(), "blockOwnerDeletion": block}]);
     for name in ["child1", "child2"] {
         let mut child = config_map(name, &[]);
         child.metadata.owner_references = Some(serde_json::from_value(owned_by(&owner, false)).unwrap());
@@ -344,11 +569,21 @@ async fn owner_references_are_garbage_collected() {
     cms.create(&PostParams::default(), &grandchild).await.unwrap();
 
     cms.delete("owner", &DeleteParams::background()).await.unwrap();
-    let left: Vec<String> = server.objects(&Gvr::of::<ConfigMap>()).iter().map(|o| o["metadata"]["name"].as_str().unwrap().to_string()).collect();
-    assert!(left.iter().all(|n| !n.contains("child") && n != "owner"), "cascade removed dependents: {left:?}");
+    let left: Vec<String> = server
+        .objects(&Gvr::of::<ConfigMap>())
+        .iter()
+        .map(|o| o["metadata"]["name"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        left.iter().all(|n| !n.contains("child") && n != "owner"),
+        "cascade removed dependents: {left:?}"
+    );
 
     // Orphan keeps dependents and strips the reference; foreground waits for blocking dependents.
-    let owner = cms.create(&PostParams::default(), &config_map("owner2", &[])).await.unwrap();
+    let owner = cms
+        .create(&PostParams::default(), &config_map("owner2", &[]))
+        .await
+        .unwrap();
     let mut kept = config_map("kept", &[]);
     kept.metadata.owner_references = Some(serde_json::from_value(owned_by(&owner, false)).unwrap());
     cms.create(&PostParams::default(), &kept).await.unwrap();
@@ -356,7 +591,10 @@ async fn owner_references_are_garbage_collected() {
     let kept = cms.get("kept").await.unwrap();
     assert!(kept.metadata.owner_references.is_none());
 
-    let owner = cms.create(&PostParams::default(), &config_map("owner3", &[])).await.unwrap();
+    let owner = cms
+        .create(&PostParams::default(), &config_map("owner3", &[]))
+        .await
+        .unwrap();
     let mut blocker = config_map("blocker", &[]);
     blocker.metadata.owner_references = Some(serde_json::from_value(owned_by(&owner, true)).unwrap());
     blocker.metadata.finalizers = Some(vec!["example.com/slow".into()]);
@@ -364,9 +602,26 @@ async fn owner_references_are_garbage_collected() {
     cms.delete("owner3", &DeleteParams::foreground()).await.unwrap();
     let waiting = cms.get("owner3").await.unwrap();
     assert!(waiting.finalizers().contains(&"foregroundDeletion".to_string()));
-    assert!(cms.get("blocker").await.unwrap().metadata.deletion_timestamp.is_some());
-    cms.patch("blocker", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": null}}))).await.unwrap();
-    assert_eq!(api_error(cms.get("owner3").await.unwrap_err()).code, 404, "owner goes once the blocker is gone");
+    assert!(
+        cms.get("blocker")
+            .await
+            .unwrap()
+            .metadata
+            .deletion_timestamp
+            .is_some()
+    );
+    cms.patch(
+        "blocker",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        api_error(cms.get("owner3").await.unwrap_err()).code,
+        404,
+        "owner goes once the blocker is gone"
+    );
 }
 
 #[tokio::test]
@@ -378,17 +633,32 @@ async fn namespace_deletion_empties_it_first() {
     let mut cm = config_map("held", &[]);
     cm.metadata.finalizers = Some(vec!["example.com/hold".into()]);
     cms.create(&PostParams::default(), &cm).await.unwrap();
-    cms.create(&PostParams::default(), &config_map("free", &[])).await.unwrap();
+    cms.create(&PostParams::default(), &config_map("free", &[]))
+        .await
+        .unwrap();
 
     let namespaces: Api<Namespace> = Api::all(client.clone());
-    namespaces.delete("doomed", &DeleteParams::default()).await.unwrap();
+    namespaces
+        .delete("doomed", &DeleteParams::default())
+        .await
+        .unwrap();
     let ns = namespaces.get("doomed").await.unwrap();
     assert_eq!(ns.status.unwrap().phase.as_deref(), Some("Terminating"));
     assert_eq!(api_error(cms.get("free").await.unwrap_err()).code, 404);
-    let refused = api_error(cms.create(&PostParams::default(), &config_map("late", &[])).await.unwrap_err());
+    let refused = api_error(
+        cms.create(&PostParams::default(), &config_map("late", &[]))
+            .await
+            .unwrap_err(),
+    );
     assert_eq!((refused.code, refused.reason.as_str()), (403, "Forbidden"));
 
-    cms.patch("held", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": null}}))).await.unwrap();
+    cms.patch(
+        "held",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
     assert_eq!(api_error(namespaces.get("doomed").await.unwrap_err()).code, 404);
 }
 
@@ -409,10 +679,19 @@ async fn setup_objects_and_request_counters() {
     assert_eq!(server.request_count("get", "configmaps"), 1);
     assert_eq!(server.request_count("list", "configmaps"), 1);
     assert_eq!(server.write_count(), 0, "reads only");
-    cms.patch("cfg", &PatchParams::default(), &Patch::Merge(json!({"data": {"a": "b"}}))).await.unwrap();
+    cms.patch(
+        "cfg",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"a": "b"}})),
+    )
+    .await
+    .unwrap();
     assert_eq!(server.write_count(), 1);
     let record = server.requests().into_iter().find(|r| r.is_write()).unwrap();
-    assert_eq!((record.verb.as_str(), record.namespace.as_str(), record.code), ("patch", "cluster1", 200));
+    assert_eq!(
+        (record.verb.as_str(), record.namespace.as_str(), record.code),
+        ("patch", "cluster1", 200)
+    );
     let value: Value = server.object(&Gvr::of::<ConfigMap>(), "cluster1", "cfg").unwrap();
     assert_eq!(value["data"]["a"], "b");
 }

@@ -1,5 +1,6 @@
 //! Watches against the API server double: resume from a resourceVersion, 410 after compaction,
 //! bookmarks, selector transitions, streaming lists, and a reflector under churn and faults.
+#![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -46,67 +47,141 @@ async fn next_events(
 }
 
 fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {
-    items.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
+    items
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect()
 }
 
 #[tokio::test]
 async fn watch_resumes_from_a_resource_version() {
     let server = ApiServer::builder().builtin_kinds().start().await.unwrap();
     let cms: Api<ConfigMap> = Api::namespaced(server.admin_client(), "default");
-    cms.create(&PostParams::default(), &config_map("a", &[])).await.unwrap();
-    let rv = cms.list(&ListParams::default()).await.unwrap().metadata.resource_version.unwrap();
+    cms.create(&PostParams::default(), &config_map("a", &[]))
+        .await
+        .unwrap();
+    let rv = cms
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
 
-    cms.create(&PostParams::default(), &config_map("b", &[])).await.unwrap();
-    cms.patch("a", &PatchParams::default(), &Patch::Merge(json!({"data": {"x": "1"}}))).await.unwrap();
+    cms.create(&PostParams::default(), &config_map("b", &[]))
+        .await
+        .unwrap();
+    cms.patch(
+        "a",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"x": "1"}})),
+    )
+    .await
+    .unwrap();
     cms.delete("b", &DeleteParams::default()).await.unwrap();
 
     let mut stream = cms.watch(&WatchParams::default(), &rv).await.unwrap().boxed();
     let events = next_events(&mut stream, 3).await;
-    assert_eq!(events, pairs(&[("ADDED", "b"), ("MODIFIED", "a"), ("DELETED", "b")]));
+    assert_eq!(
+        events,
+        pairs(&[("ADDED", "b"), ("MODIFIED", "a"), ("DELETED", "b")])
+    );
 
     // "0" starts from the current state, as synthetic ADDED events.
     let mut from_now = cms.watch(&WatchParams::default(), "0").await.unwrap().boxed();
     assert_eq!(next_events(&mut from_now, 1).await, pairs(&[("ADDED", "a")]));
-    cms.create(&PostParams::default(), &config_map("c", &[])).await.unwrap();
+    cms.create(&PostParams::default(), &config_map("c", &[]))
+        .await
+        .unwrap();
     assert_eq!(next_events(&mut from_now, 1).await, pairs(&[("ADDED", "c")]));
 }
 
 #[tokio::test]
 async fn watch_from_a_compacted_version_gets_410_gone() {
-    let server = ApiServer::builder().builtin_kinds().watch_window(3).start().await.unwrap();
+    let server = ApiServer::builder()
+        .builtin_kinds()
+        .watch_window(3)
+        .start()
+        .await
+        .unwrap();
     let cms: Api<ConfigMap> = Api::namespaced(server.admin_client(), "default");
-    let rv = cms.list(&ListParams::default()).await.unwrap().metadata.resource_version.unwrap();
+    let rv = cms
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
     for i in 0..5 {
-        cms.create(&PostParams::default(), &config_map(&format!("c{i}"), &[])).await.unwrap();
+        cms.create(&PostParams::default(), &config_map(&format!("c{i}"), &[]))
+            .await
+            .unwrap();
     }
     let mut stream = cms.watch(&WatchParams::default(), &rv).await.unwrap().boxed();
-    assert_eq!(next_events(&mut stream, 1).await, pairs(&[("ERROR", "410 Expired")]));
+    assert_eq!(
+        next_events(&mut stream, 1).await,
+        pairs(&[("ERROR", "410 Expired")])
+    );
 
     // Compaction at the current version keeps watches from it valid, and forgets everything before.
-    let recent = cms.list(&ListParams::default()).await.unwrap().metadata.resource_version.unwrap();
-    cms.create(&PostParams::default(), &config_map("before-compaction", &[])).await.unwrap();
+    let recent = cms
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    cms.create(&PostParams::default(), &config_map("before-compaction", &[]))
+        .await
+        .unwrap();
     server.compact();
     let current = server.resource_version().to_string();
     let mut stream = cms.watch(&WatchParams::default(), &recent).await.unwrap().boxed();
-    assert_eq!(next_events(&mut stream, 1).await, pairs(&[("ERROR", "410 Expired")]));
-    let mut stream = cms.watch(&WatchParams::default(), &current).await.unwrap().boxed();
-    cms.create(&PostParams::default(), &config_map("after", &[])).await.unwrap();
+    assert_eq!(
+        next_events(&mut stream, 1).await,
+        pairs(&[("ERROR", "410 Expired")])
+    );
+    let mut stream = cms
+        .watch(&WatchParams::default(), &current)
+        .await
+        .unwrap()
+        .boxed();
+    cms.create(&PostParams::default(), &config_map("after", &[]))
+        .await
+        .unwrap();
     assert_eq!(next_events(&mut stream, 1).await, pairs(&[("ADDED", "after")]));
 
-    let exact = ListParams::default().at(&rv).matching(kube::api::VersionMatch::Exact);
+    let exact = ListParams::default()
+        .at(&rv)
+        .matching(kube::api::VersionMatch::Exact);
     let err = cms.list(&exact).await.unwrap_err();
     assert!(matches!(err, kube::Error::Api(s) if s.code == 410));
 }
 
 #[tokio::test]
 async fn bookmarks_and_selector_transitions() {
-    let server =
-        ApiServer::builder().builtin_kinds().bookmark_interval(Duration::from_millis(100)).start().await.unwrap();
+    let server = ApiServer::builder()
+        .builtin_kinds()
+        .bookmark_interval(Duration::from_millis(100))
+        .start()
+        .await
+        .unwrap();
     let cms: Api<ConfigMap> = Api::namespaced(server.admin_client(), "default");
-    cms.create(&PostParams::default(), &config_map("x", &[("team", "a")])).await.unwrap();
-    let rv = cms.list(&ListParams::default()).await.unwrap().metadata.resource_version.unwrap();
+    cms.create(&PostParams::default(), &config_map("x", &[("team", "a")]))
+        .await
+        .unwrap();
+    let rv = cms
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
 
-    let params = WatchParams { bookmarks: true, ..WatchParams::default().labels("team=a") };
+    let params = WatchParams {
+        bookmarks: true,
+        ..WatchParams::default().labels("team=a")
+    };
     let mut stream = cms.watch(&params, &rv).await.unwrap().boxed();
     let bookmark = tokio::time::timeout(Duration::from_secs(5), async {
         loop {
@@ -121,11 +196,32 @@ async fn bookmarks_and_selector_transitions() {
     assert_eq!(bookmark.types.kind, "ConfigMap");
 
     // Leaving the selection reads as DELETED, entering it as ADDED.
-    cms.patch("x", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"team": "b"}}}))).await.unwrap();
-    cms.patch("x", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"team": "a"}}}))).await.unwrap();
-    cms.patch("x", &PatchParams::default(), &Patch::Merge(json!({"data": {"k": "v"}}))).await.unwrap();
+    cms.patch(
+        "x",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"team": "b"}}})),
+    )
+    .await
+    .unwrap();
+    cms.patch(
+        "x",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"team": "a"}}})),
+    )
+    .await
+    .unwrap();
+    cms.patch(
+        "x",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"k": "v"}})),
+    )
+    .await
+    .unwrap();
     let events = next_events(&mut stream, 3).await;
-    assert_eq!(events, pairs(&[("DELETED", "x"), ("ADDED", "x"), ("MODIFIED", "x")]));
+    assert_eq!(
+        events,
+        pairs(&[("DELETED", "x"), ("ADDED", "x"), ("MODIFIED", "x")])
+    );
 }
 
 #[tokio::test]
@@ -133,12 +229,19 @@ async fn streaming_list_watcher_ends_its_initial_events_with_a_bookmark() {
     let server = ApiServer::builder().builtin_kinds().start().await.unwrap();
     let cms: Api<ConfigMap> = Api::namespaced(server.admin_client(), "default");
     for i in 0..3 {
-        cms.create(&PostParams::default(), &config_map(&format!("s{i}"), &[])).await.unwrap();
+        cms.create(&PostParams::default(), &config_map(&format!("s{i}"), &[]))
+            .await
+            .unwrap();
     }
     let mut events = watcher(cms.clone(), watcher::Config::default().streaming_lists()).boxed();
     let mut initial = Vec::new();
     loop {
-        match tokio::time::timeout(Duration::from_secs(10), events.try_next()).await.unwrap().unwrap().unwrap() {
+        match tokio::time::timeout(Duration::from_secs(10), events.try_next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap()
+        {
             watcher::Event::Init => {}
             watcher::Event::InitApply(o) => initial.push(o.name_any()),
             watcher::Event::InitDone => break,
@@ -146,7 +249,11 @@ async fn streaming_list_watcher_ends_its_initial_events_with_a_bookmark() {
         }
     }
     assert_eq!(initial, ["s0", "s1", "s2"]);
-    assert_eq!(server.request_count("list", "configmaps"), 0, "no list in streaming mode");
+    assert_eq!(
+        server.request_count("list", "configmaps"),
+        0,
+        "no list in streaming mode"
+    );
 }
 
 /// Waits until the reflector's store holds exactly what the server holds.
@@ -159,11 +266,17 @@ async fn converge(server: &ApiServer, store: &reflector::Store<ConfigMap>) -> Re
             .filter(|o| o["metadata"]["namespace"] == "churn")
             .map(|o| {
                 let m = &o["metadata"];
-                (m["name"].as_str().unwrap().to_string(), m["resourceVersion"].as_str().unwrap().to_string())
+                (
+                    m["name"].as_str().unwrap().to_string(),
+                    m["resourceVersion"].as_str().unwrap().to_string(),
+                )
             })
             .collect();
-        let have: BTreeMap<String, String> =
-            store.state().iter().map(|o| (o.name_any(), o.resource_version().unwrap_or_default())).collect();
+        let have: BTreeMap<String, String> = store
+            .state()
+            .iter()
+            .map(|o| (o.name_any(), o.resource_version().unwrap_or_default()))
+            .collect();
         if want == have {
             return Ok(());
         }
@@ -188,7 +301,10 @@ async fn reflector_converges_under_churn_cut_watches_and_compaction() {
     let (store, writer) = reflector::store();
     let config = watcher::Config::default().page_size(100);
     let reflector_task = tokio::spawn(
-        reflector(writer, watcher(cms.clone(), config)).default_backoff().applied_objects().for_each(|_| async {}),
+        reflector(writer, watcher(cms.clone(), config))
+            .default_backoff()
+            .applied_objects()
+            .for_each(|_| async {}),
     );
     store.wait_until_ready().await.unwrap();
 
@@ -200,7 +316,12 @@ async fn reflector_converges_under_churn_cut_watches_and_compaction() {
             tokio::spawn(async move {
                 for i in 0..PER_WRITER {
                     let name = format!("w{w}-{i}");
-                    cms.create(&PostParams::default(), &config_map(&name, &[("w", &w.to_string())])).await.unwrap();
+                    cms.create(
+                        &PostParams::default(),
+                        &config_map(&name, &[("w", &w.to_string())]),
+                    )
+                    .await
+                    .unwrap();
                     if i % 2 == 0 {
                         let patch = Patch::Merge(json!({"data": {"i": i.to_string()}}));
                         cms.patch(&name, &PatchParams::default(), &patch).await.unwrap();
@@ -238,13 +359,21 @@ async fn reflector_converges_under_churn_cut_watches_and_compaction() {
         }
         server.faults().cut_watches();
         for i in 0..5 {
-            cms.create(&PostParams::default(), &config_map(&format!("late-{round}-{i}"), &[])).await.unwrap();
+            cms.create(
+                &PostParams::default(),
+                &config_map(&format!("late-{round}-{i}"), &[]),
+            )
+            .await
+            .unwrap();
         }
         server.compact();
         tokio::time::sleep(Duration::from_millis(1500)).await;
     }
     converge(&server, &store).await.unwrap();
-    assert!(server.request_count("list", "configmaps") >= 2, "the reflector relisted after 410");
+    assert!(
+        server.request_count("list", "configmaps") >= 2,
+        "the reflector relisted after 410"
+    );
     assert!(server.objects(&Gvr::of::<ConfigMap>()).len() > 1000);
     reflector_task.abort();
 }

@@ -48,13 +48,19 @@ impl RequestMatch {
     pub fn parse(text: &str) -> Result<Self, String> {
         let mut m = Self::default();
         for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let (k, v) = part.split_once('=').ok_or_else(|| format!("expected key=value, got {part:?}"))?;
+            let (k, v) = part
+                .split_once('=')
+                .ok_or_else(|| format!("expected key=value, got {part:?}"))?;
             match k {
                 "verb" => m.verb = Some(v.into()),
                 "resource" => m.resource = Some(v.into()),
                 "namespace" => m.namespace = Some(v.into()),
                 "name" => m.name = Some(v.into()),
-                other => return Err(format!("unknown match key {other:?} (verb, resource, namespace, name)")),
+                other => {
+                    return Err(format!(
+                        "unknown match key {other:?} (verb, resource, namespace, name)"
+                    ));
+                }
             }
         }
         Ok(m)
@@ -111,7 +117,11 @@ pub struct Faults {
 
 impl Default for Faults {
     fn default() -> Self {
-        Self { state: Mutex::default(), cut: watch::channel(0).0, refuse: Notify::new() }
+        Self {
+            state: Mutex::default(),
+            cut: watch::channel(0).0,
+            refuse: Notify::new(),
+        }
     }
 }
 
@@ -125,7 +135,12 @@ impl Faults {
     /// Fails the next `count` matching requests with `code` (e.g. 500, 503, 409, 504) and a `Status`
     /// body worded as the real server words that code.
     pub fn fail_next(&self, count: usize, matching: RequestMatch, code: u16) {
-        lock(&self.state).failures.push(Failure { matching, remaining: count, code, retry_after: None });
+        lock(&self.state).failures.push(Failure {
+            matching,
+            remaining: count,
+            code,
+            retry_after: None,
+        });
     }
 
     /// Answers the next `count` matching requests with 429 TooManyRequests and `Retry-After`.
@@ -172,13 +187,21 @@ impl Faults {
     }
 
     pub(crate) fn latency(&self, r: &RequestFacts) -> Duration {
-        lock(&self.state).latencies.iter().filter(|(m, _)| m.matches(r)).map(|(_, d)| *d).sum()
+        lock(&self.state)
+            .latencies
+            .iter()
+            .filter(|(m, _)| m.matches(r))
+            .map(|(_, d)| *d)
+            .sum()
     }
 
     /// Consumes one matching failure, if any is programmed.
     pub(crate) fn take_failure(&self, r: &RequestFacts) -> Option<ApiError> {
         let mut state = lock(&self.state);
-        let failure = state.failures.iter_mut().find(|f| f.remaining > 0 && f.matching.matches(r))?;
+        let failure = state
+            .failures
+            .iter_mut()
+            .find(|f| f.remaining > 0 && f.matching.matches(r))?;
         failure.remaining -= 1;
         let error = ApiError::from_code(failure.code, failure.retry_after);
         state.failures.retain(|f| f.remaining > 0);

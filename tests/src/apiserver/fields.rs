@@ -75,7 +75,9 @@ fn list_kind(schema: Option<&Value>, name: &str) -> ListKind {
 
 fn child_schema<'a>(schema: Option<&'a Value>, field: &str) -> Option<&'a Value> {
     let s = schema?;
-    s.get("properties").and_then(|p| p.get(field)).or_else(|| s.get("additionalProperties").filter(|a| a.is_object()))
+    s.get("properties")
+        .and_then(|p| p.get(field))
+        .or_else(|| s.get("additionalProperties").filter(|a| a.is_object()))
 }
 
 fn item_key(item: &Value, keys: &[String]) -> String {
@@ -83,7 +85,13 @@ fn item_key(item: &Value, keys: &[String]) -> String {
     sorted.sort();
     let parts: Vec<String> = sorted
         .iter()
-        .map(|k| format!("{}:{}", json!(k), item.get(k.as_str()).cloned().unwrap_or(Value::Null)))
+        .map(|k| {
+            format!(
+                "{}:{}",
+                json!(k),
+                item.get(k.as_str()).cloned().unwrap_or(Value::Null)
+            )
+        })
         .collect();
     format!("k:{{{}}}", parts.join(","))
 }
@@ -137,7 +145,12 @@ pub(crate) fn field_set(object: &Value, scope: Scope, schema: Option<&Value>) ->
     let mut path = Vec::new();
     for (k, v) in top.iter().filter(|(k, _)| scope.includes(k)) {
         if k == "metadata" {
-            for (mk, mv) in v.as_object().into_iter().flatten().filter(|(mk, _)| TRACKED_METADATA.contains(&mk.as_str())) {
+            for (mk, mv) in v
+                .as_object()
+                .into_iter()
+                .flatten()
+                .filter(|(mk, _)| TRACKED_METADATA.contains(&mk.as_str()))
+            {
                 path = vec!["f:metadata".into(), format!("f:{mk}")];
                 collect(mv, None, mk, &mut path, &mut out);
             }
@@ -150,10 +163,12 @@ pub(crate) fn field_set(object: &Value, scope: Scope, schema: Option<&Value>) ->
     out
 }
 
-fn find_item<'a>(items: &'a [Value], element: &str) -> Option<usize> {
+fn find_item(items: &[Value], element: &str) -> Option<usize> {
     if let Some(keys) = element.strip_prefix("k:") {
         let keys: Map<String, Value> = serde_json::from_str(keys).ok()?;
-        items.iter().position(|item| keys.iter().all(|(k, v)| item.get(k) == Some(v)))
+        items
+            .iter()
+            .position(|item| keys.iter().all(|(k, v)| item.get(k) == Some(v)))
     } else {
         let wanted: Value = serde_json::from_str(element.strip_prefix("v:")?).ok()?;
         items.iter().position(|item| *item == wanted)
@@ -175,7 +190,9 @@ pub(crate) fn value_at<'a>(object: &'a Value, path: &[String]) -> Option<&'a Val
 }
 
 fn remove_at(object: &mut Value, path: &[String]) {
-    let Some((last, parents)) = path.split_last() else { return };
+    let Some((last, parents)) = path.split_last() else {
+        return;
+    };
     let mut node = object;
     for element in parents {
         node = match element.strip_prefix("f:") {
@@ -184,7 +201,9 @@ fn remove_at(object: &mut Value, path: &[String]) {
                 None => return,
             },
             None => {
-                let Some(i) = node.as_array().and_then(|items| find_item(items, element)) else { return };
+                let Some(i) = node.as_array().and_then(|items| find_item(items, element)) else {
+                    return;
+                };
                 &mut node[i]
             }
         };
@@ -208,12 +227,15 @@ fn remove_at(object: &mut Value, path: &[String]) {
 /// `f:name` directly under `k:{"name":..}`: a map-list item's key.
 fn is_key_field(path: &[String]) -> bool {
     let [.., item, field] = path else { return false };
-    let (Some(keys), Some(field)) = (item.strip_prefix("k:"), field.strip_prefix("f:")) else { return false };
+    let (Some(keys), Some(field)) = (item.strip_prefix("k:"), field.strip_prefix("f:")) else {
+        return false;
+    };
     serde_json::from_str::<Map<String, Value>>(keys).is_ok_and(|k| k.contains_key(field))
 }
 
 fn is_item(path: &[String]) -> bool {
-    path.last().is_some_and(|e| e.starts_with("k:") || e.starts_with("v:"))
+    path.last()
+        .is_some_and(|e| e.starts_with("k:") || e.starts_with("v:"))
 }
 
 /// Merges an applied configuration into the live object with the list semantics above.
@@ -441,7 +463,11 @@ pub(crate) fn apply(live: &Value, applied: &Value, force: bool, w: &Write) -> Re
     if !conflicts.is_empty() {
         return Err(conflicts);
     }
-    let previous = entries.iter().find(|e| mine(e)).map(|e| e.fields.clone()).unwrap_or_default();
+    let previous = entries
+        .iter()
+        .find(|e| mine(e))
+        .map(|e| e.fields.clone())
+        .unwrap_or_default();
     let mut result = live.clone();
     // Shortest first, so a removed list item takes its fields with it; key fields stay with their item.
     let mut removed: Vec<&FieldPath> = previous.difference(&applied_set).collect();
@@ -451,8 +477,10 @@ pub(crate) fn apply(live: &Value, applied: &Value, force: bool, w: &Write) -> Re
         if gone.iter().any(|g| path.starts_with(g)) || is_key_field(path) {
             continue;
         }
-        let owned_elsewhere =
-            entries.iter().filter(|e| !mine(e)).any(|e| e.fields.iter().any(|p| p.starts_with(path)));
+        let owned_elsewhere = entries
+            .iter()
+            .filter(|e| !mine(e))
+            .any(|e| e.fields.iter().any(|p| p.starts_with(path)));
         if !owned_elsewhere {
             remove_at(&mut result, path);
             gone.push(path);
@@ -484,7 +512,13 @@ pub(crate) fn record_update(old: Option<&Value>, new: &mut Value, w: &Write) {
     let new_set = field_set(new, w.scope, w.schema);
     let changed: FieldSet = new_set
         .iter()
-        .filter(|p| if is_item(p) { !old_set.contains(*p) } else { value_at(old_value, p) != value_at(new, p) })
+        .filter(|p| {
+            if is_item(p) {
+                !old_set.contains(*p)
+            } else {
+                value_at(old_value, p) != value_at(new, p)
+            }
+        })
         .cloned()
         .collect();
     let removed: FieldSet = old_set.difference(&new_set).cloned().collect();
@@ -514,6 +548,7 @@ pub(crate) fn record_update(old: Option<&Value>, new: &mut Value, w: &Write) {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)] // tests fail loudly by design
 mod tests {
     use super::*;
 
@@ -526,7 +561,15 @@ mod tests {
     }
 
     fn write<'a>(manager: &'a str, schema: &'a Value) -> Write<'a> {
-        Write { manager, scope: Scope::Main { status_separate: true }, schema: Some(schema), api_version: "x/v1", now: "t" }
+        Write {
+            manager,
+            scope: Scope::Main {
+                status_separate: true,
+            },
+            schema: Some(schema),
+            api_version: "x/v1",
+            now: "t",
+        }
     }
 
     #[test]
@@ -534,7 +577,13 @@ mod tests {
         let schema = scores_schema();
         let obj = json!({"metadata": {"labels": {"a": "b"}, "finalizers": ["f"]},
                          "spec": {"scores": [{"name": "cpu", "value": 1}], "owner": "x"}});
-        let set = field_set(&obj, Scope::Main { status_separate: true }, Some(&schema));
+        let set = field_set(
+            &obj,
+            Scope::Main {
+                status_separate: true,
+            },
+            Some(&schema),
+        );
         let v1 = to_fields_v1(&set);
         assert_eq!(v1["f:spec"]["f:scores"]["k:{\"name\":\"cpu\"}"]["."], json!({}));
         assert_eq!(v1["f:metadata"]["f:finalizers"]["v:\"f\""], json!({}));

@@ -47,19 +47,36 @@ fn render(rt: &ResourceType, version: &str, object: &Value, out: &mut Vec<u8>) {
 fn object_reply(code: u16, rt: &ResourceType, version: &str, object: &Value, warnings: Vec<String>) -> Reply {
     let mut body = Vec::with_capacity(512);
     render(rt, version, object, &mut body);
-    Reply::Json { code, body, warnings, content_type: JSON }
+    Reply::Json {
+        code,
+        body,
+        warnings,
+        content_type: JSON,
+    }
 }
 
 /// The media type of aggregated discovery, which clients request through `Accept`.
-pub(crate) const AGGREGATED_DISCOVERY: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+pub(crate) const AGGREGATED_DISCOVERY: &str =
+    "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
 
 pub(crate) fn non_resource(shared: &Shared, path: &str, accept: &str) -> Result<Reply, ApiError> {
     let registry = &shared.registry;
-    let segments: Vec<&str> = path.trim_matches('/').split('/').filter(|s| !s.is_empty()).collect();
-    let wants_aggregated = accept.split(',').any(|a| a.contains("as=APIGroupDiscoveryList") && a.contains("v=v2"));
+    let segments: Vec<&str> = path
+        .trim_matches('/')
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .collect();
+    let wants_aggregated = accept
+        .split(',')
+        .any(|a| a.contains("as=APIGroupDiscoveryList") && a.contains("v=v2"));
     if wants_aggregated && matches!(segments.as_slice(), ["api"] | ["apis"]) {
         let body = serde_json::to_vec(&registry.aggregated(segments == ["api"])).unwrap_or_default();
-        return Ok(Reply::Json { code: 200, body, warnings: vec![], content_type: AGGREGATED_DISCOVERY });
+        return Ok(Reply::Json {
+            code: 200,
+            body,
+            warnings: vec![],
+            content_type: AGGREGATED_DISCOVERY,
+        });
     }
     let doc = match segments.as_slice() {
         ["api"] => registry.core_versions(&lock(&shared.address).to_string()),
@@ -72,7 +89,12 @@ pub(crate) fn non_resource(shared: &Shared, path: &str, accept: &str) -> Result<
             "gitTreeState": "clean", "buildDate": "", "goVersion": "", "compiler": "rust", "platform": "linux/amd64",
         }),
         ["healthz"] | ["livez"] | ["readyz"] => {
-            return Ok(Reply::Json { code: 200, body: b"ok".to_vec(), warnings: Vec::new(), content_type: "text/plain" });
+            return Ok(Reply::Json {
+                code: 200,
+                body: b"ok".to_vec(),
+                warnings: Vec::new(),
+                content_type: "text/plain",
+            });
         }
         _ => return Err(ApiError::no_route()),
     };
@@ -82,7 +104,9 @@ pub(crate) fn non_resource(shared: &Shared, path: &str, accept: &str) -> Result<
 pub(crate) fn resource(shared: &Arc<Shared>, r: &ResourceRequest, call: Call) -> Result<Reply, ApiError> {
     let rt = &shared.registry.types[r.t];
     match (r.verb.as_str(), rt.special) {
-        ("create", Special::SubjectAccessReview | Special::SelfSubjectAccessReview) => access_review(shared, r, &call),
+        ("create", Special::SubjectAccessReview | Special::SelfSubjectAccessReview) => {
+            access_review(shared, r, &call)
+        }
         ("get", _) => get(shared, r),
         ("list", _) => list(shared, r, &call),
         ("watch", _) => watch(shared, r, &call),
@@ -91,12 +115,21 @@ pub(crate) fn resource(shared: &Arc<Shared>, r: &ResourceRequest, call: Call) ->
         ("patch", _) => patch(shared, r, &call),
         ("delete", _) => delete(shared, r, &call),
         ("deletecollection", _) => delete_collection(shared, r, &call),
-        _ => Err(ApiError::method_not_allowed("the server does not allow this method on the requested resource")),
+        _ => Err(ApiError::method_not_allowed(
+            "the server does not allow this method on the requested resource",
+        )),
     }
 }
 
 fn key_of(rt: &ResourceType, r: &ResourceRequest) -> ObjKey {
-    (if rt.namespaced { r.namespace.clone() } else { String::new() }, r.name.clone())
+    (
+        if rt.namespaced {
+            r.namespace.clone()
+        } else {
+            String::new()
+        },
+        r.name.clone(),
+    )
 }
 
 fn get(shared: &Shared, r: &ResourceRequest) -> Result<Reply, ApiError> {
@@ -118,12 +151,17 @@ impl Filter {
         Ok(Self {
             namespace: (rt.namespaced && !r.namespace.is_empty()).then(|| r.namespace.clone()),
             labels: LabelSelector::parse(q.get("labelSelector").map(String::as_str).unwrap_or(""))?,
-            fields: FieldSelector::parse(q.get("fieldSelector").map(String::as_str).unwrap_or(""), &rt.field_selectors)?,
+            fields: FieldSelector::parse(
+                q.get("fieldSelector").map(String::as_str).unwrap_or(""),
+                &rt.field_selectors,
+            )?,
         })
     }
 
     fn matches(&self, object: &Value) -> bool {
-        self.namespace.as_deref().is_none_or(|ns| meta::namespace(object) == ns)
+        self.namespace
+            .as_deref()
+            .is_none_or(|ns| meta::namespace(object) == ns)
             && (self.labels.is_empty() || self.labels.matches(object))
             && (self.fields.is_empty() || self.fields.matches(object))
     }
@@ -151,7 +189,11 @@ impl Filter {
 }
 
 fn parse_rv(text: &str) -> Result<u64, ApiError> {
-    text.parse().map_err(|_| ApiError::bad_request(format!("resourceVersion: Invalid value: \"{text}\": must be a non-negative integer")))
+    text.parse().map_err(|_| {
+        ApiError::bad_request(format!(
+            "resourceVersion: Invalid value: \"{text}\": must be a non-negative integer"
+        ))
+    })
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -162,13 +204,23 @@ struct ContinueToken {
 }
 
 fn encode_continue(rv: u64, last: &ObjKey) -> String {
-    let token = ContinueToken { v: "meta.k8s.io/v1".into(), rv, start: format!("{}/{}\u{0}", last.0, last.1) };
+    let token = ContinueToken {
+        v: "meta.k8s.io/v1".into(),
+        rv,
+        start: format!("{}/{}\u{0}", last.0, last.1),
+    };
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(serde_json::to_vec(&token).unwrap_or_default())
 }
 
 fn decode_continue(text: &str) -> Result<(u64, ObjKey), ApiError> {
-    let bad = || ApiError::bad_request("continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)");
-    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(text.trim_end_matches('=')).map_err(|_| bad())?;
+    let bad = || {
+        ApiError::bad_request(
+            "continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)",
+        )
+    };
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(text.trim_end_matches('='))
+        .map_err(|_| bad())?;
     let token: ContinueToken = serde_json::from_slice(&bytes).map_err(|_| bad())?;
     let start = token.start.trim_end_matches('\u{0}');
     let (ns, name) = start.split_once('/').ok_or_else(bad)?;
@@ -180,7 +232,11 @@ fn invalid_option(kind: &str, field: &str, message: &str) -> ApiError {
         "meta.k8s.io",
         kind,
         "",
-        vec![Cause { reason: "FieldValueForbidden".into(), message: message.into(), field: field.into() }],
+        vec![Cause {
+            reason: "FieldValueForbidden".into(),
+            message: message.into(),
+            field: field.into(),
+        }],
     )
 }
 
@@ -189,23 +245,37 @@ fn list(shared: &Shared, r: &ResourceRequest, call: &Call) -> Result<Reply, ApiE
     let q = call.query;
     let filter = Filter::new(rt, r, q)?;
     let limit: usize = match q.get("limit") {
-        Some(l) => l.parse().map_err(|_| ApiError::bad_request(format!("limit: Invalid value: \"{l}\"")))?,
+        Some(l) => l
+            .parse()
+            .map_err(|_| ApiError::bad_request(format!("limit: Invalid value: \"{l}\"")))?,
         None => 0,
     };
     let rv = q.get("resourceVersion").filter(|v| !v.is_empty());
     let rv_match = q.get("resourceVersionMatch").filter(|v| !v.is_empty());
     let continue_from = q.get("continue").filter(|v| !v.is_empty());
     if rv_match.is_some() && rv.is_none() {
-        return Err(invalid_option("ListOptions", "resourceVersionMatch", "Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided"));
+        return Err(invalid_option(
+            "ListOptions",
+            "resourceVersionMatch",
+            "Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided",
+        ));
     }
     if continue_from.is_some() && (rv.is_some_and(|v| v != "0") || rv_match.is_some()) {
-        return Err(invalid_option("ListOptions", "resourceVersion", "Forbidden: specifying resource version is not allowed when using continue"));
+        return Err(invalid_option(
+            "ListOptions",
+            "resourceVersion",
+            "Forbidden: specifying resource version is not allowed when using continue",
+        ));
     }
     if let Some(m) = rv_match
         && m != "Exact"
         && m != "NotOlderThan"
     {
-        return Err(invalid_option("ListOptions", "resourceVersionMatch", &format!("Unsupported value: \"{m}\"")));
+        return Err(invalid_option(
+            "ListOptions",
+            "resourceVersionMatch",
+            &format!("Unsupported value: \"{m}\""),
+        ));
     }
     let store = lock(&shared.store);
     let (snapshot_rv, start) = match (continue_from, rv_match.map(String::as_str)) {
@@ -216,7 +286,11 @@ fn list(shared: &Shared, r: &ResourceRequest, call: &Call) -> Result<Reply, ApiE
         (None, Some("Exact")) => {
             let exact = parse_rv(rv.map(String::as_str).unwrap_or(""))?;
             if exact == 0 {
-                return Err(invalid_option("ListOptions", "resourceVersionMatch", "Forbidden: resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\""));
+                return Err(invalid_option(
+                    "ListOptions",
+                    "resourceVersionMatch",
+                    "Forbidden: resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+                ));
             }
             (Some(exact), None)
         }
@@ -230,22 +304,30 @@ fn list(shared: &Shared, r: &ResourceRequest, call: &Call) -> Result<Reply, ApiE
     // A paged or exact list reads one consistent snapshot; history older than the window is gone.
     let older;
     let (objects, list_rv) = match snapshot_rv {
-        Some(at) if at < store.rv && (store.changed_since(r.t, at) || at < store.types[r.t].compacted_through) => match store.snapshot(r.t, at) {
-            Ok(snapshot) => {
-                older = snapshot;
-                (&older, at)
-            }
-            Err(_) if continue_from.is_some() => {
-                let mut error = ApiError::expired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.");
-                if let Some(start) = &start {
-                    error.continue_token = Some(encode_continue(store.rv, start));
+        Some(at)
+            if at < store.rv && (store.changed_since(r.t, at) || at < store.types[r.t].compacted_through) =>
+        {
+            match store.snapshot(r.t, at) {
+                Ok(snapshot) => {
+                    older = snapshot;
+                    (&older, at)
                 }
-                return Err(error);
+                Err(_) if continue_from.is_some() => {
+                    let mut error = ApiError::expired(
+                        "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.",
+                    );
+                    if let Some(start) = &start {
+                        error.continue_token = Some(encode_continue(store.rv, start));
+                    }
+                    return Err(error);
+                }
+                Err(oldest) => {
+                    return Err(ApiError::expired(format!(
+                        "too old resource version: {at} ({oldest})"
+                    )));
+                }
             }
-            Err(oldest) => {
-                return Err(ApiError::expired(format!("too old resource version: {at} ({oldest})")));
-            }
-        },
+        }
         Some(at) if at > store.rv => {
             return Err(ApiError::new(504, "Timeout", format!("Too large resource version: {at}, current: {}", store.rv))
                 .with_details(json!({"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}], "retryAfterSeconds": 1})));
@@ -255,9 +337,16 @@ fn list(shared: &Shared, r: &ResourceRequest, call: &Call) -> Result<Reply, ApiE
     };
     let list_rv = if snapshot_rv.is_some() { list_rv } else { store.rv };
     let range: Box<dyn Iterator<Item = (&ObjKey, &Arc<Value>)>> = match &start {
-        Some(after) => Box::new(objects.range::<ObjKey, _>((std::ops::Bound::Excluded(after.clone()), std::ops::Bound::Unbounded))),
+        Some(after) => Box::new(objects.range::<ObjKey, _>((
+            std::ops::Bound::Excluded(after.clone()),
+            std::ops::Bound::Unbounded,
+        ))),
         None => match &filter.namespace {
-            Some(ns) => Box::new(objects.range::<ObjKey, _>((ns.clone(), String::new())..).take_while(move |(k, _)| k.0 == *ns)),
+            Some(ns) => Box::new(
+                objects
+                    .range::<ObjKey, _>((ns.clone(), String::new())..)
+                    .take_while(move |(k, _)| k.0 == *ns),
+            ),
             None => Box::new(objects.iter()),
         },
     };
@@ -305,7 +394,12 @@ fn list(shared: &Shared, r: &ResourceRequest, call: &Call) -> Result<Reply, ApiE
         render(rt, &r.version, item, &mut body);
     }
     body.extend_from_slice(b"]}");
-    Ok(Reply::Json { code: 200, body, warnings: Vec::new(), content_type: JSON })
+    Ok(Reply::Json {
+        code: 200,
+        body,
+        warnings: Vec::new(),
+        content_type: JSON,
+    })
 }
 
 fn watch_line(kind: &str, rt: &ResourceType, version: &str, object: &Value) -> Bytes {
@@ -339,16 +433,30 @@ fn watch(shared: &Arc<Shared>, r: &ResourceRequest, call: &Call) -> Result<Reply
     let rv_match = q.get("resourceVersionMatch").filter(|v| !v.is_empty());
     if send_initial.is_some() {
         if rv_match.map(String::as_str) != Some("NotOlderThan") {
-            return Err(invalid_option("ListOptions", "resourceVersionMatch", "Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"));
+            return Err(invalid_option(
+                "ListOptions",
+                "resourceVersionMatch",
+                "Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+            ));
         }
         if send_initial == Some(true) && !bookmarks {
-            return Err(invalid_option("ListOptions", "allowWatchBookmarks", "Forbidden: sendInitialEvents requires allowWatchBookmarks=true"));
+            return Err(invalid_option(
+                "ListOptions",
+                "allowWatchBookmarks",
+                "Forbidden: sendInitialEvents requires allowWatchBookmarks=true",
+            ));
         }
     } else if rv_match.is_some() {
-        return Err(invalid_option("ListOptions", "resourceVersionMatch", "Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided"));
+        return Err(invalid_option(
+            "ListOptions",
+            "resourceVersionMatch",
+            "Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+        ));
     }
     let timeout = match q.get("timeoutSeconds") {
-        Some(t) => Some(Duration::from_secs(t.parse().map_err(|_| ApiError::bad_request(format!("timeoutSeconds: Invalid value: \"{t}\"")))?)),
+        Some(t) => Some(Duration::from_secs(t.parse().map_err(|_| {
+            ApiError::bad_request(format!("timeoutSeconds: Invalid value: \"{t}\""))
+        })?)),
         None => None,
     };
     let from = rv.as_deref().map(parse_rv).transpose()?;
@@ -368,9 +476,14 @@ fn watch(shared: &Arc<Shared>, r: &ResourceRequest, call: &Call) -> Result<Reply
                 }
             }
             (_, Some(from)) if from < data.compacted_through => {
-                let error = ApiError::expired(format!("too old resource version: {from} ({})", data.compacted_through));
+                let error = ApiError::expired(format!(
+                    "too old resource version: {from} ({})",
+                    data.compacted_through
+                ));
                 let line = format!("{{\"type\":\"ERROR\",\"object\":{}}}\n", error.to_status());
-                let body = StreamBody::new(futures::stream::iter([Ok::<_, std::io::Error>(Frame::data(Bytes::from(line)))]));
+                let body = StreamBody::new(futures::stream::iter([Ok::<_, std::io::Error>(Frame::data(
+                    Bytes::from(line),
+                ))]));
                 return Ok(Reply::Stream(body.boxed()));
             }
             (_, from) => {
@@ -500,7 +613,11 @@ impl<'a> WriteCtx<'a> {
         let q = call.query;
         let manager = match q.get("fieldManager") {
             Some(m) if m.len() > 128 => {
-                return Err(invalid_option("PatchOptions", "fieldManager", "Too long: may not be more than 128 bytes"));
+                return Err(invalid_option(
+                    "PatchOptions",
+                    "fieldManager",
+                    "Too long: may not be more than 128 bytes",
+                ));
             }
             Some(m) => m.clone(),
             None => call.user_agent.split('/').next().unwrap_or("").to_string(),
@@ -519,7 +636,9 @@ impl<'a> WriteCtx<'a> {
             None | Some("") => false,
             Some("All") => true,
             Some(other) => {
-                return Err(ApiError::bad_request(format!("dryRun: Unsupported value: \"{other}\": supported values: \"All\"")));
+                return Err(ApiError::bad_request(format!(
+                    "dryRun: Unsupported value: \"{other}\": supported values: \"All\""
+                )));
             }
         };
         Ok(Self {
@@ -535,7 +654,13 @@ impl<'a> WriteCtx<'a> {
     }
 
     fn scope(&self) -> Scope {
-        if self.subresource.is_empty() { Scope::Main { status_separate: self.rt.has_status() } } else { Scope::Status }
+        if self.subresource.is_empty() {
+            Scope::Main {
+                status_separate: self.rt.has_status(),
+            }
+        } else {
+            Scope::Status
+        }
     }
 
     fn schema(&self) -> Option<&Value> {
@@ -544,9 +669,11 @@ impl<'a> WriteCtx<'a> {
 }
 
 fn parse_body(call: &Call) -> Result<Value, ApiError> {
-    let is_yaml = call.content_type.starts_with("application/yaml") || call.content_type.contains("apply-patch+yaml");
+    let is_yaml =
+        call.content_type.starts_with("application/yaml") || call.content_type.contains("apply-patch+yaml");
     let value: Value = if is_yaml {
-        serde_norway::from_slice(&call.body).map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?
+        serde_norway::from_slice(&call.body)
+            .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?
     } else {
         serde_json::from_slice(&call.body)
             .map_err(|e| ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}")))?
@@ -557,7 +684,9 @@ fn parse_body(call: &Call) -> Result<Value, ApiError> {
 /// Checks `apiVersion`/`kind` against the endpoint (defaulting them when absent).
 fn check_type(rt: &ResourceType, version: &str, object: &mut Value) -> Result<(), ApiError> {
     let Some(map) = object.as_object_mut() else {
-        return Err(ApiError::bad_request("the body of the request must be a JSON object"));
+        return Err(ApiError::bad_request(
+            "the body of the request must be a JSON object",
+        ));
     };
     let expected = rt.api_version(version);
     match map.get("apiVersion").and_then(Value::as_str) {
@@ -576,7 +705,10 @@ fn check_type(rt: &ResourceType, version: &str, object: &mut Value) -> Result<()
             map.insert("kind".into(), json!(rt.kind));
         }
         Some(k) if k != rt.kind => {
-            return Err(ApiError::bad_request(format!("the kind in the data ({k}) does not match the expected kind ({})", rt.kind)));
+            return Err(ApiError::bad_request(format!(
+                "the kind in the data ({k}) does not match the expected kind ({})",
+                rt.kind
+            )));
         }
         Some(_) => {}
     }
@@ -590,7 +722,10 @@ fn check_type(rt: &ResourceType, version: &str, object: &mut Value) -> Result<()
 fn value_at_field(object: &Value, field: &str) -> Option<Value> {
     let mut node = object;
     for part in field.split('.') {
-        let (name, indexes) = part.split_once('[').map(|(n, i)| (n, Some(i))).unwrap_or((part, None));
+        let (name, indexes) = part
+            .split_once('[')
+            .map(|(n, i)| (n, Some(i)))
+            .unwrap_or((part, None));
         if !name.is_empty() {
             node = node.get(name)?;
         }
@@ -612,10 +747,20 @@ fn schema_causes(object: &Value, errors: Vec<crate::crd::FieldError>) -> Vec<Cau
                 && let Some((property, tail)) = rest.split_once('"')
                 && tail.contains("is a required property")
             {
-                let field = if e.field == "<root>" { property.to_string() } else { format!("{}.{property}", e.field) };
-                return Cause { reason: "FieldValueRequired".into(), message: "Required value".into(), field };
+                let field = if e.field == "<root>" {
+                    property.to_string()
+                } else {
+                    format!("{}.{property}", e.field)
+                };
+                return Cause {
+                    reason: "FieldValueRequired".into(),
+                    message: "Required value".into(),
+                    field,
+                };
             }
-            let value = value_at_field(object, &e.field).map(|v| v.to_string()).unwrap_or_else(|| "null".into());
+            let value = value_at_field(object, &e.field)
+                .map(|v| v.to_string())
+                .unwrap_or_else(|| "null".into());
             Cause {
                 reason: "FieldValueInvalid".into(),
                 message: format!("Invalid value: {value}: {} in body {}", e.field, e.message),
@@ -627,23 +772,38 @@ fn schema_causes(object: &Value, errors: Vec<crate::crd::FieldError>) -> Vec<Cau
 
 fn name_cause(rt: &ResourceType, name: &str) -> Option<Cause> {
     let (ok, rule) = if rt.special == Special::Namespace {
-        (meta::is_dns_label(name), "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
+        (
+            meta::is_dns_label(name),
+            "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')",
+        )
     } else {
-        (meta::is_dns_subdomain(name), "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')")
+        (
+            meta::is_dns_subdomain(name),
+            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
+        )
     };
-    (!ok).then(|| Cause { reason: "FieldValueInvalid".into(), message: format!("Invalid value: \"{name}\": {rule}"), field: "metadata.name".into() })
+    (!ok).then(|| Cause {
+        reason: "FieldValueInvalid".into(),
+        message: format!("Invalid value: \"{name}\": {rule}"),
+        field: "metadata.name".into(),
+    })
 }
 
 /// Pruning, defaulting and schema validation of a custom resource; returns `Warning`s.
 fn admit_custom(ctx: &WriteCtx, object: &mut Value) -> Result<Vec<String>, ApiError> {
-    let Some(schema) = ctx.rt.schema(ctx.version) else { return Ok(Vec::new()) };
+    let Some(schema) = ctx.rt.schema(ctx.version) else {
+        return Ok(Vec::new());
+    };
     let pruned = crate::crd::prune(&schema.schema, object);
     let mut warnings = Vec::new();
     if !pruned.is_empty() {
         match ctx.validation {
             Validation::Strict => {
                 let listed: Vec<String> = pruned.iter().map(|p| format!("unknown field \"{p}\"")).collect();
-                return Err(ApiError::bad_request(format!("strict decoding error: {}", listed.join(", "))));
+                return Err(ApiError::bad_request(format!(
+                    "strict decoding error: {}",
+                    listed.join(", ")
+                )));
             }
             Validation::Warn => warnings.extend(pruned.iter().map(|p| format!("unknown field \"{p}\""))),
             Validation::Ignore => {}
@@ -652,14 +812,21 @@ fn admit_custom(ctx: &WriteCtx, object: &mut Value) -> Result<Vec<String>, ApiEr
     crate::crd::apply_defaults(&schema.schema, object);
     let errors = schema.validator.errors(object);
     if !errors.is_empty() {
-        return Err(ApiError::invalid(&ctx.rt.group, &ctx.rt.kind, meta::name(object), schema_causes(object, errors)));
+        return Err(ApiError::invalid(
+            &ctx.rt.group,
+            &ctx.rt.kind,
+            meta::name(object),
+            schema_causes(object, errors),
+        ));
     }
     Ok(warnings)
 }
 
 /// Whether two versions of an object differ outside `metadata` (and `status`, when it is separate).
 fn spec_changed(rt: &ResourceType, old: &Value, new: &Value) -> bool {
-    let (Some(o), Some(n)) = (old.as_object(), new.as_object()) else { return true };
+    let (Some(o), Some(n)) = (old.as_object(), new.as_object()) else {
+        return true;
+    };
     let skip = |k: &str| k == "metadata" || (k == "status" && rt.has_status());
     let keys: std::collections::BTreeSet<&String> = o.keys().chain(n.keys()).filter(|k| !skip(k)).collect();
     keys.into_iter().any(|k| o.get(k) != n.get(k))
@@ -670,8 +837,14 @@ struct Written {
     warnings: Vec<String>,
 }
 
-const SERVER_SET_METADATA: [&str; 6] =
-    ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation", "selfLink"];
+const SERVER_SET_METADATA: [&str; 6] = [
+    "uid",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "generation",
+    "selfLink",
+];
 
 /// The shared tail of create, update and patch: validation, server-set metadata, generation,
 /// ownership, no-op detection, commit, and removal of a deleting object left without finalizers.
@@ -699,22 +872,36 @@ fn finish_write(
         new_meta["resourceVersion"] = old_meta["resourceVersion"].clone();
         if meta::deleting(old) {
             let before = meta::finalizers(old);
-            let added: Vec<String> = meta::finalizers(&new).into_iter().filter(|f| !before.contains(f)).collect();
+            let added: Vec<String> = meta::finalizers(&new)
+                .into_iter()
+                .filter(|f| !before.contains(f))
+                .collect();
             if !added.is_empty() {
-                return Err(ApiError::invalid(&rt.group, &rt.kind, meta::name(old), vec![Cause {
-                    reason: "FieldValueForbidden".into(),
-                    message: format!("Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers {added:?}"),
-                    field: "metadata.finalizers".into(),
-                }]));
+                return Err(ApiError::invalid(
+                    &rt.group,
+                    &rt.kind,
+                    meta::name(old),
+                    vec![Cause {
+                        reason: "FieldValueForbidden".into(),
+                        message: format!(
+                            "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers {added:?}"
+                        ),
+                        field: "metadata.finalizers".into(),
+                    }],
+                ));
             }
         }
         if rt.has_generation && spec_changed(rt, old, &new) {
-            let g = old.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0);
+            let g = old
+                .pointer("/metadata/generation")
+                .and_then(Value::as_i64)
+                .unwrap_or(0);
             new["metadata"]["generation"] = json!(g + 1);
         }
     }
     if let Some(m) = new["metadata"].as_object_mut()
-        && m.get("labels").is_some_and(|l| l.as_object().is_some_and(|l| l.is_empty()))
+        && m.get("labels")
+            .is_some_and(|l| l.as_object().is_some_and(|l| l.is_empty()))
     {
         m.remove("labels");
     }
@@ -722,14 +909,26 @@ fn finish_write(
     if let Ownership::Update = ownership {
         let now = meta::now();
         let api_version = rt.api_version(ctx.version);
-        let w = Write { manager: &ctx.manager, scope: ctx.scope(), schema: ctx.schema(), api_version: &api_version, now: &now };
+        let w = Write {
+            manager: &ctx.manager,
+            scope: ctx.scope(),
+            schema: ctx.schema(),
+            api_version: &api_version,
+            now: &now,
+        };
         fields::record_update(old.map(|o| o.as_ref()), &mut new, &w);
     }
     if old.is_some_and(|o| **o == new) {
-        return Ok(Written { object: old.cloned().unwrap_or_default(), warnings });
+        return Ok(Written {
+            object: old.cloned().unwrap_or_default(),
+            warnings,
+        });
     }
     if ctx.dry_run {
-        return Ok(Written { object: Arc::new(new), warnings });
+        return Ok(Written {
+            object: Arc::new(new),
+            warnings,
+        });
     }
     let key = meta::key(&new);
     let stored = store.put(ctx.t, key.clone(), new);
@@ -737,7 +936,10 @@ fn finish_write(
         store.run_gc();
     }
     warnings.dedup();
-    Ok(Written { object: stored, warnings })
+    Ok(Written {
+        object: stored,
+        warnings,
+    })
 }
 
 /// The create path shared by POST, apply-to-create, and setup objects.
@@ -751,16 +953,27 @@ fn create_object(
 ) -> Result<Written, ApiError> {
     let rt = ctx.rt;
     check_type(rt, ctx.version, &mut object)?;
-    let metadata = object["metadata"].as_object_mut().ok_or_else(|| ApiError::bad_request("metadata must be an object"))?;
-    let mut name = metadata.get("name").and_then(Value::as_str).unwrap_or("").to_string();
+    let metadata = object["metadata"]
+        .as_object_mut()
+        .ok_or_else(|| ApiError::bad_request("metadata must be an object"))?;
+    let mut name = metadata
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
     if name.is_empty() {
         let prefix = metadata.get("generateName").and_then(Value::as_str).unwrap_or("");
         if prefix.is_empty() {
-            return Err(ApiError::invalid(&rt.group, &rt.kind, "", vec![Cause {
-                reason: "FieldValueRequired".into(),
-                message: "Required value: name or generateName is required".into(),
-                field: "metadata.name".into(),
-            }]));
+            return Err(ApiError::invalid(
+                &rt.group,
+                &rt.kind,
+                "",
+                vec![Cause {
+                    reason: "FieldValueRequired".into(),
+                    message: "Required value: name or generateName is required".into(),
+                    field: "metadata.name".into(),
+                }],
+            ));
         }
         name = format!("{prefix}{}", ids.name_suffix());
         metadata.insert("name".into(), json!(name));
@@ -771,15 +984,23 @@ fn create_object(
                 metadata.insert("namespace".into(), json!(namespace));
             }
             Some(ns) if ns != namespace => {
-                return Err(ApiError::bad_request("the namespace of the provided object does not match the namespace sent on the request"));
+                return Err(ApiError::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ));
             }
             Some(_) => {}
         }
     } else {
         metadata.remove("namespace");
     }
-    if metadata.get("resourceVersion").and_then(Value::as_str).is_some_and(|v| !v.is_empty()) {
-        return Err(ApiError::internal("resourceVersion should not be set on objects to be created"));
+    if metadata
+        .get("resourceVersion")
+        .and_then(Value::as_str)
+        .is_some_and(|v| !v.is_empty())
+    {
+        return Err(ApiError::internal(
+            "resourceVersion should not be set on objects to be created",
+        ));
     }
     for field in SERVER_SET_METADATA {
         metadata.remove(field);
@@ -808,7 +1029,9 @@ fn create_object(
             Some(_) => {}
         }
     }
-    if rt.create_drops_status && let Some(m) = object.as_object_mut() {
+    if rt.create_drops_status
+        && let Some(m) = object.as_object_mut()
+    {
         m.remove("status");
     }
     match rt.special {
@@ -837,10 +1060,11 @@ fn create_object(
 pub(crate) fn create_direct(shared: &Shared, identity: &Identity, object: Value) -> Result<Value, ApiError> {
     let api_version = object.get("apiVersion").and_then(Value::as_str).unwrap_or("");
     let kind = object.get("kind").and_then(Value::as_str).unwrap_or("");
-    let (t, version) = shared
-        .registry
-        .by_kind(api_version, kind)
-        .ok_or_else(|| ApiError::bad_request(format!("no kind \"{kind}\" is registered for version \"{api_version}\"")))?;
+    let (t, version) = shared.registry.by_kind(api_version, kind).ok_or_else(|| {
+        ApiError::bad_request(format!(
+            "no kind \"{kind}\" is registered for version \"{api_version}\""
+        ))
+    })?;
     let rt = &shared.registry.types[t];
     let r = ResourceRequest {
         t,
@@ -850,9 +1074,19 @@ pub(crate) fn create_direct(shared: &Shared, identity: &Identity, object: Value)
         ..Default::default()
     };
     let query = HashMap::new();
-    let call = Call { identity, query: &query, content_type: "application/json", user_agent: "kube-double", body: Bytes::new() };
+    let call = Call {
+        identity,
+        query: &query,
+        content_type: "application/json",
+        user_agent: "kube-double",
+        body: Bytes::new(),
+    };
     let ctx = WriteCtx::new(shared, &r, &call)?;
-    let namespace = if rt.namespaced && r.namespace.is_empty() { "default".to_string() } else { r.namespace.clone() };
+    let namespace = if rt.namespaced && r.namespace.is_empty() {
+        "default".to_string()
+    } else {
+        r.namespace.clone()
+    };
     let mut store = lock(&shared.store);
     let mut ids = lock(&shared.ids);
     let written = create_object(&mut store, &mut ids, &ctx, &namespace, object, Ownership::Update)?;
@@ -864,8 +1098,21 @@ fn create(shared: &Shared, r: &ResourceRequest, call: &Call) -> Result<Reply, Ap
     let object = parse_body(call)?;
     let mut store = lock(&shared.store);
     let mut ids = lock(&shared.ids);
-    let written = create_object(&mut store, &mut ids, &ctx, &r.namespace, object, Ownership::Update)?;
-    Ok(object_reply(201, ctx.rt, &r.version, &written.object, written.warnings))
+    let written = create_object(
+        &mut store,
+        &mut ids,
+        &ctx,
+        &r.namespace,
+        object,
+        Ownership::Update,
+    )?;
+    Ok(object_reply(
+        201,
+        ctx.rt,
+        &r.version,
+        &written.object,
+        written.warnings,
+    ))
 }
 
 /// The object a write to `subresource` produces from the stored `old` and the submitted `incoming`:
@@ -888,7 +1135,10 @@ fn overlay(rt: &ResourceType, subresource: &str, old: &Value, mut incoming: Valu
         "" => incoming,
         "approval" => {
             let mut out = old.clone();
-            out["status"]["conditions"] = incoming.pointer("/status/conditions").cloned().unwrap_or(json!([]));
+            out["status"]["conditions"] = incoming
+                .pointer("/status/conditions")
+                .cloned()
+                .unwrap_or(json!([]));
             out
         }
         _ => {
@@ -898,14 +1148,31 @@ fn overlay(rt: &ResourceType, subresource: &str, old: &Value, mut incoming: Valu
                     if rt.special == Special::CertificateSigningRequest {
                         // Approval conditions only change through the approval subresource.
                         let approvals = |v: &Value| -> Vec<Value> {
-                            v.pointer("/status/conditions").and_then(Value::as_array).into_iter().flatten()
-                                .filter(|c| matches!(c.get("type").and_then(Value::as_str), Some("Approved" | "Denied")))
-                                .cloned().collect()
+                            v.pointer("/status/conditions")
+                                .and_then(Value::as_array)
+                                .into_iter()
+                                .flatten()
+                                .filter(|c| {
+                                    matches!(
+                                        c.get("type").and_then(Value::as_str),
+                                        Some("Approved" | "Denied")
+                                    )
+                                })
+                                .cloned()
+                                .collect()
                         };
                         let mut conditions: Vec<Value> = approvals(old);
                         conditions.extend(
-                            s.get("conditions").and_then(Value::as_array).into_iter().flatten()
-                                .filter(|c| !matches!(c.get("type").and_then(Value::as_str), Some("Approved" | "Denied")))
+                            s.get("conditions")
+                                .and_then(Value::as_array)
+                                .into_iter()
+                                .flatten()
+                                .filter(|c| {
+                                    !matches!(
+                                        c.get("type").and_then(Value::as_str),
+                                        Some("Approved" | "Denied")
+                                    )
+                                })
                                 .cloned(),
                         );
                         s["conditions"] = json!(conditions);
@@ -931,22 +1198,41 @@ fn overlay(rt: &ResourceType, subresource: &str, old: &Value, mut incoming: Valu
 
 /// Optimistic concurrency and identity checks of a submitted object against the stored one.
 fn preconditions(rt: &ResourceType, old: &Value, incoming: &Value, url_name: &str) -> Result<(), ApiError> {
-    let name = incoming.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+    let name = incoming
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
     if !name.is_empty() && name != url_name {
-        return Err(ApiError::bad_request(format!("the name of the object ({name}) does not match the name on the URL ({url_name})")));
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({name}) does not match the name on the URL ({url_name})"
+        )));
     }
     if rt.namespaced {
-        let ns = incoming.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("");
+        let ns = incoming
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or("");
         if !ns.is_empty() && ns != meta::namespace(old) {
-            return Err(ApiError::bad_request("the namespace of the provided object does not match the namespace sent on the request"));
+            return Err(ApiError::bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request",
+            ));
         }
     }
-    let uid = incoming.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("");
+    let uid = incoming
+        .pointer("/metadata/uid")
+        .and_then(Value::as_str)
+        .unwrap_or("");
     if !uid.is_empty() && uid != meta::uid(old) {
-        let why = format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {}", meta::uid(old));
+        let why = format!(
+            "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+            meta::uid(old)
+        );
         return Err(ApiError::conflict(&rt.group, &rt.plural, url_name, &why));
     }
-    let rv = incoming.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or("");
+    let rv = incoming
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("");
     if !rv.is_empty() && rv != meta::resource_version(old) {
         return Err(ApiError::stale(&rt.group, &rt.plural, url_name));
     }
@@ -962,7 +1248,10 @@ fn write_existing(
     let rt = ctx.rt;
     let mut store = lock(&shared.store);
     let key = key_of(rt, r);
-    let old = store.get(r.t, &key).cloned().ok_or_else(|| ApiError::not_found(&rt.group, &rt.plural, &r.name))?;
+    let old = store
+        .get(r.t, &key)
+        .cloned()
+        .ok_or_else(|| ApiError::not_found(&rt.group, &rt.plural, &r.name))?;
     let mut incoming = change(&old)?;
     check_type(rt, &r.version, &mut incoming)?;
     preconditions(rt, &old, &incoming, &r.name)?;
@@ -972,7 +1261,13 @@ fn write_existing(
         new["metadata"]["namespace"] = json!(key.0);
     }
     let written = finish_write(&mut store, ctx, Some(&old), new, Ownership::Update)?;
-    Ok(object_reply(200, rt, &r.version, &written.object, written.warnings))
+    Ok(object_reply(
+        200,
+        rt,
+        &r.version,
+        &written.object,
+        written.warnings,
+    ))
 }
 
 fn update(shared: &Shared, r: &ResourceRequest, call: &Call) -> Result<Reply, ApiError> {
@@ -981,7 +1276,8 @@ fn update(shared: &Shared, r: &ResourceRequest, call: &Call) -> Result<Reply, Ap
     write_existing(shared, r, &ctx, |_| Ok(incoming))
 }
 
-const PATCH_TYPES: &str = "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml";
+const PATCH_TYPES: &str =
+    "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml";
 
 fn patch(shared: &Shared, r: &ResourceRequest, call: &Call) -> Result<Reply, ApiError> {
     let ctx = WriteCtx::new(shared, r, call)?;
@@ -994,7 +1290,11 @@ fn patch(shared: &Shared, r: &ResourceRequest, call: &Call) -> Result<Reply, Api
             write_existing(shared, r, &ctx, |old| {
                 let mut doc = old.clone();
                 json_patch::patch(&mut doc, &ops).map_err(|e| {
-                    ApiError::new(422, "Invalid", format!("the server rejected our request due to an error in our request: {e}"))
+                    ApiError::new(
+                        422,
+                        "Invalid",
+                        format!("the server rejected our request due to an error in our request: {e}"),
+                    )
                 })?;
                 Ok(doc)
             })
@@ -1006,7 +1306,9 @@ fn patch(shared: &Shared, r: &ResourceRequest, call: &Call) -> Result<Reply, Api
             let patch: Value = serde_json::from_slice(&call.body)
                 .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
             if !patch.is_object() {
-                return Err(ApiError::bad_request("error decoding patch: a merge patch must be a JSON object"));
+                return Err(ApiError::bad_request(
+                    "error decoding patch: a merge patch must be a JSON object",
+                ));
             }
             write_existing(shared, r, &ctx, |old| {
                 let mut doc = old.clone();
@@ -1022,22 +1324,36 @@ fn patch(shared: &Shared, r: &ResourceRequest, call: &Call) -> Result<Reply, Api
 fn apply(shared: &Shared, r: &ResourceRequest, call: &Call, ctx: &WriteCtx) -> Result<Reply, ApiError> {
     let rt = ctx.rt;
     if !call.query.contains_key("fieldManager") || ctx.manager.is_empty() {
-        return Err(invalid_option("PatchOptions", "fieldManager", "Required value: is required for apply patch"));
+        return Err(invalid_option(
+            "PatchOptions",
+            "fieldManager",
+            "Required value: is required for apply patch",
+        ));
     }
     let force = call.query.get("force").is_some_and(|f| f == "true");
     let mut applied = parse_body(call)?;
     let Some(map) = applied.as_object_mut() else {
-        return Err(ApiError::bad_request("the applied configuration must be an object"));
+        return Err(ApiError::bad_request(
+            "the applied configuration must be an object",
+        ));
     };
     for field in ["apiVersion", "kind"] {
         if map.get(field).and_then(Value::as_str).is_none_or(str::is_empty) {
-            return Err(ApiError::bad_request(format!("{field} must be set in an applied configuration")));
+            return Err(ApiError::bad_request(format!(
+                "{field} must be set in an applied configuration"
+            )));
         }
     }
     check_type(rt, &r.version, &mut applied)?;
-    let name = applied.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+    let name = applied
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
     if name != r.name {
-        return Err(ApiError::bad_request(format!("the name of the object ({name}) does not match the name on the URL ({})", r.name)));
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({name}) does not match the name on the URL ({})",
+            r.name
+        )));
     }
     if let Some(m) = applied["metadata"].as_object_mut() {
         m.remove("managedFields");
@@ -1045,17 +1361,29 @@ fn apply(shared: &Shared, r: &ResourceRequest, call: &Call, ctx: &WriteCtx) -> R
     // What the endpoint may write: the main resource leaves status alone and vice versa.
     if let Some(m) = applied.as_object_mut() {
         match ctx.scope() {
-            Scope::Main { status_separate: true } => {
+            Scope::Main {
+                status_separate: true,
+            } => {
                 m.remove("status");
             }
-            Scope::Status => m.retain(|k, _| matches!(k.as_str(), "apiVersion" | "kind" | "metadata" | "status")),
-            Scope::Main { status_separate: false } => {}
+            Scope::Status => {
+                m.retain(|k, _| matches!(k.as_str(), "apiVersion" | "kind" | "metadata" | "status"))
+            }
+            Scope::Main {
+                status_separate: false,
+            } => {}
         }
     }
     let key = key_of(rt, r);
     let now = meta::now();
     let api_version = rt.api_version(&r.version);
-    let w = Write { manager: &ctx.manager, scope: ctx.scope(), schema: ctx.schema(), api_version: &api_version, now: &now };
+    let w = Write {
+        manager: &ctx.manager,
+        scope: ctx.scope(),
+        schema: ctx.schema(),
+        api_version: &api_version,
+        now: &now,
+    };
     let mut store = lock(&shared.store);
     let old = store.get(r.t, &key).cloned();
     let base = match &old {
@@ -1083,7 +1411,14 @@ fn apply(shared: &Shared, r: &ResourceRequest, call: &Call, ctx: &WriteCtx) -> R
             if let Some(m) = result["metadata"].as_object_mut() {
                 m.remove("resourceVersion");
             }
-            let w = create_object(&mut store, &mut ids, ctx, &r.namespace, result, Ownership::Applied)?;
+            let w = create_object(
+                &mut store,
+                &mut ids,
+                ctx,
+                &r.namespace,
+                result,
+                Ownership::Applied,
+            )?;
             return Ok(object_reply(201, rt, &r.version, &w.object, w.warnings));
         }
         Some(old) => {
@@ -1092,7 +1427,13 @@ fn apply(shared: &Shared, r: &ResourceRequest, call: &Call, ctx: &WriteCtx) -> R
             finish_write(&mut store, ctx, Some(old), new, Ownership::Applied)?
         }
     };
-    Ok(object_reply(200, rt, &r.version, &written.object, written.warnings))
+    Ok(object_reply(
+        200,
+        rt,
+        &r.version,
+        &written.object,
+        written.warnings,
+    ))
 }
 
 #[derive(serde::Deserialize, Default)]
@@ -1116,7 +1457,8 @@ fn delete_options(call: &Call) -> Result<(DeleteOptions, Propagation), ApiError>
     let mut opts: DeleteOptions = if call.body.iter().all(u8::is_ascii_whitespace) {
         DeleteOptions::default()
     } else {
-        serde_json::from_slice(&call.body).map_err(|e| ApiError::bad_request(format!("error decoding DeleteOptions: {e}")))?
+        serde_json::from_slice(&call.body)
+            .map_err(|e| ApiError::bad_request(format!("error decoding DeleteOptions: {e}")))?
     };
     if let Some(p) = call.query.get("propagationPolicy") {
         opts.propagation_policy = Some(p.clone());
@@ -1129,13 +1471,23 @@ fn delete_options(call: &Call) -> Result<(DeleteOptions, Propagation), ApiError>
     }
     let propagation = match (opts.propagation_policy.as_deref(), opts.orphan_dependents) {
         (Some(_), Some(_)) => {
-            return Err(invalid_option("DeleteOptions", "propagationPolicy", "Invalid value: \"null\": orphanDependents and deletionPropagation cannot be both set"));
+            return Err(invalid_option(
+                "DeleteOptions",
+                "propagationPolicy",
+                "Invalid value: \"null\": orphanDependents and deletionPropagation cannot be both set",
+            ));
         }
         (Some("Background"), _) | (None, None | Some(false)) => Propagation::Background,
         (Some("Foreground"), _) => Propagation::Foreground,
         (Some("Orphan"), _) | (None, Some(true)) => Propagation::Orphan,
         (Some(other), _) => {
-            return Err(invalid_option("DeleteOptions", "propagationPolicy", &format!("Unsupported value: \"{other}\": supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\"")));
+            return Err(invalid_option(
+                "DeleteOptions",
+                "propagationPolicy",
+                &format!(
+                    "Unsupported value: \"{other}\": supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\""
+                ),
+            ));
         }
     };
     Ok((opts, propagation))
@@ -1147,14 +1499,24 @@ fn delete(shared: &Shared, r: &ResourceRequest, call: &Call) -> Result<Reply, Ap
     let key = key_of(rt, r);
     let mut store = lock(&shared.store);
     if !opts.dry_run.is_empty() {
-        let current = store.get(r.t, &key).cloned().ok_or_else(|| ApiError::not_found(&rt.group, &rt.plural, &r.name))?;
+        let current = store
+            .get(r.t, &key)
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(&rt.group, &rt.plural, &r.name))?;
         return Ok(object_reply(200, rt, &r.version, &current, Vec::new()));
     }
     let pre = opts.preconditions.unwrap_or_default();
-    let preconditions = Preconditions { uid: pre.uid, resource_version: pre.resource_version };
+    let preconditions = Preconditions {
+        uid: pre.uid,
+        resource_version: pre.resource_version,
+    };
     let (object, removed) = store.delete(r.t, &key, propagation, &preconditions)?;
     // Upstream answers 202 only when dependents are kept and the object is still there.
-    let code = if !removed && opts.orphan_dependents == Some(false) { 202 } else { 200 };
+    let code = if !removed && opts.orphan_dependents == Some(false) {
+        202
+    } else {
+        200
+    };
     Ok(object_reply(code, rt, &r.version, &object, Vec::new()))
 }
 
@@ -1163,8 +1525,12 @@ fn delete_collection(shared: &Shared, r: &ResourceRequest, call: &Call) -> Resul
     let filter = Filter::new(rt, r, call.query)?;
     let (opts, propagation) = delete_options(call)?;
     let mut store = lock(&shared.store);
-    let keys: Vec<ObjKey> =
-        store.types[r.t].objects.iter().filter(|(_, o)| filter.matches(o)).map(|(k, _)| k.clone()).collect();
+    let keys: Vec<ObjKey> = store.types[r.t]
+        .objects
+        .iter()
+        .filter(|(_, o)| filter.matches(o))
+        .map(|(k, _)| k.clone())
+        .collect();
     let mut items = Vec::new();
     for key in keys {
         if !opts.dry_run.is_empty() {
@@ -1203,11 +1569,16 @@ fn access_review(shared: &Shared, r: &ResourceRequest, call: &Call) -> Result<Re
         (text(&spec, "user"), groups)
     };
     if user.is_empty() && rt.special == Special::SubjectAccessReview && groups.is_empty() {
-        return Err(ApiError::invalid(&rt.group, &rt.kind, "", vec![Cause {
-            reason: "FieldValueInvalid".into(),
-            message: "Invalid value: \"\": at least one of user or group must be specified".into(),
-            field: "spec.user".into(),
-        }]));
+        return Err(ApiError::invalid(
+            &rt.group,
+            &rt.kind,
+            "",
+            vec![Cause {
+                reason: "FieldValueInvalid".into(),
+                message: "Invalid value: \"\": at least one of user or group must be specified".into(),
+                field: "spec.user".into(),
+            }],
+        ));
     }
     for g in rbac::implied_groups(&user) {
         if !groups.contains(&g) {
@@ -1225,7 +1596,11 @@ fn access_review(shared: &Shared, r: &ResourceRequest, call: &Call) -> Result<Re
             path: None,
         }
     } else if let Some(na) = spec.get("nonResourceAttributes") {
-        rbac::Attributes { verb: text(na, "verb"), path: Some(text(na, "path")), ..Default::default() }
+        rbac::Attributes {
+            verb: text(na, "verb"),
+            path: Some(text(na, "path")),
+            ..Default::default()
+        }
     } else {
         return Err(ApiError::invalid(&rt.group, &rt.kind, "", vec![Cause {
             reason: "FieldValueRequired".into(),

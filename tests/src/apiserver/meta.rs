@@ -4,7 +4,11 @@ use super::store::ObjKey;
 use serde_json::{Value, json};
 
 fn text<'a>(object: &'a Value, field: &str) -> &'a str {
-    object.get("metadata").and_then(|m| m.get(field)).and_then(Value::as_str).unwrap_or("")
+    object
+        .get("metadata")
+        .and_then(|m| m.get(field))
+        .and_then(Value::as_str)
+        .unwrap_or("")
 }
 
 pub(crate) fn name(object: &Value) -> &str {
@@ -28,7 +32,9 @@ pub(crate) fn key(object: &Value) -> ObjKey {
 }
 
 pub(crate) fn deleting(object: &Value) -> bool {
-    object.pointer("/metadata/deletionTimestamp").is_some_and(|v| !v.is_null())
+    object
+        .pointer("/metadata/deletionTimestamp")
+        .is_some_and(|v| !v.is_null())
 }
 
 pub(crate) fn finalizers(object: &Value) -> Vec<String> {
@@ -52,7 +58,9 @@ pub(crate) fn set_finalizers(object: &mut Value, finalizers: &[String]) {
 /// The current time as Kubernetes writes `metav1.Time`: RFC 3339 in UTC, whole seconds.
 pub(crate) fn now() -> String {
     let seconds = jiff::Timestamp::now().as_second();
-    jiff::Timestamp::from_second(seconds).map(|t| t.to_string()).unwrap_or_default()
+    jiff::Timestamp::from_second(seconds)
+        .map(|t| t.to_string())
+        .unwrap_or_default()
 }
 
 /// Whether `name` is a lowercase RFC 1123 subdomain (most object names).
@@ -68,7 +76,9 @@ pub(crate) fn is_dns_label(name: &str) -> bool {
 fn is_label_shaped(label: &str, max: usize) -> bool {
     !label.is_empty()
         && label.len() <= max
-        && label.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && label
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !label.starts_with('-')
         && !label.ends_with('-')
 }
@@ -111,7 +121,9 @@ impl Ids {
     /// The 5-character suffix `generateName` gets, from the same alphabet as the server's.
     pub(crate) fn name_suffix(&mut self) -> String {
         const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-        (0..5).map(|_| ALPHABET[(self.next() % ALPHABET.len() as u64) as usize] as char).collect()
+        (0..5)
+            .map(|_| ALPHABET[(self.next() % ALPHABET.len() as u64) as usize] as char)
+            .collect()
     }
 
     pub(crate) fn token(&mut self) -> String {

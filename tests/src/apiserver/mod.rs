@@ -53,7 +53,11 @@ pub struct Gvr {
 
 impl Gvr {
     pub fn new(group: &str, version: &str, resource: &str) -> Self {
-        Self { group: group.into(), version: version.into(), resource: resource.into() }
+        Self {
+            group: group.into(),
+            version: version.into(),
+            resource: resource.into(),
+        }
     }
 
     /// The resource a typed kube object lives in.
@@ -81,7 +85,10 @@ pub struct RequestRecord {
 
 impl RequestRecord {
     pub fn is_write(&self) -> bool {
-        matches!(self.verb.as_str(), "create" | "update" | "patch" | "delete" | "deletecollection")
+        matches!(
+            self.verb.as_str(),
+            "create" | "update" | "patch" | "delete" | "deletecollection"
+        )
     }
 }
 
@@ -97,7 +104,7 @@ pub enum StartError {
     #[error("{path}: {message}")]
     Parse { path: String, message: String },
     #[error("initial object {what}: {error}")]
-    Object { what: String, error: ApiError },
+    Object { what: String, error: Box<ApiError> },
 }
 
 /// What the server runs with; see [`ApiServer::builder`].
@@ -140,7 +147,9 @@ pub struct ApiServer {
 
 impl std::fmt::Debug for ApiServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ApiServer").field("address", &self.address).finish_non_exhaustive()
+        f.debug_struct("ApiServer")
+            .field("address", &self.address)
+            .finish_non_exhaustive()
     }
 }
 
@@ -150,7 +159,11 @@ pub const ADMIN_USER: &str = "kube-double-admin";
 /// Parses a static token file in the API server's CSV format: `token,user,uid,"group1,group2"`.
 pub fn parse_token_file(text: &str) -> Result<Vec<Identity>, String> {
     let mut out = Vec::new();
-    for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty() && !l.trim_start().starts_with('#')) {
+    for (n, line) in text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
+    {
         let mut fields = Vec::new();
         let (mut field, mut quoted) = (String::new(), false);
         for c in line.chars() {
@@ -162,13 +175,26 @@ pub fn parse_token_file(text: &str) -> Result<Vec<Identity>, String> {
         }
         fields.push(field);
         if fields.len() < 3 || fields[0].is_empty() || fields[1].is_empty() {
-            return Err(format!("line {}: expected token,user,uid[,\"groups\"], got {line:?}", n + 1));
+            return Err(format!(
+                "line {}: expected token,user,uid[,\"groups\"], got {line:?}",
+                n + 1
+            ));
         }
         let groups = fields
             .get(3)
-            .map(|g| g.split(',').map(str::trim).filter(|g| !g.is_empty()).map(str::to_string).collect())
+            .map(|g| {
+                g.split(',')
+                    .map(str::trim)
+                    .filter(|g| !g.is_empty())
+                    .map(str::to_string)
+                    .collect()
+            })
             .unwrap_or_default();
-        out.push(Identity { token: fields[0].trim().into(), user: fields[1].trim().into(), groups });
+        out.push(Identity {
+            token: fields[0].trim().into(),
+            user: fields[1].trim().into(),
+            groups,
+        });
     }
     Ok(out)
 }
@@ -177,12 +203,23 @@ pub fn parse_token_file(text: &str) -> Result<Vec<Identity>, String> {
 pub fn parse_objects(source: &str, text: &str) -> Result<Vec<Value>, StartError> {
     let mut out = Vec::new();
     for doc in serde_norway::Deserializer::from_str(text) {
-        let value = <Value as serde::Deserialize>::deserialize(doc)
-            .map_err(|e| StartError::Parse { path: source.into(), message: e.to_string() })?;
+        let value = <Value as serde::Deserialize>::deserialize(doc).map_err(|e| StartError::Parse {
+            path: source.into(),
+            message: e.to_string(),
+        })?;
         match value {
             Value::Null => {}
-            Value::Object(ref m) if m.get("kind").and_then(Value::as_str).is_some_and(|k| k.ends_with("List")) => {
-                out.extend(m.get("items").and_then(Value::as_array).cloned().unwrap_or_default());
+            Value::Object(ref m)
+                if m.get("kind")
+                    .and_then(Value::as_str)
+                    .is_some_and(|k| k.ends_with("List")) =>
+            {
+                out.extend(
+                    m.get("items")
+                        .and_then(Value::as_array)
+                        .cloned()
+                        .unwrap_or_default(),
+                );
             }
             other => out.push(other),
         }
@@ -270,17 +307,26 @@ impl ApiServerBuilder {
         }
         let registry = Arc::new(Registry::new(&crds, self.builtins, self.rbac)?);
         let read = |path: &Path| {
-            std::fs::read_to_string(path).map_err(|source| StartError::Read { path: path.into(), source })
+            std::fs::read_to_string(path).map_err(|source| StartError::Read {
+                path: path.into(),
+                source,
+            })
         };
         let mut ids = meta::Ids::new();
-        let admin = Identity { user: ADMIN_USER.into(), groups: vec![MASTERS_GROUP.into()], token: ids.token() };
+        let admin = Identity {
+            user: ADMIN_USER.into(),
+            groups: vec![MASTERS_GROUP.into()],
+            token: ids.token(),
+        };
         let mut tokens: HashMap<String, Identity> = HashMap::new();
         tokens.insert(admin.token.clone(), admin.clone());
         let mut identities = self.identities;
         for path in &self.token_files {
             identities.extend(
-                parse_token_file(&read(path)?)
-                    .map_err(|message| StartError::Parse { path: path.display().to_string(), message })?,
+                parse_token_file(&read(path)?).map_err(|message| StartError::Parse {
+                    path: path.display().to_string(),
+                    message,
+                })?,
             );
         }
         for identity in identities {
@@ -289,8 +335,14 @@ impl ApiServerBuilder {
         let (shutdown, _) = watch::channel(false);
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", self.port))
             .await
-            .map_err(|source| StartError::Bind { port: self.port, source })?;
-        let address = listener.local_addr().map_err(|source| StartError::Bind { port: self.port, source })?;
+            .map_err(|source| StartError::Bind {
+                port: self.port,
+                source,
+            })?;
+        let address = listener.local_addr().map_err(|source| StartError::Bind {
+            port: self.port,
+            source,
+        })?;
         let shared = Arc::new(Shared {
             store: Mutex::new(store::Store::new(registry.clone(), self.watch_window)),
             registry,
@@ -303,19 +355,33 @@ impl ApiServerBuilder {
             shutdown,
             address: Mutex::new(address),
         });
-        let mut server = ApiServer { shared: shared.clone(), address, admin, task: None };
+        let mut server = ApiServer {
+            shared: shared.clone(),
+            address,
+            admin,
+            task: None,
+        };
         for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
             server
                 .create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}))
-                .map_err(|error| StartError::Object { what: format!("namespace {ns}"), error })?;
+                .map_err(|error| StartError::Object {
+                    what: format!("namespace {ns}"),
+                    error: Box::new(error),
+                })?;
         }
         let mut objects = self.objects;
         for path in &self.object_files {
             let files = if path.is_dir() {
                 let mut files: Vec<PathBuf> = std::fs::read_dir(path)
-                    .map_err(|source| StartError::Read { path: path.clone(), source })?
+                    .map_err(|source| StartError::Read {
+                        path: path.clone(),
+                        source,
+                    })?
                     .filter_map(|e| e.ok().map(|e| e.path()))
-                    .filter(|p| p.extension().is_some_and(|e| e == "yaml" || e == "yml" || e == "json"))
+                    .filter(|p| {
+                        p.extension()
+                            .is_some_and(|e| e == "yaml" || e == "yml" || e == "json")
+                    })
                     .collect();
                 files.sort();
                 files
@@ -324,12 +390,23 @@ impl ApiServerBuilder {
             };
             for file in files {
                 let source = file.display().to_string();
-                objects.extend(parse_objects(&source, &read(&file)?)?.into_iter().map(|o| (source.clone(), o)));
+                objects.extend(
+                    parse_objects(&source, &read(&file)?)?
+                        .into_iter()
+                        .map(|o| (source.clone(), o)),
+                );
             }
         }
         for (source, object) in objects {
-            let what = format!("{} {} from {source}", object["kind"].as_str().unwrap_or("?"), meta::name(&object));
-            server.create(object).map_err(|error| StartError::Object { what, error })?;
+            let what = format!(
+                "{} {} from {source}",
+                object["kind"].as_str().unwrap_or("?"),
+                meta::name(&object)
+            );
+            server.create(object).map_err(|error| StartError::Object {
+                what,
+                error: Box::new(error),
+            })?;
         }
         server.task = Some(tokio::spawn(server::run(shared, listener)));
         Ok(server)
@@ -374,7 +451,11 @@ impl ApiServer {
         if let Some(found) = tokens.values().find(|i| i.user == user && i.groups == groups) {
             return found.clone();
         }
-        let identity = Identity { user: user.into(), groups, token: lock(&self.shared.ids).token() };
+        let identity = Identity {
+            user: user.into(),
+            groups,
+            token: lock(&self.shared.ids).token(),
+        };
         tokens.insert(identity.token.clone(), identity.clone());
         identity
     }
@@ -387,7 +468,8 @@ impl ApiServer {
             config.headers.push((hyper::header::AUTHORIZATION, value));
         }
         // `Config` without TLS or exec plugins cannot fail to build a client.
-        kube::Client::try_from(config).unwrap_or_else(|e| panic!("building a kube client for {}: {e}", self.url()))
+        kube::Client::try_from(config)
+            .unwrap_or_else(|e| panic!("building a kube client for {}: {e}", self.url()))
     }
 
     pub fn admin_client(&self) -> kube::Client {
@@ -424,16 +506,27 @@ impl ApiServer {
     /// Every stored object of a resource, in storage order (namespace, name), as served at `gvr.version`.
     pub fn objects(&self, gvr: &Gvr) -> Vec<Value> {
         let store = lock(&self.shared.store);
-        let Some(t) = self.shared.registry.find(&gvr.group, &gvr.version, &gvr.resource) else { return Vec::new() };
+        let Some(t) = self.shared.registry.find(&gvr.group, &gvr.version, &gvr.resource) else {
+            return Vec::new();
+        };
         let rt = &self.shared.registry.types[t];
-        store.types[t].objects.values().map(|o| handlers::converted(rt, &gvr.version, o)).collect()
+        store.types[t]
+            .objects
+            .values()
+            .map(|o| handlers::converted(rt, &gvr.version, o))
+            .collect()
     }
 
     pub fn object(&self, gvr: &Gvr, namespace: &str, name: &str) -> Option<Value> {
         let store = lock(&self.shared.store);
-        let t = self.shared.registry.find(&gvr.group, &gvr.version, &gvr.resource)?;
+        let t = self
+            .shared
+            .registry
+            .find(&gvr.group, &gvr.version, &gvr.resource)?;
         let rt = &self.shared.registry.types[t];
-        store.get(t, &(namespace.to_string(), name.to_string())).map(|o| handlers::converted(rt, &gvr.version, o))
+        store
+            .get(t, &(namespace.to_string(), name.to_string()))
+            .map(|o| handlers::converted(rt, &gvr.version, o))
     }
 
     /// Creates an object as the admin without going through HTTP (test setup); not recorded as a request.
@@ -457,7 +550,10 @@ impl ApiServer {
 
     /// How many create/update/patch/delete/deletecollection requests were handled.
     pub fn write_count(&self) -> usize {
-        lock(&self.shared.requests).iter().filter(|r| r.is_write()).count()
+        lock(&self.shared.requests)
+            .iter()
+            .filter(|r| r.is_write())
+            .count()
     }
 
     pub fn reset_requests(&self) {

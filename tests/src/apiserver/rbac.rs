@@ -1,6 +1,6 @@
 //! Authentication by bearer token and authorization by the standard RBAC rules.
 
-use super::{store::Store, status::qualified};
+use super::{status::qualified, store::Store};
 use serde_json::Value;
 
 /// Who a client is: a user name and its groups, and the bearer token that proves it.
@@ -57,8 +57,18 @@ impl Attributes {
 
 /// Paths every authenticated user may read: the default `system:discovery`, `system:basic-user`
 /// and `system:public-info-viewer` cluster roles.
-const DISCOVERY_PATHS: [&str; 10] =
-    ["/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez", "/readyz", "/version", "/version/", "/openapi/*"];
+const DISCOVERY_PATHS: [&str; 10] = [
+    "/api",
+    "/api/*",
+    "/apis",
+    "/apis/*",
+    "/healthz",
+    "/livez",
+    "/readyz",
+    "/version",
+    "/version/",
+    "/openapi/*",
+];
 
 fn strings(v: &Value, key: &str) -> Vec<String> {
     v.get(key)
@@ -89,13 +99,15 @@ fn rule_allows(rule: &Value, a: &Attributes) -> bool {
     } else {
         let combined = format!("{}/{}", a.resource, a.subresource);
         let any_with_sub = format!("*/{}", a.subresource);
-        resources.iter().any(|r| r == "*" || *r == combined || *r == any_with_sub)
+        resources
+            .iter()
+            .any(|r| r == "*" || *r == combined || *r == any_with_sub)
     };
     if !resource_ok {
         return false;
     }
     let names = strings(rule, "resourceNames");
-    names.is_empty() || (!a.name.is_empty() && names.iter().any(|n| *n == a.name))
+    names.is_empty() || (!a.name.is_empty() && names.contains(&a.name))
 }
 
 fn subject_matches(subject: &Value, binding_namespace: &str, user: &str, groups: &[String]) -> bool {
@@ -104,7 +116,11 @@ fn subject_matches(subject: &Value, binding_namespace: &str, user: &str, groups:
         "User" => field("name") == user,
         "Group" => groups.iter().any(|g| g == field("name")),
         "ServiceAccount" => {
-            let ns = if field("namespace").is_empty() { binding_namespace } else { field("namespace") };
+            let ns = if field("namespace").is_empty() {
+                binding_namespace
+            } else {
+                field("namespace")
+            };
             user == format!("system:serviceaccount:{ns}:{}", field("name"))
         }
         _ => false,
@@ -124,13 +140,20 @@ pub(crate) fn implied_groups(user: &str) -> Vec<String> {
 }
 
 /// Decides a request with the RBAC objects in `store`; `Ok` carries the reason it is allowed.
-pub(crate) fn authorize(store: &Store, user: &str, groups: &[String], a: &Attributes) -> Result<String, String> {
+pub(crate) fn authorize(
+    store: &Store,
+    user: &str,
+    groups: &[String],
+    a: &Attributes,
+) -> Result<String, String> {
     if groups.iter().any(|g| g == MASTERS_GROUP) {
         return Ok(format!("member of {MASTERS_GROUP}"));
     }
     if let Some(path) = &a.path
         && a.verb == "get"
-        && DISCOVERY_PATHS.iter().any(|p| p == path || p.strip_suffix('*').is_some_and(|pre| path.starts_with(pre)))
+        && DISCOVERY_PATHS
+            .iter()
+            .any(|p| p == path || p.strip_suffix('*').is_some_and(|pre| path.starts_with(pre)))
     {
         return Ok("discovery is open to authenticated users".into());
     }
@@ -145,7 +168,11 @@ pub(crate) fn authorize(store: &Store, user: &str, groups: &[String], a: &Attrib
             .unwrap_or_default()
     };
     let role_rules = |kind: &str, name: &str, namespace: &str| -> Vec<Value> {
-        let (plural, ns) = if kind == "ClusterRole" { ("clusterroles", "") } else { ("roles", namespace) };
+        let (plural, ns) = if kind == "ClusterRole" {
+            ("clusterroles", "")
+        } else {
+            ("roles", namespace)
+        };
         registry
             .index("rbac.authorization.k8s.io", plural)
             .and_then(|t| store.types[t].objects.get(&(ns.to_string(), name.to_string())))
@@ -154,16 +181,25 @@ pub(crate) fn authorize(store: &Store, user: &str, groups: &[String], a: &Attrib
     };
     let binding_allows = |binding: &Value, binding_namespace: &str| -> Option<String> {
         let subjects = binding.get("subjects").and_then(Value::as_array)?;
-        if !subjects.iter().any(|s| subject_matches(s, binding_namespace, user, groups)) {
+        if !subjects
+            .iter()
+            .any(|s| subject_matches(s, binding_namespace, user, groups))
+        {
             return None;
         }
         let role_ref = binding.get("roleRef")?;
         let kind = role_ref.get("kind").and_then(Value::as_str)?;
         let name = role_ref.get("name").and_then(Value::as_str)?;
-        role_rules(kind, name, binding_namespace).iter().any(|r| rule_allows(r, a)).then(|| {
-            let binding_name = binding.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
-            format!("allowed by {kind} \"{name}\" via binding \"{binding_name}\"")
-        })
+        role_rules(kind, name, binding_namespace)
+            .iter()
+            .any(|r| rule_allows(r, a))
+            .then(|| {
+                let binding_name = binding
+                    .pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                format!("allowed by {kind} \"{name}\" via binding \"{binding_name}\"")
+            })
     };
     for binding in objects("clusterrolebindings") {
         if let Some(reason) = binding_allows(&binding, "") {
@@ -172,7 +208,10 @@ pub(crate) fn authorize(store: &Store, user: &str, groups: &[String], a: &Attrib
     }
     if !a.namespace.is_empty() {
         for binding in objects("rolebindings") {
-            let ns = binding.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("");
+            let ns = binding
+                .pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+                .unwrap_or("");
             if ns == a.namespace
                 && let Some(reason) = binding_allows(&binding, ns)
             {

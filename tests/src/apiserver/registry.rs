@@ -58,7 +58,11 @@ impl ResourceType {
     }
 
     pub fn api_version(&self, version: &str) -> String {
-        if self.group.is_empty() { version.to_string() } else { format!("{}/{version}", self.group) }
+        if self.group.is_empty() {
+            version.to_string()
+        } else {
+            format!("{}/{version}", self.group)
+        }
     }
 
     pub fn has_status(&self) -> bool {
@@ -70,7 +74,16 @@ impl ResourceType {
     }
 }
 
-const ALL_VERBS: [&str; 8] = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
+const ALL_VERBS: [&str; 8] = [
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
 
 struct Builtin {
     group: &'static str,
@@ -86,7 +99,12 @@ struct Builtin {
     special: Special,
 }
 
-const fn builtin(group: &'static str, version: &'static str, plural: &'static str, kind: &'static str) -> Builtin {
+const fn builtin(
+    group: &'static str,
+    version: &'static str,
+    plural: &'static str,
+    kind: &'static str,
+) -> Builtin {
     Builtin {
         group,
         version,
@@ -148,16 +166,37 @@ const BUILTINS: &[Builtin] = &[
         ],
         ..builtin("", "v1", "pods", "Pod")
     },
-    Builtin { field_selectors: &["type"], ..builtin("", "v1", "secrets", "Secret") },
-    Builtin { short_names: &["cm"], ..builtin("", "v1", "configmaps", "ConfigMap") },
-    Builtin { short_names: &["sa"], ..builtin("", "v1", "serviceaccounts", "ServiceAccount") },
-    Builtin { short_names: &["ev"], field_selectors: EVENT_FIELDS, ..builtin("", "v1", "events", "Event") },
+    Builtin {
+        field_selectors: &["type"],
+        ..builtin("", "v1", "secrets", "Secret")
+    },
+    Builtin {
+        short_names: &["cm"],
+        ..builtin("", "v1", "configmaps", "ConfigMap")
+    },
+    Builtin {
+        short_names: &["sa"],
+        ..builtin("", "v1", "serviceaccounts", "ServiceAccount")
+    },
+    Builtin {
+        short_names: &["ev"],
+        field_selectors: EVENT_FIELDS,
+        ..builtin("", "v1", "events", "Event")
+    },
     builtin("rbac.authorization.k8s.io", "v1", "roles", "Role"),
     builtin("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding"),
-    Builtin { namespaced: false, ..builtin("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole") },
     Builtin {
         namespaced: false,
-        ..builtin("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding")
+        ..builtin("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole")
+    },
+    Builtin {
+        namespaced: false,
+        ..builtin(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "clusterrolebindings",
+            "ClusterRoleBinding",
+        )
     },
     builtin("coordination.k8s.io", "v1", "leases", "Lease"),
     Builtin {
@@ -169,7 +208,15 @@ const BUILTINS: &[Builtin] = &[
     },
     Builtin {
         short_names: &["ev"],
-        field_selectors: &["reason", "type", "reportingController", "regarding.kind", "regarding.name", "regarding.namespace", "regarding.uid"],
+        field_selectors: &[
+            "reason",
+            "type",
+            "reportingController",
+            "regarding.kind",
+            "regarding.name",
+            "regarding.namespace",
+            "regarding.uid",
+        ],
         ..builtin("events.k8s.io", "v1", "events", "Event")
     },
     Builtin {
@@ -179,17 +226,32 @@ const BUILTINS: &[Builtin] = &[
         create_drops_status: true,
         field_selectors: &["spec.signerName"],
         special: Special::CertificateSigningRequest,
-        ..builtin("certificates.k8s.io", "v1", "certificatesigningrequests", "CertificateSigningRequest")
+        ..builtin(
+            "certificates.k8s.io",
+            "v1",
+            "certificatesigningrequests",
+            "CertificateSigningRequest",
+        )
     },
     Builtin {
         namespaced: false,
         special: Special::SubjectAccessReview,
-        ..builtin("authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview")
+        ..builtin(
+            "authorization.k8s.io",
+            "v1",
+            "subjectaccessreviews",
+            "SubjectAccessReview",
+        )
     },
     Builtin {
         namespaced: false,
         special: Special::SelfSubjectAccessReview,
-        ..builtin("authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview")
+        ..builtin(
+            "authorization.k8s.io",
+            "v1",
+            "selfsubjectaccessreviews",
+            "SelfSubjectAccessReview",
+        )
     },
 ];
 
@@ -198,7 +260,10 @@ const CORE_KINDS: &[&str] = &["namespaces"];
 const RBAC_KINDS: &[&str] = &["roles", "rolebindings", "clusterroles", "clusterrolebindings"];
 
 fn from_builtin(b: &Builtin) -> ResourceType {
-    let create_only = matches!(b.special, Special::SubjectAccessReview | Special::SelfSubjectAccessReview);
+    let create_only = matches!(
+        b.special,
+        Special::SubjectAccessReview | Special::SelfSubjectAccessReview
+    );
     ResourceType {
         group: b.group.into(),
         versions: vec![b.version.into()],
@@ -210,7 +275,11 @@ fn from_builtin(b: &Builtin) -> ResourceType {
         categories: Vec::new(),
         namespaced: b.namespaced,
         subresources: b.subresources.to_vec(),
-        verbs: if create_only { vec!["create"] } else { ALL_VERBS.to_vec() },
+        verbs: if create_only {
+            vec!["create"]
+        } else {
+            ALL_VERBS.to_vec()
+        },
         create_drops_status: b.create_drops_status,
         has_generation: b.has_generation,
         field_selectors: b.field_selectors.iter().map(|s| s.to_string()).collect(),
@@ -227,7 +296,13 @@ pub(crate) fn from_crd(crd: &Crd) -> Result<ResourceType, crate::crd::CrdError> 
     let mut schemas = HashMap::new();
     for v in &served {
         let validator = SchemaValidator::new(crd, v)?;
-        schemas.insert(v.name.clone(), Arc::new(VersionSchema { schema: v.schema.clone(), validator }));
+        schemas.insert(
+            v.name.clone(),
+            Arc::new(VersionSchema {
+                schema: v.schema.clone(),
+                validator,
+            }),
+        );
     }
     let status = served.iter().any(|v| v.status_subresource);
     let categories = crd
@@ -280,7 +355,8 @@ impl Registry {
     pub(crate) fn new(crds: &[Crd], builtins: bool, rbac: bool) -> Result<Self, crate::crd::CrdError> {
         let mut registry = Registry::default();
         for b in BUILTINS {
-            let wanted = builtins || CORE_KINDS.contains(&b.plural) || (rbac && RBAC_KINDS.contains(&b.plural));
+            let wanted =
+                builtins || CORE_KINDS.contains(&b.plural) || (rbac && RBAC_KINDS.contains(&b.plural));
             if wanted {
                 registry.add(from_builtin(b));
             }
@@ -302,12 +378,15 @@ impl Registry {
     }
 
     pub(crate) fn index(&self, group: &str, plural: &str) -> Option<usize> {
-        self.by_resource.get(&(group.to_string(), plural.to_string())).copied()
+        self.by_resource
+            .get(&(group.to_string(), plural.to_string()))
+            .copied()
     }
 
     /// The type serving `plural` in `group` at `version`, if that version is served.
     pub(crate) fn find(&self, group: &str, version: &str, plural: &str) -> Option<usize> {
-        self.index(group, plural).filter(|&i| self.types[i].versions.iter().any(|v| v == version))
+        self.index(group, plural)
+            .filter(|&i| self.types[i].versions.iter().any(|v| v == version))
     }
 
     pub(crate) fn by_kind(&self, api_version: &str, kind: &str) -> Option<(usize, String)> {
@@ -347,14 +426,20 @@ impl Registry {
     }
 
     fn group_doc(name: &str, versions: &[String]) -> Value {
-        let vs: Vec<Value> =
-            versions.iter().map(|v| json!({"groupVersion": format!("{name}/{v}"), "version": v})).collect();
+        let vs: Vec<Value> = versions
+            .iter()
+            .map(|v| json!({"groupVersion": format!("{name}/{v}"), "version": v}))
+            .collect();
         json!({"name": name, "versions": vs, "preferredVersion": vs[0]})
     }
 
     /// `GET /apis`.
     pub(crate) fn group_list(&self) -> Value {
-        let groups: Vec<Value> = self.groups().iter().map(|(g, vs)| Self::group_doc(g, vs)).collect();
+        let groups: Vec<Value> = self
+            .groups()
+            .iter()
+            .map(|(g, vs)| Self::group_doc(g, vs))
+            .collect();
         json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
     }
 
@@ -371,7 +456,11 @@ impl Registry {
     /// `GET /api/v1` or `GET /apis/<group>/<version>`.
     pub(crate) fn resource_list(&self, group: &str, version: &str) -> Option<Value> {
         let mut resources = Vec::new();
-        for t in self.types.iter().filter(|t| t.group == group && t.versions.iter().any(|v| v == version)) {
+        for t in self
+            .types
+            .iter()
+            .filter(|t| t.group == group && t.versions.iter().any(|v| v == version))
+        {
             let mut r = json!({
                 "name": t.plural,
                 "singularName": t.singular,
@@ -399,15 +488,24 @@ impl Registry {
         if resources.is_empty() {
             return None;
         }
-        let group_version = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
-        Some(json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources}))
+        let group_version = if group.is_empty() {
+            version.to_string()
+        } else {
+            format!("{group}/{version}")
+        };
+        Some(
+            json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources}),
+        )
     }
 
     /// Aggregated discovery (`apidiscovery.k8s.io/v2` `APIGroupDiscoveryList`) for `/api` (core)
     /// or `/apis` (groups), which kubectl asks for first.
     pub(crate) fn aggregated(&self, core: bool) -> Value {
-        let groups: Vec<(String, Vec<String>)> =
-            if core { vec![(String::new(), vec!["v1".to_string()])] } else { self.groups() };
+        let groups: Vec<(String, Vec<String>)> = if core {
+            vec![(String::new(), vec!["v1".to_string()])]
+        } else {
+            self.groups()
+        };
         let items: Vec<Value> = groups
             .iter()
             .map(|(group, versions)| {

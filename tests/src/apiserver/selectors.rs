@@ -40,18 +40,26 @@ fn valid_label_key(key: &str) -> bool {
     let (prefix, name) = key.rsplit_once('/').unwrap_or(("", key));
     let name_ok = !name.is_empty()
         && name.len() <= 63
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
         && name.starts_with(|c: char| c.is_ascii_alphanumeric())
         && name.ends_with(|c: char| c.is_ascii_alphanumeric());
     let prefix_ok = key.rsplit_once('/').is_none()
-        || (!prefix.is_empty() && prefix.len() <= 253 && prefix.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "-.".contains(c)));
+        || (!prefix.is_empty()
+            && prefix.len() <= 253
+            && prefix
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "-.".contains(c)));
     name_ok && prefix_ok
 }
 
 fn valid_label_value(value: &str) -> bool {
     value.is_empty()
         || (value.len() <= 63
-            && value.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+            && value
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
             && value.starts_with(|c: char| c.is_ascii_alphanumeric())
             && value.ends_with(|c: char| c.is_ascii_alphanumeric()))
 }
@@ -66,7 +74,11 @@ impl LabelSelector {
         for part in split_top_level(text) {
             let part = part.trim();
             let check_key = |k: &str| {
-                if valid_label_key(k) { Ok(k.to_string()) } else { Err(bad(format!("invalid label key \"{k}\""))) }
+                if valid_label_key(k) {
+                    Ok(k.to_string())
+                } else {
+                    Err(bad(format!("invalid label key \"{k}\"")))
+                }
             };
             let check_values = |list: &str| -> Result<Vec<String>, ApiError> {
                 let inner = list
@@ -78,7 +90,11 @@ impl LabelSelector {
                     .split(',')
                     .map(|v| {
                         let v = v.trim();
-                        if valid_label_value(v) { Ok(v.to_string()) } else { Err(bad(format!("invalid label value: \"{v}\""))) }
+                        if valid_label_value(v) {
+                            Ok(v.to_string())
+                        } else {
+                            Err(bad(format!("invalid label value: \"{v}\"")))
+                        }
                     })
                     .collect()
             };
@@ -140,12 +156,18 @@ impl FieldSelector {
             } else if let Some((p, v)) = part.split_once("==").or_else(|| part.split_once('=')) {
                 (p, true, v)
             } else {
-                return Err(ApiError::bad_request(format!("invalid selector: '{text}'; can't understand '{part}'")));
+                return Err(ApiError::bad_request(format!(
+                    "invalid selector: '{text}'; can't understand '{part}'"
+                )));
             };
             let path = path.trim();
-            let known = path == "metadata.name" || path == "metadata.namespace" || supported.iter().any(|s| s == path);
+            let known = path == "metadata.name"
+                || path == "metadata.namespace"
+                || supported.iter().any(|s| s == path);
             if !known {
-                return Err(ApiError::bad_request(format!("field label not supported: {path}")));
+                return Err(ApiError::bad_request(format!(
+                    "field label not supported: {path}"
+                )));
             }
             reqs.push((path.to_string(), equal, value.trim().to_string()));
         }
@@ -158,7 +180,10 @@ impl FieldSelector {
 
     /// The name a selector pins with `metadata.name=x`: RBAC then checks `resourceNames` against it.
     pub(crate) fn pinned_name(&self) -> Option<&str> {
-        self.0.iter().find(|(p, eq, _)| p == "metadata.name" && *eq).map(|(_, _, v)| v.as_str())
+        self.0
+            .iter()
+            .find(|(p, eq, _)| p == "metadata.name" && *eq)
+            .map(|(_, _, v)| v.as_str())
     }
 
     pub(crate) fn matches(&self, object: &Value) -> bool {
@@ -181,6 +206,7 @@ impl FieldSelector {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)] // tests fail loudly by design
 mod tests {
     use super::*;
     use serde_json::json;
@@ -202,7 +228,14 @@ mod tests {
     fn field_selector_support_is_checked() {
         let obj = json!({"metadata": {"name": "x"}, "spec": {"nodeName": "n1"}});
         let supported = vec!["spec.nodeName".to_string()];
-        assert!(FieldSelector::parse("spec.nodeName=n1,metadata.name!=y", &supported).unwrap().matches(&obj));
-        assert_eq!(FieldSelector::parse("spec.other=1", &supported).unwrap_err().code, 400);
+        assert!(
+            FieldSelector::parse("spec.nodeName=n1,metadata.name!=y", &supported)
+                .unwrap()
+                .matches(&obj)
+        );
+        assert_eq!(
+            FieldSelector::parse("spec.other=1", &supported).unwrap_err().code,
+            400
+        );
     }
 }

@@ -42,18 +42,30 @@ pub(crate) enum Route {
 
 /// What a handler answers: JSON with a code (and `Warning` headers), or a watch stream.
 pub(crate) enum Reply {
-    Json { code: u16, body: Vec<u8>, warnings: Vec<String>, content_type: &'static str },
+    Json {
+        code: u16,
+        body: Vec<u8>,
+        warnings: Vec<String>,
+        content_type: &'static str,
+    },
     Stream(Body),
 }
 
 impl Reply {
     pub(crate) fn json(code: u16, value: &serde_json::Value) -> Self {
-        Reply::Json { code, body: serde_json::to_vec(value).unwrap_or_default(), warnings: Vec::new(), content_type: JSON }
+        Reply::Json {
+            code,
+            body: serde_json::to_vec(value).unwrap_or_default(),
+            warnings: Vec::new(),
+            content_type: JSON,
+        }
     }
 }
 
 pub(crate) fn query(uri: &hyper::Uri) -> HashMap<String, String> {
-    form_urlencoded::parse(uri.query().unwrap_or("").as_bytes()).into_owned().collect()
+    form_urlencoded::parse(uri.query().unwrap_or("").as_bytes())
+        .into_owned()
+        .collect()
 }
 
 fn is_true(q: &HashMap<String, String>, key: &str) -> bool {
@@ -61,8 +73,17 @@ fn is_true(q: &HashMap<String, String>, key: &str) -> bool {
 }
 
 /// Maps a path and method to a resource request, like the server's RequestInfoFactory.
-fn route(shared: &Shared, method: &hyper::Method, path: &str, q: &HashMap<String, String>) -> Result<Route, ApiError> {
-    let segments: Vec<&str> = path.trim_matches('/').split('/').filter(|s| !s.is_empty()).collect();
+fn route(
+    shared: &Shared,
+    method: &hyper::Method,
+    path: &str,
+    q: &HashMap<String, String>,
+) -> Result<Route, ApiError> {
+    let segments: Vec<&str> = path
+        .trim_matches('/')
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .collect();
     let (group, version, rest) = match segments.as_slice() {
         ["api", "v1", rest @ ..] if !rest.is_empty() => ("", "v1", rest),
         ["apis", g, v, rest @ ..] if !rest.is_empty() => (*g, *v, rest),
@@ -82,7 +103,10 @@ fn route(shared: &Shared, method: &hyper::Method, path: &str, q: &HashMap<String
     let resource = rest[0];
     let name = rest.get(1).copied().unwrap_or("");
     let subresource = rest.get(2).copied().unwrap_or("");
-    let t = shared.registry.find(group, version, resource).ok_or_else(ApiError::no_route)?;
+    let t = shared
+        .registry
+        .find(group, version, resource)
+        .ok_or_else(ApiError::no_route)?;
     let rt = &shared.registry.types[t];
     if !subresource.is_empty() && !rt.subresources.contains(&subresource) {
         return Err(ApiError::no_route());
@@ -110,7 +134,9 @@ fn route(shared: &Shared, method: &hyper::Method, path: &str, q: &HashMap<String
         }
     };
     if !rt.verbs.contains(&verb) {
-        return Err(ApiError::method_not_allowed("the server does not allow this method on the requested resource"));
+        return Err(ApiError::method_not_allowed(
+            "the server does not allow this method on the requested resource",
+        ));
     }
     Ok(Route::Resource(ResourceRequest {
         t,
@@ -124,8 +150,12 @@ fn route(shared: &Shared, method: &hyper::Method, path: &str, q: &HashMap<String
 
 fn error_response(error: &ApiError) -> Response<Body> {
     let mut response = Response::new(full(serde_json::to_vec(&error.to_status()).unwrap_or_default()));
-    *response.status_mut() = hyper::StatusCode::from_u16(error.code).unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
-    response.headers_mut().insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/json"));
+    *response.status_mut() =
+        hyper::StatusCode::from_u16(error.code).unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
     if let Some(secs) = error.retry_after
         && let Ok(v) = header::HeaderValue::from_str(&secs.to_string())
     {
@@ -136,13 +166,21 @@ fn error_response(error: &ApiError) -> Response<Body> {
 
 fn reply_response(reply: Reply) -> Response<Body> {
     let (code, body, warnings, content_type) = match reply {
-        Reply::Json { code, body, warnings, content_type } => (code, full(body), warnings, content_type),
+        Reply::Json {
+            code,
+            body,
+            warnings,
+            content_type,
+        } => (code, full(body), warnings, content_type),
         Reply::Stream(body) => (200, body, Vec::new(), JSON),
     };
     let mut response = Response::new(body);
     *response.status_mut() = hyper::StatusCode::from_u16(code).unwrap_or(hyper::StatusCode::OK);
     let headers = response.headers_mut();
-    headers.insert(header::CONTENT_TYPE, header::HeaderValue::from_static(content_type));
+    headers.insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static(content_type),
+    );
     for w in warnings {
         if let Ok(v) = header::HeaderValue::from_str(&format!("299 - \"{}\"", w.replace('"', "\\\""))) {
             headers.append(header::WARNING, v);
@@ -153,7 +191,10 @@ fn reply_response(reply: Reply) -> Response<Body> {
 
 fn authenticate(shared: &Shared, req: &Request<Incoming>) -> Option<Identity> {
     let value = req.headers().get(header::AUTHORIZATION)?.to_str().ok()?;
-    let token = value.strip_prefix("Bearer ").or_else(|| value.strip_prefix("bearer "))?.trim();
+    let token = value
+        .strip_prefix("Bearer ")
+        .or_else(|| value.strip_prefix("bearer "))?
+        .trim();
     let mut identity = lock(&shared.tokens).get(token)?.clone();
     for g in rbac::implied_groups(&identity.user) {
         if !identity.groups.contains(&g) {
@@ -203,7 +244,10 @@ async fn handle_inner(
         record.user = i.user.clone();
     }
     let route = route(shared, method, path, q);
-    let mut attributes = Attributes { verb: record.verb.clone(), ..Default::default() };
+    let mut attributes = Attributes {
+        verb: record.verb.clone(),
+        ..Default::default()
+    };
     match &route {
         Ok(Route::Resource(r)) => {
             let rt = &shared.registry.types[r.t];
@@ -270,7 +314,11 @@ async fn handle_inner(
             rbac::authorize(&store, &identity.user, &identity.groups, &attributes)
         };
         if decision.is_err() {
-            let rt_kind = if attributes.path.is_some() { String::new() } else { attributes.resource.clone() };
+            let rt_kind = if attributes.path.is_some() {
+                String::new()
+            } else {
+                attributes.resource.clone()
+            };
             return Err(ApiError::forbidden(
                 attributes.forbidden_message(&identity.user),
                 &attributes.group,
@@ -279,10 +327,24 @@ async fn handle_inner(
             ));
         }
     }
-    let content_type =
-        req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
-    let accept = req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
-    let user_agent = req.headers().get(header::USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+    let content_type = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    let accept = req
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    let user_agent = req
+        .headers()
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
     let body = req
         .into_body()
         .collect()
@@ -292,7 +354,13 @@ async fn handle_inner(
     match route {
         Route::NonResource(p) => handlers::non_resource(shared, &p, &accept),
         Route::Resource(r) => {
-            let call = handlers::Call { identity: &identity, query: q, content_type: &content_type, user_agent: &user_agent, body };
+            let call = handlers::Call {
+                identity: &identity,
+                query: q,
+                content_type: &content_type,
+                user_agent: &user_agent,
+                body,
+            };
             handlers::resource(shared, &r, call)
         }
     }
@@ -365,6 +433,9 @@ pub(crate) async fn run(shared: Arc<Shared>, listener: TcpListener) {
         }
     }
     drop(listener);
-    let _ = tokio::time::timeout(Duration::from_secs(5), async { while connections.join_next().await.is_some() {} }).await;
+    let _ = tokio::time::timeout(Duration::from_secs(5), async {
+        while connections.join_next().await.is_some() {}
+    })
+    .await;
     connections.abort_all();
 }

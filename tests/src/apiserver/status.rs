@@ -33,7 +33,11 @@ impl std::error::Error for ApiError {}
 
 /// `group` and `resource` of a resource, as the server names it in messages (`pods`, `leases.coordination.k8s.io`).
 pub(crate) fn qualified(group: &str, plural: &str) -> String {
-    if group.is_empty() { plural.to_string() } else { format!("{plural}.{group}") }
+    if group.is_empty() {
+        plural.to_string()
+    } else {
+        format!("{plural}.{group}")
+    }
 }
 
 fn details(group: &str, kind: &str, name: &str) -> Value {
@@ -50,25 +54,47 @@ fn details(group: &str, kind: &str, name: &str) -> Value {
 
 impl ApiError {
     pub(crate) fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
-        Self { code, reason, message: message.into(), details: None, retry_after: None, continue_token: None }
+        Self {
+            code,
+            reason,
+            message: message.into(),
+            details: None,
+            retry_after: None,
+            continue_token: None,
+        }
     }
 
     pub(crate) fn not_found(group: &str, plural: &str, name: &str) -> Self {
         Self {
             details: Some(details(group, plural, name)),
-            ..Self::new(404, "NotFound", format!("{} \"{name}\" not found", qualified(group, plural)))
+            ..Self::new(
+                404,
+                "NotFound",
+                format!("{} \"{name}\" not found", qualified(group, plural)),
+            )
         }
     }
 
     /// The answer for a path that names no resource the server knows.
     pub(crate) fn no_route() -> Self {
-        Self { details: Some(json!({})), ..Self::new(404, "NotFound", "the server could not find the requested resource") }
+        Self {
+            details: Some(json!({})),
+            ..Self::new(
+                404,
+                "NotFound",
+                "the server could not find the requested resource",
+            )
+        }
     }
 
     pub(crate) fn already_exists(group: &str, plural: &str, name: &str) -> Self {
         Self {
             details: Some(details(group, plural, name)),
-            ..Self::new(409, "AlreadyExists", format!("{} \"{name}\" already exists", qualified(group, plural)))
+            ..Self::new(
+                409,
+                "AlreadyExists",
+                format!("{} \"{name}\" already exists", qualified(group, plural)),
+            )
         }
     }
 
@@ -78,7 +104,10 @@ impl ApiError {
             ..Self::new(
                 409,
                 "Conflict",
-                format!("Operation cannot be fulfilled on {} \"{name}\": {why}", qualified(group, plural)),
+                format!(
+                    "Operation cannot be fulfilled on {} \"{name}\": {why}",
+                    qualified(group, plural)
+                ),
             )
         }
     }
@@ -96,15 +125,39 @@ impl ApiError {
     pub(crate) fn invalid(group: &str, kind: &str, name: &str, causes: Vec<Cause>) -> Self {
         let listed: Vec<String> = causes
             .iter()
-            .map(|c| if c.field.is_empty() { c.message.clone() } else { format!("{}: {}", c.field, c.message) })
+            .map(|c| {
+                if c.field.is_empty() {
+                    c.message.clone()
+                } else {
+                    format!("{}: {}", c.field, c.message)
+                }
+            })
             .collect();
-        let joined = if listed.len() == 1 { listed[0].clone() } else { format!("[{}]", listed.join(", ")) };
-        let qualified_kind = if group.is_empty() { kind.to_string() } else { format!("{kind}.{group}") };
+        let joined = if listed.len() == 1 {
+            listed[0].clone()
+        } else {
+            format!("[{}]", listed.join(", "))
+        };
+        let qualified_kind = if group.is_empty() {
+            kind.to_string()
+        } else {
+            format!("{kind}.{group}")
+        };
         let mut d = details(group, kind, name);
         d["causes"] = Value::Array(
-            causes.iter().map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field})).collect(),
+            causes
+                .iter()
+                .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
+                .collect(),
         );
-        Self { details: Some(d), ..Self::new(422, "Invalid", format!("{qualified_kind} \"{name}\" is invalid: {joined}")) }
+        Self {
+            details: Some(d),
+            ..Self::new(
+                422,
+                "Invalid",
+                format!("{qualified_kind} \"{name}\" is invalid: {joined}"),
+            )
+        }
     }
 
     pub(crate) fn bad_request(message: impl Into<String>) -> Self {
@@ -116,11 +169,17 @@ impl ApiError {
     }
 
     pub(crate) fn forbidden(message: impl Into<String>, group: &str, kind: &str, name: &str) -> Self {
-        Self { details: Some(details(group, kind, name)), ..Self::new(403, "Forbidden", message) }
+        Self {
+            details: Some(details(group, kind, name)),
+            ..Self::new(403, "Forbidden", message)
+        }
     }
 
     pub(crate) fn method_not_allowed(message: impl Into<String>) -> Self {
-        Self { details: Some(json!({})), ..Self::new(405, "MethodNotAllowed", message) }
+        Self {
+            details: Some(json!({})),
+            ..Self::new(405, "MethodNotAllowed", message)
+        }
     }
 
     pub(crate) fn expired(message: impl Into<String>) -> Self {
@@ -131,7 +190,9 @@ impl ApiError {
         Self::new(
             415,
             "UnsupportedMediaType",
-            format!("the body of the request was in an unknown format - accepted media types include: {accepted}"),
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: {accepted}"
+            ),
         )
         .with_details(json!({"causes": [{"reason": "UnexpectedServerResponse", "message": content_type}]}))
     }
@@ -144,18 +205,42 @@ impl ApiError {
     /// generic wording for that code.
     pub(crate) fn from_code(code: u16, retry_after: Option<u64>) -> Self {
         let (reason, message) = match code {
-            400 => ("BadRequest", "the server rejected our request for an unknown reason"),
+            400 => (
+                "BadRequest",
+                "the server rejected our request for an unknown reason",
+            ),
             401 => ("Unauthorized", "Unauthorized"),
             403 => ("Forbidden", "forbidden: injected fault"),
             404 => ("NotFound", "the server could not find the requested resource"),
-            405 => ("MethodNotAllowed", "the server does not allow this method on the requested resource"),
-            409 => ("Conflict", "Operation cannot be fulfilled: the object has been modified; please apply your changes to the latest version and try again"),
+            405 => (
+                "MethodNotAllowed",
+                "the server does not allow this method on the requested resource",
+            ),
+            409 => (
+                "Conflict",
+                "Operation cannot be fulfilled: the object has been modified; please apply your changes to the latest version and try again",
+            ),
             410 => ("Expired", "the resource version requested has been compacted"),
-            422 => ("Invalid", "the server rejected our request due to an error in our request"),
-            429 => ("TooManyRequests", "the server has received too many requests and has asked us to try again later"),
-            500 => ("InternalError", "an error on the server (\"injected fault\") has prevented the request from succeeding"),
-            503 => ("ServiceUnavailable", "the server is currently unable to handle the request"),
-            504 => ("Timeout", "the server was unable to return a response in the time allotted, but may still be processing the request"),
+            422 => (
+                "Invalid",
+                "the server rejected our request due to an error in our request",
+            ),
+            429 => (
+                "TooManyRequests",
+                "the server has received too many requests and has asked us to try again later",
+            ),
+            500 => (
+                "InternalError",
+                "an error on the server (\"injected fault\") has prevented the request from succeeding",
+            ),
+            503 => (
+                "ServiceUnavailable",
+                "the server is currently unable to handle the request",
+            ),
+            504 => (
+                "Timeout",
+                "the server was unable to return a response in the time allotted, but may still be processing the request",
+            ),
             _ => ("", "injected fault"),
         };
         let mut error = Self::new(code, reason, message);

@@ -65,7 +65,11 @@ pub(crate) struct Preconditions {
 
 enum Gc {
     /// An object left storage: collect its dependents, wake foreground owners and terminating namespaces.
-    Removed { uid: String, owners: Vec<String>, namespace: Option<String> },
+    Removed {
+        uid: String,
+        owners: Vec<String>,
+        namespace: Option<String>,
+    },
     Orphan(String),
     Foreground(String),
     NamespaceTerminating(String),
@@ -103,7 +107,15 @@ impl Store {
                 tx: broadcast::channel(window.max(16)).0,
             })
             .collect();
-        Self { registry, rv: 1, window, types, uids: HashMap::new(), dependents: HashMap::new(), gc: VecDeque::new() }
+        Self {
+            registry,
+            rv: 1,
+            window,
+            types,
+            uids: HashMap::new(),
+            dependents: HashMap::new(),
+            gc: VecDeque::new(),
+        }
     }
 
     pub(crate) fn get(&self, t: usize, key: &ObjKey) -> Option<&Arc<Value>> {
@@ -116,7 +128,12 @@ impl Store {
     }
 
     fn record(&mut self, t: usize, kind: EventKind, object: Arc<Value>, previous: Option<Arc<Value>>) {
-        let event = Arc::new(Event { rv: self.rv, kind, object, previous });
+        let event = Arc::new(Event {
+            rv: self.rv,
+            kind,
+            object,
+            previous,
+        });
         let data = &mut self.types[t];
         data.log.push_back(event.clone());
         while data.log.len() > self.window {
@@ -140,7 +157,10 @@ impl Store {
             }
         }
         for o in new_owners.iter().filter(|o| !old_owners.contains(o)) {
-            self.dependents.entry(o.clone()).or_default().insert((t, key.clone()));
+            self.dependents
+                .entry(o.clone())
+                .or_default()
+                .insert((t, key.clone()));
         }
         match (old.map(meta::uid), new.map(meta::uid)) {
             (Some(u), None) => {
@@ -160,7 +180,11 @@ impl Store {
         let object = Arc::new(object);
         let previous = self.types[t].objects.insert(key.clone(), object.clone());
         self.index(t, &key, previous.as_deref(), Some(&object));
-        let kind = if previous.is_some() { EventKind::Modified } else { EventKind::Added };
+        let kind = if previous.is_some() {
+            EventKind::Modified
+        } else {
+            EventKind::Added
+        };
         self.record(t, kind, object.clone(), previous);
         object
     }
@@ -175,7 +199,11 @@ impl Store {
         self.index(t, key, Some(&previous), None);
         self.record(t, EventKind::Deleted, last.clone(), Some(previous));
         let namespace = (!key.0.is_empty()).then(|| key.0.clone());
-        self.gc.push_back(Gc::Removed { uid: meta::uid(&last).to_string(), owners: owner_uids(&last), namespace });
+        self.gc.push_back(Gc::Removed {
+            uid: meta::uid(&last).to_string(),
+            owners: owner_uids(&last),
+            namespace,
+        });
         Some(last)
     }
 
@@ -229,7 +257,10 @@ impl Store {
         if let Some(uid) = &preconditions.uid
             && uid != meta::uid(&current)
         {
-            let why = format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {}", meta::uid(&current));
+            let why = format!(
+                "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                meta::uid(&current)
+            );
             return Err(ApiError::conflict(&rt.group, &rt.plural, &key.1, &why));
         }
         if let Some(rv) = &preconditions.resource_version
@@ -279,7 +310,10 @@ impl Store {
         object["metadata"]["deletionTimestamp"] = json!(meta::now());
         object["metadata"]["deletionGracePeriodSeconds"] = json!(0);
         if has_generation {
-            let g = object.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0);
+            let g = object
+                .pointer("/metadata/generation")
+                .and_then(Value::as_i64)
+                .unwrap_or(0);
             if g > 0 {
                 object["metadata"]["generation"] = json!(g + 1);
             }
@@ -299,7 +333,9 @@ impl Store {
 
     /// Drops one finalizer (a controller finishing its part), removing the object if it was the last.
     fn finish_finalizer(&mut self, t: usize, key: &ObjKey, finalizer: &str) {
-        let Some(current) = self.get(t, key).cloned() else { return };
+        let Some(current) = self.get(t, key).cloned() else {
+            return;
+        };
         let mut finalizers = meta::finalizers(&current);
         let before = finalizers.len();
         finalizers.retain(|f| f != finalizer);
@@ -316,7 +352,10 @@ impl Store {
     pub(crate) fn remove_if_finalized(&mut self, t: usize, key: &ObjKey) -> Option<Arc<Value>> {
         let current = self.get(t, key)?;
         let namespace_pending = self.registry.types[t].special == Special::Namespace
-            && current.pointer("/spec/finalizers").and_then(Value::as_array).is_some_and(|a| !a.is_empty());
+            && current
+                .pointer("/spec/finalizers")
+                .and_then(Value::as_array)
+                .is_some_and(|a| !a.is_empty());
         if meta::deleting(current) && meta::finalizers(current).is_empty() && !namespace_pending {
             self.remove(t, key)
         } else {
@@ -332,7 +371,11 @@ impl Store {
     pub(crate) fn run_gc(&mut self) {
         while let Some(work) = self.gc.pop_front() {
             match work {
-                Gc::Removed { uid, owners, namespace } => {
+                Gc::Removed {
+                    uid,
+                    owners,
+                    namespace,
+                } => {
                     for (t, key) in self.dependents.get(&uid).cloned().unwrap_or_default() {
                         self.collect_dependent(t, &key);
                     }
@@ -346,14 +389,18 @@ impl Store {
                     }
                 }
                 Gc::Orphan(uid) => {
-                    let Some((t, key)) = self.lookup_uid(&uid) else { continue };
+                    let Some((t, key)) = self.lookup_uid(&uid) else {
+                        continue;
+                    };
                     for (dt, dkey) in self.dependents.get(&uid).cloned().unwrap_or_default() {
                         self.drop_owner_reference(dt, &dkey, &uid);
                     }
                     self.finish_finalizer(t, &key, "orphan");
                 }
                 Gc::Foreground(uid) => {
-                    let Some((t, key)) = self.lookup_uid(&uid) else { continue };
+                    let Some((t, key)) = self.lookup_uid(&uid) else {
+                        continue;
+                    };
                     let waiting = self.get(t, &key).is_some_and(|o| {
                         meta::deleting(o) && meta::finalizers(o).iter().any(|f| f == "foregroundDeletion")
                     });
@@ -367,9 +414,8 @@ impl Store {
                         }
                     }
                     let blocked = self.dependents.get(&uid).is_some_and(|set| {
-                        set.iter().any(|(dt, dkey)| {
-                            self.get(*dt, dkey).is_some_and(|d| blocks_owner(d, &uid))
-                        })
+                        set.iter()
+                            .any(|(dt, dkey)| self.get(*dt, dkey).is_some_and(|d| blocks_owner(d, &uid)))
                     });
                     if !blocked {
                         self.finish_finalizer(t, &key, "foregroundDeletion");
@@ -382,7 +428,9 @@ impl Store {
 
     /// A dependent whose owner left: deleted when no owner remains, otherwise the dangling reference goes.
     fn collect_dependent(&mut self, t: usize, key: &ObjKey) {
-        let Some(object) = self.get(t, key).cloned() else { return };
+        let Some(object) = self.get(t, key).cloned() else {
+            return;
+        };
         let owners = owner_uids(&object);
         let (alive, gone): (Vec<String>, Vec<String>) =
             owners.into_iter().partition(|u| self.uids.contains_key(u));
@@ -396,9 +444,14 @@ impl Store {
     }
 
     fn drop_owner_reference(&mut self, t: usize, key: &ObjKey, owner_uid: &str) {
-        let Some(object) = self.get(t, key).cloned() else { return };
+        let Some(object) = self.get(t, key).cloned() else {
+            return;
+        };
         let mut object = (*object).clone();
-        if let Some(refs) = object.pointer_mut("/metadata/ownerReferences").and_then(Value::as_array_mut) {
+        if let Some(refs) = object
+            .pointer_mut("/metadata/ownerReferences")
+            .and_then(Value::as_array_mut)
+        {
             refs.retain(|r| r.get("uid").and_then(Value::as_str) != Some(owner_uid));
             if refs.is_empty()
                 && let Some(m) = object["metadata"].as_object_mut()
@@ -432,10 +485,18 @@ impl Store {
         if remaining {
             return;
         }
-        let Some(t) = self.registry.index("", "namespaces") else { return };
+        let Some(t) = self.registry.index("", "namespaces") else {
+            return;
+        };
         let key = (String::new(), ns.to_string());
-        let Some(current) = self.get(t, &key).cloned() else { return };
-        if current.pointer("/spec/finalizers").and_then(Value::as_array).is_some_and(|a| !a.is_empty()) {
+        let Some(current) = self.get(t, &key).cloned() else {
+            return;
+        };
+        if current
+            .pointer("/spec/finalizers")
+            .and_then(Value::as_array)
+            .is_some_and(|a| !a.is_empty())
+        {
             let mut object = (*current).clone();
             object["spec"]["finalizers"] = json!([]);
             self.put(t, key.clone(), object);

@@ -60,10 +60,16 @@ fn split_spec(spec: &str, settings: &[&str]) -> anyhow::Result<(RequestMatch, Ve
     let mut matching = Vec::new();
     let mut values = vec![None; settings.len()];
     for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let (key, value) = part.split_once('=').with_context(|| format!("{spec:?}: expected key=value, got {part:?}"))?;
+        let (key, value) = part
+            .split_once('=')
+            .with_context(|| format!("{spec:?}: expected key=value, got {part:?}"))?;
         match settings.iter().position(|s| *s == key) {
             Some(i) => {
-                values[i] = Some(value.parse().with_context(|| format!("{spec:?}: {key} must be a number, got {value:?}"))?)
+                values[i] = Some(
+                    value
+                        .parse()
+                        .with_context(|| format!("{spec:?}: {key} must be a number, got {value:?}"))?,
+                )
             }
             None => matching.push(part),
         }
@@ -75,7 +81,9 @@ fn split_spec(spec: &str, settings: &[&str]) -> anyhow::Result<(RequestMatch, Ve
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
         .with_writer(std::io::stderr)
         .init();
     let args = Args::parse();
@@ -102,29 +110,41 @@ async fn main() -> anyhow::Result<()> {
     let server = builder.start().await.context("starting the API server")?;
     for spec in &args.faults {
         let (matching, values) = split_spec(spec, &["code", "count", "retry-after"])?;
-        let Some(code) = values[0] else { bail!("--fault {spec:?}: code=N is required") };
+        let Some(code) = values[0] else {
+            bail!("--fault {spec:?}: code=N is required")
+        };
         let count = values[1].unwrap_or(1) as usize;
         match (code, values[2]) {
             (429, retry) => server.faults().throttle_next(count, matching, retry.unwrap_or(1)),
-            (code, None) if (100..600).contains(&code) => server.faults().fail_next(count, matching, code as u16),
+            (code, None) if (100..600).contains(&code) => {
+                server.faults().fail_next(count, matching, code as u16)
+            }
             (_, Some(_)) => bail!("--fault {spec:?}: retry-after only goes with code=429"),
             (code, None) => bail!("--fault {spec:?}: code {code} is not an HTTP status code"),
         }
     }
     for spec in &args.latencies {
         let (matching, values) = split_spec(spec, &["ms"])?;
-        let Some(ms) = values[0] else { bail!("--latency {spec:?}: ms=N is required") };
+        let Some(ms) = values[0] else {
+            bail!("--latency {spec:?}: ms=N is required")
+        };
         server.faults().add_latency(matching, Duration::from_millis(ms));
     }
     println!("{}", server.url());
     if let Some(path) = &args.kubeconfig_out {
-        server.write_kubeconfig(server.admin(), path).with_context(|| format!("writing {}", path.display()))?;
+        server
+            .write_kubeconfig(server.admin(), path)
+            .with_context(|| format!("writing {}", path.display()))?;
         tracing::info!(path = %path.display(), user = %server.admin().user, "wrote kubeconfig");
     }
     let dir = args
         .kubeconfig_dir
         .clone()
-        .or_else(|| args.kubeconfig_out.as_ref().and_then(|p| p.parent().map(PathBuf::from)))
+        .or_else(|| {
+            args.kubeconfig_out
+                .as_ref()
+                .and_then(|p| p.parent().map(PathBuf::from))
+        })
         .unwrap_or_else(|| PathBuf::from("."));
     for spec in &args.identities {
         let (user, groups) = spec.split_once(':').unwrap_or((spec, ""));
@@ -133,9 +153,20 @@ async fn main() -> anyhow::Result<()> {
         }
         let groups: Vec<&str> = groups.split(',').filter(|g| !g.is_empty()).collect();
         let identity = server.identity(user, &groups);
-        let file_name: String = user.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect();
+        let file_name: String = user
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
         let path = dir.join(format!("{file_name}.kubeconfig"));
-        server.write_kubeconfig(&identity, &path).with_context(|| format!("writing {}", path.display()))?;
+        server
+            .write_kubeconfig(&identity, &path)
+            .with_context(|| format!("writing {}", path.display()))?;
         tracing::info!(path = %path.display(), user, "wrote kubeconfig");
     }
     tracing::info!(url = %server.url(), rbac = args.rbac, "serving");
