@@ -3,6 +3,11 @@
 //! Every flag name the hub writes is here and nowhere else, so one test can hold them against the
 //! agent's real clap definition (`ocm-score-agent run --help`).
 
+use std::time::Duration;
+
+/// The agent executable, looked up on the image's PATH (the project image holds both binaries).
+pub const BINARY: &str = "ocm-score-agent";
+
 /// The agent subcommand the Deployment runs.
 pub const SUBCOMMAND: &str = "run";
 
@@ -40,10 +45,38 @@ pub const ALL_FLAGS: &[&str] = &[
     SCORES,
 ];
 
-/// The agent's defaults the hub relies on when no variable overrides them (checked by the same test).
-pub const DEFAULT_REFRESH_INTERVAL: &str = "60s";
-pub const DEFAULT_VALIDITY: &str = "3m";
-pub const DEFAULT_SOURCE: &str = "cluster";
+/// The agent's defaults and limits the hub checks configurations against before rolling them out
+/// (`hub-controller/tests/addon_agent_cli.rs` holds them against the agent's own validation).
+pub const DEFAULT_REFRESH_INTERVAL: Duration = Duration::from_secs(60);
+pub const DEFAULT_VALIDITY: Duration = Duration::from_secs(180);
+/// `--debounce` default: the refresh interval may not be shorter.
+pub const DEFAULT_DEBOUNCE: Duration = Duration::from_secs(5);
+/// `--jitter` default: refreshes come up to 10 % late.
+pub const DEFAULT_JITTER: f64 = 0.1;
+/// `--min-write-interval` default: validity must be longer.
+pub const DEFAULT_MIN_WRITE_INTERVAL: Duration = Duration::from_secs(15);
+/// Validity must exceed refresh × (1 + jitter) plus this margin.
+pub const RENEW_SLACK: Duration = Duration::from_secs(10);
+pub const MIN_VALIDITY: Duration = Duration::from_secs(10);
+pub const MAX_VALIDITY: Duration = Duration::from_secs(24 * 3600);
+pub const MIN_REFRESH_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Resources the agent scores without configuration (an extended resource may not repeat them).
+pub const BUILT_IN_RESOURCES: &[&str] = &["cpu", "memory", "nvidia.com/gpu", "google.com/tpu"];
+/// Scores the agent publishes without configuration; an extended resource `R=prefix` adds
+/// `<prefix>NodeAvailable` and `<prefix>ClusterAvailable`.
+pub const BUILT_IN_SCORES: &[&str] = &[
+    "cpuNodeAvailable",
+    "cpuClusterAvailable",
+    "memNodeAvailable",
+    "memClusterAvailable",
+    "gpuNodeAvailable",
+    "gpuClusterAvailable",
+    "tpuNodeAvailable",
+    "tpuClusterAvailable",
+    "cpuAvailable",
+    "memAvailable",
+];
 
 /// Port of the agent's /metrics, /healthz and /readyz inside the pod.
 pub const METRICS_PORT: i32 = 8080;

@@ -225,6 +225,7 @@ fn deployment(input: &RenderInput<'_>) -> Deployment {
         name: "agent".into(),
         image: Some(override_image(&input.defaults.image, &input.config.registries)),
         image_pull_policy: Some(input.defaults.image_pull_policy.clone()),
+        command: Some(vec![cli::BINARY.to_string()]),
         args: Some(agent_args(input)),
         ports: Some(vec![ContainerPort {
             name: Some("metrics".into()),
@@ -407,6 +408,7 @@ mod tests {
             "a subPath mount would not see rotations"
         );
         assert_eq!(container["resources"]["requests"]["cpu"], "20m");
+        assert_eq!(container["command"], serde_json::json!(["ocm-score-agent"]));
         let args: Vec<&str> = container["args"]
             .as_array()
             .into_iter()

@@ -3,12 +3,16 @@
 //! | customized variable | agent flag | value |
 //! |---|---|---|
 //! | `SOURCES` | `--source` | comma list of `cluster`, `kubelet` (needs `cluster`), `host` |
-//! | `REFRESH_INTERVAL` | `--refresh-interval` | duration, e.g. `60s`, `2m`, `1m30s` |
-//! | `SCORE_VALIDITY` | `--validity` | duration, longer than the refresh interval |
+//! | `REFRESH_INTERVAL` | `--refresh-interval` | duration, e.g. `60s`, `2m`, `1m30s`, `90`; at least 5s |
+//! | `SCORE_VALIDITY` | `--validity` | duration from 10s to 24h, longer than refresh × 1.1 + 10s and than 15s |
 //! | `NORMALIZE` | `--normalize` | comma list of `SCORE=absolute:MIN:MAX`, `SCORE=percent` or `SCORE=percent:MIN:MAX` |
 //! | `SCORE_STEP` | `--score-step` | integer 1..=200 |
 //! | `EXTENDED_RESOURCES` | `--extended-resource` | comma list of `RESOURCE[=PREFIX]`, e.g. `amd.com/gpu=amdGpu` |
 //! | `SCORES` | `--scores` | comma list of score names to publish |
+//!
+//! Score names (in `NORMALIZE` and `SCORES`) must be ones the agent publishes: the built-in ones or
+//! `<prefix>{Node,Cluster}Available` of a configured extended resource. These are the agent's own
+//! rules, checked here so a bad value is reported before any agent is rolled.
 //! | `LOG_FORMAT` | `--log-format` | `text` or `json` |
 //!
 //! `nodePlacement` sets the agent pod's nodeSelector and tolerations, `registries` rewrite its image
@@ -144,7 +148,7 @@ pub fn agent_config(spec: &AddOnDeploymentConfigSpec) -> Result<AgentConfig, Con
     let mut config = AgentConfig::default();
     let mut values: BTreeMap<&str, &str> = BTreeMap::new();
     for var in &spec.customized_variables {
-        let field = format!("spec.customizedVariables[{}]", var.name);
+        let field = variable_field(&var.name);
         if !VARIABLES.iter().any(|v| v.name == var.name) {
             let known: Vec<&str> = variable_names().collect();
             return Err(ConfigError::new(
@@ -157,24 +161,30 @@ pub fn agent_config(spec: &AddOnDeploymentConfigSpec) -> Result<AgentConfig, Con
             return Err(ConfigError::new(field, &var.value, "set more than once"));
         }
     }
+    let mut checked = Checked::default();
     for variable in VARIABLES {
         let Some(value) = values.get(variable.name).map(|v| v.trim()) else {
             continue;
         };
-        let field = format!("spec.customizedVariables[{}]", variable.name);
-        let err = |reason: String| ConfigError::new(&field, value, reason);
+        let err = |reason: String| ConfigError::new(variable_field(variable.name), value, reason);
         match variable.kind {
             Kind::Sources => config.sources = parse_sources(value).map_err(err)?,
             Kind::Duration => {
-                parse_duration(value).map_err(err)?;
+                let duration = parse_duration(value).map_err(err)?;
+                match variable.flag {
+                    cli::REFRESH_INTERVAL => checked.refresh = Some(duration),
+                    _ => checked.validity = Some(duration),
+                }
             }
-            Kind::Normalize => list(value, parse_normalization).map_err(err)?,
+            Kind::Normalize => checked.normalized = list(value, parse_normalization).map_err(err)?,
             Kind::Step => match value.parse::<u16>() {
                 Ok(1..=200) => {}
                 _ => return Err(err("expected an integer from 1 to 200".into())),
             },
-            Kind::ExtendedResources => list(value, parse_extended_resource).map_err(err)?,
-            Kind::ScoreNames => list(value, |name| score_name(name).map(drop)).map_err(err)?,
+            Kind::ExtendedResources => {
+                checked.prefixes = list(value, parse_extended_resource).map_err(err)?
+            }
+            Kind::ScoreNames => checked.selected = list(value, |name| Ok(name.to_string())).map_err(err)?,
             Kind::LogFormat => {
                 if value != "text" && value != "json" {
                     return Err(err("expected text or json".into()));
@@ -183,7 +193,7 @@ pub fn agent_config(spec: &AddOnDeploymentConfigSpec) -> Result<AgentConfig, Con
         }
         config.flags.push((variable.flag, value.to_string()));
     }
-    check_validity_outlasts_refresh(&values)?;
+    checked.check(&values)?;
     if let Some(placement) = &spec.node_placement {
         config.node_selector.clone_from(&placement.node_selector);
         if let Some(tolerations) = &placement.tolerations {
@@ -217,39 +227,92 @@ pub fn agent_config(spec: &AddOnDeploymentConfigSpec) -> Result<AgentConfig, Con
     Ok(config)
 }
 
-/// Scores must not expire between two refreshes: validity must be longer than the refresh interval.
-fn check_validity_outlasts_refresh(values: &BTreeMap<&str, &str>) -> Result<(), ConfigError> {
-    let refresh_text = values
-        .get("REFRESH_INTERVAL")
-        .copied()
-        .unwrap_or(cli::DEFAULT_REFRESH_INTERVAL);
-    let validity_text = values
-        .get("SCORE_VALIDITY")
-        .copied()
-        .unwrap_or(cli::DEFAULT_VALIDITY);
-    let (Ok(refresh), Ok(validity)) = (
-        parse_duration(refresh_text.trim()),
-        parse_duration(validity_text.trim()),
-    ) else {
-        return Ok(());
-    };
-    if validity <= refresh {
-        return Err(ConfigError::new(
-            "spec.customizedVariables[SCORE_VALIDITY]",
-            validity_text,
-            format!(
-                "must be longer than the refresh interval {refresh_text}, or scores expire between refreshes"
-            ),
-        ));
-    }
-    Ok(())
+fn variable_field(name: &str) -> String {
+    format!("spec.customizedVariables[{name}]")
 }
 
-fn list(value: &str, item: impl Fn(&str) -> Result<(), String>) -> Result<(), String> {
+/// What the checks across variables need, collected while each is parsed.
+#[derive(Default)]
+struct Checked {
+    refresh: Option<Duration>,
+    validity: Option<Duration>,
+    /// Score prefixes of the extended resources.
+    prefixes: Vec<String>,
+    /// Scores named by NORMALIZE.
+    normalized: Vec<String>,
+    /// Scores named by SCORES.
+    selected: Vec<String>,
+}
+
+impl Checked {
+    /// The agent's rules across flags: scores must exist, and published scores must stay valid from
+    /// one refresh to the next (refresh at most 10 % late, plus a margin).
+    fn check(&self, values: &BTreeMap<&str, &str>) -> Result<(), ConfigError> {
+        let raw = |name: &str| values.get(name).map(|v| v.trim().to_string()).unwrap_or_default();
+        let refresh = self.refresh.unwrap_or(cli::DEFAULT_REFRESH_INTERVAL);
+        let validity = self.validity.unwrap_or(cli::DEFAULT_VALIDITY);
+        if refresh < cli::MIN_REFRESH_INTERVAL.max(cli::DEFAULT_DEBOUNCE) {
+            return Err(ConfigError::new(
+                variable_field("REFRESH_INTERVAL"),
+                raw("REFRESH_INTERVAL"),
+                format!(
+                    "must be at least {:?} (the agent's change debounce)",
+                    cli::DEFAULT_DEBOUNCE
+                ),
+            ));
+        }
+        let validity_err = |reason: String| {
+            let shown = if self.validity.is_some() {
+                raw("SCORE_VALIDITY")
+            } else {
+                format!("{validity:?} (default)")
+            };
+            ConfigError::new(variable_field("SCORE_VALIDITY"), shown, reason)
+        };
+        if !(cli::MIN_VALIDITY..=cli::MAX_VALIDITY).contains(&validity) {
+            return Err(validity_err("must be between 10s and 24h".into()));
+        }
+        let margin = refresh.mul_f64(1.0 + cli::DEFAULT_JITTER) + cli::RENEW_SLACK;
+        if validity <= margin || validity <= cli::DEFAULT_MIN_WRITE_INTERVAL {
+            return Err(validity_err(format!(
+                "must be longer than {margin:?} (the refresh interval {refresh:?} + 10 % + 10s) and than \
+                 15s, or scores would expire between refreshes"
+            )));
+        }
+        let mut known: Vec<String> = cli::BUILT_IN_SCORES.iter().map(|s| s.to_string()).collect();
+        for prefix in &self.prefixes {
+            for name in [
+                format!("{prefix}NodeAvailable"),
+                format!("{prefix}ClusterAvailable"),
+            ] {
+                if known.contains(&name) {
+                    return Err(ConfigError::new(
+                        variable_field("EXTENDED_RESOURCES"),
+                        raw("EXTENDED_RESOURCES"),
+                        format!("score name {name} is taken; choose another prefix"),
+                    ));
+                }
+                known.push(name);
+            }
+        }
+        for (variable, names) in [("NORMALIZE", &self.normalized), ("SCORES", &self.selected)] {
+            if let Some(unknown) = names.iter().find(|n| !known.contains(n)) {
+                return Err(ConfigError::new(
+                    variable_field(variable),
+                    raw(variable),
+                    format!("unknown score {unknown:?}; known: {}", known.join(", ")),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn list<T>(value: &str, item: impl Fn(&str) -> Result<T, String>) -> Result<Vec<T>, String> {
     if value.is_empty() {
         return Err("empty list".into());
     }
-    value.split(',').map(str::trim).try_for_each(item)
+    value.split(',').map(str::trim).map(item).collect()
 }
 
 fn parse_sources(value: &str) -> Result<Sources, String> {
@@ -282,9 +345,13 @@ fn parse_sources(value: &str) -> Result<Sources, String> {
     Ok(sources)
 }
 
-/// `90s`, `5m`, `1h30m`, `500ms`: one or more integer-and-unit parts, positive in total.
+/// `90s`, `5m`, `1h30m`, `500ms`, or plain seconds (`90`), as the agent reads durations.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let bad = || format!("expected a duration such as 60s, 5m or 1m30s, got {text:?}");
+    let text = text.trim();
+    if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+        return text.parse::<u64>().map(Duration::from_secs).map_err(|_| bad());
+    }
     let mut rest = text;
     let mut total = Duration::ZERO;
     if rest.is_empty() {
@@ -292,46 +359,33 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     }
     while !rest.is_empty() {
         let digits = rest.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
+        if digits == 0 {
+            return Err(bad());
+        }
         let number: u64 = rest[..digits].parse().map_err(|_| bad())?;
         rest = &rest[digits..];
         let unit_len = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
         let part = match &rest[..unit_len] {
             "ms" => Duration::from_millis(number),
             "s" => Duration::from_secs(number),
-            "m" => Duration::from_secs(number.saturating_mul(60)),
-            "h" => Duration::from_secs(number.saturating_mul(3600)),
+            "m" => Duration::from_secs(number.checked_mul(60).ok_or_else(bad)?),
+            "h" => Duration::from_secs(number.checked_mul(3600).ok_or_else(bad)?),
             _ => return Err(bad()),
         };
-        total = total.saturating_add(part);
+        total = total.checked_add(part).ok_or_else(bad)?;
         rest = &rest[unit_len..];
-    }
-    if total.is_zero() {
-        return Err(format!("duration {text:?} must be positive"));
     }
     Ok(total)
 }
 
-fn score_name(name: &str) -> Result<&str, String> {
-    let ok = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
-        && name.chars().all(|c| c.is_ascii_alphanumeric());
-    if ok {
-        Ok(name)
-    } else {
-        Err(format!(
-            "score name {name:?} must be letters and digits, starting with a letter"
-        ))
-    }
-}
-
-/// `SCORE=absolute:MIN:MAX`, `SCORE=percent` or `SCORE=percent:MIN:MAX`, with MIN < MAX.
-fn parse_normalization(item: &str) -> Result<(), String> {
+/// `SCORE=absolute:MIN:MAX`, `SCORE=percent` or `SCORE=percent:MIN:MAX`, with MIN < MAX. Returns the score.
+fn parse_normalization(item: &str) -> Result<String, String> {
     let (score, rule) = item
         .split_once('=')
         .ok_or_else(|| format!("{item:?}: expected SCORE=absolute:MIN:MAX"))?;
-    score_name(score.trim())?;
-    let parts: Vec<&str> = rule.trim().split(':').collect();
+    let parts: Vec<&str> = rule.split(':').collect();
     let bounds = match parts.as_slice() {
-        ["percent"] => return Ok(()),
+        ["percent"] => return Ok(score.trim().to_string()),
         ["absolute" | "percent", min, max] => (min, max),
         _ => {
             return Err(format!(
@@ -347,34 +401,50 @@ fn parse_normalization(item: &str) -> Result<(), String> {
     if min >= max {
         return Err(format!("{item:?}: MIN {min} must be below MAX {max}"));
     }
-    Ok(())
+    Ok(score.trim().to_string())
 }
 
-/// `RESOURCE[=PREFIX]`: a qualified resource name (`vendor.com/device`) and an optional score prefix.
-fn parse_extended_resource(item: &str) -> Result<(), String> {
+/// `RESOURCE[=PREFIX]`: a resource name (at most one `/`) that is not built in, and a lowerCamelCase
+/// score prefix (by default derived from the name: `amd.com/gpu` → `amdGpu`). Returns the prefix.
+fn parse_extended_resource(item: &str) -> Result<String, String> {
     let (resource, prefix) = match item.split_once('=') {
-        Some((r, p)) => (r.trim(), Some(p.trim())),
+        Some((r, p)) => (r.trim(), Some(p.trim().to_string())),
         None => (item.trim(), None),
     };
-    let qualified = resource.split_once('/').is_some_and(|(domain, name)| {
-        !domain.is_empty()
-            && !name.is_empty()
-            && domain
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '.' || c == '-')
-            && name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-' || c == '_')
-    });
-    if !qualified {
+    let valid = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | '/');
+    if resource.is_empty() || !resource.chars().all(valid) || resource.matches('/').count() > 1 {
+        return Err(format!("{resource:?} is not a resource name such as amd.com/gpu"));
+    }
+    if cli::BUILT_IN_RESOURCES.contains(&resource) {
+        return Err(format!("{resource} is scored already"));
+    }
+    let prefix = prefix.unwrap_or_else(|| default_prefix(resource));
+    let mut chars = prefix.chars();
+    if !chars.next().is_some_and(|c| c.is_ascii_lowercase()) || !chars.all(|c| c.is_ascii_alphanumeric()) {
         return Err(format!(
-            "{resource:?} is not an extended resource name such as vendor.com/gpu"
+            "score prefix {prefix:?} must be a lowerCamelCase word such as amdGpu"
         ));
     }
-    if let Some(prefix) = prefix {
-        score_name(prefix)?;
+    Ok(prefix)
+}
+
+/// The first label of the domain, then the name's words, camel-cased (`nvidia.com/mig-1g.5gb` →
+/// `nvidiaMig1g5gb`).
+fn default_prefix(resource: &str) -> String {
+    let (domain, name) = resource.split_once('/').unwrap_or(("", resource));
+    let first_label = domain.split('.').next().unwrap_or_default();
+    let mut out = String::new();
+    for word in std::iter::once(first_label).chain(name.split(|c: char| !c.is_ascii_alphanumeric())) {
+        let mut chars = word.chars();
+        let Some(first) = chars.next() else { continue };
+        if out.is_empty() {
+            out.push(first.to_ascii_lowercase());
+        } else {
+            out.push(first.to_ascii_uppercase());
+        }
+        out.extend(chars);
     }
-    Ok(())
+    out
 }
 
 fn check_toleration(index: usize, t: &Toleration) -> Result<(), ConfigError> {
@@ -510,14 +580,22 @@ mod tests {
             ("SOURCES", "kubelet", "needs the cluster source"),
             ("SOURCES", "host,host", "twice"),
             ("REFRESH_INTERVAL", "soon", "duration"),
-            ("REFRESH_INTERVAL", "0s", "positive"),
-            ("SCORE_VALIDITY", "30s", "longer than the refresh interval"),
+            ("REFRESH_INTERVAL", "2s", "at least"),
+            (
+                "SCORE_VALIDITY",
+                "30s",
+                "or scores would expire between refreshes",
+            ),
+            ("SCORE_VALIDITY", "48h", "between 10s and 24h"),
             ("NORMALIZE", "cpuNodeAvailable=absolute:64:0", "below"),
             ("NORMALIZE", "cpuNodeAvailable=linear", "expected absolute"),
             ("NORMALIZE", "cpuNodeAvailable=absolute:0:inf", "finite"),
             ("SCORE_STEP", "0", "1 to 200"),
-            ("EXTENDED_RESOURCES", "gpu", "extended resource"),
-            ("SCORES", "cpu-node", "letters and digits"),
+            ("EXTENDED_RESOURCES", "a/b/c", "not a resource name"),
+            ("EXTENDED_RESOURCES", "nvidia.com/gpu", "scored already"),
+            ("EXTENDED_RESOURCES", "amd.com/gpu=AmdGpu", "lowerCamelCase"),
+            ("NORMALIZE", "cpuFree=percent", "unknown score"),
+            ("SCORES", "cpu-node", "unknown score"),
             ("LOG_FORMAT", "xml", "text or json"),
             ("REFRESH_INTERVL", "60s", "unknown variable"),
         ];
@@ -533,7 +611,23 @@ mod tests {
     fn validity_is_checked_against_the_configured_interval() {
         assert!(agent_config(&spec(&[("REFRESH_INTERVAL", "5m"), ("SCORE_VALIDITY", "10m")])).is_ok());
         let err = agent_config(&spec(&[("REFRESH_INTERVAL", "5m")])).expect_err("default 3m validity < 5m");
-        assert!(err.field.contains("SCORE_VALIDITY") && err.value == "3m", "{err}");
+        assert!(
+            err.field.contains("SCORE_VALIDITY") && err.value.contains("180s"),
+            "{err}"
+        );
+        // Extended resources add score names NORMALIZE and SCORES may use.
+        let ok = spec(&[
+            ("EXTENDED_RESOURCES", "amd.com/gpu"),
+            ("SCORES", "amdGpuNodeAvailable,cpuNodeAvailable"),
+        ]);
+        assert!(agent_config(&ok).is_ok());
+        let taken = spec(&[("EXTENDED_RESOURCES", "example.com/x=cpu")]);
+        assert!(
+            agent_config(&taken)
+                .expect_err("cpuNodeAvailable is built in")
+                .reason
+                .contains("taken")
+        );
     }
 
     #[test]
@@ -542,7 +636,9 @@ mod tests {
         assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
         assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
         assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
-        for bad in ["", "60", "s", "1.5m", "-1s", "1 m", "1d"] {
+        assert_eq!(parse_duration("60"), Ok(Duration::from_secs(60)));
+        assert_eq!(default_prefix("nvidia.com/mig-1g.5gb"), "nvidiaMig1g5gb");
+        for bad in ["", "s", "1.5m", "-1s", "1 m", "1d", "m5"] {
             assert!(parse_duration(bad).is_err(), "{bad}");
         }
     }
