@@ -2,3 +2,4 @@
 
 pub mod addon;
 pub mod serve;
+pub mod thanos;

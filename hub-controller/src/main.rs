@@ -19,6 +19,9 @@ enum Command {
     /// Install the score agent on every managed cluster as an OCM add-on (registration, hub RBAC,
     /// ManifestWork, configuration, health).
     AddonManager(ocm_score_hub::addon::AddonManagerArgs),
+    /// Score every ManagedCluster from Thanos/Prometheus metrics in one pass, normalized across the
+    /// fleet, and publish the scores as AddOnPlacementScores.
+    ThanosScorer(Box<ocm_score_hub::thanos::ThanosScorerArgs>),
 }
 
 /// Exit code for input the user must fix (files, flags, objects), like clap's usage errors.
@@ -36,6 +39,7 @@ fn main() -> ExitCode {
     let result: anyhow::Result<()> = match cli.command {
         Command::Simulate(args) => simulate::run(args).map_err(anyhow::Error::from),
         Command::AddonManager(args) => return block_on(ocm_score_hub::addon::run(args)),
+        Command::ThanosScorer(args) => return block_on(ocm_score_hub::thanos::run(*args)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

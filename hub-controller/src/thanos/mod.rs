@@ -1,0 +1,57 @@
+//! `ocm-score-hub thanos-scorer`: scores every ManagedCluster from Thanos / Prometheus metrics in one
+//! pass per interval, normalized across the whole fleet, and publishes the result as an
+//! AddOnPlacementScore (default name `thanos-score`) in each cluster's namespace on the hub.
+//!
+//! Each round: one instant query per configured score for the whole fleet ([`client`], answers decoded
+//! by [`response`]); series mapped to ManagedClusters ([`mapping`]) and normalized across the fleet
+//! ([`normalize`], [`fleet`]); the result compared with the objects on the hub ([`diff`]) and only what
+//! changed or needs renewing written ([`writer`]), by the replica holding the Lease ([`leader`]).
+//! `validUntil` counts from the sample time, so when a cluster's series stop (they leave the query
+//! result once Prometheus marks them stale, or after its lookback window) the cluster is not renewed and
+//! its scores expire; when a query fails, nothing is written that round.
+//!
+//! Example configuration (`--config`; flags and `OCM_SCORE_THANOS_*` variables override it):
+//!
+//! ```yaml
+//! query:
+//!   url: https://thanos-query.monitoring:9090
+//!   bearerTokenFile: /var/run/secrets/thanos/token
+//!   caFile: /etc/thanos-ca/ca.crt
+//!   timeout: 30s
+//! clusterLabel: cluster          # the label the queries aggregate by
+//! clusterMapping: identity       # or label:<ManagedCluster label key>, claim:<cluster claim name>
+//! placementScoreName: thanos-score
+//! interval: 60s
+//! validity: 180s                 # default 3 × interval
+//! scores:
+//!   - name: cpuAvailable
+//!     query: sum by (cluster) (kube_node_status_allocatable{resource="cpu"}) - sum by (cluster) (kube_pod_container_resource_requests{resource="cpu"})
+//!   - name: p99Latency
+//!     query: histogram_quantile(0.99, sum by (cluster, le) (rate(apiserver_request_duration_seconds_bucket[5m])))
+//!     direction: lowerIsBetter
+//!     normalization: fixed       # default: fleet (best cluster 100, worst -100)
+//!     min: 0.05
+//!     max: 2
+//! ```
+
+pub mod client;
+pub mod config;
+pub mod diff;
+pub mod fleet;
+pub mod health;
+pub mod leader;
+pub mod mapping;
+pub mod metrics;
+pub mod normalize;
+pub mod response;
+pub mod run;
+pub mod scorer;
+pub mod writer;
+
+pub use config::ThanosScorerArgs;
+pub use run::run;
+
+/// Resolves once `shutdown` is (or becomes) true, or its sender is gone.
+pub(crate) async fn stop_requested(shutdown: &mut tokio::sync::watch::Receiver<bool>) {
+    let _ = shutdown.wait_for(|stop| *stop).await;
+}

@@ -1,0 +1,139 @@
+//! One scoring round: query every score for the whole fleet (in parallel, bounded), map and normalize
+//! the answers, compare with the objects on the hub, and write what changed.
+//!
+//! A round is all or nothing on the query side: if any score's query fails (after retries), nothing is
+//! written, so the published scores simply age towards their `validUntil` instead of being replaced by
+//! scores normalized over an incomplete picture.
+
+use super::{
+    client::{ClientBuildError, PromClient, QueryError},
+    config::Config,
+    diff::{CurrentScores, PlannedWrite, Validity, plan_writes},
+    fleet::{FleetScores, score_fleet},
+    mapping::ClusterIndex,
+    metrics::Metrics,
+    response::VectorSample,
+};
+use futures::{StreamExt, stream};
+use jiff::Timestamp;
+use scheduler_core::api::{AddOnPlacementScore, ManagedCluster};
+use std::{sync::Arc, time::Instant};
+
+/// What a round decided, before anything is written.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RoundPlan {
+    /// Some queries failed: write nothing this round.
+    QueryFailed { failed: Vec<(String, String)> },
+    Ready {
+        fleet: FleetScores,
+        writes: Vec<PlannedWrite>,
+    },
+}
+
+/// Queries, scores and plans; holds no hub connection, so it can be driven from tests and benchmarks.
+pub struct Scorer {
+    config: Config,
+    prom: PromClient,
+    metrics: Arc<Metrics>,
+}
+
+impl Scorer {
+    pub fn new(config: Config, metrics: Arc<Metrics>) -> Result<Self, ClientBuildError> {
+        let prom = PromClient::new(&config.query)?;
+        Ok(Self {
+            config,
+            prom,
+            metrics,
+        })
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    pub fn client(&self) -> &PromClient {
+        &self.prom
+    }
+
+    /// Runs every score's query, evaluated at `at`, at most `query.concurrency` at a time. The answers
+    /// come back in the order of the configured scores.
+    pub async fn query_all(&self, at: Timestamp) -> Vec<Result<Vec<VectorSample>, QueryError>> {
+        let mut answers: Vec<(usize, Result<Vec<VectorSample>, QueryError>)> = stream::iter(self.config.scores.iter().enumerate())
+            .map(|(i, spec)| async move {
+                let started = Instant::now();
+                let result = self.prom.instant_vector(&spec.query, at).await;
+                self.metrics.observe_query(&spec.name, started.elapsed());
+                if let Err(e) = &result {
+                    self.metrics.query_error(&spec.name, e.kind());
+                    tracing::warn!(score = %spec.name, endpoint = self.prom.endpoint(), error = %e, "score query failed");
+                }
+                (i, result)
+            })
+            .buffer_unordered(self.config.query.concurrency)
+            .collect()
+            .await;
+        answers.sort_by_key(|(i, _)| *i);
+        answers.into_iter().map(|(_, r)| r).collect()
+    }
+
+    /// Turns the answers into planned writes against the hub's current objects.
+    pub fn plan(
+        &self,
+        answers: Vec<Result<Vec<VectorSample>, QueryError>>,
+        clusters: &[Arc<ManagedCluster>],
+        current: &CurrentScores,
+        now: Timestamp,
+    ) -> RoundPlan {
+        let mut vectors = Vec::with_capacity(answers.len());
+        let mut failed = Vec::new();
+        for (spec, answer) in self.config.scores.iter().zip(answers) {
+            match answer {
+                Ok(samples) => vectors.push(samples),
+                Err(e) => failed.push((spec.name.clone(), e.to_string())),
+            }
+        }
+        if !failed.is_empty() {
+            return RoundPlan::QueryFailed { failed };
+        }
+        let index = ClusterIndex::build(&self.config.cluster_mapping, clusters.iter().map(|c| c.as_ref()));
+        let fleet = score_fleet(
+            &self.config.scores,
+            &vectors,
+            &self.config.cluster_label,
+            &index,
+            now,
+            self.config.validity,
+        );
+        for ((score, reason), count) in &fleet.skipped {
+            self.metrics.series_skipped(score, reason.as_str(), *count);
+        }
+        let validity = Validity {
+            validity: self.config.validity,
+            renew_before: self.config.renew_before,
+        };
+        let writes = plan_writes(&fleet.clusters, current, now, validity);
+        RoundPlan::Ready { fleet, writes }
+    }
+}
+
+/// The hub's objects named `name`, by namespace, as the diff wants them.
+pub fn current_scores(objects: &[Arc<AddOnPlacementScore>], name: &str) -> CurrentScores {
+    objects
+        .iter()
+        .filter(|o| o.metadata.name.as_deref() == Some(name))
+        .filter_map(|o| o.metadata.namespace.clone().map(|ns| (ns, o.clone())))
+        .collect()
+}
+
+/// How many of the objects have a `validUntil` in the past.
+pub fn count_expired(current: &CurrentScores, now: Timestamp) -> usize {
+    current
+        .values()
+        .filter(|o| {
+            o.status
+                .as_ref()
+                .and_then(|s| s.valid_until.as_ref())
+                .is_some_and(|t| t.0 < now)
+        })
+        .count()
+}
