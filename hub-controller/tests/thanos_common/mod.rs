@@ -1,0 +1,620 @@
+//! Test harness for the Thanos scorer: a real Prometheus server (Debian's `prometheus` package) with
+//! backfilled data, a fake query API that misbehaves on demand, the API server double as the hub, and
+//! `ocm-score-hub thanos-scorer` run as a process.
+
+#![allow(dead_code)]
+
+use ocm_score_tests::apiserver::{ApiServer, Gvr};
+use scheduler_core::api::{AddOnPlacementScore, AddOnPlacementScoreStatus};
+use serde_json::{Value, json};
+use std::{
+    fmt::Write as _,
+    net::SocketAddr,
+    path::{Path, PathBuf},
+    process::Stdio,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::{Duration, Instant},
+};
+use tokio::{
+    io::{AsyncReadExt, AsyncWriteExt},
+    net::TcpListener,
+    process::{Child, Command},
+};
+
+/// Set to `1` to let the Prometheus tests pass without running when Prometheus is not installed.
+pub const SKIP_ENV: &str = "OCM_SCORE_SKIP_PROMETHEUS";
+/// How long a convergence may take before a test gives up.
+pub const CONVERGE: Duration = Duration::from_secs(60);
+
+/// True when `prometheus` and `promtool` are on PATH. When one is missing the test fails with a
+/// message naming it, unless `OCM_SCORE_SKIP_PROMETHEUS=1`, in which case it reports the skip and
+/// the caller returns.
+pub fn prometheus_available(test: &str) -> bool {
+    let missing: Vec<&str> = ["prometheus", "promtool"]
+        .into_iter()
+        .filter(|b| find_binary(b).is_none())
+        .collect();
+    if missing.is_empty() {
+        return true;
+    }
+    if std::env::var(SKIP_ENV).as_deref() == Ok("1") {
+        // Straight to stderr: the test harness captures `eprintln!`, and a skip must be visible.
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr(), "SKIPPED {test}: prometheus not installed");
+        return false;
+    }
+    panic!(
+        "{test} needs a real Prometheus server, but these binaries are not on PATH: {}. Install them \
+         (`apt-get install -y prometheus`, as .ci/run does) or set {SKIP_ENV}=1 to skip.",
+        missing.join(", ")
+    );
+}
+
+fn find_binary(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|paths| std::env::split_paths(&paths).collect::<Vec<_>>())
+        .map(|dir| dir.join(name))
+        .find(|path| path.is_file())
+}
+
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(what: &str) -> Self {
+        static COUNTER: AtomicUsize = AtomicUsize::new(0);
+        let path = std::env::temp_dir().join(format!(
+            "ocm-score-{what}-{}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&path).expect("creating a temp dir");
+        TempDir(path)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A free port on 127.0.0.1 (bound and released; the window for a clash is tiny).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// Samples in the OpenMetrics text format, for `promtool tsdb create-blocks-from openmetrics`.
+#[derive(Default)]
+pub struct OpenMetrics {
+    families: Vec<(String, Vec<(String, Vec<(i64, f64)>)>)>,
+}
+
+impl OpenMetrics {
+    /// Adds one gauge series, sampled every `step` seconds over `from..to` (unix seconds) wherever
+    /// `value` returns a number.
+    pub fn series(
+        &mut self,
+        metric: &str,
+        labels: &[(&str, &str)],
+        (from, to, step): (i64, i64, i64),
+        value: impl Fn(i64) -> Option<f64>,
+    ) -> &mut Self {
+        let labels = labels
+            .iter()
+            .map(|(k, v)| format!("{k}=\"{v}\""))
+            .collect::<Vec<_>>()
+            .join(",");
+        let samples: Vec<(i64, f64)> = (from..to)
+            .step_by(step as usize)
+            .filter_map(|t| value(t).map(|v| (t, v)))
+            .collect();
+        match self.families.iter_mut().find(|(m, _)| m == metric) {
+            Some((_, series)) => series.push((labels, samples)),
+            None => self.families.push((metric.to_owned(), vec![(labels, samples)])),
+        }
+        self
+    }
+
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        for (metric, series) in &self.families {
+            let _ = writeln!(out, "# TYPE {metric} gauge");
+            for (labels, samples) in series {
+                for (t, v) in samples {
+                    let v = if v.is_nan() {
+                        "NaN".to_owned()
+                    } else {
+                        format!("{v}")
+                    };
+                    let _ = writeln!(out, "{metric}{{{labels}}} {v} {t}");
+                }
+            }
+        }
+        out.push_str("# EOF\n");
+        out
+    }
+}
+
+/// A Prometheus server on 127.0.0.1 with a temporary data directory holding backfilled blocks.
+pub struct Prometheus {
+    child: std::process::Child,
+    pub port: u16,
+    pub scheme: &'static str,
+    _dir: TempDir,
+}
+
+impl Prometheus {
+    /// Backfills `data` and starts Prometheus over it. `lookback` is PromQL's lookback delta: a
+    /// series with no sample for that long leaves instant query results.
+    pub async fn start(data: &OpenMetrics, lookback: &str) -> Prometheus {
+        Self::start_with(data, lookback, None).await
+    }
+
+    /// As [`Prometheus::start`], with a `--web.config.file` (TLS, client certificates).
+    pub async fn start_with(data: &OpenMetrics, lookback: &str, web_config: Option<&str>) -> Prometheus {
+        let dir = TempDir::new("prometheus");
+        let input = dir.path().join("data.om");
+        std::fs::write(&input, data.render()).expect("writing OpenMetrics input");
+        let tsdb = dir.path().join("tsdb");
+        let backfill = std::process::Command::new("promtool")
+            .args(["tsdb", "create-blocks-from", "openmetrics"])
+            .arg(&input)
+            .arg(&tsdb)
+            .output()
+            .expect("running promtool");
+        assert!(
+            backfill.status.success(),
+            "promtool failed: {}{}",
+            String::from_utf8_lossy(&backfill.stdout),
+            String::from_utf8_lossy(&backfill.stderr)
+        );
+        let config = dir.path().join("prometheus.yml");
+        std::fs::write(&config, "global:\n  scrape_interval: 1m\n").expect("writing prometheus.yml");
+        let port = free_port();
+        let log = std::fs::File::create(dir.path().join("prometheus.log")).expect("log file");
+        let mut command = std::process::Command::new("prometheus");
+        command
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!("--storage.tsdb.path={}", tsdb.display()))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .arg(format!("--query.lookback-delta={lookback}"))
+            .arg("--storage.tsdb.retention.time=10y")
+            .stdout(Stdio::null())
+            .stderr(log);
+        let scheme = match web_config {
+            Some(text) => {
+                let path = dir.path().join("web.yml");
+                std::fs::write(&path, text).expect("writing web.yml");
+                command.arg(format!("--web.config.file={}", path.display()));
+                "https"
+            }
+            None => "http",
+        };
+        let child = command.spawn().expect("starting prometheus");
+        let prometheus = Prometheus {
+            child,
+            port,
+            scheme,
+            _dir: dir,
+        };
+        prometheus.wait_ready().await;
+        prometheus
+    }
+
+    async fn wait_ready(&self) {
+        let deadline = Instant::now() + CONVERGE;
+        loop {
+            if tokio::net::TcpStream::connect(("127.0.0.1", self.port))
+                .await
+                .is_ok()
+            {
+                // Listening; with plain HTTP also wait for the TSDB to be open.
+                if self.scheme == "https" || self.http_ready().await {
+                    return;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "prometheus did not become ready: {}",
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    async fn http_ready(&self) -> bool {
+        reqwest::get(format!("http://127.0.0.1:{}/-/ready", self.port))
+            .await
+            .is_ok_and(|r| r.status().is_success())
+    }
+
+    pub fn url(&self) -> String {
+        format!("{}://127.0.0.1:{}", self.scheme, self.port)
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self._dir.path().join("prometheus.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// How the fake query API answers.
+#[derive(Clone, Debug)]
+pub enum FakeMode {
+    /// A vector with these (cluster, value) samples, stamped with the requested evaluation time.
+    Vector(Vec<(String, f64)>),
+    /// HTTP 500 with a plain-text body.
+    ServerError,
+    /// Waits this long before answering like `Vector`.
+    Slow(Duration, Vec<(String, f64)>),
+    /// HTTP 200 with a body that is not valid JSON.
+    Malformed,
+    /// A success answer cut off in the middle of the result.
+    Truncated(Vec<(String, f64)>),
+    /// Only these samples, with a warning that some stores did not answer (Thanos partial response).
+    Partial(Vec<(String, f64)>),
+}
+
+/// A tiny HTTP server standing in for Thanos Query.
+pub struct FakeQueryApi {
+    pub address: SocketAddr,
+    mode: Arc<Mutex<FakeMode>>,
+    requests: Arc<AtomicUsize>,
+    authorizations: Arc<Mutex<Vec<String>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl FakeQueryApi {
+    pub async fn start(mode: FakeMode) -> FakeQueryApi {
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("binding the fake query API");
+        let address = listener.local_addr().expect("address");
+        let mode = Arc::new(Mutex::new(mode));
+        let requests = Arc::new(AtomicUsize::new(0));
+        let authorizations = Arc::new(Mutex::new(Vec::new()));
+        let (m, r, a) = (mode.clone(), requests.clone(), authorizations.clone());
+        let task = tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let (m, r, a) = (m.clone(), r.clone(), a.clone());
+                tokio::spawn(async move { serve_fake(stream, &m, &r, &a).await });
+            }
+        });
+        FakeQueryApi {
+            address,
+            mode,
+            requests,
+            authorizations,
+            task,
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.address)
+    }
+
+    pub fn set(&self, mode: FakeMode) {
+        *self.mode.lock().expect("mode lock") = mode;
+    }
+
+    pub fn requests(&self) -> usize {
+        self.requests.load(Ordering::SeqCst)
+    }
+
+    /// The `Authorization` headers received, in order.
+    pub fn authorizations(&self) -> Vec<String> {
+        self.authorizations.lock().expect("auth lock").clone()
+    }
+}
+
+impl Drop for FakeQueryApi {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn serve_fake(
+    mut stream: tokio::net::TcpStream,
+    mode: &Mutex<FakeMode>,
+    requests: &AtomicUsize,
+    authorizations: &Mutex<Vec<String>>,
+) {
+    let mut data = Vec::new();
+    let mut buf = [0u8; 4096];
+    // Head, then a body of Content-Length bytes.
+    let (head_end, length) = loop {
+        match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => data.extend_from_slice(&buf[..n]),
+        }
+        if let Some(end) = data.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&data[..end]).to_string();
+            let length = header(&head, "content-length")
+                .and_then(|v| v.parse::<usize>().ok())
+                .unwrap_or(0);
+            if let Some(auth) = header(&head, "authorization") {
+                authorizations.lock().expect("auth lock").push(auth);
+            }
+            break (end + 4, length);
+        }
+    };
+    while data.len() < head_end + length {
+        match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => data.extend_from_slice(&buf[..n]),
+        }
+    }
+    requests.fetch_add(1, Ordering::SeqCst);
+    let body = String::from_utf8_lossy(&data[head_end..]).to_string();
+    let time = form_value(&body, "time").unwrap_or_else(|| "0".into());
+    let current = mode.lock().expect("mode lock").clone();
+    let (status, text) = match current {
+        FakeMode::Vector(samples) => (200, vector(&samples, &time, &[])),
+        FakeMode::ServerError => (500, "internal server error\n".to_owned()),
+        FakeMode::Slow(delay, samples) => {
+            tokio::time::sleep(delay).await;
+            (200, vector(&samples, &time, &[]))
+        }
+        FakeMode::Malformed => (200, "{\"status\":\"success\",\"data\":<html>".to_owned()),
+        FakeMode::Truncated(samples) => {
+            let full = vector(&samples, &time, &[]);
+            (200, full[..full.len() / 2].to_owned())
+        }
+        FakeMode::Partial(samples) => (
+            200,
+            vector(
+                &samples,
+                &time,
+                &["receive-eu-1: store unavailable, partial response"],
+            ),
+        ),
+    };
+    let reason = if status == 200 {
+        "OK"
+    } else {
+        "Internal Server Error"
+    };
+    let response = format!(
+        "HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
+        text.len()
+    );
+    let _ = stream.write_all(response.as_bytes()).await;
+    let _ = stream.shutdown().await;
+}
+
+fn header(head: &str, name: &str) -> Option<String> {
+    head.lines()
+        .filter_map(|l| l.split_once(':'))
+        .find(|(k, _)| k.trim().eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.trim().to_owned())
+}
+
+fn form_value(body: &str, key: &str) -> Option<String> {
+    body.split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .find(|(k, _)| *k == key)
+        .map(|(_, v)| v.to_owned())
+}
+
+fn vector(samples: &[(String, f64)], time: &str, warnings: &[&str]) -> String {
+    let result: Vec<Value> = samples
+        .iter()
+        .map(|(cluster, v)| {
+            json!({"metric": {"cluster": cluster}, "value": [time.parse::<f64>().unwrap_or(0.0), format!("{v}")]})
+        })
+        .collect();
+    let mut answer = json!({"status": "success", "data": {"resultType": "vector", "result": result}});
+    if !warnings.is_empty() {
+        answer["warnings"] = json!(warnings);
+    }
+    answer.to_string()
+}
+
+/// The API server double as the hub, with the upstream OCM CRDs and the built-in kinds.
+pub async fn start_hub(clusters: &[&str]) -> ApiServer {
+    let server = ApiServer::builder()
+        .upstream_crds()
+        .builtin_kinds()
+        .bookmark_interval(Duration::from_secs(1))
+        .start()
+        .await
+        .expect("starting the API server double");
+    for namespace in ["ocm-score"] {
+        server
+            .create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}))
+            .expect("creating a namespace");
+    }
+    for cluster in clusters {
+        add_cluster(&server, cluster, &[]);
+    }
+    server
+}
+
+/// A ManagedCluster and its namespace.
+pub fn add_cluster(server: &ApiServer, name: &str, labels: &[(&str, &str)]) {
+    server
+        .create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}))
+        .expect("creating a cluster namespace");
+    let labels: serde_json::Map<String, Value> =
+        labels.iter().map(|(k, v)| (k.to_string(), json!(v))).collect();
+    server
+        .create(json!({
+            "apiVersion": "cluster.open-cluster-management.io/v1",
+            "kind": "ManagedCluster",
+            "metadata": {"name": name, "labels": labels},
+            "spec": {"hubAcceptsClient": true},
+        }))
+        .expect("creating a ManagedCluster");
+}
+
+/// The status of `<cluster>/<name>` on the hub, if the object exists.
+pub fn score_status(
+    server: &ApiServer,
+    cluster: &str,
+    name: &str,
+) -> Option<Option<AddOnPlacementScoreStatus>> {
+    let object = server.object(&Gvr::of::<AddOnPlacementScore>(), cluster, name)?;
+    let score: AddOnPlacementScore =
+        serde_json::from_value(object).expect("a stored AddOnPlacementScore decodes");
+    Some(score.status)
+}
+
+/// The scores of `<cluster>/<name>` by score name, if it has a status.
+pub fn scores_of(server: &ApiServer, cluster: &str, name: &str) -> Option<Vec<(String, i32)>> {
+    let status = score_status(server, cluster, name)??;
+    let mut scores: Vec<(String, i32)> = status.scores.into_iter().map(|s| (s.name, s.value)).collect();
+    scores.sort();
+    Some(scores)
+}
+
+/// Polls `check` until it returns `Some`, or fails the test after `CONVERGE` with `what`.
+pub async fn eventually<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + CONVERGE;
+    loop {
+        if let Some(value) = check() {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// `ocm-score-hub thanos-scorer` running as a process.
+pub struct ScorerProcess {
+    child: Child,
+    pub metrics_port: u16,
+    log: Arc<Mutex<String>>,
+    _dir: TempDir,
+}
+
+impl ScorerProcess {
+    /// Starts the scorer with `config` (YAML) against the hub `server` as `user`, plus extra flags.
+    pub async fn start(server: &ApiServer, user: &str, config: &str, extra: &[&str]) -> ScorerProcess {
+        let dir = TempDir::new("thanos-scorer");
+        let identity = server.identity(user, &[]);
+        let kubeconfig = dir.path().join("kubeconfig");
+        server
+            .write_kubeconfig(&identity, &kubeconfig)
+            .expect("writing a kubeconfig");
+        let config_path = dir.path().join("config.yaml");
+        std::fs::write(&config_path, config).expect("writing the scorer config");
+        let metrics_port = free_port();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_ocm-score-hub"))
+            .arg("thanos-scorer")
+            .arg("--config")
+            .arg(&config_path)
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .arg(format!("--metrics-bind-address=127.0.0.1:{metrics_port}"))
+            .arg(format!("--leader-identity={user}"))
+            .args(extra)
+            .env("RUST_LOG", "info,ocm_score_hub=debug")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("starting ocm-score-hub thanos-scorer");
+        let log = Arc::new(Mutex::new(String::new()));
+        if let Some(stderr) = child.stderr.take() {
+            let log = log.clone();
+            tokio::spawn(async move {
+                use tokio::io::AsyncBufReadExt;
+                let mut lines = tokio::io::BufReader::new(stderr).lines();
+                while let Ok(Some(line)) = lines.next_line().await {
+                    let mut log = log.lock().expect("log lock");
+                    log.push_str(&line);
+                    log.push('\n');
+                }
+            });
+        }
+        ScorerProcess {
+            child,
+            metrics_port,
+            log,
+            _dir: dir,
+        }
+    }
+
+    pub fn log(&self) -> String {
+        self.log.lock().expect("log lock").clone()
+    }
+
+    /// GETs a path of the metrics/probe server; `None` while it is not reachable.
+    pub async fn get(&self, path: &str) -> Option<(u16, String)> {
+        let response = reqwest::get(format!("http://127.0.0.1:{}{path}", self.metrics_port))
+            .await
+            .ok()?;
+        let status = response.status().as_u16();
+        Some((status, response.text().await.ok()?))
+    }
+
+    /// The value of a sample of the scorer's `/metrics` whose labels include `labels`.
+    pub async fn metric(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+        let (_, text) = self.get("/metrics").await?;
+        let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).ok()?;
+        scrape
+            .samples
+            .iter()
+            .find(|s| s.metric == name && labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v)))
+            .map(|s| match s.value {
+                prometheus_parse::Value::Counter(v)
+                | prometheus_parse::Value::Gauge(v)
+                | prometheus_parse::Value::Untyped(v) => v,
+                _ => f64::NAN,
+            })
+    }
+
+    pub async fn wait_ready(&mut self) {
+        let deadline = Instant::now() + CONVERGE;
+        loop {
+            if let Some((200, _)) = self.get("/readyz").await {
+                return;
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("the scorer exited early ({status}):\n{}", self.log());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the scorer did not become ready:\n{}",
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// True while the process runs.
+    pub fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Sends SIGTERM and waits for the exit code.
+    pub async fn terminate(mut self) -> Option<i32> {
+        if let Some(pid) = self.child.id() {
+            let _ = std::process::Command::new("kill")
+                .arg("-TERM")
+                .arg(pid.to_string())
+                .status();
+        }
+        match tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await {
+            Ok(Ok(status)) => status.code(),
+            _ => panic!("the scorer did not stop within 10s of SIGTERM:\n{}", self.log()),
+        }
+    }
+}

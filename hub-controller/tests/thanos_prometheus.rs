@@ -1,0 +1,442 @@
+//! The scorer's query → map → normalize → plan pipeline against a real Prometheus server with
+//! backfilled data, and against a fake query API that fails in every way a Thanos endpoint can.
+//!
+//! Backfilled data spans ten minutes either side of the test's start, so rounds can be evaluated at
+//! chosen instants (`query_all(at)`) without waiting for time to pass.
+
+mod thanos_common;
+
+use jiff::Timestamp;
+use ocm_score_hub::thanos::{
+    config::{Config, ConfigFile, ThanosScorerArgs},
+    diff::{CurrentScores, PlannedWrite, WriteReason},
+    fleet::SkipReason,
+    metrics::Metrics,
+    scorer::{RoundPlan, Scorer, count_expired},
+};
+use scheduler_core::api::{AddOnPlacementScore, ManagedCluster, ObjectMeta, Time};
+use std::{collections::BTreeMap, sync::Arc, time::Duration};
+use thanos_common::{FakeMode, FakeQueryApi, OpenMetrics, Prometheus, TempDir, prometheus_available};
+
+const FREE_CPU: &str = "sum by (cluster) (node_cpu_allocatable) - sum by (cluster) (pod_cpu_requests)";
+const REQUEST_RATE: &str = "sum by (cluster) (rate(http_requests[1m]))";
+const MEM_FREE: &str = "max by (cluster) (mem_free_ratio)";
+
+fn start_time() -> i64 {
+    Timestamp::now().as_second()
+}
+
+fn at(t0: i64, offset: i64) -> Timestamp {
+    Timestamp::from_second(t0 + offset).expect("valid time")
+}
+
+/// Fleet data: clusters a–d, `e` whose allocatable CPU is NaN, and `ghost`, which is no
+/// ManagedCluster (and would be the best cluster on every score if it were counted). Cluster `c`'s
+/// series stop `c_stops_after` seconds after `t0`.
+fn fleet_data(t0: i64, c_stops_after: i64) -> OpenMetrics {
+    let span = (t0 - 600, t0 + 600, 5);
+    let c_alive = move |t: i64| t < t0 + c_stops_after;
+    let mut data = OpenMetrics::default();
+    let alloc: &[(&str, &str, f64)] = &[
+        ("a", "n1", 8.0),
+        ("a", "n2", 8.0),
+        ("b", "n1", 8.0),
+        ("c", "n1", 16.0),
+        ("c", "n2", 16.0),
+        ("d", "n1", 4.0),
+        ("d", "n2", 4.0),
+        ("d", "n3", 4.0),
+        ("e", "n1", f64::NAN),
+        ("ghost", "n1", 100.0),
+    ];
+    for (cluster, node, value) in alloc {
+        let (cluster, value) = (*cluster, *value);
+        data.series(
+            "node_cpu_allocatable",
+            &[("cluster", cluster), ("node", node)],
+            span,
+            move |t| (cluster != "c" || c_alive(t)).then_some(value),
+        );
+    }
+    for (cluster, value) in [
+        ("a", 4.0),
+        ("b", 6.0),
+        ("c", 10.0),
+        ("d", 5.0),
+        ("e", 1.0),
+        ("ghost", 1.0),
+    ] {
+        data.series(
+            "pod_cpu_requests",
+            &[("cluster", cluster), ("node", "n1")],
+            span,
+            move |t| (cluster != "c" || c_alive(t)).then_some(value),
+        );
+    }
+    // Counters growing linearly, so rate() is the slope.
+    for (cluster, slope) in [("a", 1.0), ("b", 2.0), ("c", 4.5), ("d", 7.0), ("ghost", 0.1)] {
+        data.series("http_requests", &[("cluster", cluster)], span, move |t| {
+            (cluster != "c" || c_alive(t)).then_some(slope * (t - span.0) as f64)
+        });
+    }
+    for (cluster, value) in [
+        ("a", 0.75),
+        ("b", 0.125),
+        ("c", 0.5),
+        ("d", 0.875),
+        ("ghost", 1.0),
+    ] {
+        data.series("mem_free_ratio", &[("cluster", cluster)], span, move |t| {
+            (cluster != "c" || c_alive(t)).then_some(value)
+        });
+    }
+    data
+}
+
+fn config(url: &str, extra_yaml: &str) -> Config {
+    let yaml = format!(
+        "query: {{url: '{url}', timeout: 2s, retries: 1}}
+leaderElection: {{enabled: false}}
+interval: 60s
+validity: 180s
+{extra_yaml}
+scores:
+  - name: cpuFree
+    query: '{FREE_CPU}'
+  - name: requestRate
+    query: '{REQUEST_RATE}'
+    direction: lowerIsBetter
+  - name: memFree
+    query: '{MEM_FREE}'
+    normalization: fixed
+    min: 0
+    max: 1
+"
+    );
+    let file: ConfigFile = serde_norway::from_str(&yaml).expect("test config parses");
+    Config::from_parts(&ThanosScorerArgs::default(), file).expect("test config is valid")
+}
+
+fn managed(names: &[&str]) -> Vec<Arc<ManagedCluster>> {
+    names
+        .iter()
+        .map(|n| {
+            Arc::new(ManagedCluster {
+                metadata: ObjectMeta {
+                    name: Some(n.to_string()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            })
+        })
+        .collect()
+}
+
+fn scores(write: &PlannedWrite) -> BTreeMap<String, i32> {
+    write
+        .status
+        .scores
+        .iter()
+        .map(|s| (s.name.clone(), s.value))
+        .collect()
+}
+
+fn by_cluster(writes: &[PlannedWrite]) -> BTreeMap<String, &PlannedWrite> {
+    writes.iter().map(|w| (w.cluster.clone(), w)).collect()
+}
+
+fn expect(pairs: &[(&str, i32)]) -> BTreeMap<String, i32> {
+    pairs.iter().map(|(n, v)| (n.to_string(), *v)).collect()
+}
+
+fn apply(current: &mut CurrentScores, writes: &[PlannedWrite]) {
+    for w in writes {
+        let object = AddOnPlacementScore {
+            metadata: ObjectMeta {
+                name: Some("thanos-score".into()),
+                namespace: Some(w.cluster.clone()),
+                ..Default::default()
+            },
+            status: Some(w.status.clone()),
+        };
+        current.insert(w.cluster.clone(), Arc::new(object));
+    }
+}
+
+#[tokio::test]
+async fn fleet_scores_match_hand_computed_normalization() {
+    if !prometheus_available("fleet_scores_match_hand_computed_normalization") {
+        return;
+    }
+    let t0 = start_time();
+    let prometheus = Prometheus::start(&fleet_data(t0, 600), "5m").await;
+    let metrics = Arc::new(Metrics::new());
+    let scorer = Scorer::new(config(&prometheus.url(), ""), metrics.clone()).expect("client builds");
+    let now = at(t0, 30);
+
+    let answers = scorer.query_all(now).await;
+    for answer in &answers {
+        assert!(answer.is_ok(), "query failed: {answer:?}\n{}", prometheus.log());
+    }
+    let plan = scorer.plan(
+        answers,
+        &managed(&["a", "b", "c", "d", "e"]),
+        &CurrentScores::new(),
+        now,
+    );
+    let RoundPlan::Ready { fleet, writes } = plan else {
+        panic!("all queries succeeded: {plan:?}")
+    };
+    let writes = by_cluster(&writes);
+
+    // cpuFree = allocatable − requests: a 12, b 2, c 22, d 7 → fleet bounds 2..22 (ghost's 99 and
+    // e's NaN are not part of the fleet).
+    // requestRate (lower is better) = slopes a 1, b 2, c 4.5, d 7 → 200·(7 − v)/6 − 100.
+    // memFree fixed 0..1: a 0.75, b 0.125, c 0.5, d 0.875 → 200·v − 100.
+    assert_eq!(
+        scores(writes["a"]),
+        expect(&[("cpuFree", 0), ("requestRate", 100), ("memFree", 50)])
+    );
+    assert_eq!(
+        scores(writes["b"]),
+        expect(&[("cpuFree", -100), ("requestRate", 66), ("memFree", -75)])
+    );
+    assert_eq!(
+        scores(writes["c"]),
+        expect(&[("cpuFree", 100), ("requestRate", -16), ("memFree", 0)])
+    );
+    assert_eq!(
+        scores(writes["d"]),
+        expect(&[("cpuFree", -50), ("requestRate", -100), ("memFree", 75)])
+    );
+    assert_eq!(
+        writes.len(),
+        4,
+        "e (NaN) and ghost (unknown) get nothing: {:?}",
+        writes.keys()
+    );
+    for write in writes.values() {
+        assert_eq!(write.reason, WriteReason::Create);
+        // validUntil counts from the sample time Prometheus reports (the evaluation instant).
+        assert_eq!(write.status.valid_until, Some(Time(at(t0, 30 + 180))));
+    }
+
+    let skipped = |score: &str, reason| {
+        fleet
+            .skipped
+            .get(&(score.to_owned(), reason))
+            .copied()
+            .unwrap_or(0)
+    };
+    assert_eq!(skipped("cpuFree", SkipReason::NotANumber), 1);
+    for score in ["cpuFree", "requestRate", "memFree"] {
+        assert_eq!(skipped(score, SkipReason::UnknownCluster), 1, "{score}");
+    }
+    let text = metrics.render();
+    assert!(
+        text.contains(r#"ocm_score_thanos_series_skipped_total{score="cpuFree",reason="nan"} 1"#),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"ocm_score_thanos_series_skipped_total{score="memFree",reason="unknown_cluster"} 1"#)
+    );
+    assert!(text.contains(r#"ocm_score_thanos_query_duration_seconds_count{score="cpuFree"} 1"#));
+}
+
+#[tokio::test]
+async fn label_and_claim_mapping_against_real_results() {
+    if !prometheus_available("label_and_claim_mapping_against_real_results") {
+        return;
+    }
+    let t0 = start_time();
+    let prometheus = Prometheus::start(&fleet_data(t0, 600), "5m").await;
+    let now = at(t0, 30);
+    let labelled = |name: &str, value: &str| {
+        Arc::new(ManagedCluster {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                labels: Some([("metrics.example.com/cluster".to_owned(), value.to_owned())].into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        })
+    };
+    // prod-1 and prod-2 both claim "d": ambiguous, so neither is scored from d's series.
+    let clusters = vec![
+        labelled("prod-a", "a"),
+        labelled("prod-b", "b"),
+        labelled("prod-1", "d"),
+        labelled("prod-2", "d"),
+    ];
+    let scorer = Scorer::new(
+        config(
+            &prometheus.url(),
+            "clusterMapping: 'label:metrics.example.com/cluster'",
+        ),
+        Arc::new(Metrics::new()),
+    )
+    .expect("client builds");
+    let plan = scorer.plan(scorer.query_all(now).await, &clusters, &CurrentScores::new(), now);
+    let RoundPlan::Ready { fleet, writes } = plan else {
+        panic!("queries succeed: {plan:?}")
+    };
+    let writes = by_cluster(&writes);
+    assert_eq!(
+        writes.keys().cloned().collect::<Vec<_>>(),
+        vec!["prod-a".to_owned(), "prod-b".to_owned()]
+    );
+    // Only a (12 free) and b (2 free) are in the fleet now.
+    assert_eq!(scores(writes["prod-a"])["cpuFree"], 100);
+    assert_eq!(scores(writes["prod-b"])["cpuFree"], -100);
+    assert_eq!(
+        fleet
+            .skipped
+            .get(&("cpuFree".to_owned(), SkipReason::AmbiguousCluster)),
+        Some(&1)
+    );
+}
+
+#[tokio::test]
+async fn a_cluster_whose_series_stop_is_not_renewed_and_expires() {
+    if !prometheus_available("a_cluster_whose_series_stop_is_not_renewed_and_expires") {
+        return;
+    }
+    let t0 = start_time();
+    // c's last samples are at t0+55; with a 30 s lookback it leaves results after t0+85.
+    let prometheus = Prometheus::start(&fleet_data(t0, 60), "30s").await;
+    let scorer = Scorer::new(config(&prometheus.url(), ""), Arc::new(Metrics::new())).expect("client builds");
+    let clusters = managed(&["a", "b", "c", "d"]);
+    let mut current = CurrentScores::new();
+
+    let round = |now: Timestamp, current: &CurrentScores| {
+        let scorer = &scorer;
+        let clusters = &clusters;
+        let current = current.clone();
+        async move {
+            match scorer.plan(scorer.query_all(now).await, clusters, &current, now) {
+                RoundPlan::Ready { writes, .. } => writes,
+                failed => panic!("queries succeed: {failed:?}"),
+            }
+        }
+    };
+
+    let first = round(at(t0, 10), &current).await;
+    assert_eq!(first.len(), 4);
+    apply(&mut current, &first);
+    let c_valid_until = current["c"]
+        .status
+        .as_ref()
+        .and_then(|s| s.valid_until.clone())
+        .expect("validUntil");
+    assert_eq!(c_valid_until, Time(at(t0, 190)));
+
+    // 40 s later nothing moved and 140 s of validity are left: no writes at all.
+    assert_eq!(round(at(t0, 50), &current).await, vec![]);
+
+    // At t0+150 c has left the results. The fleet's cpu maximum is now a (12): the others' scores
+    // move, c is not renewed.
+    let later = round(at(t0, 150), &current).await;
+    let later_by = by_cluster(&later);
+    assert!(!later_by.contains_key("c"), "c must not be renewed: {later:?}");
+    assert_eq!(scores(later_by["a"])["cpuFree"], 100);
+    assert_eq!(scores(later_by["b"])["cpuFree"], -100);
+    assert_eq!(scores(later_by["d"])["cpuFree"], 0);
+    apply(&mut current, &later);
+
+    // Past c's validUntil only c has expired; the others were renewed from fresh samples.
+    let after = at(t0, 200);
+    assert_eq!(count_expired(&current, after), 1);
+    assert_eq!(
+        current["c"].status.as_ref().and_then(|s| s.valid_until.clone()),
+        Some(c_valid_until)
+    );
+    assert_eq!(
+        current["a"].status.as_ref().and_then(|s| s.valid_until.clone()),
+        Some(Time(at(t0, 330)))
+    );
+    assert!(!by_cluster(&round(after, &current).await).contains_key("c"));
+}
+
+#[tokio::test]
+async fn failing_query_apis_make_rounds_publish_nothing() {
+    let fake = FakeQueryApi::start(FakeMode::ServerError).await;
+    let dir = TempDir::new("thanos-token");
+    let token = dir.path().join("token");
+    std::fs::write(&token, "s3cret-token\n").expect("token file");
+    let mut config = config(&fake.url(), "");
+    config.query.timeout = Duration::from_millis(300);
+    config.query.bearer_token_file = Some(token);
+    let metrics = Arc::new(Metrics::new());
+    let scorer = Scorer::new(config, metrics.clone()).expect("client builds");
+    let clusters = managed(&["a", "b"]);
+    let samples = vec![("a".to_owned(), 1.0), ("b".to_owned(), 2.0)];
+    let now = Timestamp::now();
+
+    let modes = [
+        ("http_status", FakeMode::ServerError),
+        ("timeout", FakeMode::Slow(Duration::from_secs(2), samples.clone())),
+        ("malformed", FakeMode::Malformed),
+        ("malformed", FakeMode::Truncated(samples.clone())),
+        ("partial_response", FakeMode::Partial(vec![("a".to_owned(), 1.0)])),
+    ];
+    for (kind, mode) in modes {
+        fake.set(mode.clone());
+        let before = fake.requests();
+        let answers = scorer.query_all(now).await;
+        for answer in &answers {
+            let error = answer.as_ref().expect_err("a failing API gives no samples");
+            assert_eq!(error.kind(), kind, "{mode:?}: {error}");
+        }
+        // One retry per query (retries: 1) for these transient failures.
+        assert_eq!(
+            fake.requests(),
+            before + 2 * answers.len(),
+            "{mode:?} must be retried once per query"
+        );
+        let plan = scorer.plan(answers, &clusters, &CurrentScores::new(), now);
+        assert!(
+            matches!(plan, RoundPlan::QueryFailed { ref failed } if failed.len() == 3),
+            "{mode:?}: {plan:?}"
+        );
+    }
+    assert!(
+        metrics
+            .render()
+            .contains(r#"ocm_score_thanos_query_errors_total{score="cpuFree",kind="partial_response"} 1"#)
+    );
+
+    // A healthy answer again: the same scorer scores as usual, and the token went along every time.
+    fake.set(FakeMode::Vector(samples));
+    let plan = scorer.plan(scorer.query_all(now).await, &clusters, &CurrentScores::new(), now);
+    let RoundPlan::Ready { writes, .. } = plan else {
+        panic!("healthy API: {plan:?}")
+    };
+    assert_eq!(writes.len(), 2);
+    let auth = fake.authorizations();
+    assert!(
+        !auth.is_empty() && auth.iter().all(|a| a == "Bearer s3cret-token"),
+        "{auth:?}"
+    );
+}
+
+#[tokio::test]
+async fn error_answers_name_the_problem() {
+    if !prometheus_available("error_answers_name_the_problem") {
+        return;
+    }
+    let t0 = start_time();
+    let prometheus = Prometheus::start(&fleet_data(t0, 600), "5m").await;
+    let yaml = format!(
+        "query: {{url: '{}'}}\nleaderElection: {{enabled: false}}\nscores:\n  - {{name: broken, query: 'sum by (cluster) (('}}\n  - {{name: scalar, query: 'scalar(vector(1))'}}\n",
+        prometheus.url()
+    );
+    let file: ConfigFile = serde_norway::from_str(&yaml).expect("parses");
+    let config = Config::from_parts(&ThanosScorerArgs::default(), file).expect("valid");
+    let scorer = Scorer::new(config, Arc::new(Metrics::new())).expect("client builds");
+    let answers = scorer.query_all(at(t0, 0)).await;
+    let broken = answers[0].as_ref().expect_err("a PromQL syntax error");
+    assert_eq!(broken.kind(), "api_error");
+    assert!(broken.to_string().contains("bad_data"), "{broken}");
+    let scalar = answers[1].as_ref().expect_err("a scalar is not a fleet vector");
+    assert_eq!(scalar.kind(), "not_a_vector");
+}
