@@ -54,19 +54,32 @@ pub fn membership(set: &ManagedClusterSet) -> Result<LabelMatcher, PlacementErro
     }
 }
 
+fn is_exclusive(set: &ManagedClusterSet) -> bool {
+    matches!(set.spec.cluster_selector.as_ref().map_or("", |s| s.selector_type.as_str()), "" | "ExclusiveClusterSetLabel")
+}
+
 /// Union of the sets' members; sets that no longer exist are skipped.
 pub fn available_clusters(snapshot: &HubSnapshot, sets: &[String]) -> Result<Vec<ClusterId>, PlacementError> {
     let mut member = vec![false; snapshot.clusters().len()];
     for name in sets {
         let Some(set) = snapshot.cluster_set(name) else { continue };
         let matcher = membership(set)?;
+        if is_exclusive(set) {
+            // The snapshot indexes the cluster-set label, like an informer index would.
+            for &id in snapshot.clusters_labelled_with_set(name) {
+                if !snapshot.is_terminating(id) {
+                    member[id.index()] = true;
+                }
+            }
+            continue;
+        }
         for id in snapshot.cluster_ids() {
             if member[id.index()] {
                 continue;
             }
             let labels = snapshot.cluster_labels(id);
             if matcher.matches(|k| labels.get(k).map(String::as_str))
-                && snapshot.cluster(id).metadata.deletion_timestamp.is_none()
+                && !snapshot.is_terminating(id)
             {
                 member[id.index()] = true;
             }

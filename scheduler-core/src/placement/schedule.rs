@@ -6,7 +6,7 @@ use super::prioritizers::{self, ScoreContext, addon::AddOnFindings};
 use super::snapshot::{ClusterId, HubSnapshot};
 use super::status::{Status, StatusCode};
 use super::weights::{self, PrioritizerKind};
-use crate::api::Placement;
+use crate::api::{Placement, well_known::PLACEMENT_LABEL};
 use k8s_openapi::jiff::Timestamp;
 
 /// The clusters left after the filters so far, keyed like upstream's debug output
@@ -95,13 +95,19 @@ impl ScheduleResult {
 pub fn existing_decisions(snapshot: &HubSnapshot, placement: &Placement) -> (Vec<bool>, Vec<ClusterId>) {
     let namespace = placement.metadata.namespace.as_deref().unwrap_or("");
     let name = placement.metadata.name.as_deref().unwrap_or("");
-    let mut flags = vec![false; snapshot.clusters().len()];
+    let clusters = snapshot.clusters().len();
+    let mut flags = vec![false; clusters];
     let mut ids = Vec::new();
-    for pd in snapshot.decisions_of(namespace, name) {
-        for d in pd.status.iter().flat_map(|s| s.decisions.iter()) {
-            if let Some(id) = snapshot.cluster_id(&d.cluster_name) {
-                flags[id.index()] = true;
-                ids.push(id);
+    for (i, pd) in snapshot.decisions().iter().enumerate() {
+        let own = pd.metadata.namespace.as_deref().unwrap_or("") == namespace
+            && pd.metadata.labels.as_ref().and_then(|l| l.get(PLACEMENT_LABEL)).is_some_and(|v| v == name);
+        if !own {
+            continue;
+        }
+        for &slot in snapshot.decision_slots(i) {
+            if (slot as usize) < clusters {
+                flags[slot as usize] = true;
+                ids.push(ClusterId(slot));
             }
         }
     }
@@ -185,11 +191,18 @@ pub fn schedule(
     }
 
     // 4. Sort: total descending, then name ascending (ids are in name order).
-    let mut ranking: Vec<u32> = (0..feasible.len() as u32).collect();
-    ranking.sort_unstable_by(|&a, &b| {
-        let (a, b) = (a as usize, b as usize);
-        totals[b].cmp(&totals[a]).then(feasible[a].cmp(&feasible[b]))
-    });
+    // Packed keys (inverted total, id, position) sort without indirection.
+    let mut keys: Vec<u128> = feasible
+        .iter()
+        .zip(&totals)
+        .enumerate()
+        .map(|(pos, (id, total))| {
+            let inverted = (i128::from(i64::MAX) - i128::from(*total)) as u128;
+            (inverted << 64) | (u128::from(id.0) << 32) | pos as u128
+        })
+        .collect();
+    keys.sort_unstable();
+    let ranking: Vec<u32> = keys.into_iter().map(|k| k as u32).collect();
     if let Some(last) = records.last_mut() {
         last.clusters = ranking.iter().map(|&p| feasible[p as usize]).collect();
     }

@@ -55,6 +55,17 @@ pub struct ClusterResources {
     pub memory_capacity: Option<f64>,
 }
 
+/// What the AddOn prioritizer needs from one AddOnPlacementScore.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScoreEntry {
+    /// Interned `metadata.name` (the resource name).
+    pub resource: u32,
+    /// `status.validUntil` in Unix nanoseconds; `None` never expires.
+    pub valid_until_ns: Option<i128>,
+    /// Range in the interned `(score name, value)` items.
+    items: std::ops::Range<u32>,
+}
+
 /// Everything the scheduler may read, as plain objects.
 #[derive(Clone, Debug, Default)]
 pub struct HubObjects {
@@ -77,8 +88,25 @@ pub struct HubSnapshot {
     decisions: Vec<PlacementDecision>,
     scores: Vec<AddOnPlacementScore>,
     cluster_by_name: FastMap<String, ClusterId>,
-    /// For each cluster, the AddOnPlacementScores in the namespace named after it.
-    scores_by_cluster: Vec<Vec<u32>>,
+    /// For each cluster, the AddOnPlacementScores in the namespace named after it, as a
+    /// compressed row list: `cluster_scores[cluster_score_start[i]..cluster_score_start[i + 1]]`.
+    cluster_score_start: Vec<u32>,
+    cluster_scores: Vec<u32>,
+    /// Compact copies of the scores the AddOn prioritizer reads (one per AddOnPlacementScore).
+    score_entries: Vec<ScoreEntry>,
+    score_items: Vec<(u32, i32)>,
+    /// Resource and score names, interned.
+    score_names: FastMap<String, u32>,
+    /// Whether each cluster has taints / a deletionTimestamp (kept apart from the objects so the
+    /// hot loops stay in cache).
+    tainted: Vec<bool>,
+    terminating: Vec<bool>,
+    /// Members of each exclusive cluster set (by the cluster-set label), in name order.
+    by_cluster_set_label: FastMap<String, Vec<ClusterId>>,
+    /// For each PlacementDecision, its `status.decisions` as slots (see [`HubSnapshot::decision_slots`]).
+    decision_slots: Vec<Vec<u32>>,
+    /// Decided cluster names that have no ManagedCluster, one slot each after the clusters.
+    unknown_decided: Vec<String>,
 }
 
 fn name_of(meta: &crate::api::ObjectMeta) -> &str {
@@ -110,12 +138,66 @@ impl HubSnapshot {
             cluster_by_name.insert(name_of(&cluster.metadata).to_string(), ClusterId(i as u32));
             resources.push(parse_resources(cluster)?);
         }
-        let mut scores_by_cluster = vec![Vec::new(); clusters.len()];
-        for (i, score) in scores.iter().enumerate() {
-            if let Some(id) = cluster_by_name.get(namespace_of(&score.metadata)) {
-                scores_by_cluster[id.index()].push(i as u32);
+        let mut by_cluster_set_label: FastMap<String, Vec<ClusterId>> = FastMap::default();
+        for (i, cluster) in clusters.iter().enumerate() {
+            if let Some(set) = cluster.metadata.labels.as_ref().and_then(|l| l.get(well_known::CLUSTER_SET_LABEL)) {
+                by_cluster_set_label.entry(set.clone()).or_default().push(ClusterId(i as u32));
             }
         }
+        let mut unknown_decided: Vec<String> = Vec::new();
+        let mut unknown_index: FastMap<String, u32> = FastMap::default();
+        let decision_slots = decisions
+            .iter()
+            .map(|pd| {
+                pd.status
+                    .iter()
+                    .flat_map(|s| s.decisions.iter())
+                    .map(|d| match cluster_by_name.get(d.cluster_name.as_str()) {
+                        Some(id) => id.0,
+                        None => {
+                            let next = (clusters.len() + unknown_decided.len()) as u32;
+                            *unknown_index.entry(d.cluster_name.clone()).or_insert_with(|| {
+                                unknown_decided.push(d.cluster_name.clone());
+                                next
+                            })
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
+        let mut score_names: FastMap<String, u32> = FastMap::default();
+        let mut intern = |name: &str| {
+            let next = score_names.len() as u32;
+            *score_names.entry(name.to_string()).or_insert(next)
+        };
+        let mut score_items = Vec::new();
+        let mut score_entries = Vec::with_capacity(scores.len());
+        let mut per_cluster: Vec<(u32, u32)> = Vec::new();
+        for (i, score) in scores.iter().enumerate() {
+            let start = score_items.len() as u32;
+            for item in score.status.iter().flat_map(|s| s.scores.iter()) {
+                score_items.push((intern(&item.name), item.value));
+            }
+            score_entries.push(ScoreEntry {
+                resource: intern(name_of(&score.metadata)),
+                valid_until_ns: score.status.as_ref().and_then(|s| s.valid_until.as_ref()).map(|t| t.0.as_nanosecond()),
+                items: start..score_items.len() as u32,
+            });
+            if let Some(id) = cluster_by_name.get(namespace_of(&score.metadata)) {
+                per_cluster.push((id.0, i as u32));
+            }
+        }
+        per_cluster.sort_unstable();
+        let mut cluster_score_start = vec![0u32; clusters.len() + 1];
+        for (cluster, _) in &per_cluster {
+            cluster_score_start[*cluster as usize + 1] += 1;
+        }
+        for i in 0..clusters.len() {
+            cluster_score_start[i + 1] += cluster_score_start[i];
+        }
+        let cluster_scores = per_cluster.into_iter().map(|(_, s)| s).collect();
+        let tainted = clusters.iter().map(|c| !c.spec.taints.is_empty()).collect();
+        let terminating = clusters.iter().map(|c| c.metadata.deletion_timestamp.is_some()).collect();
         Ok(Self {
             clusters,
             resources,
@@ -125,7 +207,16 @@ impl HubSnapshot {
             decisions,
             scores,
             cluster_by_name,
-            scores_by_cluster,
+            cluster_score_start,
+            cluster_scores,
+            score_entries,
+            score_items,
+            score_names,
+            tainted,
+            terminating,
+            by_cluster_set_label,
+            decision_slots,
+            unknown_decided,
         })
     }
 
@@ -207,16 +298,69 @@ impl HubSnapshot {
         })
     }
 
+    /// Clusters whose cluster-set label is `set`, in name order.
+    pub fn clusters_labelled_with_set(&self, set: &str) -> &[ClusterId] {
+        self.by_cluster_set_label.get(set).map_or(&[], Vec::as_slice)
+    }
+
+    /// The decided clusters of `decisions()[index]` as slots: a slot below
+    /// [`HubSnapshot::decision_slot_count`]'s cluster count is a [`ClusterId`]; the others stand
+    /// for names without a ManagedCluster (each distinct name has its own slot).
+    pub fn decision_slots(&self, index: usize) -> &[u32] {
+        &self.decision_slots[index]
+    }
+
+    /// Number of slots: clusters plus distinct decided names without a cluster.
+    pub fn decision_slot_count(&self) -> usize {
+        self.clusters.len() + self.unknown_decided.len()
+    }
+
     pub fn scores(&self) -> &[AddOnPlacementScore] {
         &self.scores
     }
 
+    fn scores_in(&self, id: ClusterId) -> &[u32] {
+        let (start, end) = (self.cluster_score_start[id.index()], self.cluster_score_start[id.index() + 1]);
+        &self.cluster_scores[start as usize..end as usize]
+    }
+
     /// The AddOnPlacementScore `<cluster name>/<resource name>`, if published.
     pub fn score_of(&self, id: ClusterId, resource_name: &str) -> Option<&AddOnPlacementScore> {
-        self.scores_by_cluster[id.index()]
+        self.scores_in(id)
             .iter()
             .map(|&i| &self.scores[i as usize])
             .find(|s| name_of(&s.metadata) == resource_name)
+    }
+
+    /// The interned id of a resource or score name, if any AddOnPlacementScore uses it.
+    pub fn score_name_id(&self, name: &str) -> Option<u32> {
+        self.score_names.get(name).copied()
+    }
+
+    /// The compact entry of AddOnPlacementScore `<cluster>/<resource>` (resource interned).
+    pub fn score_entry(&self, id: ClusterId, resource: u32) -> Option<&ScoreEntry> {
+        self.scores_in(id)
+            .iter()
+            .map(|&i| &self.score_entries[i as usize])
+            .find(|e| e.resource == resource)
+    }
+
+    /// The value of the *last* item named `score_name` (interned) in an entry.
+    pub fn last_score(&self, entry: &ScoreEntry, score_name: Option<u32>) -> Option<i32> {
+        let name = score_name?;
+        self.score_items[entry.items.start as usize..entry.items.end as usize]
+            .iter()
+            .rev()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| *v)
+    }
+
+    pub fn is_tainted(&self, id: ClusterId) -> bool {
+        self.tainted[id.index()]
+    }
+
+    pub fn is_terminating(&self, id: ClusterId) -> bool {
+        self.terminating[id.index()]
     }
 }
 

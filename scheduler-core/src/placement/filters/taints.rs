@@ -131,12 +131,11 @@ pub fn filter(
     }
     let mut out = FilterOutput { passed: Vec::with_capacity(clusters.len()), rejected: Vec::new() };
     for &id in clusters {
-        let cluster = snapshot.cluster(id);
-        if cluster.spec.taints.is_empty() {
+        if !snapshot.is_tainted(id) {
             out.passed.push(id);
             continue;
         }
-        match check(cluster, tolerations, in_decision[id.index()], now_ns) {
+        match check(snapshot.cluster(id), tolerations, in_decision[id.index()], now_ns) {
             Tolerance::Tolerated { .. } => out.passed.push(id),
             Tolerance::Rejected { taint, expired } => out.rejected.push((
                 id,

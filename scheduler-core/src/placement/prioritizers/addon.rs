@@ -43,32 +43,28 @@ impl AddOnFindings {
 
 pub fn score(ctx: &ScoreContext<'_>, resource_name: &str, score_name: &str) -> (Vec<Option<i64>>, AddOnFindings) {
     let mut findings = AddOnFindings::default();
+    let snapshot = ctx.snapshot;
+    let resource = snapshot.score_name_id(resource_name);
+    let score = snapshot.score_name_id(score_name);
     let scores = ctx
         .feasible
         .iter()
         .map(|&id| {
-            let Some(object) = ctx.snapshot.score_of(id, resource_name) else {
+            let Some(entry) = resource.and_then(|r| snapshot.score_entry(id, r)) else {
                 findings.missing.push(id);
                 return Some(0);
             };
-            let status = object.status.as_ref();
-            if let Some(valid_until) = status.and_then(|s| s.valid_until.as_ref()) {
-                let until = valid_until.0.as_nanosecond();
+            if let Some(until) = entry.valid_until_ns {
                 if ctx.now_ns > until {
                     findings.expired.push((id, timestamp(until)));
                     return Some(0);
                 }
             }
-            let value = status
-                .into_iter()
-                .flat_map(|s| s.scores.iter())
-                .rev()
-                .find(|item| item.name == score_name)
-                .map(|item| i64::from(item.value));
+            let value = snapshot.last_score(entry, score);
             if value.is_none() {
                 findings.score_name_absent.push(id);
             }
-            Some(value.unwrap_or(0))
+            Some(i64::from(value.unwrap_or(0)))
         })
         .collect();
     (scores, findings)

@@ -6,7 +6,6 @@
 
 use super::ScoreContext;
 use crate::api::well_known::PLACEMENT_LABEL;
-use std::collections::HashMap;
 
 pub const MAX_SCORE: i64 = 100;
 
@@ -14,23 +13,19 @@ pub fn score(ctx: &ScoreContext<'_>) -> Vec<Option<i64>> {
     let snapshot = ctx.snapshot;
     let own_ns = ctx.placement.metadata.namespace.as_deref().unwrap_or("");
     let own_name = ctx.placement.metadata.name.as_deref().unwrap_or("");
-    let mut counts = vec![0u32; snapshot.clusters().len()];
-    // Names without a ManagedCluster still count towards the maximum.
-    let mut unknown: HashMap<&str, u32> = HashMap::new();
-    for pd in snapshot.decisions() {
+    // Slots cover names without a ManagedCluster too: they still count towards the maximum.
+    let mut counts = vec![0u32; snapshot.decision_slot_count()];
+    for (i, pd) in snapshot.decisions().iter().enumerate() {
         let own = pd.metadata.namespace.as_deref().unwrap_or("") == own_ns
             && pd.metadata.labels.as_ref().and_then(|l| l.get(PLACEMENT_LABEL)).is_some_and(|v| v == own_name);
         if own {
             continue;
         }
-        for d in pd.status.iter().flat_map(|s| s.decisions.iter()) {
-            match snapshot.cluster_id(&d.cluster_name) {
-                Some(id) => counts[id.index()] += 1,
-                None => *unknown.entry(d.cluster_name.as_str()).or_insert(0) += 1,
-            }
+        for &slot in snapshot.decision_slots(i) {
+            counts[slot as usize] += 1;
         }
     }
-    let max = counts.iter().chain(unknown.values()).copied().max().unwrap_or(0);
+    let max = counts.iter().copied().max().unwrap_or(0);
     ctx.feasible
         .iter()
         .map(|id| {
