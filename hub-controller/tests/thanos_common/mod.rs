@@ -97,8 +97,11 @@ pub fn free_port() -> u16 {
 /// Samples in the OpenMetrics text format, for `promtool tsdb create-blocks-from openmetrics`.
 #[derive(Default)]
 pub struct OpenMetrics {
-    families: Vec<(String, Vec<(String, Vec<(i64, f64)>)>)>,
+    families: Vec<(String, Vec<Series>)>,
 }
+
+/// Rendered labels and (unix seconds, value) samples of one series.
+type Series = (String, Vec<(i64, f64)>);
 
 impl OpenMetrics {
     /// Adds one gauge series, sampled every `step` seconds over `from..to` (unix seconds) wherever
@@ -144,6 +147,73 @@ impl OpenMetrics {
         out.push_str("# EOF\n");
         out
     }
+}
+
+pub const FREE_CPU: &str = "sum by (cluster) (node_cpu_allocatable) - sum by (cluster) (pod_cpu_requests)";
+pub const REQUEST_RATE: &str = "sum by (cluster) (rate(http_requests[1m]))";
+pub const MEM_FREE: &str = "max by (cluster) (mem_free_ratio)";
+
+/// Fleet data: clusters a–d, `e` whose allocatable CPU is NaN, and `ghost`, which is no
+/// ManagedCluster (and would be the best cluster on every score if it were counted). Cluster `c`'s
+/// series stop `c_stops_after` seconds after `t0`.
+pub fn fleet_data(t0: i64, c_stops_after: i64) -> OpenMetrics {
+    let span = (t0 - 600, t0 + 600, 5);
+    let c_alive = move |t: i64| t < t0 + c_stops_after;
+    let mut data = OpenMetrics::default();
+    let alloc: &[(&str, &str, f64)] = &[
+        ("a", "n1", 8.0),
+        ("a", "n2", 8.0),
+        ("b", "n1", 8.0),
+        ("c", "n1", 16.0),
+        ("c", "n2", 16.0),
+        ("d", "n1", 4.0),
+        ("d", "n2", 4.0),
+        ("d", "n3", 4.0),
+        ("e", "n1", f64::NAN),
+        ("ghost", "n1", 100.0),
+    ];
+    for (cluster, node, value) in alloc {
+        let (cluster, value) = (*cluster, *value);
+        data.series(
+            "node_cpu_allocatable",
+            &[("cluster", cluster), ("node", node)],
+            span,
+            move |t| (cluster != "c" || c_alive(t)).then_some(value),
+        );
+    }
+    for (cluster, value) in [
+        ("a", 4.0),
+        ("b", 6.0),
+        ("c", 10.0),
+        ("d", 5.0),
+        ("e", 1.0),
+        ("ghost", 1.0),
+    ] {
+        data.series(
+            "pod_cpu_requests",
+            &[("cluster", cluster), ("node", "n1")],
+            span,
+            move |t| (cluster != "c" || c_alive(t)).then_some(value),
+        );
+    }
+    // Counters growing linearly, so rate() is the slope.
+    for (cluster, slope) in [("a", 1.0), ("b", 2.0), ("c", 4.5), ("d", 7.0), ("ghost", 0.1)] {
+        data.series("http_requests", &[("cluster", cluster)], span, move |t| {
+            (cluster != "c" || c_alive(t)).then_some(slope * (t - span.0) as f64)
+        });
+    }
+    for (cluster, value) in [
+        ("a", 0.75),
+        ("b", 0.125),
+        ("c", 0.5),
+        ("d", 0.875),
+        ("ghost", 1.0),
+    ] {
+        data.series("mem_free_ratio", &[("cluster", cluster)], span, move |t| {
+            (cluster != "c" || c_alive(t)).then_some(value)
+        });
+    }
+    data
 }
 
 /// A Prometheus server on 127.0.0.1 with a temporary data directory holding backfilled blocks.
@@ -436,11 +506,10 @@ pub async fn start_hub(clusters: &[&str]) -> ApiServer {
         .start()
         .await
         .expect("starting the API server double");
-    for namespace in ["ocm-score"] {
-        server
-            .create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}))
-            .expect("creating a namespace");
-    }
+    // Where the leader election Lease lives.
+    server
+        .create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ocm-score"}}))
+        .expect("creating a namespace");
     for cluster in clusters {
         add_cluster(&server, cluster, &[]);
     }

@@ -1,0 +1,396 @@
+//! End to end: `ocm-score-hub thanos-scorer` as a process, the API server double as the hub (with
+//! the upstream OCM CRDs, so every score written is schema-checked), and a real Prometheus server or
+//! a fake query API that fails on demand.
+
+mod thanos_common;
+
+use jiff::Timestamp;
+use k8s_openapi::api::coordination::v1::Lease;
+use ocm_score_tests::apiserver::{ApiServer, Gvr};
+use scheduler_core::api::{AddOnPlacementScoreStatus, Time};
+use std::time::Duration;
+use thanos_common::{
+    FREE_CPU, FakeMode, FakeQueryApi, MEM_FREE, Prometheus, ScorerProcess, eventually, fleet_data,
+    prometheus_available, score_status, scores_of, start_hub,
+};
+
+const SCORE: &str = "thanos-score";
+
+fn pairs(list: &[(&str, i32)]) -> Vec<(String, i32)> {
+    let mut v: Vec<(String, i32)> = list.iter().map(|(n, s)| (n.to_string(), *s)).collect();
+    v.sort();
+    v
+}
+
+fn status(server: &ApiServer, cluster: &str) -> Option<AddOnPlacementScoreStatus> {
+    score_status(server, cluster, SCORE).flatten()
+}
+
+fn valid_until(server: &ApiServer, cluster: &str) -> Option<Timestamp> {
+    status(server, cluster)
+        .and_then(|s| s.valid_until)
+        .map(|Time(t)| t)
+}
+
+/// Score writes (create, or status patch) made so far, by any user.
+fn score_writes(server: &ApiServer) -> usize {
+    server
+        .requests()
+        .iter()
+        .filter(|r| r.resource == "addonplacementscores" && r.is_write())
+        .count()
+}
+
+fn lease_holder(server: &ApiServer) -> Option<String> {
+    let lease = server.object(&Gvr::of::<Lease>(), "ocm-score", "ocm-score-thanos-scorer")?;
+    lease["spec"]["holderIdentity"].as_str().map(str::to_owned)
+}
+
+/// Waits until the scorer has completed `n` more rounds with this outcome.
+async fn rounds(scorer: &ScorerProcess, outcome: &str, n: f64) {
+    let name = "ocm_score_thanos_rounds_total";
+    let start = scorer.metric(name, &[("outcome", outcome)]).await.unwrap_or(0.0);
+    let deadline = std::time::Instant::now() + thanos_common::CONVERGE;
+    loop {
+        let now = scorer.metric(name, &[("outcome", outcome)]).await.unwrap_or(0.0);
+        if now >= start + n {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no {n} {outcome} rounds:\n{}",
+            scorer.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn prometheus_config(url: &str) -> String {
+    format!(
+        "query: {{url: '{url}', timeout: 5s}}
+interval: 1s
+validity: 4s
+renewBefore: 2s
+leaderElection: {{namespace: ocm-score, leaseDuration: 3s, renewDeadline: 2s, retryPeriod: 500ms}}
+scores:
+  - {{name: cpuFree, query: '{FREE_CPU}'}}
+  - {{name: memFree, query: '{MEM_FREE}', normalization: fixed, min: 0, max: 1}}
+"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn publishes_renews_and_lets_stopped_clusters_expire() {
+    if !prometheus_available("publishes_renews_and_lets_stopped_clusters_expire") {
+        return;
+    }
+    let t0 = Timestamp::now().as_second();
+    // c's series stop 30 s from now (last sample at +25 s) and leave query results 8 s later
+    // (lookback delta). Only gauges are queried here, so c leaves every result at once.
+    let prometheus = Prometheus::start(&fleet_data(t0, 30), "8s").await;
+    let hub = start_hub(&["a", "b", "c", "d", "e"]).await;
+    let mut scorer = ScorerProcess::start(
+        &hub,
+        "thanos-scorer-1",
+        &prometheus_config(&prometheus.url()),
+        &[],
+    )
+    .await;
+    scorer.wait_ready().await;
+
+    // While c reports, it is the fleet's best on free CPU (22 of 2..22).
+    let c = eventually("c's scores", || scores_of(&hub, "c", SCORE)).await;
+    assert_eq!(c, pairs(&[("cpuFree", 100), ("memFree", 0)]), "{}", scorer.log());
+    assert_eq!(lease_holder(&hub).as_deref(), Some("thanos-scorer-1"));
+
+    // Once c is gone, a (12 free) is the best; c's object is left alone and expires.
+    for (cluster, want) in [
+        ("a", pairs(&[("cpuFree", 100), ("memFree", 50)])),
+        ("b", pairs(&[("cpuFree", -100), ("memFree", -75)])),
+        ("d", pairs(&[("cpuFree", 0), ("memFree", 75)])),
+    ] {
+        eventually("scores without c", || {
+            (scores_of(&hub, cluster, SCORE)? == want).then_some(())
+        })
+        .await;
+    }
+    let c_until = valid_until(&hub, "c").expect("c has a validUntil");
+    eventually("c's scores to expire", || {
+        (Timestamp::now() > c_until).then_some(())
+    })
+    .await;
+    let c_status = status(&hub, "c");
+    rounds(&scorer, "complete", 3.0).await;
+    assert_eq!(
+        status(&hub, "c"),
+        c_status,
+        "c must not be renewed once its series stopped"
+    );
+    let a_until = valid_until(&hub, "a").expect("a has a validUntil");
+    assert!(
+        a_until > Timestamp::now(),
+        "a keeps being renewed (validUntil {a_until})"
+    );
+    assert!(a_until > c_until);
+
+    // e's value is NaN, so it never gets scores; the unknown cluster `ghost` neither.
+    assert_eq!(score_status(&hub, "e", SCORE), None);
+    for reason in ["nan", "unknown_cluster"] {
+        let skipped = scorer
+            .metric(
+                "ocm_score_thanos_series_skipped_total",
+                &[("score", "cpuFree"), ("reason", reason)],
+            )
+            .await;
+        assert!(
+            skipped.is_some_and(|n| n >= 1.0),
+            "{reason}: {skipped:?}\n{}",
+            scorer.log()
+        );
+    }
+    assert_eq!(
+        scorer.metric("ocm_score_thanos_clusters_stale", &[]).await,
+        Some(1.0)
+    );
+    assert_eq!(
+        scorer.metric("ocm_score_thanos_clusters_scored", &[]).await,
+        Some(3.0)
+    );
+    assert_eq!(scorer.metric("ocm_score_thanos_leader", &[]).await, Some(1.0));
+
+    // SIGTERM: clean exit, Lease released for the next replica.
+    assert_eq!(scorer.terminate().await, Some(0));
+    assert_eq!(lease_holder(&hub), None);
+}
+
+fn fake_config(url: &str, validity: &str, renew_before: &str, leader: bool) -> String {
+    let leader = if leader {
+        "leaderElection: {namespace: ocm-score, leaseDuration: 3s, renewDeadline: 2s, retryPeriod: 300ms}"
+    } else {
+        "leaderElection: {enabled: false}"
+    };
+    format!(
+        "query: {{url: '{url}', timeout: 500ms, retries: 1}}
+interval: 1s
+validity: {validity}
+renewBefore: {renew_before}
+{leader}
+scores:
+  - {{name: load, query: 'sum by (cluster) (load)', direction: lowerIsBetter}}
+"
+    )
+}
+
+fn samples(list: &[(&str, f64)]) -> Vec<(String, f64)> {
+    list.iter().map(|(c, v)| (c.to_string(), *v)).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unchanged_fleet_causes_no_writes() {
+    let fake = FakeQueryApi::start(FakeMode::Vector(samples(&[("a", 1.0), ("b", 2.0), ("c", 3.0)]))).await;
+    let hub = start_hub(&["a", "b", "c"]).await;
+    let mut scorer = ScorerProcess::start(
+        &hub,
+        "thanos-scorer-1",
+        &fake_config(&fake.url(), "120s", "60s", false),
+        &[],
+    )
+    .await;
+    scorer.wait_ready().await;
+    for (cluster, want) in [("a", 100), ("b", 0), ("c", -100)] {
+        let got = eventually("the first scores", || scores_of(&hub, cluster, SCORE)).await;
+        assert_eq!(got, pairs(&[("load", want)]), "{cluster}");
+    }
+    // First round: a create and a status write per cluster. Then several rounds with nothing new.
+    rounds(&scorer, "complete", 1.0).await;
+    let after_first = score_writes(&hub);
+    assert_eq!(after_first, 6, "{:?}", hub.requests());
+    rounds(&scorer, "complete", 5.0).await;
+    assert_eq!(
+        score_writes(&hub),
+        after_first,
+        "no score moved and validUntil is far: nothing to write"
+    );
+
+    // One cluster's value moves, but not past the fleet's bounds: only that cluster is written.
+    fake.set(FakeMode::Vector(samples(&[("a", 1.0), ("b", 2.5), ("c", 3.0)])));
+    eventually("b's new score", || {
+        (scores_of(&hub, "b", SCORE)? == pairs(&[("load", -50)])).then_some(())
+    })
+    .await;
+    rounds(&scorer, "complete", 3.0).await;
+    assert_eq!(score_writes(&hub), after_first + 1);
+    assert_eq!(scorer.terminate().await, Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failing_queries_publish_nothing_and_the_scorer_keeps_running() {
+    let fake = FakeQueryApi::start(FakeMode::Vector(samples(&[("a", 1.0), ("b", 3.0)]))).await;
+    let hub = start_hub(&["a", "b"]).await;
+    let mut scorer = ScorerProcess::start(
+        &hub,
+        "thanos-scorer-1",
+        &fake_config(&fake.url(), "4s", "2s", false),
+        &[],
+    )
+    .await;
+    scorer.wait_ready().await;
+    eventually("a's first score", || {
+        (scores_of(&hub, "a", SCORE)? == pairs(&[("load", 100)])).then_some(())
+    })
+    .await;
+    eventually("b's first score", || {
+        (scores_of(&hub, "b", SCORE)? == pairs(&[("load", -100)])).then_some(())
+    })
+    .await;
+    let good = (status(&hub, "a"), status(&hub, "b"));
+
+    let faults = [
+        ("http_status", FakeMode::ServerError),
+        (
+            "timeout",
+            FakeMode::Slow(Duration::from_secs(2), samples(&[("a", 9.0), ("b", 1.0)])),
+        ),
+        ("malformed", FakeMode::Malformed),
+        (
+            "malformed",
+            FakeMode::Truncated(samples(&[("a", 9.0), ("b", 1.0)])),
+        ),
+        // Only a answered: normalized alone it would be 0. It must not be published.
+        ("partial_response", FakeMode::Partial(samples(&[("a", 9.0)]))),
+    ];
+    let writes_before = score_writes(&hub);
+    for (kind, mode) in faults {
+        fake.set(mode.clone());
+        let labels = [("score", "load"), ("kind", kind)];
+        let before = scorer
+            .metric("ocm_score_thanos_query_errors_total", &labels)
+            .await
+            .unwrap_or(0.0);
+        rounds(&scorer, "query_failed", 2.0).await;
+        let after = scorer
+            .metric("ocm_score_thanos_query_errors_total", &labels)
+            .await
+            .unwrap_or(0.0);
+        assert!(after >= before + 2.0, "{mode:?} is counted as {kind}");
+        assert!(
+            scorer.running(),
+            "the scorer must survive {mode:?}:\n{}",
+            scorer.log()
+        );
+        assert_eq!(
+            score_writes(&hub),
+            writes_before,
+            "nothing may be written during {mode:?}"
+        );
+    }
+    // Not renewed through the outage: the last good scores are untouched and have expired.
+    assert_eq!((status(&hub, "a"), status(&hub, "b")), good);
+    let a_until = valid_until(&hub, "a").expect("validUntil");
+    assert!(
+        a_until < Timestamp::now(),
+        "a's scores should have expired by now ({a_until})"
+    );
+    assert_eq!(scorer.get("/healthz").await.map(|(code, _)| code), Some(200));
+
+    // The API recovers with new values: published at once, with a fresh validUntil.
+    fake.set(FakeMode::Vector(samples(&[("a", 5.0), ("b", 1.0)])));
+    eventually("recovered scores", || {
+        (scores_of(&hub, "a", SCORE)? == pairs(&[("load", -100)])).then_some(())
+    })
+    .await;
+    assert_eq!(scores_of(&hub, "b", SCORE), Some(pairs(&[("load", 100)])));
+    assert!(valid_until(&hub, "a").is_some_and(|t| t > Timestamp::now()));
+    assert_eq!(scorer.terminate().await, Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn of_two_replicas_only_the_leader_writes() {
+    let fake = FakeQueryApi::start(FakeMode::Vector(samples(&[("a", 1.0), ("b", 2.0)]))).await;
+    let hub = start_hub(&["a", "b"]).await;
+    // Short validity so the leader writes renewals all the time.
+    let config = fake_config(&fake.url(), "3s", "2s", true);
+    let mut first = ScorerProcess::start(&hub, "replica-1", &config, &[]).await;
+    first.wait_ready().await;
+    eventually("replica-1 to lead", || {
+        (lease_holder(&hub)? == "replica-1").then_some(())
+    })
+    .await;
+    let mut second = ScorerProcess::start(&hub, "replica-2", &config, &[]).await;
+    second.wait_ready().await;
+    rounds(&second, "not_leader", 3.0).await;
+    rounds(&first, "complete", 3.0).await;
+    let writers = |hub: &ApiServer| -> Vec<String> {
+        let mut users: Vec<String> = hub
+            .requests()
+            .iter()
+            .filter(|r| r.resource == "addonplacementscores" && r.is_write())
+            .map(|r| r.user.clone())
+            .collect();
+        users.sort();
+        users.dedup();
+        users
+    };
+    assert_eq!(writers(&hub), vec!["replica-1".to_owned()]);
+    assert_eq!(second.metric("ocm_score_thanos_leader", &[]).await, Some(0.0));
+
+    // The leader stops and releases the Lease: the standby takes over and keeps scores fresh.
+    assert_eq!(first.terminate().await, Some(0));
+    eventually("replica-2 to lead", || {
+        (lease_holder(&hub)? == "replica-2").then_some(())
+    })
+    .await;
+    hub.reset_requests();
+    eventually("replica-2 to renew the scores", || {
+        writers(&hub).contains(&"replica-2".to_owned()).then_some(())
+    })
+    .await;
+    assert_eq!(writers(&hub), vec!["replica-2".to_owned()]);
+    assert_eq!(second.terminate().await, Some(0));
+}
+
+#[tokio::test]
+async fn a_bad_configuration_exits_2_naming_the_field() {
+    let dir = thanos_common::TempDir::new("thanos-config");
+    let config = dir.path().join("config.yaml");
+    let cases: &[(&str, &[&str], &str)] = &[
+        ("scores: [{name: a, query: x}]\n", &[], "query.url"),
+        (
+            "query: {url: 'http://127.0.0.1:9'}\nscores: [{name: a, query: x}]\n",
+            &["--validity", "10s"],
+            "--validity",
+        ),
+        (
+            "query: {url: 'http://127.0.0.1:9'}\nscores: [{name: a, query: x, normalization: fixed, min: 3, max: 1}]\n",
+            &[],
+            "scores[0].max",
+        ),
+        (
+            "query: {url: 'http://127.0.0.1:9'}\nscorez: []\n",
+            &[],
+            "unknown field `scorez`",
+        ),
+        (
+            "query: {url: 'http://127.0.0.1:9'}\nscores: [{name: a, query: x}]\n",
+            &["--ca-file", "/nonexistent/ca.pem"],
+            "--ca-file",
+        ),
+    ];
+    for (yaml, flags, field) in cases {
+        std::fs::write(&config, yaml).expect("writing config");
+        let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_ocm-score-hub"))
+            .arg("thanos-scorer")
+            .arg("--config")
+            .arg(&config)
+            .args(*flags)
+            .output()
+            .await
+            .expect("running ocm-score-hub");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{yaml} {flags:?}: {stderr}");
+        assert!(
+            stderr.contains(field),
+            "{yaml} {flags:?} should name {field}: {stderr}"
+        );
+    }
+}
