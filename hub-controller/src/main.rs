@@ -45,7 +45,9 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("error: {err:#}");
-            let bad_input = err.downcast_ref::<simulate::SimulateError>().is_some_and(|e| e.is_bad_input());
+            let bad_input = err
+                .downcast_ref::<simulate::SimulateError>()
+                .is_some_and(|e| e.is_bad_input());
             ExitCode::from(if bad_input { EXIT_BAD_INPUT } else { 1 })
         }
     }

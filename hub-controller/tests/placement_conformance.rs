@@ -47,7 +47,12 @@ fn every_conformance_case_passes_through_simulate() {
         let text = std::fs::read_to_string(file).expect("read case file");
         let cases: Vec<Value> = serde_norway::from_str(&text).expect("case file is a YAML list");
         let printed = run_simulate(file);
-        assert_eq!(printed.len(), cases.len(), "{}: one result per case", file.display());
+        assert_eq!(
+            printed.len(),
+            cases.len(),
+            "{}: one result per case",
+            file.display()
+        );
         for (case, result) in cases.iter().zip(&printed) {
             let name = case["name"].as_str().expect("case name");
             assert_eq!(result["name"].as_str(), Some(name), "results come in case order");
@@ -55,7 +60,12 @@ fn every_conformance_case_passes_through_simulate() {
             let wrong: Vec<String> = expect
                 .iter()
                 .filter(|(key, want)| result.get(key.as_str()) != Some(*want))
-                .map(|(key, want)| format!("  {key}: want {want}, got {}", result.get(key.as_str()).unwrap_or(&Value::Null)))
+                .map(|(key, want)| {
+                    format!(
+                        "  {key}: want {want}, got {}",
+                        result.get(key.as_str()).unwrap_or(&Value::Null)
+                    )
+                })
                 .collect();
             if wrong.is_empty() {
                 passed += 1;

@@ -8,9 +8,10 @@
 use k8s_openapi::jiff::Timestamp;
 use scheduler_core::api::{
     AddOnPlacementScore, AddOnPlacementScoreItem, AddOnPlacementScoreStatus, AddOnScore, ClusterDecision,
-    ManagedCluster, ManagedClusterSet, ManagedClusterSetBinding, ManagedClusterSetBindingSpec, ManagedClusterSpec,
-    ManagedClusterStatus, ObjectMeta, Placement, PlacementDecision, PlacementDecisionStatus, PlacementSpec,
-    PrioritizerConfig, PrioritizerPolicy, Quantity, ScoreCoordinate, Time, well_known,
+    ManagedCluster, ManagedClusterSet, ManagedClusterSetBinding, ManagedClusterSetBindingSpec,
+    ManagedClusterSpec, ManagedClusterStatus, ObjectMeta, Placement, PlacementDecision,
+    PlacementDecisionStatus, PlacementSpec, PrioritizerConfig, PrioritizerPolicy, Quantity, ScoreCoordinate,
+    Time, well_known,
 };
 use scheduler_core::placement::{HubObjects, HubSnapshot, SyncOutcome, candidates, schedule, sync};
 use std::collections::BTreeMap;
@@ -23,11 +24,19 @@ const CLUSTERS_PER_OTHER_DECISION: usize = 10;
 
 /// OCM's scheduler on a 2-core machine, in-process with in-memory listers (from the issue):
 /// (clusters, Schedule() ms, full sync ms, peak RSS MiB).
-const OCM: [(usize, f64, f64, u32); 4] =
-    [(100, 0.27, 0.70, 60), (1_000, 2.70, 3.46, 63), (10_000, 48.8, 55.9, 99), (50_000, 431.0, 444.0, 248)];
+const OCM: [(usize, f64, f64, u32); 4] = [
+    (100, 0.27, 0.70, 60),
+    (1_000, 2.70, 3.46, 63),
+    (10_000, 48.8, 55.9, 99),
+    (50_000, 431.0, 444.0, 248),
+];
 
 fn meta(namespace: Option<&str>, name: &str) -> ObjectMeta {
-    ObjectMeta { namespace: namespace.map(str::to_string), name: Some(name.to_string()), ..ObjectMeta::default() }
+    ObjectMeta {
+        namespace: namespace.map(str::to_string),
+        name: Some(name.to_string()),
+        ..ObjectMeta::default()
+    }
 }
 
 /// A small deterministic generator, so every run sees the same fleet.
@@ -35,7 +44,10 @@ struct Lcg(u64);
 
 impl Lcg {
     fn next(&mut self, n: u64) -> u64 {
-        self.0 = self.0.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
         (self.0 >> 33) % n
     }
 }
@@ -52,8 +64,14 @@ fn fleet(size: usize, now: Timestamp) -> HubObjects {
             ("env".to_string(), ["prod", "dev", "staging"][i % 3].to_string()),
         ]);
         objects.clusters.push(ManagedCluster {
-            metadata: ObjectMeta { labels: Some(labels), ..meta(None, &name) },
-            spec: ManagedClusterSpec { hub_accepts_client: true, ..ManagedClusterSpec::default() },
+            metadata: ObjectMeta {
+                labels: Some(labels),
+                ..meta(None, &name)
+            },
+            spec: ManagedClusterSpec {
+                hub_accepts_client: true,
+                ..ManagedClusterSpec::default()
+            },
             status: Some(ManagedClusterStatus {
                 allocatable: BTreeMap::from([("cpu".to_string(), cpu.clone())]),
                 capacity: BTreeMap::from([("cpu".to_string(), Quantity("64".into()))]),
@@ -64,8 +82,14 @@ fn fleet(size: usize, now: Timestamp) -> HubObjects {
             metadata: meta(Some(&name), well_known::RESOURCE_USAGE_SCORE),
             status: Some(AddOnPlacementScoreStatus {
                 scores: vec![
-                    AddOnPlacementScoreItem { name: "cpuAvailable".into(), value: rng.next(201) as i32 - 100 },
-                    AddOnPlacementScoreItem { name: "memAvailable".into(), value: rng.next(201) as i32 - 100 },
+                    AddOnPlacementScoreItem {
+                        name: "cpuAvailable".into(),
+                        value: rng.next(201) as i32 - 100,
+                    },
+                    AddOnPlacementScoreItem {
+                        name: "memAvailable".into(),
+                        value: rng.next(201) as i32 - 100,
+                    },
                 ],
                 valid_until: Some(valid_until.clone()),
                 ..AddOnPlacementScoreStatus::default()
@@ -82,20 +106,39 @@ fn fleet(size: usize, now: Timestamp) -> HubObjects {
             .collect();
         objects.decisions.push(PlacementDecision {
             metadata: ObjectMeta {
-                labels: Some(BTreeMap::from([(well_known::PLACEMENT_LABEL.to_string(), format!("other-{d}"))])),
-                ..meta(Some(&format!("team-{}", d % 20)), &format!("other-{d}-decision-1"))
+                labels: Some(BTreeMap::from([(
+                    well_known::PLACEMENT_LABEL.to_string(),
+                    format!("other-{d}"),
+                )])),
+                ..meta(
+                    Some(&format!("team-{}", d % 20)),
+                    &format!("other-{d}-decision-1"),
+                )
             },
-            status: Some(PlacementDecisionStatus { decisions, extra: Default::default() }),
+            status: Some(PlacementDecisionStatus {
+                decisions,
+                extra: Default::default(),
+            }),
         });
     }
-    objects.cluster_sets.push(ManagedClusterSet { metadata: meta(None, "fleet"), ..ManagedClusterSet::default() });
+    objects.cluster_sets.push(ManagedClusterSet {
+        metadata: meta(None, "fleet"),
+        ..ManagedClusterSet::default()
+    });
     objects.bindings.push(ManagedClusterSetBinding {
         metadata: meta(Some("apps"), "fleet"),
-        spec: ManagedClusterSetBindingSpec { cluster_set: "fleet".into(), ..ManagedClusterSetBindingSpec::default() },
+        spec: ManagedClusterSetBindingSpec {
+            cluster_set: "fleet".into(),
+            ..ManagedClusterSetBindingSpec::default()
+        },
         status: None,
     });
     let config = |type_: &str, built_in: Option<&str>, add_on: Option<AddOnScore>| PrioritizerConfig {
-        score_coordinate: Some(ScoreCoordinate { type_: type_.into(), built_in: built_in.map(str::to_string), add_on }),
+        score_coordinate: Some(ScoreCoordinate {
+            type_: type_.into(),
+            built_in: built_in.map(str::to_string),
+            add_on,
+        }),
         weight: Some(1),
         ..PrioritizerConfig::default()
     };
@@ -158,7 +201,9 @@ fn ms(d: Duration) -> f64 {
 
 fn main() {
     let now: Timestamp = "2026-06-01T00:00:00Z".parse().expect("valid time");
-    println!("| clusters | Schedule() median | full result median | OCM Schedule() | OCM full sync | speed-up (full) | peak RSS | OCM peak RSS |");
+    println!(
+        "| clusters | Schedule() median | full result median | OCM Schedule() | OCM full sync | speed-up (full) | peak RSS | OCM peak RSS |"
+    );
     println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
     let mut per_cluster = Vec::new();
     for (size, (ocm_size, ocm_schedule, ocm_full, ocm_rss)) in FLEETS.into_iter().zip(OCM) {
@@ -170,13 +215,16 @@ fn main() {
         assert_eq!(cands.clusters.len(), size);
 
         let schedule_time = median(|| {
-            let r = schedule::schedule(&snapshot, &placement, black_box(&cands.clusters), now).expect("schedules");
+            let r = schedule::schedule(&snapshot, &placement, black_box(&cands.clusters), now)
+                .expect("schedules");
             assert_eq!(r.selected.len(), 10);
             black_box(r);
         });
         let full_time = median(|| {
             let r = sync(&snapshot, "apps", "web", black_box(now)).expect("syncs");
-            let SyncOutcome::Scheduled(r) = r else { panic!("placement skipped") };
+            let SyncOutcome::Scheduled(r) = r else {
+                panic!("placement skipped")
+            };
             assert_eq!(r.decisions.len(), 1);
             black_box(r);
         });
@@ -190,6 +238,9 @@ fn main() {
         per_cluster.push((size, ms(full_time) * 1e3 / size as f64));
     }
     println!();
-    let scaling: Vec<String> = per_cluster.iter().map(|(n, us)| format!("{n}: {us:.2} µs")).collect();
+    let scaling: Vec<String> = per_cluster
+        .iter()
+        .map(|(n, us)| format!("{n}: {us:.2} µs"))
+        .collect();
     println!("Full result per cluster (flat = linear): {}", scaling.join(", "));
 }

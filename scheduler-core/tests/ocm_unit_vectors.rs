@@ -12,10 +12,11 @@
 
 use k8s_openapi::jiff::Timestamp;
 use scheduler_core::api::{
-    AddOnPlacementScore, AddOnPlacementScoreItem, AddOnPlacementScoreStatus, ClusterDecision, ClusterSelector,
-    Condition, ManagedCluster, ManagedClusterClaim, ManagedClusterSet, ManagedClusterSetBinding,
-    ManagedClusterSetBindingSpec, ManagedClusterSetSpec, ManagedClusterSpec, ManagedClusterStatus, ObjectMeta, Placement,
-    PlacementDecision, PlacementDecisionStatus, PlacementSpec, PlacementStatus, Quantity, Taint, Time,
+    AddOnPlacementScore, AddOnPlacementScoreItem, AddOnPlacementScoreStatus, ClusterDecision,
+    ClusterSelector, Condition, ManagedCluster, ManagedClusterClaim, ManagedClusterSet,
+    ManagedClusterSetBinding, ManagedClusterSetBindingSpec, ManagedClusterSetSpec, ManagedClusterSpec,
+    ManagedClusterStatus, ObjectMeta, Placement, PlacementDecision, PlacementDecisionStatus, PlacementSpec,
+    PlacementStatus, Quantity, Taint, Time,
 };
 use scheduler_core::placement::candidates;
 use scheduler_core::placement::conditions::{self, SatisfiedInputs};
@@ -33,7 +34,10 @@ use scheduler_core::placement::{
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
-const VECTORS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/design/ocm-unit-cases.yaml");
+const VECTORS: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../shared/design/ocm-unit-cases.yaml"
+);
 
 type Check = Result<(), String>;
 
@@ -60,7 +64,8 @@ fn str_map(v: Option<&Value>) -> BTreeMap<String, String> {
 }
 
 fn time(v: Option<&Value>) -> Option<Time> {
-    v.and_then(Value::as_str).map(|t| Time(t.parse::<Timestamp>().expect("RFC 3339 time in a vector")))
+    v.and_then(Value::as_str)
+        .map(|t| Time(t.parse::<Timestamp>().expect("RFC 3339 time in a vector")))
 }
 
 fn now_of(v: &Value) -> Timestamp {
@@ -79,19 +84,29 @@ fn names(v: &Value) -> Vec<String> {
         let (from, to) = (l["from"].as_u64().unwrap_or(1), l["to"].as_u64().unwrap_or(0));
         let mut all: Vec<String> = (from..=to).map(|i| format!("{prefix}{i}")).collect();
         all.sort();
-        let (start, end) = (l["start"].as_u64().unwrap_or(0) as usize, l["end"].as_u64().unwrap_or(0) as usize);
+        let (start, end) = (
+            l["start"].as_u64().unwrap_or(0) as usize,
+            l["end"].as_u64().unwrap_or(0) as usize,
+        );
         return all[start..end].to_vec();
     }
-    v.as_array().map(|a| a.iter().map(|x| x.as_str().map_or_else(|| s(&x["name"]), str::to_string)).collect()).unwrap_or_default()
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .map(|x| x.as_str().map_or_else(|| s(&x["name"]), str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Cluster entries: a list of cluster objects or a `generate` spec (plain clusters).
 fn cluster_values(v: Option<&Value>) -> Vec<Value> {
     match v {
         Some(Value::Array(a)) => a.clone(),
-        Some(other) if other.get("generate").is_some() => {
-            names(other).into_iter().map(|n| serde_json::json!({"name": n})).collect()
-        }
+        Some(other) if other.get("generate").is_some() => names(other)
+            .into_iter()
+            .map(|n| serde_json::json!({"name": n}))
+            .collect(),
         _ => Vec::new(),
     }
 }
@@ -101,7 +116,7 @@ fn quantities(v: Option<&Value>) -> BTreeMap<String, Quantity> {
 }
 
 fn cluster(v: &Value) -> ManagedCluster {
-    let mut labels = str_map(v.get("labels"));
+    let labels = str_map(v.get("labels"));
     let mut allocatable = quantities(v.get("allocatable"));
     let mut capacity = quantities(v.get("capacity"));
     if let Some(res) = v.get("res").and_then(Value::as_array) {
@@ -130,15 +145,18 @@ fn cluster(v: &Value) -> ManagedCluster {
         })
         .unwrap_or_default();
     let terminating = v.get("terminating").and_then(Value::as_bool).unwrap_or(false);
-    labels.retain(|_, _| true);
     ManagedCluster {
         metadata: ObjectMeta {
             name: Some(s(&v["name"])),
             labels: Some(labels),
-            deletion_timestamp: terminating.then(|| Time(Timestamp::UNIX_EPOCH)),
+            deletion_timestamp: terminating.then_some(Time(Timestamp::UNIX_EPOCH)),
             ..ObjectMeta::default()
         },
-        spec: ManagedClusterSpec { hub_accepts_client: true, taints, ..ManagedClusterSpec::default() },
+        spec: ManagedClusterSpec {
+            hub_accepts_client: true,
+            taints,
+            ..ManagedClusterSpec::default()
+        },
         status: Some(ManagedClusterStatus {
             allocatable,
             capacity,
@@ -150,8 +168,14 @@ fn cluster(v: &Value) -> ManagedCluster {
 
 /// The vectors are written without CRD defaulting: an omitted weight is 0.
 fn placement(v: &Value) -> Placement {
-    let mut spec_value = v.get("spec").cloned().unwrap_or(Value::Object(Default::default()));
-    if let Some(configs) = spec_value.pointer_mut("/prioritizerPolicy/configurations").and_then(Value::as_array_mut) {
+    let mut spec_value = v
+        .get("spec")
+        .cloned()
+        .unwrap_or(Value::Object(Default::default()));
+    if let Some(configs) = spec_value
+        .pointer_mut("/prioritizerPolicy/configurations")
+        .and_then(Value::as_array_mut)
+    {
         for c in configs {
             if let Some(obj) = c.as_object_mut() {
                 obj.entry("weight").or_insert(Value::from(0));
@@ -167,7 +191,10 @@ fn placement(v: &Value) -> Placement {
         // Vectors leave lastTransitionTime out; any fixed instant will do.
         if let Some(conds) = st.get_mut("conditions").and_then(Value::as_array_mut) {
             for c in conds {
-                c.as_object_mut().map(|o| o.entry("lastTransitionTime").or_insert(Value::from("2020-01-01T00:00:00Z")));
+                c.as_object_mut().map(|o| {
+                    o.entry("lastTransitionTime")
+                        .or_insert(Value::from("2020-01-01T00:00:00Z"))
+                });
             }
         }
         serde_json::from_value::<PlacementStatus>(st).expect("placement status in a vector")
@@ -196,7 +223,11 @@ fn decision(v: &Value) -> PlacementDecision {
         status: Some(PlacementDecisionStatus {
             decisions: names(&v["decisions"])
                 .into_iter()
-                .map(|cluster_name| ClusterDecision { cluster_name, reason: String::new(), score: None })
+                .map(|cluster_name| ClusterDecision {
+                    cluster_name,
+                    reason: String::new(),
+                    score: None,
+                })
                 .collect(),
             extra: Default::default(),
         }),
@@ -205,13 +236,20 @@ fn decision(v: &Value) -> PlacementDecision {
 
 fn score(v: &Value) -> AddOnPlacementScore {
     AddOnPlacementScore {
-        metadata: ObjectMeta { namespace: Some(s(&v["namespace"])), name: Some(s(&v["name"])), ..ObjectMeta::default() },
+        metadata: ObjectMeta {
+            namespace: Some(s(&v["namespace"])),
+            name: Some(s(&v["name"])),
+            ..ObjectMeta::default()
+        },
         status: Some(AddOnPlacementScoreStatus {
             scores: v["scores"]
                 .as_array()
                 .map(|a| {
                     a.iter()
-                        .map(|i| AddOnPlacementScoreItem { name: s(&i["name"]), value: i["value"].as_i64().unwrap_or(0) as i32 })
+                        .map(|i| AddOnPlacementScoreItem {
+                            name: s(&i["name"]),
+                            value: i["value"].as_i64().unwrap_or(0) as i32,
+                        })
                         .collect()
                 })
                 .unwrap_or_default(),
@@ -223,12 +261,16 @@ fn score(v: &Value) -> AddOnPlacementScore {
 
 fn cluster_set(v: &Value) -> ManagedClusterSet {
     ManagedClusterSet {
-        metadata: ObjectMeta { name: Some(s(&v["name"])), ..ObjectMeta::default() },
+        metadata: ObjectMeta {
+            name: Some(s(&v["name"])),
+            ..ObjectMeta::default()
+        },
         spec: ManagedClusterSetSpec {
             cluster_selector: v.get("clusterSelector").map(|cs| {
                 let mut cs = cs.clone();
                 // Vector notation: an omitted selectorType is the Go zero value "".
-                cs.as_object_mut().map(|o| o.entry("selectorType").or_insert(Value::from("")));
+                cs.as_object_mut()
+                    .map(|o| o.entry("selectorType").or_insert(Value::from("")));
                 serde_json::from_value(cs).expect("cluster selector in a vector")
             }),
             ..ManagedClusterSetSpec::default()
@@ -239,14 +281,23 @@ fn cluster_set(v: &Value) -> ManagedClusterSet {
 
 fn binding(v: &Value) -> ManagedClusterSetBinding {
     ManagedClusterSetBinding {
-        metadata: ObjectMeta { namespace: Some(s(&v["namespace"])), name: Some(s(&v["name"])), ..ObjectMeta::default() },
-        spec: ManagedClusterSetBindingSpec { cluster_set: s(&v["clusterSet"]), ..ManagedClusterSetBindingSpec::default() },
+        metadata: ObjectMeta {
+            namespace: Some(s(&v["namespace"])),
+            name: Some(s(&v["name"])),
+            ..ObjectMeta::default()
+        },
+        spec: ManagedClusterSetBindingSpec {
+            cluster_set: s(&v["clusterSet"]),
+            ..ManagedClusterSetBindingSpec::default()
+        },
         status: None,
     }
 }
 
 fn list<T>(v: Option<&Value>, f: impl Fn(&Value) -> T) -> Vec<T> {
-    v.and_then(Value::as_array).map(|a| a.iter().map(f).collect()).unwrap_or_default()
+    v.and_then(Value::as_array)
+        .map(|a| a.iter().map(f).collect())
+        .unwrap_or_default()
 }
 
 fn snapshot(objects: HubObjects) -> HubSnapshot {
@@ -254,7 +305,10 @@ fn snapshot(objects: HubObjects) -> HubSnapshot {
 }
 
 fn ids(snap: &HubSnapshot, names: &[String]) -> Vec<ClusterId> {
-    names.iter().map(|n| snap.cluster_id(n).expect("cluster in snapshot")).collect()
+    names
+        .iter()
+        .map(|n| snap.cluster_id(n).expect("cluster in snapshot"))
+        .collect()
 }
 
 fn cluster_names(snap: &HubSnapshot, ids: &[ClusterId]) -> Vec<String> {
@@ -271,7 +325,11 @@ fn code(v: &Value) -> StatusCode {
 }
 
 fn status_of(v: &Value) -> Status {
-    Status { code: code(&v["code"]), plugin: s(&v["plugin"]), message: s(&v["message"]) }
+    Status {
+        code: code(&v["code"]),
+        plugin: s(&v["plugin"]),
+        message: s(&v["message"]),
+    }
 }
 
 fn check_status(got: &Status, want: &Value) -> Check {
@@ -286,11 +344,25 @@ fn check_status(got: &Status, want: &Value) -> Check {
 }
 
 fn score_map(v: &Value) -> BTreeMap<String, i64> {
-    v.as_object().map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_i64().unwrap_or(0))).collect()).unwrap_or_default()
+    v.as_object()
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| (k.clone(), v.as_i64().unwrap_or(0)))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
-fn scores_by_name(snap: &HubSnapshot, feasible: &[ClusterId], scores: &[Option<i64>]) -> BTreeMap<String, i64> {
-    feasible.iter().zip(scores).filter_map(|(id, s)| s.map(|s| (snap.cluster_name(*id).to_string(), s))).collect()
+fn scores_by_name(
+    snap: &HubSnapshot,
+    feasible: &[ClusterId],
+    scores: &[Option<i64>],
+) -> BTreeMap<String, i64> {
+    feasible
+        .iter()
+        .zip(scores)
+        .filter_map(|(id, s)| s.map(|s| (snap.cluster_name(*id).to_string(), s)))
+        .collect()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -299,7 +371,10 @@ fn scores_by_name(snap: &HubSnapshot, feasible: &[ClusterId], scores: &[Option<i
 
 fn run_schedule(case: &Value) -> Check {
     let clusters: Vec<ManagedCluster> = cluster_values(case.get("clusters")).iter().map(cluster).collect();
-    let order: Vec<String> = clusters.iter().map(|c| c.metadata.name.clone().unwrap_or_default()).collect();
+    let order: Vec<String> = clusters
+        .iter()
+        .map(|c| c.metadata.name.clone().unwrap_or_default())
+        .collect();
     let p = placement(&case["placement"]);
     let snap = snapshot(HubObjects {
         clusters,
@@ -308,24 +383,43 @@ fn run_schedule(case: &Value) -> Check {
         placements: vec![p.clone()],
         ..HubObjects::default()
     });
-    let result = schedule::schedule(&snap, &p, &ids(&snap, &order), now_of(case)).map_err(|e| e.to_string())?;
+    let result =
+        schedule::schedule(&snap, &p, &ids(&snap, &order), now_of(case)).map_err(|e| e.to_string())?;
     let expect = &case["expect"];
     if let Some(d) = expect.get("decisions") {
         eq("decisions", cluster_names(&snap, &result.selected), names(d))?;
     }
-    eq("unscheduled", result.unscheduled, expect["unscheduled"].as_i64().unwrap_or(0))?;
-    let records: Vec<(String, Vec<String>)> =
-        result.filter_records.iter().map(|r| (r.name.clone(), cluster_names(&snap, &r.clusters))).collect();
-    let want_records: Vec<(String, Vec<String>)> =
-        list(expect.get("filterResults"), |r| (s(&r["name"]), names(&r["filteredClusters"])));
+    eq(
+        "unscheduled",
+        result.unscheduled,
+        expect["unscheduled"].as_i64().unwrap_or(0),
+    )?;
+    let records: Vec<(String, Vec<String>)> = result
+        .filter_records
+        .iter()
+        .map(|r| (r.name.clone(), cluster_names(&snap, &r.clusters)))
+        .collect();
+    let want_records: Vec<(String, Vec<String>)> = list(expect.get("filterResults"), |r| {
+        (s(&r["name"]), names(&r["filteredClusters"]))
+    });
     eq("filterResults", records, want_records)?;
     let mut got: Vec<(String, i32, BTreeMap<String, i64>)> = result
         .prioritizers
         .iter()
-        .map(|p| (p.name(), p.weight, scores_by_name(&snap, &result.feasible, &p.scores)))
+        .map(|p| {
+            (
+                p.name(),
+                p.weight,
+                scores_by_name(&snap, &result.feasible, &p.scores),
+            )
+        })
         .collect();
     let mut want: Vec<(String, i32, BTreeMap<String, i64>)> = list(expect.get("prioritizerResults"), |r| {
-        (s(&r["name"]), r["weight"].as_i64().unwrap_or(0) as i32, score_map(&r["scores"]))
+        (
+            s(&r["name"]),
+            r["weight"].as_i64().unwrap_or(0) as i32,
+            score_map(&r["scores"]),
+        )
     });
     got.sort();
     want.sort();
@@ -335,7 +429,10 @@ fn run_schedule(case: &Value) -> Check {
 
 fn run_filter(case: &Value) -> Check {
     let clusters: Vec<ManagedCluster> = cluster_values(case.get("clusters")).iter().map(cluster).collect();
-    let order: Vec<String> = clusters.iter().map(|c| c.metadata.name.clone().unwrap_or_default()).collect();
+    let order: Vec<String> = clusters
+        .iter()
+        .map(|c| c.metadata.name.clone().unwrap_or_default())
+        .collect();
     let p = placement(&case["placement"]);
     let snap = snapshot(HubObjects {
         clusters,
@@ -362,7 +459,11 @@ fn run_filter(case: &Value) -> Check {
     }
     if let Some(rq) = expect.get("requeueTime") {
         // Upstream computes the requeue time independently of the filter's outcome.
-        let got = if status.is_error() { None } else { taints::requeue_time(&snap, &p, &decision_clusters, now_ns) };
+        let got = if status.is_error() {
+            None
+        } else {
+            taints::requeue_time(&snap, &p, &decision_clusters, now_ns)
+        };
         let want = time(Some(rq)).map(|t| t.0.as_nanosecond());
         eq("requeueTime", got, want)?;
     }
@@ -371,7 +472,10 @@ fn run_filter(case: &Value) -> Check {
 
 fn run_prioritizer(case: &Value) -> Check {
     let clusters: Vec<ManagedCluster> = cluster_values(case.get("clusters")).iter().map(cluster).collect();
-    let order: Vec<String> = clusters.iter().map(|c| c.metadata.name.clone().unwrap_or_default()).collect();
+    let order: Vec<String> = clusters
+        .iter()
+        .map(|c| c.metadata.name.clone().unwrap_or_default())
+        .collect();
     let p = placement(&case["placement"]);
     let snap = snapshot(HubObjects {
         clusters,
@@ -388,7 +492,10 @@ fn run_prioritizer(case: &Value) -> Check {
             "ResourceAllocatableMemory" => PrioritizerKind::ResourceAllocatableMemory,
             other => return Err(format!("unknown prioritizer {other}")),
         },
-        v => PrioritizerKind::AddOn { resource_name: s(&v["resourceName"]), score_name: s(&v["scoreName"]) },
+        v => PrioritizerKind::AddOn {
+            resource_name: s(&v["resourceName"]),
+            score_name: s(&v["scoreName"]),
+        },
     };
     let feasible = ids(&snap, &order);
     let (in_decision, _) = schedule::existing_decisions(&snap, &p);
@@ -401,7 +508,11 @@ fn run_prioritizer(case: &Value) -> Check {
     };
     let scored = prioritizers::score(&kind, &ctx);
     let expect = &case["expect"];
-    eq("scores", scores_by_name(&snap, &feasible, &scored.scores), score_map(&expect["scores"]))?;
+    eq(
+        "scores",
+        scores_by_name(&snap, &feasible, &scored.scores),
+        score_map(&expect["scores"]),
+    )?;
     if let Some(st) = expect.get("status") {
         check_status(&scored.status, st)?;
     }
@@ -422,16 +533,31 @@ fn hub_objects(o: &Value) -> HubObjects {
 
 fn check_group_statuses(got: &[scheduler_core::api::DecisionGroupStatus], want: &Value) -> Check {
     if let Some(count) = want.get("count") {
-        eq("decisionGroups count", got.len() as u64, count.as_u64().unwrap_or(0))?;
+        eq(
+            "decisionGroups count",
+            got.len() as u64,
+            count.as_u64().unwrap_or(0),
+        )?;
         for (i, part) in want["partial"].as_array().into_iter().flatten().enumerate() {
             let g = got.get(i).ok_or("missing decision group")?;
-            eq("decisionGroups clusterCount", i64::from(g.cluster_count), part["clusterCount"].as_i64().unwrap_or(0))?;
+            eq(
+                "decisionGroups clusterCount",
+                i64::from(g.cluster_count),
+                part["clusterCount"].as_i64().unwrap_or(0),
+            )?;
         }
         return Ok(());
     }
     let got: Vec<(i64, String, Vec<String>, i64)> = got
         .iter()
-        .map(|g| (i64::from(g.decision_group_index), g.decision_group_name.clone(), g.decisions.clone(), i64::from(g.cluster_count)))
+        .map(|g| {
+            (
+                i64::from(g.decision_group_index),
+                g.decision_group_name.clone(),
+                g.decisions.clone(),
+                i64::from(g.cluster_count),
+            )
+        })
         .collect();
     let want: Vec<(i64, String, Vec<String>, i64)> = list(Some(want), |g| {
         (
@@ -451,8 +577,16 @@ fn run_controller_sync(case: &Value) -> Check {
     // The stubbed scheduler returns these clusters; they must exist for group selectors.
     for d in stub["decisions"].as_array().into_iter().flatten() {
         let c = cluster(d);
-        match objects.clusters.iter_mut().find(|x| x.metadata.name == c.metadata.name) {
-            Some(existing) => existing.metadata.labels.get_or_insert_default().extend(str_map(d.get("labels"))),
+        match objects
+            .clusters
+            .iter_mut()
+            .find(|x| x.metadata.name == c.metadata.name)
+        {
+            Some(existing) => existing
+                .metadata
+                .labels
+                .get_or_insert_default()
+                .extend(str_map(d.get("labels"))),
             None => objects.clusters.push(c),
         }
     }
@@ -461,7 +595,9 @@ fn run_controller_sync(case: &Value) -> Check {
     let now = Timestamp::UNIX_EPOCH;
     let expect = &case["expect"];
     let result = match sync_placement(&snap, &p, now).map_err(|e| e.to_string())? {
-        SyncOutcome::Skipped(_) => return eq("apiActions", Vec::<String>::new(), names(&expect["apiActions"])),
+        SyncOutcome::Skipped(_) => {
+            return eq("apiActions", Vec::<String>::new(), names(&expect["apiActions"]));
+        }
         SyncOutcome::Scheduled(_) => {
             let candidates = candidates::candidates(&snap, &p).map_err(|e| e.to_string())?;
             let selected = ids(&snap, &names(&stub["decisions"]));
@@ -479,7 +615,11 @@ fn run_controller_sync(case: &Value) -> Check {
             return Err("first write is not a create".into());
         };
         let count = pd.status.as_ref().map_or(0, |s| s.decisions.len());
-        eq("created decision count", count as u64, created["decisionCount"].as_u64().unwrap_or(0))?;
+        eq(
+            "created decision count",
+            count as u64,
+            created["decisionCount"].as_u64().unwrap_or(0),
+        )?;
     }
     if let Some(st) = expect.get("placementStatus") {
         eq(
@@ -514,7 +654,10 @@ fn run_bind(case: &Value) -> Check {
     let p = placement(&case["placement"]);
     let selected_values: Vec<Value> = match &case["selectedClusters"] {
         Value::Array(a) => a.clone(),
-        other => names(other).into_iter().map(|n| serde_json::json!({"name": n})).collect(),
+        other => names(other)
+            .into_iter()
+            .map(|n| serde_json::json!({"name": n}))
+            .collect(),
     };
     let selected_names: Vec<String> = selected_values.iter().map(|v| s(&v["name"])).collect();
     let snap = snapshot(HubObjects {
@@ -525,21 +668,31 @@ fn run_bind(case: &Value) -> Check {
     });
     let (groups, _) = groups::decision_groups(&snap, &p, &ids(&snap, &selected_names));
     let pages = groups::pages(p.metadata.name.as_deref().unwrap_or(""), &groups);
-    let pds: Vec<PlacementDecision> = pages.iter().map(|pg| groups::placement_decision(&snap, &p, pg)).collect();
+    let pds: Vec<PlacementDecision> = pages
+        .iter()
+        .map(|pg| groups::placement_decision(&snap, &p, pg))
+        .collect();
     let (writes, _) = writes::plan(&snap, &p, &pds, "", &Status::success());
     let expect = &case["expect"];
-    eq("apiActions", writes.iter().map(|w| w.verb().to_string()).collect::<Vec<_>>(), names(&expect["apiActions"]))?;
+    eq(
+        "apiActions",
+        writes.iter().map(|w| w.verb().to_string()).collect::<Vec<_>>(),
+        names(&expect["apiActions"]),
+    )?;
     for (i, want) in expect["writes"].as_array().into_iter().flatten().enumerate() {
         let w = writes.get(i).ok_or_else(|| format!("write {i} missing"))?;
         eq("verb", w.verb(), want["verb"].as_str().unwrap_or(""))?;
         let (labels, decisions): (BTreeMap<String, String>, Option<Vec<String>>) = match w {
             DecisionWrite::Create(pd) => (
                 pd.metadata.labels.clone().unwrap_or_default(),
-                pd.status.as_ref().map(|s| s.decisions.iter().map(|d| d.cluster_name.clone()).collect()),
+                pd.status
+                    .as_ref()
+                    .map(|s| s.decisions.iter().map(|d| d.cluster_name.clone()).collect()),
             ),
-            DecisionWrite::PatchStatus { status, .. } => {
-                (BTreeMap::new(), Some(status.decisions.iter().map(|d| d.cluster_name.clone()).collect()))
-            }
+            DecisionWrite::PatchStatus { status, .. } => (
+                BTreeMap::new(),
+                Some(status.decisions.iter().map(|d| d.cluster_name.clone()).collect()),
+            ),
             DecisionWrite::PatchMetadata { labels, .. } => (labels.clone(), None),
             DecisionWrite::Delete { .. } => (BTreeMap::new(), None),
         };
@@ -553,7 +706,11 @@ fn run_bind(case: &Value) -> Check {
             }
         }
         if let Some(count) = want.get("decisionCount") {
-            eq("decisionCount", decisions.map_or(0, |d| d.len()) as u64, count.as_u64().unwrap_or(0))?;
+            eq(
+                "decisionCount",
+                decisions.map_or(0, |d| d.len()) as u64,
+                count.as_u64().unwrap_or(0),
+            )?;
         }
     }
     Ok(())
@@ -567,15 +724,35 @@ fn run_pd_write(case: &Value) -> Check {
     let note = events::score_note(scores.iter().map(|(k, v)| (k.as_str(), *v)).collect());
     let status = status_of(&case["status"]);
     let (mut writes, mut events) = (Vec::new(), Vec::new());
-    writes::plan_one(&p, &new, existing.as_ref(), &note, &status, &mut writes, &mut events);
+    writes::plan_one(
+        &p,
+        &new,
+        existing.as_ref(),
+        &note,
+        &status,
+        &mut writes,
+        &mut events,
+    );
     let expect = &case["expect"];
-    eq("eventCount", events.len() as u64, expect["eventCount"].as_u64().unwrap_or(0))?;
+    eq(
+        "eventCount",
+        events.len() as u64,
+        expect["eventCount"].as_u64().unwrap_or(0),
+    )?;
     for (reason, present) in expect["reasons"].as_object().into_iter().flatten() {
         let has = events.iter().any(|e| e.reason.contains(reason.as_str()));
-        eq(&format!("event {reason}"), has, present.as_bool().unwrap_or(false))?;
+        eq(
+            &format!("event {reason}"),
+            has,
+            present.as_bool().unwrap_or(false),
+        )?;
     }
     if let Some(w) = expect.get("warningEventPresent") {
-        eq("warning event", events.iter().any(|e| e.type_ == EventType::Warning), w.as_bool().unwrap_or(false))?;
+        eq(
+            "warning event",
+            events.iter().any(|e| e.type_ == EventType::Warning),
+            w.as_bool().unwrap_or(false),
+        )?;
     }
     Ok(())
 }
@@ -584,7 +761,10 @@ fn run_satisfied(case: &Value) -> Check {
     let i = &case["input"];
     let in_spec = names(&i["clusterSetsInSpec"]);
     let eligible = names(&i["eligibleClusterSets"]);
-    let status = i.get("status").filter(|v| !v.is_null()).map_or_else(Status::success, status_of);
+    let status = i
+        .get("status")
+        .filter(|v| !v.is_null())
+        .map_or_else(Status::success, status_of);
     let c = conditions::satisfied(&SatisfiedInputs {
         cluster_sets_in_spec: &in_spec,
         eligible_sets: &eligible,
@@ -594,8 +774,16 @@ fn run_satisfied(case: &Value) -> Check {
         unscheduled: i["numOfUnscheduledDecisions"].as_i64().unwrap_or(0),
         status: &status,
     });
-    eq("status", c.status, case["expect"]["status"].as_str().unwrap_or(""))?;
-    eq("reason", c.reason, case["expect"]["reason"].as_str().unwrap_or(""))
+    eq(
+        "status",
+        c.status,
+        case["expect"]["status"].as_str().unwrap_or(""),
+    )?;
+    eq(
+        "reason",
+        c.reason,
+        case["expect"]["reason"].as_str().unwrap_or(""),
+    )
 }
 
 fn run_misconfigured(case: &Value) -> Check {
@@ -615,7 +803,11 @@ fn run_valid_bindings(case: &Value) -> Check {
 fn run_eligible_sets(case: &Value) -> Check {
     let p = placement(&case["placement"]);
     let valid: Vec<String> = list(case.get("validBindings"), |b| s(&b["name"]));
-    eq("clusterSetNames", candidates::eligible_sets(&p, &valid), names(&case["expect"]["clusterSetNames"]))
+    eq(
+        "clusterSetNames",
+        candidates::eligible_sets(&p, &valid),
+        names(&case["expect"]["clusterSetNames"]),
+    )
 }
 
 fn run_available_clusters(case: &Value) -> Check {
@@ -626,22 +818,38 @@ fn run_available_clusters(case: &Value) -> Check {
         return ensure(got.is_err(), || format!("expected an error, got {got:?}"));
     }
     let got = got.map_err(|e| e.to_string())?;
-    eq("clusterNames", cluster_names(&snap, &got), names(&expect["clusterNames"]))
+    eq(
+        "clusterNames",
+        cluster_names(&snap, &got),
+        names(&expect["clusterNames"]),
+    )
 }
 
 fn run_selector(case: &Value) -> Check {
     let c = cluster(&case["cluster"]);
     let name = c.metadata.name.clone().unwrap_or_default();
-    let snap = snapshot(HubObjects { clusters: vec![c], ..HubObjects::default() });
-    let selector: ClusterSelector = serde_json::from_value(case["clusterSelector"].clone()).map_err(|e| e.to_string())?;
+    let snap = snapshot(HubObjects {
+        clusters: vec![c],
+        ..HubObjects::default()
+    });
+    let selector: ClusterSelector =
+        serde_json::from_value(case["clusterSelector"].clone()).map_err(|e| e.to_string())?;
     let matcher = ClusterMatcher::new(&selector)?;
     let id = snap.cluster_id(&name).ok_or("cluster missing")?;
-    eq("match", matcher.matches(&snap, id), case["expect"]["match"].as_bool().unwrap_or(false))
+    eq(
+        "match",
+        matcher.matches(&snap, id),
+        case["expect"]["match"].as_bool().unwrap_or(false),
+    )
 }
 
 fn run_claims(case: &Value) -> Check {
     let c = cluster(&case["cluster"]);
-    eq("claimCount", cluster_claims(&c).len() as u64, case["expect"]["claimCount"].as_u64().unwrap_or(0))
+    eq(
+        "claimCount",
+        cluster_claims(&c).len() as u64,
+        case["expect"]["claimCount"].as_u64().unwrap_or(0),
+    )
 }
 
 fn run_enqueue(case: &Value) -> Check {
@@ -652,12 +860,20 @@ fn run_enqueue(case: &Value) -> Check {
     let snap = snapshot(snap_objects);
     let labels = |v: &Value| str_map(v.get("labels"));
     let got = if let Some(e) = trigger.get("clusterSetEvent") {
-        triggers::affected_placements(&snap, Trigger::ClusterSet { name: e["clusterSet"]["name"].as_str().unwrap_or("") })
+        triggers::affected_placements(
+            &snap,
+            Trigger::ClusterSet {
+                name: e["clusterSet"]["name"].as_str().unwrap_or(""),
+            },
+        )
     } else if let Some(e) = trigger.get("bindingEvent") {
         let b = &e["binding"];
         triggers::affected_placements(
             &snap,
-            Trigger::Binding { namespace: b["namespace"].as_str().unwrap_or(""), name: b["name"].as_str().unwrap_or("") },
+            Trigger::Binding {
+                namespace: b["namespace"].as_str().unwrap_or(""),
+                name: b["name"].as_str().unwrap_or(""),
+            },
         )
     } else if let Some(e) = trigger.get("scoreEvent") {
         let sc = &e["score"];
@@ -668,7 +884,10 @@ fn run_enqueue(case: &Value) -> Check {
                 resource_name: sc["name"].as_str().unwrap_or(""),
             },
         )
-    } else if let Some(e) = trigger.get("clusterEvent").or_else(|| trigger.get("clusterDelete")) {
+    } else if let Some(e) = trigger
+        .get("clusterEvent")
+        .or_else(|| trigger.get("clusterDelete"))
+    {
         let l = labels(&e["cluster"]);
         triggers::affected_placements(&snap, Trigger::Cluster { labels: &l })
     } else if let Some(e) = trigger.get("clusterUpdate") {
@@ -686,10 +905,16 @@ fn run_debug_candidates(case: &Value) -> Check {
     let snap = snapshot(hub_objects(&case["objects"]));
     let path = s(&case["request"]["path"]);
     let parts: Vec<&str> = path.trim_start_matches("/debug/placements/").split('/').collect();
-    let [ns, name] = parts.as_slice() else { return Err(format!("unexpected path {path}")) };
+    let [ns, name] = parts.as_slice() else {
+        return Err(format!("unexpected path {path}"));
+    };
     let p = snap.placement(ns, name).ok_or("placement missing")?;
     let c = candidates::candidates(&snap, p).map_err(|e| e.to_string())?;
-    eq("candidateCount", c.clusters.len() as u64, case["expect"]["candidateCount"].as_u64().unwrap_or(0))
+    eq(
+        "candidateCount",
+        c.clusters.len() as u64,
+        case["expect"]["candidateCount"].as_u64().unwrap_or(0),
+    )
 }
 
 fn run_scenario(case: &Value) -> Check {
@@ -701,12 +926,16 @@ fn run_scenario(case: &Value) -> Check {
 
 fn run_step(step: &Value) -> Check {
     let p = placement(&step["placement"]);
-    let mut clusters: Vec<ManagedCluster> = cluster_values(step.get("clusters")).iter().map(cluster).collect();
+    let mut clusters: Vec<ManagedCluster> =
+        cluster_values(step.get("clusters")).iter().map(cluster).collect();
     // Unless stated, every cluster is in clusterset1.
     for c in &mut clusters {
         let labels = c.metadata.labels.get_or_insert_default();
         if !labels.contains_key("cluster.open-cluster-management.io/clusterset") {
-            labels.insert("cluster.open-cluster-management.io/clusterset".into(), "clusterset1".into());
+            labels.insert(
+                "cluster.open-cluster-management.io/clusterset".into(),
+                "clusterset1".into(),
+            );
         }
     }
     let snap = snapshot(HubObjects {
@@ -719,7 +948,8 @@ fn run_step(step: &Value) -> Check {
     });
     let ns = p.metadata.namespace.clone().unwrap_or_default();
     let name = p.metadata.name.clone().unwrap_or_default();
-    let SyncOutcome::Scheduled(result) = sync(&snap, &ns, &name, now_of(step)).map_err(|e| e.to_string())? else {
+    let SyncOutcome::Scheduled(result) = sync(&snap, &ns, &name, now_of(step)).map_err(|e| e.to_string())?
+    else {
         return Err("placement skipped".into());
     };
     let decided: Vec<String> = result
@@ -737,17 +967,37 @@ fn run_step(step: &Value) -> Check {
         eq("decisionCount", decided.len() as u64, n.as_u64().unwrap_or(0))?;
     }
     if let Some(n) = e.get("placementDecisionCount") {
-        eq("placementDecisionCount", result.decisions.len() as u64, n.as_u64().unwrap_or(0))?;
+        eq(
+            "placementDecisionCount",
+            result.decisions.len() as u64,
+            n.as_u64().unwrap_or(0),
+        )?;
     }
     if let Some(n) = e.get("numberOfSelectedClusters") {
-        eq("numberOfSelectedClusters", i64::from(result.status.number_of_selected_clusters), n.as_i64().unwrap_or(0))?;
+        eq(
+            "numberOfSelectedClusters",
+            i64::from(result.status.number_of_selected_clusters),
+            n.as_i64().unwrap_or(0),
+        )?;
     }
-    let condition = |t: &str| -> Option<&Condition> { result.status.conditions.iter().find(|c| c.type_ == t) };
-    for (key, t) in [("satisfied", "PlacementSatisfied"), ("misconfigured", "PlacementMisconfigured")] {
+    let condition =
+        |t: &str| -> Option<&Condition> { result.status.conditions.iter().find(|c| c.type_ == t) };
+    for (key, t) in [
+        ("satisfied", "PlacementSatisfied"),
+        ("misconfigured", "PlacementMisconfigured"),
+    ] {
         if let Some(want) = e.get(key) {
             let c = condition(t).ok_or_else(|| format!("no {t} condition"))?;
-            eq(&format!("{t} status"), c.status.as_str(), want["status"].as_str().unwrap_or(""))?;
-            eq(&format!("{t} reason"), c.reason.as_str(), want["reason"].as_str().unwrap_or(""))?;
+            eq(
+                &format!("{t} status"),
+                c.status.as_str(),
+                want["status"].as_str().unwrap_or(""),
+            )?;
+            eq(
+                &format!("{t} reason"),
+                c.reason.as_str(),
+                want["reason"].as_str().unwrap_or(""),
+            )?;
         }
     }
     if let Some(groups) = e.get("decisionGroups") {
@@ -770,7 +1020,8 @@ fn skip_reason(kind: &str) -> Option<&'static str> {
 
 #[test]
 fn ocm_unit_vectors() {
-    let text = std::fs::read_to_string(VECTORS).expect("../shared/design/ocm-unit-cases.yaml beside the checkout");
+    let text =
+        std::fs::read_to_string(VECTORS).expect("../shared/design/ocm-unit-cases.yaml beside the checkout");
     let cases: Vec<Value> = serde_norway::from_str(&text).expect("vectors are a YAML list");
     let (mut passed, mut failed) = (0usize, Vec::new());
     let mut skipped: BTreeMap<&'static str, usize> = BTreeMap::new();
@@ -812,7 +1063,10 @@ fn ocm_unit_vectors() {
         eprintln!("skipped {n}: {reason}");
     }
     let skipped_total: usize = skipped.values().sum();
-    println!("{passed} passed, {} failed, {skipped_total} skipped", failed.len());
+    println!(
+        "{passed} passed, {} failed, {skipped_total} skipped",
+        failed.len()
+    );
     assert!(failed.is_empty(), "{} vector(s) failed", failed.len());
     assert_eq!(passed + skipped_total, cases.len());
 }

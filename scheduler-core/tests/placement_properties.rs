@@ -4,10 +4,10 @@ use k8s_openapi::jiff::Timestamp;
 use proptest::prelude::*;
 use scheduler_core::api::{
     AddOnPlacementScore, AddOnPlacementScoreItem, AddOnPlacementScoreStatus, AddOnScore, ClusterDecision,
-    ClusterPredicate, ClusterSelector, LabelSelector, ManagedCluster, ManagedClusterSet, ManagedClusterSetBinding,
-    ManagedClusterSetBindingSpec, ManagedClusterSpec, ManagedClusterStatus, ObjectMeta, Placement, PlacementDecision,
-    PlacementDecisionStatus, PlacementSpec, PrioritizerConfig, PrioritizerPolicy, Quantity, ScoreCoordinate, Taint,
-    Time, Toleration, well_known,
+    ClusterPredicate, ClusterSelector, LabelSelector, ManagedCluster, ManagedClusterSet,
+    ManagedClusterSetBinding, ManagedClusterSetBindingSpec, ManagedClusterSpec, ManagedClusterStatus,
+    ObjectMeta, Placement, PlacementDecision, PlacementDecisionStatus, PlacementSpec, PrioritizerConfig,
+    PrioritizerPolicy, Quantity, ScoreCoordinate, Taint, Time, Toleration, well_known,
 };
 use scheduler_core::placement::{HubObjects, HubSnapshot, PlacementResult, SyncOutcome, sync};
 use std::collections::BTreeMap;
@@ -22,7 +22,11 @@ fn now() -> Timestamp {
 }
 
 fn meta(namespace: Option<&str>, name: &str) -> ObjectMeta {
-    ObjectMeta { namespace: namespace.map(str::to_string), name: Some(name.to_string()), ..ObjectMeta::default() }
+    ObjectMeta {
+        namespace: namespace.map(str::to_string),
+        name: Some(name.to_string()),
+        ..ObjectMeta::default()
+    }
 }
 
 /// One cluster's random traits.
@@ -39,20 +43,26 @@ struct ClusterSeed {
 fn cluster_seed() -> impl Strategy<Value = ClusterSeed> {
     (
         0..ENVS.len(),
-        proptest::option::of((0..TAINT_KEYS.len(), 0..EFFECTS.len(), -400_000_000i64..100_000_000)),
+        proptest::option::of((
+            0..TAINT_KEYS.len(),
+            0..EFFECTS.len(),
+            -400_000_000i64..100_000_000,
+        )),
         proptest::option::of(0u32..64),
         proptest::option::of((-100i32..=100, any::<bool>())),
         0u8..4,
         any::<bool>(),
     )
-        .prop_map(|(env, taint, cpu, score, other_decisions, own_decision)| ClusterSeed {
-            env,
-            taint,
-            cpu,
-            score,
-            other_decisions,
-            own_decision,
-        })
+        .prop_map(
+            |(env, taint, cpu, score, other_decisions, own_decision)| ClusterSeed {
+                env,
+                taint,
+                cpu,
+                score,
+                other_decisions,
+                own_decision,
+            },
+        )
 }
 
 #[derive(Clone, Debug)]
@@ -72,13 +82,15 @@ fn placement_seed() -> impl Strategy<Value = PlacementSeed> {
         any::<bool>(),
         [-10i32..=10, -10i32..=10, -10i32..=10, -10i32..=10],
     )
-        .prop_map(|(number_of_clusters, predicate_env, tolerate, exact, weights)| PlacementSeed {
-            number_of_clusters,
-            predicate_env,
-            tolerate,
-            exact,
-            weights,
-        })
+        .prop_map(
+            |(number_of_clusters, predicate_env, tolerate, exact, weights)| PlacementSeed {
+                number_of_clusters,
+                predicate_env,
+                tolerate,
+                exact,
+                weights,
+            },
+        )
 }
 
 fn build(clusters: &[ClusterSeed], p: &PlacementSeed) -> HubObjects {
@@ -103,11 +115,21 @@ fn build(clusters: &[ClusterSeed], p: &PlacementSeed) -> HubObjects {
                 }]
             })
             .unwrap_or_default();
-        let resources: BTreeMap<String, Quantity> =
-            c.cpu.map(|cpu| ("cpu".to_string(), Quantity(format!("{cpu}")))).into_iter().collect();
+        let resources: BTreeMap<String, Quantity> = c
+            .cpu
+            .map(|cpu| ("cpu".to_string(), Quantity(format!("{cpu}"))))
+            .into_iter()
+            .collect();
         objects.clusters.push(ManagedCluster {
-            metadata: ObjectMeta { labels: Some(labels), ..meta(None, &name) },
-            spec: ManagedClusterSpec { hub_accepts_client: true, taints, ..ManagedClusterSpec::default() },
+            metadata: ObjectMeta {
+                labels: Some(labels),
+                ..meta(None, &name)
+            },
+            spec: ManagedClusterSpec {
+                hub_accepts_client: true,
+                taints,
+                ..ManagedClusterSpec::default()
+            },
             status: Some(ManagedClusterStatus {
                 allocatable: resources.clone(),
                 capacity: resources,
@@ -118,7 +140,10 @@ fn build(clusters: &[ClusterSeed], p: &PlacementSeed) -> HubObjects {
             objects.scores.push(AddOnPlacementScore {
                 metadata: meta(Some(&name), "usage"),
                 status: Some(AddOnPlacementScoreStatus {
-                    scores: vec![AddOnPlacementScoreItem { name: "cpu".into(), value }],
+                    scores: vec![AddOnPlacementScoreItem {
+                        name: "cpu".into(),
+                        value,
+                    }],
                     valid_until: Some(time(if expired { -3600 } else { 3600 })),
                     ..AddOnPlacementScoreStatus::default()
                 }),
@@ -133,39 +158,64 @@ fn build(clusters: &[ClusterSeed], p: &PlacementSeed) -> HubObjects {
     }
     let pd = |ns: &str, name: &str, placement: &str, clusters: &[String]| PlacementDecision {
         metadata: ObjectMeta {
-            labels: Some(BTreeMap::from([(well_known::PLACEMENT_LABEL.to_string(), placement.to_string())])),
+            labels: Some(BTreeMap::from([(
+                well_known::PLACEMENT_LABEL.to_string(),
+                placement.to_string(),
+            )])),
             ..meta(Some(ns), name)
         },
         status: Some(PlacementDecisionStatus {
             decisions: clusters
                 .iter()
-                .map(|c| ClusterDecision { cluster_name: c.clone(), reason: String::new(), score: None })
+                .map(|c| ClusterDecision {
+                    cluster_name: c.clone(),
+                    reason: String::new(),
+                    score: None,
+                })
                 .collect(),
             extra: Default::default(),
         }),
     };
     objects.decisions.push(pd("ns1", "p1-decision-1", "p1", &own));
     objects.decisions.push(pd("other", "o-decision-1", "o", &others));
-    objects.cluster_sets.push(ManagedClusterSet { metadata: meta(None, "set-a"), ..ManagedClusterSet::default() });
+    objects.cluster_sets.push(ManagedClusterSet {
+        metadata: meta(None, "set-a"),
+        ..ManagedClusterSet::default()
+    });
     objects.bindings.push(ManagedClusterSetBinding {
         metadata: meta(Some("ns1"), "set-a"),
-        spec: ManagedClusterSetBindingSpec { cluster_set: "set-a".into(), ..ManagedClusterSetBindingSpec::default() },
+        spec: ManagedClusterSetBindingSpec {
+            cluster_set: "set-a".into(),
+            ..ManagedClusterSetBindingSpec::default()
+        },
         status: None,
     });
     let coordinate = |builtin: Option<&str>| ScoreCoordinate {
-        type_: if builtin.is_some() { "BuiltIn".into() } else { "AddOn".into() },
+        type_: if builtin.is_some() {
+            "BuiltIn".into()
+        } else {
+            "AddOn".into()
+        },
         built_in: builtin.map(str::to_string),
-        add_on: builtin.is_none().then(|| AddOnScore { resource_name: "usage".into(), score_name: "cpu".into() }),
+        add_on: builtin.is_none().then(|| AddOnScore {
+            resource_name: "usage".into(),
+            score_name: "cpu".into(),
+        }),
     };
-    let configurations = [Some("Balance"), Some("Steady"), Some("ResourceAllocatableCPU"), None]
-        .into_iter()
-        .zip(p.weights)
-        .map(|(b, w)| PrioritizerConfig {
-            score_coordinate: Some(coordinate(b)),
-            weight: Some(w),
-            ..PrioritizerConfig::default()
-        })
-        .collect();
+    let configurations = [
+        Some("Balance"),
+        Some("Steady"),
+        Some("ResourceAllocatableCPU"),
+        None,
+    ]
+    .into_iter()
+    .zip(p.weights)
+    .map(|(b, w)| PrioritizerConfig {
+        score_coordinate: Some(coordinate(b)),
+        weight: Some(w),
+        ..PrioritizerConfig::default()
+    })
+    .collect();
     let predicates = p
         .predicate_env
         .map(|e| {
@@ -216,22 +266,40 @@ fn run(objects: HubObjects) -> PlacementResult {
     }
 }
 
+/// Selected clusters, totals, and each prioritizer's (name, weight, scores), all by cluster name.
+type Observed = (
+    Vec<String>,
+    BTreeMap<String, i64>,
+    Vec<(String, i32, Vec<(String, i64)>)>,
+);
+
 /// The observable outcome by cluster name, independent of snapshot-internal ids.
-fn by_name(objects: HubObjects) -> (Vec<String>, BTreeMap<String, i64>, Vec<(String, i32, Vec<(String, i64)>)>) {
+fn by_name(objects: HubObjects) -> Observed {
     let snapshot = HubSnapshot::new(objects).expect("generated snapshot is valid");
     let SyncOutcome::Scheduled(r) = sync(&snapshot, "ns1", "p1", now()).expect("schedules") else {
         panic!("unexpected skip")
     };
     let name = |id| snapshot.cluster_name(id).to_string();
     let selected = r.schedule.selected.iter().map(|id| name(*id)).collect();
-    let totals = r.schedule.feasible.iter().zip(&r.schedule.totals).map(|(id, t)| (name(*id), *t)).collect();
+    let totals = r
+        .schedule
+        .feasible
+        .iter()
+        .zip(&r.schedule.totals)
+        .map(|(id, t)| (name(*id), *t))
+        .collect();
     let prioritizers = r
         .schedule
         .prioritizers
         .iter()
         .map(|p| {
-            let scores =
-                r.schedule.feasible.iter().zip(&p.scores).filter_map(|(id, s)| s.map(|s| (name(*id), s))).collect();
+            let scores = r
+                .schedule
+                .feasible
+                .iter()
+                .zip(&p.scores)
+                .filter_map(|(id, s)| s.map(|s| (name(*id), s)))
+                .collect();
             (p.name(), p.weight, scores)
         })
         .collect();

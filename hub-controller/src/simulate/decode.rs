@@ -67,14 +67,16 @@ fn locate<T: DeserializeOwned>(root: &Value, original: &str) -> String {
             Some(Value::Array(a)) => (0..a.len()).map(Segment::Index).collect(),
             _ => break,
         };
-        let culprit = children.into_iter().find(|child| match T::deserialize(&without(root, &path, child)) {
-            Ok(_) => true,
-            Err(e) => {
-                let msg = e.to_string();
-                original_missing.is_none()
-                    && matches!((missing_field(&msg), child), (Some(f), Segment::Key(k)) if f == k)
-            }
-        });
+        let culprit = children
+            .into_iter()
+            .find(|child| match T::deserialize(&without(root, &path, child)) {
+                Ok(_) => true,
+                Err(e) => {
+                    let msg = e.to_string();
+                    original_missing.is_none()
+                        && matches!((missing_field(&msg), child), (Some(f), Segment::Key(k)) if f == k)
+                }
+            });
         match culprit {
             Some(c) => path.push(c),
             None => break,
@@ -99,7 +101,11 @@ fn render(path: &[Segment]) -> String {
             Segment::Index(i) => out.push_str(&format!("[{i}]")),
         }
     }
-    if out.is_empty() { "<object>".to_string() } else { out }
+    if out.is_empty() {
+        "<object>".to_string()
+    } else {
+        out
+    }
 }
 
 #[cfg(test)]
@@ -111,7 +117,7 @@ mod tests {
     #[test]
     fn names_the_field_with_a_wrong_type() {
         let v = json!({"metadata": {"name": "p"}, "spec": {"tolerations": [{"key": "a"}, {"key": "b", "tolerationSeconds": "x"}]}});
-        let (path, message) = decode::<Placement>(&v).unwrap_err();
+        let (path, message) = decode::<Placement>(&v).expect_err("the object must be rejected");
         assert_eq!(path, "spec.tolerations[1].tolerationSeconds");
         assert!(message.contains("invalid type"), "{message}");
     }
@@ -119,7 +125,7 @@ mod tests {
     #[test]
     fn names_a_missing_required_field() {
         let v = json!({"metadata": {"name": "c"}, "spec": {"taints": [{"key": "k"}]}});
-        let (path, message) = decode::<ManagedCluster>(&v).unwrap_err();
+        let (path, message) = decode::<ManagedCluster>(&v).expect_err("the object must be rejected");
         assert_eq!(path, "spec.taints[0].effect");
         assert!(message.contains("missing field"), "{message}");
     }
@@ -127,7 +133,7 @@ mod tests {
     #[test]
     fn names_a_bad_required_value() {
         let v = json!({"metadata": {"name": "s", "namespace": "c"}, "status": {"scores": [{"name": "a", "value": "high"}]}});
-        let (path, _) = decode::<AddOnPlacementScore>(&v).unwrap_err();
+        let (path, _) = decode::<AddOnPlacementScore>(&v).expect_err("the object must be rejected");
         assert_eq!(path, "status.scores[0].value");
     }
 }

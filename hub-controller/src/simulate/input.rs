@@ -3,7 +3,8 @@
 
 use super::decode::decode;
 use scheduler_core::api::{
-    AddOnPlacementScore, ManagedCluster, ManagedClusterSet, ManagedClusterSetBinding, Placement, PlacementDecision,
+    AddOnPlacementScore, ManagedCluster, ManagedClusterSet, ManagedClusterSetBinding, Placement,
+    PlacementDecision,
 };
 use scheduler_core::placement::HubObjects;
 use serde::Deserialize;
@@ -17,11 +18,24 @@ pub enum InputError {
     #[error("{path}: cannot read: {source}")]
     Read { path: PathBuf, source: std::io::Error },
     #[error("{path}: document {document}: not valid YAML: {message}")]
-    Yaml { path: PathBuf, document: usize, message: String },
+    Yaml {
+        path: PathBuf,
+        document: usize,
+        message: String,
+    },
     #[error("{path}: {location}: {message}")]
-    Shape { path: PathBuf, location: String, message: String },
+    Shape {
+        path: PathBuf,
+        location: String,
+        message: String,
+    },
     #[error("{path}: {location}: field {field}: {message}")]
-    Field { path: PathBuf, location: String, field: String, message: String },
+    Field {
+        path: PathBuf,
+        location: String,
+        field: String,
+        message: String,
+    },
 }
 
 /// One thing to schedule: a set of objects, optionally with its own clock and placement.
@@ -43,7 +57,10 @@ fn read_documents(path: &Path) -> Result<Vec<Value>, InputError> {
     } else {
         std::fs::read_to_string(path)
     }
-    .map_err(|source| InputError::Read { path: path.to_path_buf(), source })?;
+    .map_err(|source| InputError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
     let mut docs = Vec::new();
     for (i, doc) in serde_norway::Deserializer::from_str(&text).enumerate() {
         let value = Value::deserialize(doc).map_err(|e| InputError::Yaml {
@@ -122,7 +139,11 @@ pub fn merge(mut scenarios: Vec<Scenario>) -> Scenario {
 }
 
 fn shape(path: &Path, location: &str, message: impl Into<String>) -> InputError {
-    InputError::Shape { path: path.to_path_buf(), location: location.to_string(), message: message.into() }
+    InputError::Shape {
+        path: path.to_path_buf(),
+        location: location.to_string(),
+        message: message.into(),
+    }
 }
 
 fn load_case(path: &Path, location: &str, case: &Value) -> Result<Scenario, InputError> {
@@ -140,20 +161,36 @@ fn load_case(path: &Path, location: &str, case: &Value) -> Result<Scenario, Inpu
             field: "now".into(),
             message: format!("{s:?} is not an RFC 3339 time: {e}"),
         })?),
-        Some(other) => return Err(shape(path, &location, format!("field now: expected a string, got {other}"))),
+        Some(other) => {
+            return Err(shape(
+                path,
+                &location,
+                format!("field now: expected a string, got {other}"),
+            ));
+        }
     };
-    let placement = case.get("placement").ok_or_else(|| shape(path, &location, "field placement is missing"))?;
+    let placement = case
+        .get("placement")
+        .ok_or_else(|| shape(path, &location, "field placement is missing"))?;
     let key = |field: &str| {
-        placement.get(field).and_then(Value::as_str).map(str::to_string).ok_or_else(|| InputError::Field {
-            path: path.to_path_buf(),
-            location: location.clone(),
-            field: format!("placement.{field}"),
-            message: "expected a string".into(),
-        })
+        placement
+            .get(field)
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .ok_or_else(|| InputError::Field {
+                path: path.to_path_buf(),
+                location: location.clone(),
+                field: format!("placement.{field}"),
+                message: "expected a string".into(),
+            })
     };
     let placement = (key("namespace")?, key("name")?);
     let Some(Value::Array(items)) = case.get("objects") else {
-        return Err(shape(path, &location, "field objects: expected a list of objects"));
+        return Err(shape(
+            path,
+            &location,
+            "field objects: expected a list of objects",
+        ));
     };
     let mut objects = HubObjects::default();
     for (i, item) in items.iter().enumerate() {
@@ -171,7 +208,10 @@ fn load_case(path: &Path, location: &str, case: &Value) -> Result<Scenario, Inpu
 fn describe(v: &Value) -> String {
     let kind = v.get("kind").and_then(Value::as_str).unwrap_or("object");
     let meta = v.get("metadata");
-    let name = meta.and_then(|m| m.get("name")).and_then(Value::as_str).unwrap_or("<unnamed>");
+    let name = meta
+        .and_then(|m| m.get("name"))
+        .and_then(Value::as_str)
+        .unwrap_or("<unnamed>");
     match meta.and_then(|m| m.get("namespace")).and_then(Value::as_str) {
         Some(ns) => format!("{kind} {ns}/{name}"),
         None => format!("{kind} {name}"),
@@ -180,11 +220,19 @@ fn describe(v: &Value) -> String {
 
 fn add_object(path: &Path, location: &str, v: &Value, objects: &mut HubObjects) -> Result<(), InputError> {
     let Some(kind) = v.get("kind").and_then(Value::as_str) else {
-        return Err(shape(path, location, "field kind: expected a Kubernetes object with a string `kind`"));
+        return Err(shape(
+            path,
+            location,
+            "field kind: expected a Kubernetes object with a string `kind`",
+        ));
     };
     if kind == "List" || kind.ends_with("List") {
         let Some(Value::Array(items)) = v.get("items") else {
-            return Err(shape(path, location, format!("field items: a {kind} needs a list of items")));
+            return Err(shape(
+                path,
+                location,
+                format!("field items: a {kind} needs a list of items"),
+            ));
         };
         for (i, item) in items.iter().enumerate() {
             add_object(path, &format!("{location}, items[{i}]"), item, objects)?;
@@ -209,11 +257,19 @@ fn add_object(path: &Path, location: &str, v: &Value, objects: &mut HubObjects) 
     };
     match kind {
         "ManagedCluster" => objects.clusters.push(decode::<ManagedCluster>(v).map_err(err)?),
-        "ManagedClusterSet" => objects.cluster_sets.push(decode::<ManagedClusterSet>(v).map_err(err)?),
-        "ManagedClusterSetBinding" => objects.bindings.push(decode::<ManagedClusterSetBinding>(v).map_err(err)?),
+        "ManagedClusterSet" => objects
+            .cluster_sets
+            .push(decode::<ManagedClusterSet>(v).map_err(err)?),
+        "ManagedClusterSetBinding" => objects
+            .bindings
+            .push(decode::<ManagedClusterSetBinding>(v).map_err(err)?),
         "Placement" => objects.placements.push(decode::<Placement>(v).map_err(err)?),
-        "PlacementDecision" => objects.decisions.push(decode::<PlacementDecision>(v).map_err(err)?),
-        "AddOnPlacementScore" => objects.scores.push(decode::<AddOnPlacementScore>(v).map_err(err)?),
+        "PlacementDecision" => objects
+            .decisions
+            .push(decode::<PlacementDecision>(v).map_err(err)?),
+        "AddOnPlacementScore" => objects
+            .scores
+            .push(decode::<AddOnPlacementScore>(v).map_err(err)?),
         other => tracing::debug!(kind = other, "ignoring a kind the scheduler does not read"),
     }
     Ok(())

@@ -28,7 +28,12 @@ pub enum OutputFormat {
 #[derive(Debug, Args)]
 pub struct SimulateArgs {
     /// A conformance case file: schedule every case at its own `now` and print one result per case.
-    #[arg(long, value_name = "FILE", conflicts_with = "file", required_unless_present = "file")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        conflicts_with = "file",
+        required_unless_present = "file"
+    )]
     pub cases: Option<PathBuf>,
 
     /// Hub objects: `kubectl get ... -A -o yaml` output, multi-document YAML or a case file
@@ -61,7 +66,11 @@ pub enum SimulateError {
     #[error(transparent)]
     Input(#[from] InputError),
     #[error("{file}: {scenario}: {error}")]
-    Engine { file: String, scenario: String, error: PlacementError },
+    Engine {
+        file: String,
+        scenario: String,
+        error: Box<PlacementError>,
+    },
     #[error("--placement {value:?}: expected NAMESPACE/NAME")]
     PlacementFlag { value: String },
     #[error("{scenario}: no Placement to schedule (the input has none)")]
@@ -82,7 +91,9 @@ fn parse_placement_flag(value: &str) -> Result<(String, String), SimulateError> 
         Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
             Ok((ns.to_string(), name.to_string()))
         }
-        _ => Err(SimulateError::PlacementFlag { value: value.to_string() }),
+        _ => Err(SimulateError::PlacementFlag {
+            value: value.to_string(),
+        }),
     }
 }
 
@@ -100,7 +111,12 @@ pub fn run(args: SimulateArgs) -> Result<(), SimulateError> {
             if !plain.is_empty() {
                 scenarios.push(input::merge(plain));
             }
-            let source = args.file.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ");
+            let source = args
+                .file
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ");
             (source, scenarios)
         }
     };
@@ -109,7 +125,11 @@ pub fn run(args: SimulateArgs) -> Result<(), SimulateError> {
     let mut text = String::new();
     for scenario in scenarios {
         let label = scenario.label.clone();
-        let engine_err = |error| SimulateError::Engine { file: source.clone(), scenario: label.clone(), error };
+        let engine_err = |error: PlacementError| SimulateError::Engine {
+            file: source.clone(),
+            scenario: label.clone(),
+            error: Box::new(error),
+        };
         let now = args.now.or(scenario.now).unwrap_or_else(jiff::Timestamp::now);
         let wanted = flag_placement.clone().or(scenario.placement.clone());
         let snapshot = HubSnapshot::new(scenario.objects).map_err(engine_err)?;
@@ -119,7 +139,10 @@ pub fn run(args: SimulateArgs) -> Result<(), SimulateError> {
                 .placements()
                 .iter()
                 .map(|p| {
-                    (p.metadata.namespace.clone().unwrap_or_default(), p.metadata.name.clone().unwrap_or_default())
+                    (
+                        p.metadata.namespace.clone().unwrap_or_default(),
+                        p.metadata.name.clone().unwrap_or_default(),
+                    )
                 })
                 .collect(),
         };
@@ -129,10 +152,17 @@ pub fn run(args: SimulateArgs) -> Result<(), SimulateError> {
         for (ns, name) in keys {
             let outcome = placement::sync(&snapshot, &ns, &name, now).map_err(engine_err)?;
             let Some(p) = snapshot.placement(&ns, &name) else {
-                return Err(engine_err(PlacementError::PlacementNotFound { namespace: ns, name }));
+                return Err(engine_err(PlacementError::PlacementNotFound {
+                    namespace: ns,
+                    name,
+                }));
             };
             tracing::debug!(scenario = %label, placement = %format!("{ns}/{name}"), %now, "scheduled");
-            let entry_name = if scenario.is_case { label.clone() } else { format!("{ns}/{name}") };
+            let entry_name = if scenario.is_case {
+                label.clone()
+            } else {
+                format!("{ns}/{name}")
+            };
             match args.output {
                 OutputFormat::Json => {
                     let mut obj = serde_json::Map::new();

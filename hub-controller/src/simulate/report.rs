@@ -1,13 +1,17 @@
 //! What `simulate` prints: the conformance `expect` keys as JSON, or a ranked table for people.
 
+use scheduler_core::api::Placement;
 use scheduler_core::placement::explain::{self, Verdict};
 use scheduler_core::placement::{HubSnapshot, PlacementResult, SkipReason, SyncOutcome};
-use scheduler_core::api::Placement;
 use serde_json::{Map, Value, json};
 use std::fmt::Write as _;
 
 /// The `expect` keys of the conformance format (FORMAT.md) for one scheduled placement.
-pub fn expect_keys(snapshot: &HubSnapshot, placement: &Placement, result: &PlacementResult) -> Map<String, Value> {
+pub fn expect_keys(
+    snapshot: &HubSnapshot,
+    placement: &Placement,
+    result: &PlacementResult,
+) -> Map<String, Value> {
     let schedule = &result.schedule;
     let name = |id| snapshot.cluster_name(id).to_string();
     let mut out = Map::new();
@@ -45,7 +49,10 @@ pub fn expect_keys(snapshot: &HubSnapshot, placement: &Placement, result: &Place
     if schedule.filters_completed {
         let mut filtered = schedule.feasible.clone();
         filtered.sort_unstable();
-        out.insert("filtered".into(), json!(filtered.into_iter().map(name).collect::<Vec<_>>()));
+        out.insert(
+            "filtered".into(),
+            json!(filtered.into_iter().map(name).collect::<Vec<_>>()),
+        );
     }
     out.insert("misconfigured".into(), json!(result.is_misconfigured()));
     if placement.spec.decision_strategy.is_some() {
@@ -104,7 +111,12 @@ pub fn skipped_json(reason: SkipReason) -> Value {
 }
 
 /// A plain-text table, one row per candidate cluster.
-pub fn table(snapshot: &HubSnapshot, placement: &Placement, outcome: &SyncOutcome, limit: Option<usize>) -> String {
+pub fn table(
+    snapshot: &HubSnapshot,
+    placement: &Placement,
+    outcome: &SyncOutcome,
+    limit: Option<usize>,
+) -> String {
     let key = format!(
         "{}/{}",
         placement.metadata.namespace.as_deref().unwrap_or(""),
@@ -113,7 +125,11 @@ pub fn table(snapshot: &HubSnapshot, placement: &Placement, outcome: &SyncOutcom
     let mut out = String::new();
     let result = match outcome {
         SyncOutcome::Skipped(reason) => {
-            let _ = writeln!(out, "Placement {key}: skipped ({})", skipped_json(*reason).as_str().unwrap_or(""));
+            let _ = writeln!(
+                out,
+                "Placement {key}: skipped ({})",
+                skipped_json(*reason).as_str().unwrap_or("")
+            );
             return out;
         }
         SyncOutcome::Scheduled(r) => r,
@@ -127,14 +143,22 @@ pub fn table(snapshot: &HubSnapshot, placement: &Placement, outcome: &SyncOutcom
         result.candidates.clusters.len(),
         schedule.feasible.len(),
         schedule.selected.len(),
-        placement.spec.number_of_clusters.map_or(String::new(), |n| format!(" of {n} requested")),
+        placement
+            .spec
+            .number_of_clusters
+            .map_or(String::new(), |n| format!(" of {n} requested")),
     );
     for c in [&result.misconfigured, &result.satisfied] {
         let _ = writeln!(out, "  {}={} ({}): {}", c.type_, c.status, c.reason, c.message);
     }
 
     let mut header = vec!["RANK".to_string(), "CLUSTER".to_string(), "TOTAL".to_string()];
-    header.extend(schedule.prioritizers.iter().map(|p| format!("{} x{}", p.name(), p.weight)));
+    header.extend(
+        schedule
+            .prioritizers
+            .iter()
+            .map(|p| format!("{} x{}", p.name(), p.weight)),
+    );
     header.push("SELECTED".into());
     header.push("FILTERED BY".into());
     let mut rows: Vec<Vec<String>> = Vec::new();
@@ -142,9 +166,17 @@ pub fn table(snapshot: &HubSnapshot, placement: &Placement, outcome: &SyncOutcom
         let cluster = snapshot.cluster_name(e.cluster).to_string();
         let dashes = || vec!["-".to_string(); schedule.prioritizers.len()];
         let row = match &e.verdict {
-            Verdict::Feasible { rank, total, selected } => {
+            Verdict::Feasible {
+                rank,
+                total,
+                selected,
+            } => {
                 let mut row = vec![rank.to_string(), cluster, total.to_string()];
-                row.extend(e.contributions.iter().map(|c| c.score.map_or("-".into(), |s| s.to_string())));
+                row.extend(
+                    e.contributions
+                        .iter()
+                        .map(|c| c.score.map_or("-".into(), |s| s.to_string())),
+                );
                 row.push(if *selected { "yes".into() } else { "no".into() });
                 row.push(String::new());
                 row
@@ -191,7 +223,11 @@ pub fn table(snapshot: &HubSnapshot, placement: &Placement, outcome: &SyncOutcom
         let _ = writeln!(out, "{}", line(row));
     }
     if shown < rows.len() {
-        let _ = writeln!(out, "  ... {} more cluster(s) (raise --limit)", rows.len() - shown);
+        let _ = writeln!(
+            out,
+            "  ... {} more cluster(s) (raise --limit)",
+            rows.len() - shown
+        );
     }
     if !result.groups.is_empty() && placement.spec.decision_strategy.is_some() {
         let _ = writeln!(out, "  decision groups:");
@@ -200,7 +236,11 @@ pub fn table(snapshot: &HubSnapshot, placement: &Placement, outcome: &SyncOutcom
             let _ = writeln!(out, "    [{}] {:?}: {}", g.index, g.name, names.join(", "));
         }
     }
-    let pd_names: Vec<&str> = result.decisions.iter().filter_map(|d| d.metadata.name.as_deref()).collect();
+    let pd_names: Vec<&str> = result
+        .decisions
+        .iter()
+        .filter_map(|d| d.metadata.name.as_deref())
+        .collect();
     let _ = writeln!(out, "  placement decisions: {}", pd_names.join(", "));
     if let Some(after) = result.requeue_after {
         let _ = writeln!(out, "  requeue after: {after:#}");
@@ -210,7 +250,11 @@ pub fn table(snapshot: &HubSnapshot, placement: &Placement, outcome: &SyncOutcom
     }
     let status = result.effective_status();
     if status.code != scheduler_core::placement::StatusCode::Success {
-        let _ = writeln!(out, "  status: {} {}: {}", status.code, status.plugin, status.message);
+        let _ = writeln!(
+            out,
+            "  status: {} {}: {}",
+            status.code, status.plugin, status.message
+        );
     }
     out
 }

@@ -49,20 +49,34 @@ pub fn membership(set: &ManagedClusterSet) -> Result<LabelMatcher, PlacementErro
             values: vec![name],
         }])),
         "LabelSelector" => LabelMatcher::from_selector(selector.and_then(|s| s.label_selector.as_ref()))
-            .map_err(|message| PlacementError::InvalidClusterSetSelector { cluster_set: name, message }),
-        other => Err(PlacementError::InvalidSelectorType { cluster_set: name, value: other.to_string() }),
+            .map_err(|message| PlacementError::InvalidClusterSetSelector {
+                cluster_set: name,
+                message,
+            }),
+        other => Err(PlacementError::InvalidSelectorType {
+            cluster_set: name,
+            value: other.to_string(),
+        }),
     }
 }
 
 fn is_exclusive(set: &ManagedClusterSet) -> bool {
-    matches!(set.spec.cluster_selector.as_ref().map_or("", |s| s.selector_type.as_str()), "" | "ExclusiveClusterSetLabel")
+    matches!(
+        set.spec
+            .cluster_selector
+            .as_ref()
+            .map_or("", |s| s.selector_type.as_str()),
+        "" | "ExclusiveClusterSetLabel"
+    )
 }
 
 /// Union of the sets' members; sets that no longer exist are skipped.
 pub fn available_clusters(snapshot: &HubSnapshot, sets: &[String]) -> Result<Vec<ClusterId>, PlacementError> {
     let mut member = vec![false; snapshot.clusters().len()];
     for name in sets {
-        let Some(set) = snapshot.cluster_set(name) else { continue };
+        let Some(set) = snapshot.cluster_set(name) else {
+            continue;
+        };
         let matcher = membership(set)?;
         if is_exclusive(set) {
             // The snapshot indexes the cluster-set label, like an informer index would.
@@ -78,9 +92,7 @@ pub fn available_clusters(snapshot: &HubSnapshot, sets: &[String]) -> Result<Vec
                 continue;
             }
             let labels = snapshot.cluster_labels(id);
-            if matcher.matches(|k| labels.get(k).map(String::as_str))
-                && !snapshot.is_terminating(id)
-            {
+            if matcher.matches(|k| labels.get(k).map(String::as_str)) && !snapshot.is_terminating(id) {
                 member[id.index()] = true;
             }
         }
@@ -93,5 +105,9 @@ pub fn candidates(snapshot: &HubSnapshot, placement: &Placement) -> Result<Candi
     let valid_bindings = valid_bindings(snapshot, namespace);
     let eligible_sets = eligible_sets(placement, &valid_bindings);
     let clusters = available_clusters(snapshot, &eligible_sets)?;
-    Ok(Candidates { valid_bindings, eligible_sets, clusters })
+    Ok(Candidates {
+        valid_bindings,
+        eligible_sets,
+        clusters,
+    })
 }

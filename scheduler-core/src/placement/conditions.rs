@@ -50,7 +50,10 @@ pub fn satisfied(inputs: &SatisfiedInputs<'_>) -> ConditionOutcome {
         (
             "False",
             "AllManagedClusterSetsEmpty",
-            format!("All ManagedClusterSets [{}] have no member ManagedCluster", inputs.eligible_sets.join(",")),
+            format!(
+                "All ManagedClusterSets [{}] have no member ManagedCluster",
+                inputs.eligible_sets.join(",")
+            ),
         )
     } else if inputs.status.code == StatusCode::Error {
         ("False", "NotAllDecisionsScheduled", inputs.status.message.clone())
@@ -61,11 +64,24 @@ pub fn satisfied(inputs: &SatisfiedInputs<'_>) -> ConditionOutcome {
             "No ManagedCluster matches any of the cluster predicate".to_string(),
         )
     } else if inputs.unscheduled == 0 {
-        ("True", "AllDecisionsScheduled", "All cluster decisions scheduled".to_string())
+        (
+            "True",
+            "AllDecisionsScheduled",
+            "All cluster decisions scheduled".to_string(),
+        )
     } else {
-        ("False", "NotAllDecisionsScheduled", format!("{} cluster decisions unscheduled", inputs.unscheduled))
+        (
+            "False",
+            "NotAllDecisionsScheduled",
+            format!("{} cluster decisions unscheduled", inputs.unscheduled),
+        )
     };
-    ConditionOutcome { type_: PLACEMENT_SATISFIED, status, reason, message }
+    ConditionOutcome {
+        type_: PLACEMENT_SATISFIED,
+        status,
+        reason,
+        message,
+    }
 }
 
 pub fn misconfigured(status: &Status) -> ConditionOutcome {

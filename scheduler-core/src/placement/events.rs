@@ -24,7 +24,7 @@ pub const MAX_SCORE_NOTE_BYTES: usize = 1000;
 
 /// The ScoreUpdate note: `"<cluster>:<sum> "` for every feasible cluster by name (note the
 /// trailing space after each item), cut with `......` once it would pass 1000 bytes.
-pub fn score_note<'a>(mut scores: Vec<(&'a str, i64)>) -> String {
+pub fn score_note(mut scores: Vec<(&str, i64)>) -> String {
     scores.sort_unstable_by(|a, b| a.0.cmp(b.0));
     let mut note = String::new();
     for (name, score) in scores {
@@ -95,7 +95,10 @@ mod tests {
 
     #[test]
     fn score_note_keeps_trailing_space_and_truncates() {
-        assert_eq!(score_note(vec![("cluster2", 92), ("cluster1", 85)]), "cluster1:85 cluster2:92 ");
+        assert_eq!(
+            score_note(vec![("cluster2", 92), ("cluster1", 85)]),
+            "cluster1:85 cluster2:92 "
+        );
         let names: Vec<String> = (0..200).map(|i| format!("cluster{i:03}")).collect();
         let note = score_note(names.iter().map(|n| (n.as_str(), 100)).collect());
         assert!(note.ends_with("......"));

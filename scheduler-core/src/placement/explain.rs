@@ -20,14 +20,30 @@ pub enum Warning {
     /// Upstream uses the binding *name* as the set name; `spec.clusterSet` differs from it.
     BindingNameMismatch { binding: String, cluster_set: String },
     /// Feasible clusters without the AddOnPlacementScore object; they score 0.
-    AddOnScoreMissing { prioritizer: String, resource_name: String, clusters: Vec<ClusterId> },
+    AddOnScoreMissing {
+        prioritizer: String,
+        resource_name: String,
+        clusters: Vec<ClusterId>,
+    },
     /// An AddOnPlacementScore expired; the cluster scores 0 (and upstream reports a Warning).
-    AddOnScoreExpired { prioritizer: String, cluster: ClusterId, valid_until: Timestamp },
+    AddOnScoreExpired {
+        prioritizer: String,
+        cluster: ClusterId,
+        valid_until: Timestamp,
+    },
     /// The AddOnPlacementScore exists but has no item with the configured score name.
-    AddOnScoreNameAbsent { prioritizer: String, score_name: String, clusters: Vec<ClusterId> },
+    AddOnScoreNameAbsent {
+        prioritizer: String,
+        score_name: String,
+        clusters: Vec<ClusterId>,
+    },
     /// Feasible clusters that do not report both allocatable and capacity for the resource;
     /// the resource prioritizer leaves them out (they count 0).
-    ResourceNotReported { prioritizer: String, resource: &'static str, clusters: Vec<ClusterId> },
+    ResourceNotReported {
+        prioritizer: String,
+        resource: &'static str,
+        clusters: Vec<ClusterId>,
+    },
     /// `numberOfClusters: 0` selects nothing and reports `NoManagedClusterMatched`.
     ZeroClustersRequested,
 }
@@ -52,7 +68,9 @@ impl Warning {
     pub fn describe(&self, snapshot: &HubSnapshot) -> String {
         match self {
             Warning::ClusterSetNotBound { cluster_set } => {
-                format!("ManagedClusterSet {cluster_set:?} is listed in spec.clusterSets but not bound to the namespace")
+                format!(
+                    "ManagedClusterSet {cluster_set:?} is listed in spec.clusterSets but not bound to the namespace"
+                )
             }
             Warning::BindingWithoutClusterSet { binding } => {
                 format!("ManagedClusterSetBinding {binding:?} names a ManagedClusterSet that does not exist")
@@ -60,27 +78,44 @@ impl Warning {
             Warning::BindingNameMismatch { binding, cluster_set } => format!(
                 "ManagedClusterSetBinding {binding:?} has spec.clusterSet {cluster_set:?}; OCM uses the binding name instead"
             ),
-            Warning::AddOnScoreMissing { prioritizer, resource_name, clusters } => format!(
+            Warning::AddOnScoreMissing {
+                prioritizer,
+                resource_name,
+                clusters,
+            } => format!(
                 "{prioritizer}: AddOnPlacementScore {resource_name:?} missing for {} cluster(s) ({}), scored 0",
                 clusters.len(),
                 name_list(snapshot, clusters)
             ),
-            Warning::AddOnScoreExpired { prioritizer, cluster, valid_until } => format!(
+            Warning::AddOnScoreExpired {
+                prioritizer,
+                cluster,
+                valid_until,
+            } => format!(
                 "{prioritizer}: score of cluster {} expired at {valid_until} (validUntil), scored 0",
                 snapshot.cluster_name(*cluster)
             ),
-            Warning::AddOnScoreNameAbsent { prioritizer, score_name, clusters } => format!(
+            Warning::AddOnScoreNameAbsent {
+                prioritizer,
+                score_name,
+                clusters,
+            } => format!(
                 "{prioritizer}: score name {score_name:?} not present for {} cluster(s) ({}), scored 0",
                 clusters.len(),
                 name_list(snapshot, clusters)
             ),
-            Warning::ResourceNotReported { prioritizer, resource, clusters } => format!(
+            Warning::ResourceNotReported {
+                prioritizer,
+                resource,
+                clusters,
+            } => format!(
                 "{prioritizer}: {} cluster(s) ({}) do not report both allocatable and capacity {resource}, left out (0)",
                 clusters.len(),
                 name_list(snapshot, clusters)
             ),
             Warning::ZeroClustersRequested => {
-                "numberOfClusters is 0: nothing is selected and OCM reports NoManagedClusterMatched".to_string()
+                "numberOfClusters is 0: nothing is selected and OCM reports NoManagedClusterMatched"
+                    .to_string()
             }
         }
     }
@@ -96,22 +131,39 @@ pub fn warnings(
     let namespace = placement.metadata.namespace.as_deref().unwrap_or("");
     for set in &placement.spec.cluster_sets {
         if !candidates.valid_bindings.contains(set) {
-            out.push(Warning::ClusterSetNotBound { cluster_set: set.clone() });
+            out.push(Warning::ClusterSetNotBound {
+                cluster_set: set.clone(),
+            });
         }
     }
-    for binding in snapshot.bindings().iter().filter(|b| b.metadata.namespace.as_deref() == Some(namespace)) {
+    for binding in snapshot
+        .bindings()
+        .iter()
+        .filter(|b| b.metadata.namespace.as_deref() == Some(namespace))
+    {
         let name = binding.metadata.name.clone().unwrap_or_default();
         if snapshot.cluster_set(&name).is_none() {
-            out.push(Warning::BindingWithoutClusterSet { binding: name.clone() });
+            out.push(Warning::BindingWithoutClusterSet {
+                binding: name.clone(),
+            });
         }
         if !binding.spec.cluster_set.is_empty() && binding.spec.cluster_set != name {
-            out.push(Warning::BindingNameMismatch { binding: name, cluster_set: binding.spec.cluster_set.clone() });
+            out.push(Warning::BindingNameMismatch {
+                binding: name,
+                cluster_set: binding.spec.cluster_set.clone(),
+            });
         }
     }
     for p in &schedule.prioritizers {
         let prioritizer = p.name();
         match (&p.kind, &p.addon) {
-            (PrioritizerKind::AddOn { resource_name, score_name }, Some(findings)) => {
+            (
+                PrioritizerKind::AddOn {
+                    resource_name,
+                    score_name,
+                },
+                Some(findings),
+            ) => {
                 if !findings.missing.is_empty() {
                     out.push(Warning::AddOnScoreMissing {
                         prioritizer: prioritizer.clone(),
@@ -143,9 +195,16 @@ pub fn warnings(
                     .map(|(id, _)| *id)
                     .collect();
                 if !clusters.is_empty() {
-                    let resource =
-                        if p.kind == PrioritizerKind::ResourceAllocatableCpu { "cpu" } else { "memory" };
-                    out.push(Warning::ResourceNotReported { prioritizer, resource, clusters });
+                    let resource = if p.kind == PrioritizerKind::ResourceAllocatableCpu {
+                        "cpu"
+                    } else {
+                        "memory"
+                    };
+                    out.push(Warning::ResourceNotReported {
+                        prioritizer,
+                        resource,
+                        clusters,
+                    });
                 }
             }
             _ => {}
@@ -205,30 +264,51 @@ pub fn clusters(candidates: &[ClusterId], schedule: &ScheduleResult) -> Vec<Clus
             .collect();
         out.push(ClusterExplanation {
             cluster,
-            verdict: Verdict::Feasible { rank: rank + 1, total: schedule.totals[pos], selected: rank < schedule.selected.len() },
+            verdict: Verdict::Feasible {
+                rank: rank + 1,
+                total: schedule.totals[pos],
+                selected: rank < schedule.selected.len(),
+            },
             contributions,
         });
     }
     if schedule.ranking.is_empty() {
         // Aborted after the filters: the feasible clusters were judged but not scored.
         for &cluster in &schedule.feasible {
-            out.push(ClusterExplanation { cluster, verdict: Verdict::NotEvaluated, contributions: Vec::new() });
+            out.push(ClusterExplanation {
+                cluster,
+                verdict: Verdict::NotEvaluated,
+                contributions: Vec::new(),
+            });
         }
     }
     for (cluster, reason) in &schedule.rejected {
-        out.push(ClusterExplanation { cluster: *cluster, verdict: Verdict::Filtered(reason.clone()), contributions: Vec::new() });
+        out.push(ClusterExplanation {
+            cluster: *cluster,
+            verdict: Verdict::Filtered(reason.clone()),
+            contributions: Vec::new(),
+        });
     }
     let judged: std::collections::HashSet<ClusterId> = out.iter().map(|e| e.cluster).collect();
     for &cluster in candidates {
         if !judged.contains(&cluster) {
-            out.push(ClusterExplanation { cluster, verdict: Verdict::NotEvaluated, contributions: Vec::new() });
+            out.push(ClusterExplanation {
+                cluster,
+                verdict: Verdict::NotEvaluated,
+                contributions: Vec::new(),
+            });
         }
     }
     out
 }
 
 /// A sentence saying why a filter dropped the cluster.
-pub fn describe_filter(snapshot: &HubSnapshot, placement: &Placement, cluster: ClusterId, reason: &FilterReason) -> String {
+pub fn describe_filter(
+    snapshot: &HubSnapshot,
+    placement: &Placement,
+    cluster: ClusterId,
+    reason: &FilterReason,
+) -> String {
     match reason {
         FilterReason::Predicate => {
             let misses = predicate::explain(snapshot, placement, cluster);
@@ -237,7 +317,11 @@ pub fn describe_filter(snapshot: &HubSnapshot, placement: &Placement, cluster: C
                 .enumerate()
                 .filter_map(|(i, m)| m.as_ref().map(|m| format!("predicate[{i}]: {m}")))
                 .collect();
-            if parts.is_empty() { "no predicate matches".to_string() } else { parts.join("; ") }
+            if parts.is_empty() {
+                "no predicate matches".to_string()
+            } else {
+                parts.join("; ")
+            }
         }
         FilterReason::Taint { taint, expired } => {
             let t = snapshot.cluster(cluster).spec.taints.get(*taint);

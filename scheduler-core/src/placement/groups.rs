@@ -4,8 +4,8 @@ use super::selector::ClusterMatcher;
 use super::snapshot::{ClusterId, HubSnapshot};
 use super::status::Status;
 use crate::api::{
-    ClusterDecision, ClusterSelector, DecisionGroupStatus, IntOrString, ObjectMeta, Placement, PlacementDecision,
-    PlacementDecisionStatus, well_known,
+    ClusterDecision, ClusterSelector, DecisionGroupStatus, IntOrString, ObjectMeta, Placement,
+    PlacementDecision, PlacementDecisionStatus, well_known,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use std::collections::BTreeMap;
@@ -28,21 +28,27 @@ pub fn group_length(per_group: Option<&IntOrString>, total: usize) -> Result<usi
         None => 0,
         Some(IntOrString::Int(n)) => i64::from(*n),
         Some(IntOrString::String(s)) => {
-            let invalid = || Status::misconfigured("", format!("{s} invalid type: string is not a percentage"));
+            let invalid =
+                || Status::misconfigured("", format!("{s} invalid type: string is not a percentage"));
             let percent = s.strip_suffix('%').ok_or_else(invalid)?;
             let p: f64 = parse_go_float(percent).ok_or_else(invalid)?;
             // float64 as upstream: 7% of 100 is ceil(7.000000000000001) = 8.
             (p / 100.0 * total as f64).ceil() as i64
         }
     };
-    Ok(if length <= 0 || length > total as i64 { total } else { length as usize })
+    Ok(if length <= 0 || length > total as i64 {
+        total
+    } else {
+        length as usize
+    })
 }
 
 /// `strconv.ParseFloat` for the forms a percentage can take.
 fn parse_go_float(s: &str) -> Option<f64> {
     let lower = s.to_ascii_lowercase();
     let unsigned = lower.trim_start_matches(['+', '-']);
-    if matches!(unsigned, "inf" | "infinity" | "nan") || unsigned.starts_with(|c: char| c.is_ascii_digit() || c == '.')
+    if matches!(unsigned, "inf" | "infinity" | "nan")
+        || unsigned.starts_with(|c: char| c.is_ascii_digit() || c == '.')
     {
         s.parse().ok()
     } else {
@@ -57,9 +63,16 @@ pub fn decision_groups(
     placement: &Placement,
     selected: &[ClusterId],
 ) -> (Vec<DecisionGroup>, Status) {
-    let strategy = placement.spec.decision_strategy.as_ref().and_then(|d| d.group_strategy.as_ref());
+    let strategy = placement
+        .spec
+        .decision_strategy
+        .as_ref()
+        .and_then(|d| d.group_strategy.as_ref());
     let mut groups = Vec::new();
-    let length = match group_length(strategy.and_then(|g| g.clusters_per_decision_group.as_ref()), selected.len()) {
+    let length = match group_length(
+        strategy.and_then(|g| g.clusters_per_decision_group.as_ref()),
+        selected.len(),
+    ) {
         Ok(l) => l,
         Err(status) => return (groups, status),
     };
@@ -70,12 +83,19 @@ pub fn decision_groups(
     let push = |groups: &mut Vec<DecisionGroup>, name: &str, mut clusters: Vec<ClusterId>| {
         clusters.sort_unstable();
         for chunk in clusters.chunks(length.max(1)) {
-            groups.push(DecisionGroup { name: name.to_string(), index: groups.len(), clusters: chunk.to_vec() });
+            groups.push(DecisionGroup {
+                name: name.to_string(),
+                index: groups.len(),
+                clusters: chunk.to_vec(),
+            });
         }
     };
     for group in strategy.map_or(&[][..], |g| g.decision_groups.as_slice()) {
         // Group selectors use labels and claims only; there is no CEL here.
-        let selector = ClusterSelector { cel_selector: None, ..group.group_cluster_selector.clone() };
+        let selector = ClusterSelector {
+            cel_selector: None,
+            ..group.group_cluster_selector.clone()
+        };
         let matcher = match ClusterMatcher::new(&selector) {
             Ok(m) => m,
             Err(e) => return (groups, Status::misconfigured("", e)),
@@ -89,10 +109,18 @@ pub fn decision_groups(
         }
         push(&mut groups, &group.group_name, matched);
     }
-    let rest: Vec<ClusterId> = selected.iter().copied().filter(|id| remaining[id.index()]).collect();
+    let rest: Vec<ClusterId> = selected
+        .iter()
+        .copied()
+        .filter(|id| remaining[id.index()])
+        .collect();
     push(&mut groups, "", rest);
     if groups.is_empty() {
-        groups.push(DecisionGroup { name: String::new(), index: 0, clusters: Vec::new() });
+        groups.push(DecisionGroup {
+            name: String::new(),
+            index: 0,
+            clusters: Vec::new(),
+        });
     }
     (groups, Status::success())
 }
@@ -134,7 +162,11 @@ pub fn group_statuses(groups: &[DecisionGroup], pages: &[DecisionPage]) -> Vec<D
         .map(|g| DecisionGroupStatus {
             decision_group_index: g.index as i32,
             decision_group_name: g.name.clone(),
-            decisions: pages.iter().filter(|p| p.group_index == g.index).map(|p| p.name.clone()).collect(),
+            decisions: pages
+                .iter()
+                .filter(|p| p.group_index == g.index)
+                .map(|p| p.name.clone())
+                .collect(),
             cluster_count: g.clusters.len() as i32,
         })
         .collect()
@@ -143,14 +175,27 @@ pub fn group_statuses(groups: &[DecisionGroup], pages: &[DecisionPage]) -> Vec<D
 /// The labels upstream puts on a PlacementDecision.
 pub fn page_labels(placement_name: &str, page: &DecisionPage) -> BTreeMap<String, String> {
     BTreeMap::from([
-        (well_known::PLACEMENT_LABEL.to_string(), placement_name.to_string()),
-        (well_known::DECISION_GROUP_NAME_LABEL.to_string(), page.group_name.clone()),
-        (well_known::DECISION_GROUP_INDEX_LABEL.to_string(), page.group_index.to_string()),
+        (
+            well_known::PLACEMENT_LABEL.to_string(),
+            placement_name.to_string(),
+        ),
+        (
+            well_known::DECISION_GROUP_NAME_LABEL.to_string(),
+            page.group_name.clone(),
+        ),
+        (
+            well_known::DECISION_GROUP_INDEX_LABEL.to_string(),
+            page.group_index.to_string(),
+        ),
     ])
 }
 
 /// The PlacementDecision object for a page, owned by the placement.
-pub fn placement_decision(snapshot: &HubSnapshot, placement: &Placement, page: &DecisionPage) -> PlacementDecision {
+pub fn placement_decision(
+    snapshot: &HubSnapshot,
+    placement: &Placement,
+    page: &DecisionPage,
+) -> PlacementDecision {
     let placement_name = placement.metadata.name.clone().unwrap_or_default();
     PlacementDecision {
         metadata: ObjectMeta {
@@ -196,7 +241,7 @@ mod tests {
         assert_eq!(group_length(Some(&IntOrString::Int(0)), 5), Ok(5));
         assert_eq!(group_length(Some(&IntOrString::Int(9)), 5), Ok(5));
         assert_eq!(group_length(None, 0), Ok(0));
-        let err = group_length(Some(&pct("5")), 5).unwrap_err();
+        let err = group_length(Some(&pct("5")), 5).expect_err("the input must be rejected");
         assert_eq!(err.message, "5 invalid type: string is not a percentage");
         assert!(group_length(Some(&pct("x%")), 5).is_err());
     }

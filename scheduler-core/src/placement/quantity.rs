@@ -205,7 +205,13 @@ fn split(s: &str) -> Result<Parts<'_>, QuantityError> {
         pos += 1;
     }
     if pos >= end {
-        return Ok(Parts { positive, value: "0", num: "0", denom: "", suffix: "" });
+        return Ok(Parts {
+            positive,
+            value: "0",
+            num: "0",
+            denom: "",
+            suffix: "",
+        });
     }
     let num_start = pos;
     while pos < end && is_digit(bytes[pos]) {
@@ -213,7 +219,13 @@ fn split(s: &str) -> Result<Parts<'_>, QuantityError> {
     }
     let num = if pos == num_start { "0" } else { &s[num_start..pos] };
     if pos >= end {
-        return Ok(Parts { positive, value: s, num, denom: "", suffix: "" });
+        return Ok(Parts {
+            positive,
+            value: s,
+            num,
+            denom: "",
+            suffix: "",
+        });
     }
     let mut denom = "";
     if bytes[pos] == b'.' {
@@ -224,7 +236,13 @@ fn split(s: &str) -> Result<Parts<'_>, QuantityError> {
         }
         denom = &s[denom_start..pos];
         if pos >= end {
-            return Ok(Parts { positive, value: s, num, denom, suffix: "" });
+            return Ok(Parts {
+                positive,
+                value: s,
+                num,
+                denom,
+                suffix: "",
+            });
         }
     }
     let value = &s[..pos];
@@ -241,7 +259,13 @@ fn split(s: &str) -> Result<Parts<'_>, QuantityError> {
     if pos < end {
         return Err(QuantityError::Format);
     }
-    Ok(Parts { positive, value, num, denom, suffix: &s[suffix_start..] })
+    Ok(Parts {
+        positive,
+        value,
+        num,
+        denom,
+        suffix: &s[suffix_start..],
+    })
 }
 
 /// The suffix tables: base, power and the format the quantity keeps.
@@ -311,7 +335,11 @@ mod tests {
         ];
         for (input, expected) in cases {
             let got = approximate_f64(input).unwrap_or_else(|e| panic!("{input}: {e}"));
-            assert_eq!(got.to_bits(), expected.to_bits(), "{input}: got {got:?}, want {expected:?}");
+            assert_eq!(
+                got.to_bits(),
+                expected.to_bits(),
+                "{input}: got {got:?}, want {expected:?}"
+            );
         }
     }
 

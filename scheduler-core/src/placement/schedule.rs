@@ -63,7 +63,11 @@ pub struct ScheduleResult {
 }
 
 impl ScheduleResult {
-    fn aborted(filter_records: Vec<FilterRecord>, rejected: Vec<(ClusterId, FilterReason)>, status: Status) -> Self {
+    fn aborted(
+        filter_records: Vec<FilterRecord>,
+        rejected: Vec<(ClusterId, FilterReason)>,
+        status: Status,
+    ) -> Self {
         Self {
             filter_records,
             rejected,
@@ -82,7 +86,9 @@ impl ScheduleResult {
 
     /// Feasible clusters with their totals, best first.
     pub fn ranked(&self) -> impl ExactSizeIterator<Item = (ClusterId, i64)> + '_ {
-        self.ranking.iter().map(|&p| (self.feasible[p as usize], self.totals[p as usize]))
+        self.ranking
+            .iter()
+            .map(|&p| (self.feasible[p as usize], self.totals[p as usize]))
     }
 
     pub fn requeue_at(&self) -> Option<Timestamp> {
@@ -100,7 +106,12 @@ pub fn existing_decisions(snapshot: &HubSnapshot, placement: &Placement) -> (Vec
     let mut ids = Vec::new();
     for (i, pd) in snapshot.decisions().iter().enumerate() {
         let own = pd.metadata.namespace.as_deref().unwrap_or("") == namespace
-            && pd.metadata.labels.as_ref().and_then(|l| l.get(PLACEMENT_LABEL)).is_some_and(|v| v == name);
+            && pd
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(PLACEMENT_LABEL))
+                .is_some_and(|v| v == name);
         if !own {
             continue;
         }
@@ -133,7 +144,10 @@ pub fn schedule(
         return Ok(ScheduleResult::aborted(records, rejected, status));
     }
     rejected.extend(out.rejected);
-    records.push(FilterRecord { name: predicate::NAME.to_string(), clusters: out.passed.clone() });
+    records.push(FilterRecord {
+        name: predicate::NAME.to_string(),
+        clusters: out.passed.clone(),
+    });
     let (out, status) = taints::filter(snapshot, placement, &out.passed, &in_decision, now_ns);
     if status.is_error() {
         return Ok(ScheduleResult::aborted(records, rejected, status));
@@ -157,7 +171,13 @@ pub fn schedule(
         Ok(w) => w,
         Err(status) => return Ok(abort_after_filters(records, rejected, feasible, status)),
     };
-    let ctx = ScoreContext { snapshot, placement, feasible: &feasible, in_decision: &in_decision, now_ns };
+    let ctx = ScoreContext {
+        snapshot,
+        placement,
+        feasible: &feasible,
+        in_decision: &in_decision,
+        now_ns,
+    };
     let mut results: Vec<PrioritizerResult> = weighted
         .into_iter()
         .map(|w| {
@@ -220,7 +240,10 @@ pub fn schedule(
         Some(n) => (n as usize).min(feasible.len()),
     };
     let selected: Vec<ClusterId> = ranking[..take].iter().map(|&p| feasible[p as usize]).collect();
-    let unscheduled = placement.spec.number_of_clusters.map_or(0, |n| i64::from(n) - selected.len() as i64);
+    let unscheduled = placement
+        .spec
+        .number_of_clusters
+        .map_or(0, |n| i64::from(n) - selected.len() as i64);
 
     // 6. Requeue when a toleration of an existing decision runs out.
     let requeue_at_ns = taints::requeue_time(snapshot, placement, &decision_clusters, now_ns);

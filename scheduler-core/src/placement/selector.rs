@@ -71,7 +71,10 @@ impl LabelMatcher {
     pub fn from_selector(selector: Option<&LabelSelector>) -> Result<Self, String> {
         match selector {
             None => Ok(LabelMatcher::Nothing),
-            Some(s) => Self::from_parts(s.match_labels.as_ref(), s.match_expressions.as_deref().unwrap_or(&[])),
+            Some(s) => Self::from_parts(
+                s.match_labels.as_ref(),
+                s.match_expressions.as_deref().unwrap_or(&[]),
+            ),
         }
     }
 
@@ -108,7 +111,11 @@ impl LabelMatcher {
                 "DoesNotExist" => Operator::DoesNotExist,
                 other => return Err(format!("{other:?} is not a valid label selector operator")),
             };
-            requirements.push(new_requirement(&expr.key, op, expr.values.as_deref().unwrap_or(&[]))?);
+            requirements.push(new_requirement(
+                &expr.key,
+                op,
+                expr.values.as_deref().unwrap_or(&[]),
+            )?);
         }
         Ok(LabelMatcher::All(requirements))
     }
@@ -119,7 +126,10 @@ impl LabelMatcher {
 
     /// The first requirement that fails, or `None` when the selector matches. `Nothing` fails
     /// without a requirement to blame, reported as `Some(None)`.
-    pub fn first_unmatched<'a>(&self, lookup: impl Fn(&str) -> Option<&'a str>) -> Option<Option<&Requirement>> {
+    pub fn first_unmatched<'a>(
+        &self,
+        lookup: impl Fn(&str) -> Option<&'a str>,
+    ) -> Option<Option<&Requirement>> {
         match self {
             LabelMatcher::Nothing => Some(None),
             LabelMatcher::Everything => None,
@@ -159,7 +169,11 @@ fn new_requirement(key: &str, operator: Operator, values: &[String]) -> Result<R
         }
     }
     match errors.len() {
-        0 => Ok(Requirement { key: key.to_string(), operator, values: values.to_vec() }),
+        0 => Ok(Requirement {
+            key: key.to_string(),
+            operator,
+            values: values.to_vec(),
+        }),
         1 => Err(errors.remove(0)),
         _ => Err(format!("[{}]", errors.join(", "))),
     }
@@ -179,7 +193,8 @@ fn is_qualified_name_part(s: &str) -> bool {
     !b.is_empty()
         && b[0].is_ascii_alphanumeric()
         && b[b.len() - 1].is_ascii_alphanumeric()
-        && b.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
 }
 
 /// `[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*`
@@ -338,11 +353,15 @@ impl ClusterMatcher {
     pub fn miss(&self, snapshot: &HubSnapshot, id: ClusterId) -> Option<SelectorMiss> {
         let labels = snapshot.cluster_labels(id);
         if let Some(req) = self.labels.first_unmatched(|k| labels.get(k).map(String::as_str)) {
-            return Some(SelectorMiss::Label(req.map_or_else(|| "<nothing>".into(), |r| r.to_string())));
+            return Some(SelectorMiss::Label(
+                req.map_or_else(|| "<nothing>".into(), |r| r.to_string()),
+            ));
         }
         let cluster = snapshot.cluster(id);
         if let Some(req) = self.claims.first_unmatched(|k| claim_value(cluster, k)) {
-            return Some(SelectorMiss::Claim(req.map_or_else(|| "<nothing>".into(), |r| r.to_string())));
+            return Some(SelectorMiss::Claim(
+                req.map_or_else(|| "<nothing>".into(), |r| r.to_string()),
+            ));
         }
         if self.cel.is_empty() {
             return None;
@@ -357,7 +376,10 @@ impl ClusterMatcher {
                     Err(e) => format!("failed: {e}"),
                 },
             };
-            return Some(SelectorMiss::Cel { expression: expression.clone(), reason });
+            return Some(SelectorMiss::Cel {
+                expression: expression.clone(),
+                reason,
+            });
         }
         None
     }

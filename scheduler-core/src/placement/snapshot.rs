@@ -7,8 +7,8 @@
 use super::error::PlacementError;
 use super::quantity::approximate_f64;
 use crate::api::{
-    AddOnPlacementScore, ManagedCluster, ManagedClusterSet, ManagedClusterSetBinding, Placement, PlacementDecision,
-    well_known,
+    AddOnPlacementScore, ManagedCluster, ManagedClusterSet, ManagedClusterSetBinding, Placement,
+    PlacementDecision, well_known,
 };
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -34,7 +34,11 @@ impl Hasher for Fnv {
         self.0
     }
     fn write(&mut self, bytes: &[u8]) {
-        let mut h = if self.0 == 0 { 0xcbf2_9ce4_8422_2325 } else { self.0 };
+        let mut h = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
         for b in bytes {
             h ^= u64::from(*b);
             h = h.wrapping_mul(0x0100_0000_01b3);
@@ -121,15 +125,37 @@ impl HubSnapshot {
     /// Indexes the objects. Fails on what an API server could never hold: two objects with the
     /// same identity, or a cpu/memory quantity that does not parse.
     pub fn new(objects: HubObjects) -> Result<Self, PlacementError> {
-        let HubObjects { mut clusters, mut cluster_sets, bindings, placements, decisions, scores } = objects;
+        let HubObjects {
+            mut clusters,
+            mut cluster_sets,
+            bindings,
+            placements,
+            decisions,
+            scores,
+        } = objects;
         clusters.sort_by(|a, b| name_of(&a.metadata).cmp(name_of(&b.metadata)));
         cluster_sets.sort_by(|a, b| name_of(&a.metadata).cmp(name_of(&b.metadata)));
-        check_unique("ManagedCluster", clusters.iter().map(|c| name_of(&c.metadata).to_string()))?;
-        check_unique("ManagedClusterSet", cluster_sets.iter().map(|c| name_of(&c.metadata).to_string()))?;
-        check_unique("ManagedClusterSetBinding", bindings.iter().map(|o| qualified(&o.metadata)))?;
+        check_unique(
+            "ManagedCluster",
+            clusters.iter().map(|c| name_of(&c.metadata).to_string()),
+        )?;
+        check_unique(
+            "ManagedClusterSet",
+            cluster_sets.iter().map(|c| name_of(&c.metadata).to_string()),
+        )?;
+        check_unique(
+            "ManagedClusterSetBinding",
+            bindings.iter().map(|o| qualified(&o.metadata)),
+        )?;
         check_unique("Placement", placements.iter().map(|o| qualified(&o.metadata)))?;
-        check_unique("PlacementDecision", decisions.iter().map(|o| qualified(&o.metadata)))?;
-        check_unique("AddOnPlacementScore", scores.iter().map(|o| qualified(&o.metadata)))?;
+        check_unique(
+            "PlacementDecision",
+            decisions.iter().map(|o| qualified(&o.metadata)),
+        )?;
+        check_unique(
+            "AddOnPlacementScore",
+            scores.iter().map(|o| qualified(&o.metadata)),
+        )?;
 
         let mut cluster_by_name = FastMap::default();
         cluster_by_name.reserve(clusters.len());
@@ -140,8 +166,16 @@ impl HubSnapshot {
         }
         let mut by_cluster_set_label: FastMap<String, Vec<ClusterId>> = FastMap::default();
         for (i, cluster) in clusters.iter().enumerate() {
-            if let Some(set) = cluster.metadata.labels.as_ref().and_then(|l| l.get(well_known::CLUSTER_SET_LABEL)) {
-                by_cluster_set_label.entry(set.clone()).or_default().push(ClusterId(i as u32));
+            if let Some(set) = cluster
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(well_known::CLUSTER_SET_LABEL))
+            {
+                by_cluster_set_label
+                    .entry(set.clone())
+                    .or_default()
+                    .push(ClusterId(i as u32));
             }
         }
         let mut unknown_decided: Vec<String> = Vec::new();
@@ -180,7 +214,11 @@ impl HubSnapshot {
             }
             score_entries.push(ScoreEntry {
                 resource: intern(name_of(&score.metadata)),
-                valid_until_ns: score.status.as_ref().and_then(|s| s.valid_until.as_ref()).map(|t| t.0.as_nanosecond()),
+                valid_until_ns: score
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.valid_until.as_ref())
+                    .map(|t| t.0.as_nanosecond()),
                 items: start..score_items.len() as u32,
             });
             if let Some(id) = cluster_by_name.get(namespace_of(&score.metadata)) {
@@ -197,7 +235,10 @@ impl HubSnapshot {
         }
         let cluster_scores = per_cluster.into_iter().map(|(_, s)| s).collect();
         let tainted = clusters.iter().map(|c| !c.spec.taints.is_empty()).collect();
-        let terminating = clusters.iter().map(|c| c.metadata.deletion_timestamp.is_some()).collect();
+        let terminating = clusters
+            .iter()
+            .map(|c| c.metadata.deletion_timestamp.is_some())
+            .collect();
         Ok(Self {
             clusters,
             resources,
@@ -248,7 +289,11 @@ impl HubSnapshot {
     /// Cluster labels (empty when the cluster has none).
     pub fn cluster_labels(&self, id: ClusterId) -> &BTreeMap<String, String> {
         static EMPTY: BTreeMap<String, String> = BTreeMap::new();
-        self.clusters[id.index()].metadata.labels.as_ref().unwrap_or(&EMPTY)
+        self.clusters[id.index()]
+            .metadata
+            .labels
+            .as_ref()
+            .unwrap_or(&EMPTY)
     }
 
     /// ManagedClusterSets, sorted by name.
@@ -320,7 +365,10 @@ impl HubSnapshot {
     }
 
     fn scores_in(&self, id: ClusterId) -> &[u32] {
-        let (start, end) = (self.cluster_score_start[id.index()], self.cluster_score_start[id.index() + 1]);
+        let (start, end) = (
+            self.cluster_score_start[id.index()],
+            self.cluster_score_start[id.index() + 1],
+        );
         &self.cluster_scores[start as usize..end as usize]
     }
 

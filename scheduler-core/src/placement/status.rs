@@ -34,15 +34,27 @@ pub struct Status {
 
 impl Status {
     pub fn success() -> Self {
-        Self { code: StatusCode::Success, plugin: String::new(), message: String::new() }
+        Self {
+            code: StatusCode::Success,
+            plugin: String::new(),
+            message: String::new(),
+        }
     }
 
     pub fn warning(plugin: impl Into<String>, message: impl Into<String>) -> Self {
-        Self { code: StatusCode::Warning, plugin: plugin.into(), message: message.into() }
+        Self {
+            code: StatusCode::Warning,
+            plugin: plugin.into(),
+            message: message.into(),
+        }
     }
 
     pub fn misconfigured(plugin: impl Into<String>, message: impl Into<String>) -> Self {
-        Self { code: StatusCode::Misconfigured, plugin: plugin.into(), message: message.into() }
+        Self {
+            code: StatusCode::Misconfigured,
+            plugin: plugin.into(),
+            message: message.into(),
+        }
     }
 
     /// OCM's `IsError`: both Error and Misconfigured stop the pipeline.

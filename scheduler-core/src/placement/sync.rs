@@ -63,30 +63,52 @@ impl PlacementResult {
 
     /// The effective status (the strategy's when it failed, otherwise the schedule's).
     pub fn effective_status(&self) -> &Status {
-        if self.strategy_status.is_error() { &self.strategy_status } else { &self.schedule.status }
+        if self.strategy_status.is_error() {
+            &self.strategy_status
+        } else {
+            &self.schedule.status
+        }
     }
 }
 
 /// Schedules placement `namespace/name` from `snapshot` at `now`.
-pub fn sync(snapshot: &HubSnapshot, namespace: &str, name: &str, now: Timestamp) -> Result<SyncOutcome, PlacementError> {
+pub fn sync(
+    snapshot: &HubSnapshot,
+    namespace: &str,
+    name: &str,
+    now: Timestamp,
+) -> Result<SyncOutcome, PlacementError> {
     let placement = snapshot
         .placement(namespace, name)
-        .ok_or_else(|| PlacementError::PlacementNotFound { namespace: namespace.into(), name: name.into() })?;
+        .ok_or_else(|| PlacementError::PlacementNotFound {
+            namespace: namespace.into(),
+            name: name.into(),
+        })?;
     sync_placement(snapshot, placement, now)
 }
 
 /// Like [`sync`], for a placement that need not be in the snapshot (a what-if spec).
-pub fn sync_placement(snapshot: &HubSnapshot, placement: &Placement, now: Timestamp) -> Result<SyncOutcome, PlacementError> {
+pub fn sync_placement(
+    snapshot: &HubSnapshot,
+    placement: &Placement,
+    now: Timestamp,
+) -> Result<SyncOutcome, PlacementError> {
     if placement.metadata.deletion_timestamp.is_some() {
         return Ok(SyncOutcome::Skipped(SkipReason::Deleting));
     }
-    let disabled = placement.metadata.annotations.as_ref().and_then(|a| a.get(DISABLE_ANNOTATION));
+    let disabled = placement
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(DISABLE_ANNOTATION));
     if disabled.is_some_and(|v| v == "true") {
         return Ok(SyncOutcome::Skipped(SkipReason::SchedulingDisabled));
     }
     let candidates = candidates::candidates(snapshot, placement)?;
     let schedule = schedule::schedule(snapshot, placement, &candidates.clusters, now)?;
-    Ok(SyncOutcome::Scheduled(Box::new(conclude(snapshot, placement, candidates, schedule, now))))
+    Ok(SyncOutcome::Scheduled(Box::new(conclude(
+        snapshot, placement, candidates, schedule, now,
+    ))))
 }
 
 /// Everything after `Schedule()`: groups, decisions, status, writes, events, requeue.
@@ -100,10 +122,16 @@ pub fn conclude(
     let placement_name = placement.metadata.name.as_deref().unwrap_or("");
     let (groups, strategy_status) = groups::decision_groups(snapshot, placement, &schedule.selected);
     let pages = groups::pages(placement_name, &groups);
-    let decisions: Vec<PlacementDecision> =
-        pages.iter().map(|p| groups::placement_decision(snapshot, placement, p)).collect();
+    let decisions: Vec<PlacementDecision> = pages
+        .iter()
+        .map(|p| groups::placement_decision(snapshot, placement, p))
+        .collect();
 
-    let status_for_conditions = if strategy_status.is_error() { &strategy_status } else { &schedule.status };
+    let status_for_conditions = if strategy_status.is_error() {
+        &strategy_status
+    } else {
+        &schedule.status
+    };
     let satisfied = conditions::satisfied(&SatisfiedInputs {
         cluster_sets_in_spec: &placement.spec.cluster_sets,
         eligible_sets: &candidates.eligible_sets,
@@ -161,7 +189,11 @@ fn score_note(snapshot: &HubSnapshot, schedule: &ScheduleResult) -> String {
     }
     let mut note = String::new();
     for i in order {
-        let item = format!("{}:{} ", snapshot.cluster_name(schedule.feasible[i]), schedule.totals[i]);
+        let item = format!(
+            "{}:{} ",
+            snapshot.cluster_name(schedule.feasible[i]),
+            schedule.totals[i]
+        );
         if note.len() + item.len() > MAX_SCORE_NOTE_BYTES {
             note.push_str("......");
             break;

@@ -17,27 +17,44 @@ pub enum Trigger<'a> {
     /// A ManagedClusterSetBinding `namespace/name` was added, updated or deleted.
     Binding { namespace: &'a str, name: &'a str },
     /// AddOnPlacementScore `cluster/resource_name` was added, updated or deleted.
-    Score { cluster: &'a str, resource_name: &'a str },
+    Score {
+        cluster: &'a str,
+        resource_name: &'a str,
+    },
     /// A ManagedCluster with these labels was added or deleted.
     Cluster { labels: &'a BTreeMap<String, String> },
     /// A ManagedCluster's labels went from `old` to `new`.
-    ClusterUpdate { old: &'a BTreeMap<String, String>, new: &'a BTreeMap<String, String> },
+    ClusterUpdate {
+        old: &'a BTreeMap<String, String>,
+        new: &'a BTreeMap<String, String>,
+    },
 }
 
 /// Placements as `(namespace, name)`.
 pub type PlacementKeys = BTreeSet<(String, String)>;
 
 fn key(p: &Placement) -> (String, String) {
-    (p.metadata.namespace.clone().unwrap_or_default(), p.metadata.name.clone().unwrap_or_default())
+    (
+        p.metadata.namespace.clone().unwrap_or_default(),
+        p.metadata.name.clone().unwrap_or_default(),
+    )
 }
 
 /// Whether the placement prioritizes by AddOnPlacementScores named `resource_name`.
 fn uses_addon_resource(p: &Placement, resource_name: &str) -> bool {
-    p.spec.prioritizer_policy.iter().flat_map(|pp| pp.configurations.iter()).any(|c| {
-        c.score_coordinate.as_ref().is_some_and(|sc| {
-            sc.type_ == "AddOn" && sc.add_on.as_ref().is_some_and(|a| a.resource_name == resource_name)
+    p.spec
+        .prioritizer_policy
+        .iter()
+        .flat_map(|pp| pp.configurations.iter())
+        .any(|c| {
+            c.score_coordinate.as_ref().is_some_and(|sc| {
+                sc.type_ == "AddOn"
+                    && sc
+                        .add_on
+                        .as_ref()
+                        .is_some_and(|a| a.resource_name == resource_name)
+            })
         })
-    })
 }
 
 /// Placements in `namespace` that a binding named `binding` can feed.
@@ -87,8 +104,13 @@ pub fn affected_placements(snapshot: &HubSnapshot, trigger: Trigger<'_>) -> Plac
                 by_cluster_set(snapshot, set, &mut out);
             }
         }
-        Trigger::Score { cluster, resource_name } => {
-            let Some(id) = snapshot.cluster_id(cluster) else { return out };
+        Trigger::Score {
+            cluster,
+            resource_name,
+        } => {
+            let Some(id) = snapshot.cluster_id(cluster) else {
+                return out;
+            };
             let sets = sets_matching(snapshot, snapshot.cluster_labels(id));
             let namespaces: BTreeSet<&str> = snapshot
                 .bindings()

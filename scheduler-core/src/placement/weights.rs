@@ -21,7 +21,10 @@ pub enum PrioritizerKind {
     Steady,
     ResourceAllocatableCpu,
     ResourceAllocatableMemory,
-    AddOn { resource_name: String, score_name: String },
+    AddOn {
+        resource_name: String,
+        score_name: String,
+    },
 }
 
 impl fmt::Display for PrioritizerKind {
@@ -32,7 +35,10 @@ impl fmt::Display for PrioritizerKind {
             PrioritizerKind::Steady => f.write_str("Steady"),
             PrioritizerKind::ResourceAllocatableCpu => f.write_str("ResourceAllocatableCPU"),
             PrioritizerKind::ResourceAllocatableMemory => f.write_str("ResourceAllocatableMemory"),
-            PrioritizerKind::AddOn { resource_name, score_name } => write!(f, "AddOn/{resource_name}/{score_name}"),
+            PrioritizerKind::AddOn {
+                resource_name,
+                score_name,
+            } => write!(f, "AddOn/{resource_name}/{score_name}"),
         }
     }
 }
@@ -71,29 +77,46 @@ pub fn resolve(placement: &Placement) -> Result<Vec<WeightedPrioritizer>, Status
     let mode = policy.and_then(|p| p.mode.as_deref()).unwrap_or("");
     let mut entries: Vec<Entry<'_>> = match mode {
         MODE_EXACT => Vec::new(),
-        "" | MODE_ADDITIVE => [("Balance", PrioritizerKind::Balance), ("Steady", PrioritizerKind::Steady)]
-            .into_iter()
-            .map(|(name, kind)| Entry {
-                key: Key::Plain("BuiltIn".into(), name.into()),
-                weight: 1,
-                source: Source::Default(kind),
-            })
-            .collect(),
+        "" | MODE_ADDITIVE => [
+            ("Balance", PrioritizerKind::Balance),
+            ("Steady", PrioritizerKind::Steady),
+        ]
+        .into_iter()
+        .map(|(name, kind)| Entry {
+            key: Key::Plain("BuiltIn".into(), name.into()),
+            weight: 1,
+            source: Source::Default(kind),
+        })
+        .collect(),
         other => {
-            return Err(Status::misconfigured("", format!("incorrect prioritizer policy mode: {other}")));
+            return Err(Status::misconfigured(
+                "",
+                format!("incorrect prioritizer policy mode: {other}"),
+            ));
         }
     };
-    for (i, config) in policy.map_or(&[][..], |p| p.configurations.as_slice()).iter().enumerate() {
+    for (i, config) in policy
+        .map_or(&[][..], |p| p.configurations.as_slice())
+        .iter()
+        .enumerate()
+    {
         let Some(coordinate) = config.score_coordinate.as_ref() else {
             return Err(Status::misconfigured("", "scoreCoordinate field is required"));
         };
         let key = if coordinate.add_on.is_some() {
             Key::Unique(i)
         } else {
-            Key::Plain(coordinate.type_.clone(), coordinate.built_in.clone().unwrap_or_default())
+            Key::Plain(
+                coordinate.type_.clone(),
+                coordinate.built_in.clone().unwrap_or_default(),
+            )
         };
         let weight = config.weight.unwrap_or(1);
-        let entry = Entry { key, weight, source: Source::Configured(i, coordinate) };
+        let entry = Entry {
+            key,
+            weight,
+            source: Source::Configured(i, coordinate),
+        };
         match entries.iter_mut().find(|e| e.key == entry.key) {
             Some(existing) => *existing = entry,
             None => entries.push(entry),
@@ -105,16 +128,25 @@ pub fn resolve(placement: &Placement) -> Result<Vec<WeightedPrioritizer>, Status
         let (kind, configuration) = match entry.source {
             Source::Default(kind) => (kind, None),
             // Only the exact type "BuiltIn" is built-in; "" takes the add-on branch upstream.
-            Source::Configured(i, c) if c.type_ == "BuiltIn" => (builtin(c.built_in.as_deref().unwrap_or(""))?, Some(i)),
+            Source::Configured(i, c) if c.type_ == "BuiltIn" => {
+                (builtin(c.built_in.as_deref().unwrap_or(""))?, Some(i))
+            }
             Source::Configured(i, c) => match &c.add_on {
                 Some(a) => (
-                    PrioritizerKind::AddOn { resource_name: a.resource_name.clone(), score_name: a.score_name.clone() },
+                    PrioritizerKind::AddOn {
+                        resource_name: a.resource_name.clone(),
+                        score_name: a.score_name.clone(),
+                    },
                     Some(i),
                 ),
                 None => return Err(Status::misconfigured("", "addOn should not be empty")),
             },
         };
-        out.push(WeightedPrioritizer { kind, weight: entry.weight, configuration });
+        out.push(WeightedPrioritizer {
+            kind,
+            weight: entry.weight,
+            configuration,
+        });
     }
     Ok(out)
 }
@@ -125,6 +157,9 @@ fn builtin(name: &str) -> Result<PrioritizerKind, Status> {
         "Steady" => Ok(PrioritizerKind::Steady),
         "ResourceAllocatableCPU" => Ok(PrioritizerKind::ResourceAllocatableCpu),
         "ResourceAllocatableMemory" => Ok(PrioritizerKind::ResourceAllocatableMemory),
-        other => Err(Status::misconfigured("", format!("incorrect builtin prioritizer: {other}"))),
+        other => Err(Status::misconfigured(
+            "",
+            format!("incorrect builtin prioritizer: {other}"),
+        )),
     }
 }

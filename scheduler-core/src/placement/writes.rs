@@ -15,16 +15,21 @@ use std::collections::BTreeMap;
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum DecisionWrite {
-    Create(PlacementDecision),
+    Create(Box<PlacementDecision>),
     /// Replace `status` (a JSON merge patch upstream).
-    PatchStatus { name: String, status: PlacementDecisionStatus },
+    PatchStatus {
+        name: String,
+        status: PlacementDecisionStatus,
+    },
     /// Set labels and annotations to these.
     PatchMetadata {
         name: String,
         labels: BTreeMap<String, String>,
         annotations: BTreeMap<String, String>,
     },
-    Delete { name: String },
+    Delete {
+        name: String,
+    },
 }
 
 impl DecisionWrite {
@@ -73,12 +78,15 @@ pub fn plan_one(
     let namespace = placement.metadata.namespace.as_deref().unwrap_or("");
     let name = generated.metadata.name.clone().unwrap_or_default();
     let Some(existing) = existing else {
-        writes.push(DecisionWrite::Create(generated.clone()));
+        writes.push(DecisionWrite::Create(Box::new(generated.clone())));
         events.push(events::decision_created(&name, placement_name, namespace));
         return;
     };
     if !same_decisions(existing.status.as_ref(), generated.status.as_ref()) {
-        writes.push(DecisionWrite::PatchStatus { name: name.clone(), status: generated.status.clone().unwrap_or_default() });
+        writes.push(DecisionWrite::PatchStatus {
+            name: name.clone(),
+            status: generated.status.clone().unwrap_or_default(),
+        });
         events.push(events::decision_updated(&name, placement_name, namespace, status));
         if !score_note.is_empty() {
             events.push(events::score_updated(&name, score_note));
@@ -90,7 +98,11 @@ pub fn plan_one(
     if map_or_empty(existing.metadata.labels.as_ref()) != labels
         || map_or_empty(existing.metadata.annotations.as_ref()) != annotations
     {
-        writes.push(DecisionWrite::PatchMetadata { name, labels, annotations });
+        writes.push(DecisionWrite::PatchMetadata {
+            name,
+            labels,
+            annotations,
+        });
     }
 }
 
@@ -106,19 +118,30 @@ pub fn plan(
     let placement_name = placement.metadata.name.as_deref().unwrap_or("");
     let in_namespace = |name: &str| {
         snapshot.decisions().iter().find(|d| {
-            d.metadata.namespace.as_deref().unwrap_or("") == namespace && d.metadata.name.as_deref() == Some(name)
+            d.metadata.namespace.as_deref().unwrap_or("") == namespace
+                && d.metadata.name.as_deref() == Some(name)
         })
     };
     let mut writes = Vec::new();
     let mut events = Vec::new();
     for pd in generated {
         let existing = in_namespace(pd.metadata.name.as_deref().unwrap_or(""));
-        plan_one(placement, pd, existing, score_note, status, &mut writes, &mut events);
+        plan_one(
+            placement,
+            pd,
+            existing,
+            score_note,
+            status,
+            &mut writes,
+            &mut events,
+        );
     }
     for old in snapshot.decisions_of(namespace, placement_name) {
         let name = old.metadata.name.as_deref().unwrap_or("");
         if !generated.iter().any(|g| g.metadata.name.as_deref() == Some(name)) {
-            writes.push(DecisionWrite::Delete { name: name.to_string() });
+            writes.push(DecisionWrite::Delete {
+                name: name.to_string(),
+            });
             events.push(events::decision_deleted(name, placement_name, namespace));
         }
     }

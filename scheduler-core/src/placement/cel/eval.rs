@@ -62,7 +62,9 @@ impl Value {
             serde_json::Value::String(s) => Value::str(s),
             serde_json::Value::Array(a) => Value::List(Rc::new(a.iter().map(Value::from_json).collect())),
             serde_json::Value::Object(o) => Value::Map(Rc::new(
-                o.iter().map(|(k, v)| (Key::String(Rc::from(k.as_str())), Value::from_json(v))).collect(),
+                o.iter()
+                    .map(|(k, v)| (Key::String(Rc::from(k.as_str())), Value::from_json(v)))
+                    .collect(),
             )),
         }
     }
@@ -99,9 +101,13 @@ pub fn equals(a: &Value, b: &Value) -> bool {
         (Value::Null, Value::Null) => true,
         (Value::Bool(x), Value::Bool(y)) => x == y,
         (Value::String(x), Value::String(y)) => x == y,
-        (Value::List(x), Value::List(y)) => x.len() == y.len() && x.iter().zip(y.iter()).all(|(p, q)| equals(p, q)),
+        (Value::List(x), Value::List(y)) => {
+            x.len() == y.len() && x.iter().zip(y.iter()).all(|(p, q)| equals(p, q))
+        }
         (Value::Map(x), Value::Map(y)) => {
-            x.len() == y.len() && x.iter().all(|(k, v)| lookup_key(y, &key_value(k)).is_some_and(|w| equals(v, w)))
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| lookup_key(y, &key_value(k)).is_some_and(|w| equals(v, w)))
         }
         _ => numeric_cmp(a, b) == Some(Ordering::Equal),
     }
@@ -112,7 +118,11 @@ fn numeric_cmp(a: &Value, b: &Value) -> Option<Ordering> {
         (Value::Int(x), Value::Int(y)) => Some(x.cmp(y)),
         (Value::Uint(x), Value::Uint(y)) => Some(x.cmp(y)),
         (Value::Double(x), Value::Double(y)) => x.partial_cmp(y),
-        (Value::Int(x), Value::Uint(y)) => Some(if *x < 0 { Ordering::Less } else { (*x as u64).cmp(y) }),
+        (Value::Int(x), Value::Uint(y)) => Some(if *x < 0 {
+            Ordering::Less
+        } else {
+            (*x as u64).cmp(y)
+        }),
         (Value::Uint(_), Value::Int(_)) => numeric_cmp(b, a).map(Ordering::reverse),
         (Value::Int(x), Value::Double(y)) => (*x as f64).partial_cmp(y),
         (Value::Double(x), Value::Int(y)) => x.partial_cmp(&(*y as f64)),
@@ -139,10 +149,14 @@ fn compare(a: &Value, b: &Value) -> Result<Ordering, String> {
 /// Map lookup, with numeric keys matching across int and uint like cel-go.
 fn lookup_key<'m>(map: &'m BTreeMap<Key, Value>, key: &Value) -> Option<&'m Value> {
     match key {
-        Value::Int(i) => map.get(&Key::Int(*i)).or_else(|| u64::try_from(*i).ok().and_then(|u| map.get(&Key::Uint(u)))),
-        Value::Uint(u) => map.get(&Key::Uint(*u)).or_else(|| i64::try_from(*u).ok().and_then(|i| map.get(&Key::Int(i)))),
+        Value::Int(i) => map
+            .get(&Key::Int(*i))
+            .or_else(|| u64::try_from(*i).ok().and_then(|u| map.get(&Key::Uint(u)))),
+        Value::Uint(u) => map
+            .get(&Key::Uint(*u))
+            .or_else(|| i64::try_from(*u).ok().and_then(|i| map.get(&Key::Int(i)))),
         Value::Double(d) if d.fract() == 0.0 => {
-            let as_int = (*d >= i64::MIN as f64 && *d < i64::MAX as f64).then(|| Value::Int(*d as i64));
+            let as_int = (*d >= i64::MIN as f64 && *d < i64::MAX as f64).then_some(Value::Int(*d as i64));
             as_int.and_then(|k| lookup_key(map, &k))
         }
         other => other.as_key().ok().and_then(|k| map.get(&k)),
@@ -165,7 +179,10 @@ pub struct Evaluator<'e> {
 
 impl<'e> Evaluator<'e> {
     pub fn new(env: &'e dyn Environment) -> Self {
-        Self { env, locals: Vec::new() }
+        Self {
+            env,
+            locals: Vec::new(),
+        }
     }
 
     pub fn eval(&mut self, e: &Expr) -> EvalResult {
@@ -182,7 +199,9 @@ impl<'e> Evaluator<'e> {
                 if let Some((_, v)) = self.locals.iter().rev().find(|(n, _)| n == name) {
                     return Ok(v.clone());
                 }
-                self.env.variable(name).ok_or_else(|| format!("undeclared reference to '{name}'"))
+                self.env
+                    .variable(name)
+                    .ok_or_else(|| format!("undeclared reference to '{name}'"))
             }
             Expr::Select(target, field) => {
                 let t = self.eval(target)?;
@@ -194,7 +213,10 @@ impl<'e> Evaluator<'e> {
                 index_value(&t, &i)
             }
             Expr::List(items) => {
-                let values = items.iter().map(|i| self.eval(i)).collect::<Result<Vec<_>, _>>()?;
+                let values = items
+                    .iter()
+                    .map(|i| self.eval(i))
+                    .collect::<Result<Vec<_>, _>>()?;
                 Ok(Value::List(Rc::new(values)))
             }
             Expr::Map(entries) => {
@@ -213,7 +235,10 @@ impl<'e> Evaluator<'e> {
                 other => Err(no_overload("!_", &[&other])),
             },
             Expr::Neg(inner) => match self.eval(inner)? {
-                Value::Int(i) => i.checked_neg().map(Value::Int).ok_or_else(|| "integer overflow".to_string()),
+                Value::Int(i) => i
+                    .checked_neg()
+                    .map(Value::Int)
+                    .ok_or_else(|| "integer overflow".to_string()),
                 Value::Double(d) => Ok(Value::Double(-d)),
                 other => Err(no_overload("-_", &[&other])),
             },
@@ -237,10 +262,10 @@ impl<'e> Evaluator<'e> {
     /// `&&` (decisive = false) and `||` (decisive = true), commutative over errors.
     fn logical(&mut self, l: &Expr, r: &Expr, decisive: bool) -> EvalResult {
         let left = self.eval(l);
-        if let Ok(Value::Bool(b)) = left {
-            if b == decisive {
-                return Ok(Value::Bool(b));
-            }
+        if let Ok(Value::Bool(b)) = left
+            && b == decisive
+        {
+            return Ok(Value::Bool(b));
         }
         let right = self.eval(r);
         match (left, right) {
@@ -257,7 +282,9 @@ impl<'e> Evaluator<'e> {
                 return Err("invalid argument to has() macro".into());
             };
             return match self.eval(target)? {
-                Value::Map(m) => Ok(Value::Bool(m.contains_key(&Key::String(Rc::from(field.as_str()))))),
+                Value::Map(m) => Ok(Value::Bool(
+                    m.contains_key(&Key::String(Rc::from(field.as_str()))),
+                )),
                 other => Err(no_overload("has", &[&other])),
             };
         }
@@ -299,9 +326,9 @@ impl<'e> Evaluator<'e> {
             ("split", Value::String(s), [Value::String(sep)]) => {
                 Ok(Value::List(Rc::new(s.split(&**sep).map(Value::str).collect())))
             }
-            ("indexOf", Value::String(s), [Value::String(x)]) => {
-                Ok(Value::Int(s.find(&**x).map_or(-1, |b| s[..b].chars().count() as i64)))
-            }
+            ("indexOf", Value::String(s), [Value::String(x)]) => Ok(Value::Int(
+                s.find(&**x).map_or(-1, |b| s[..b].chars().count() as i64),
+            )),
             ("join", Value::List(items), rest) => {
                 let sep = match rest {
                     [] => "",
@@ -431,7 +458,10 @@ fn select(target: &Value, field: &str) -> EvalResult {
             .get(&Key::String(Rc::from(field)))
             .cloned()
             .ok_or_else(|| format!("no such key: {field}")),
-        other => Err(format!("type '{}' does not support field selection", other.type_name())),
+        other => Err(format!(
+            "type '{}' does not support field selection",
+            other.type_name()
+        )),
     }
 }
 
@@ -486,7 +516,12 @@ fn arithmetic(op: BinaryOp, a: &Value, b: &Value) -> EvalResult {
                 Sub => x.checked_sub(*y),
                 Mul => x.checked_mul(*y),
                 Div | Rem if *y == 0 => {
-                    return Err(if op == Div { "division by zero" } else { "modulus by zero" }.into());
+                    return Err(if op == Div {
+                        "division by zero"
+                    } else {
+                        "modulus by zero"
+                    }
+                    .into());
                 }
                 Div => x.checked_div(*y),
                 _ => x.checked_rem(*y),
@@ -499,7 +534,12 @@ fn arithmetic(op: BinaryOp, a: &Value, b: &Value) -> EvalResult {
                 Sub => x.checked_sub(*y),
                 Mul => x.checked_mul(*y),
                 Div | Rem if *y == 0 => {
-                    return Err(if op == Div { "division by zero" } else { "modulus by zero" }.into());
+                    return Err(if op == Div {
+                        "division by zero"
+                    } else {
+                        "modulus by zero"
+                    }
+                    .into());
                 }
                 Div => x.checked_div(*y),
                 _ => x.checked_rem(*y),
@@ -533,7 +573,9 @@ fn size(v: &Value) -> EvalResult {
 fn to_int(v: &Value) -> EvalResult {
     match v {
         Value::Int(i) => Ok(Value::Int(*i)),
-        Value::Uint(u) => i64::try_from(*u).map(Value::Int).map_err(|_| "range error".into()),
+        Value::Uint(u) => i64::try_from(*u)
+            .map(Value::Int)
+            .map_err(|_| "range error".into()),
         Value::Double(d) => {
             if d.is_finite() && *d > -9.223_372_036_854_776e18 && *d < 9.223_372_036_854_776e18 {
                 Ok(Value::Int(d.trunc() as i64))
@@ -549,7 +591,9 @@ fn to_int(v: &Value) -> EvalResult {
 fn to_uint(v: &Value) -> EvalResult {
     match v {
         Value::Uint(u) => Ok(Value::Uint(*u)),
-        Value::Int(i) => u64::try_from(*i).map(Value::Uint).map_err(|_| "range error".into()),
+        Value::Int(i) => u64::try_from(*i)
+            .map(Value::Uint)
+            .map_err(|_| "range error".into()),
         Value::Double(d) => {
             if d.is_finite() && *d >= 0.0 && *d < 1.844_674_407_370_955_2e19 {
                 Ok(Value::Uint(d.trunc() as u64))

@@ -78,13 +78,28 @@ enum Token {
 }
 
 const PUNCT: [&str; 26] = [
-    "||", "&&", "==", "!=", "<=", ">=", "<", ">", "+", "-", "*", "/", "%", "!", "?", ":", ".", ",", "(", ")", "[",
-    "]", "{", "}", "=", "|",
+    "||", "&&", "==", "!=", "<=", ">=", "<", ">", "+", "-", "*", "/", "%", "!", "?", ":", ".", ",", "(", ")",
+    "[", "]", "{", "}", "=", "|",
 ];
 
 const RESERVED: [&str; 17] = [
-    "as", "break", "const", "continue", "else", "for", "function", "if", "import", "let", "loop", "package",
-    "namespace", "return", "var", "void", "while",
+    "as",
+    "break",
+    "const",
+    "continue",
+    "else",
+    "for",
+    "function",
+    "if",
+    "import",
+    "let",
+    "loop",
+    "package",
+    "namespace",
+    "return",
+    "var",
+    "void",
+    "while",
 ];
 
 fn lex(src: &str) -> Result<Vec<(Token, usize)>, String> {
@@ -116,7 +131,9 @@ fn lex(src: &str) -> Result<Vec<(Token, usize)>, String> {
             continue;
         }
         if (c == b'b' || c == b'B') && matches!(bytes.get(i + 1), Some(b'"' | b'\'')) {
-            return Err(format!("Syntax error: bytes literals are not supported (at offset {i})"));
+            return Err(format!(
+                "Syntax error: bytes literals are not supported (at offset {i})"
+            ));
         }
         if c.is_ascii_alphabetic() || c == b'_' {
             while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
@@ -149,7 +166,9 @@ fn lex(src: &str) -> Result<Vec<(Token, usize)>, String> {
             }
             _ => {
                 let ch = src[i..].chars().next().unwrap_or('?');
-                return Err(format!("Syntax error: token recognition error at: '{ch}' (offset {i})"));
+                return Err(format!(
+                    "Syntax error: token recognition error at: '{ch}' (offset {i})"
+                ));
             }
         }
     }
@@ -167,7 +186,8 @@ fn lex_number(src: &str, start: usize) -> Result<(Literal, usize), String> {
         }
         let digits = &src[digits_start..i];
         if bytes.get(i).is_some_and(|b| *b == b'u' || *b == b'U') {
-            let v = u64::from_str_radix(digits, 16).map_err(|_| format!("invalid uint literal 0x{digits}"))?;
+            let v =
+                u64::from_str_radix(digits, 16).map_err(|_| format!("invalid uint literal 0x{digits}"))?;
             return Ok((Literal::Uint(v), i + 1));
         }
         let v = i64::from_str_radix(digits, 16).map_err(|_| format!("invalid int literal 0x{digits}"))?;
@@ -199,7 +219,9 @@ fn lex_number(src: &str, start: usize) -> Result<(Literal, usize), String> {
     }
     let text = &src[start..i];
     if is_double {
-        let v: f64 = text.parse().map_err(|_| format!("invalid double literal {text}"))?;
+        let v: f64 = text
+            .parse()
+            .map_err(|_| format!("invalid double literal {text}"))?;
         return Ok((Literal::Double(v), i));
     }
     if bytes.get(i).is_some_and(|b| *b == b'u' || *b == b'U') {
@@ -213,12 +235,18 @@ fn lex_number(src: &str, start: usize) -> Result<(Literal, usize), String> {
 fn lex_string(src: &str, start: usize, raw: bool) -> Result<(String, usize), String> {
     let quote = &src[start..start + 1];
     let triple = src[start..].starts_with(&quote.repeat(3));
-    let delim = if triple { quote.repeat(3) } else { quote.to_string() };
+    let delim = if triple {
+        quote.repeat(3)
+    } else {
+        quote.to_string()
+    };
     let mut i = start + delim.len();
     let mut out = String::new();
     loop {
         if i >= src.len() {
-            return Err(format!("Syntax error: unterminated string literal (offset {start})"));
+            return Err(format!(
+                "Syntax error: unterminated string literal (offset {start})"
+            ));
         }
         if src[i..].starts_with(&delim) {
             return Ok((out, i + delim.len()));
@@ -266,8 +294,11 @@ fn lex_escape(src: &str, i: usize) -> Result<(char, usize), String> {
         '0'..='3' => (3, 8, 0),
         _ => return Err(format!("Syntax error: invalid escape sequence \\{c}")),
     };
-    let digits = rest.get(skip..skip + len).ok_or("Syntax error: short escape sequence")?;
-    let code = u32::from_str_radix(digits, radix).map_err(|_| format!("Syntax error: invalid escape \\{c}{digits}"))?;
+    let digits = rest
+        .get(skip..skip + len)
+        .ok_or("Syntax error: short escape sequence")?;
+    let code = u32::from_str_radix(digits, radix)
+        .map_err(|_| format!("Syntax error: invalid escape \\{c}{digits}"))?;
     let ch = char::from_u32(code).ok_or_else(|| format!("Syntax error: invalid code point {code}"))?;
     Ok((ch, i + 1 + skip + len))
 }
@@ -282,7 +313,11 @@ const MAX_DEPTH: usize = 250;
 
 pub fn parse(src: &str) -> Result<Expr, String> {
     let tokens = lex(src)?;
-    let mut p = Parser { tokens, pos: 0, depth: 0 };
+    let mut p = Parser {
+        tokens,
+        pos: 0,
+        depth: 0,
+    };
     let e = p.expr()?;
     if let Some((t, at)) = p.tokens.get(p.pos) {
         return Err(format!("Syntax error: unexpected {} at offset {at}", describe(t)));
@@ -317,7 +352,10 @@ impl Parser {
             Ok(())
         } else {
             Err(match self.tokens.get(self.pos) {
-                Some((t, at)) => format!("Syntax error: expected '{p}' but found {} at offset {at}", describe(t)),
+                Some((t, at)) => format!(
+                    "Syntax error: expected '{p}' but found {} at offset {at}",
+                    describe(t)
+                ),
                 None => format!("Syntax error: expected '{p}' but the expression ended"),
             })
         }
@@ -461,7 +499,10 @@ impl Parser {
                 self.pos += 1;
                 Ok(s)
             }
-            Some((t, at)) => Err(format!("Syntax error: expected an identifier but found {} at offset {at}", describe(t))),
+            Some((t, at)) => Err(format!(
+                "Syntax error: expected an identifier but found {} at offset {at}",
+                describe(t)
+            )),
             None => Err("Syntax error: expected an identifier but the expression ended".into()),
         }
     }
@@ -523,7 +564,10 @@ impl Parser {
                     }
                 }
             }
-            t => Err(format!("Syntax error: unexpected {} at offset {at}", describe(&t))),
+            t => Err(format!(
+                "Syntax error: unexpected {} at offset {at}",
+                describe(&t)
+            )),
         }
     }
 }
@@ -534,23 +578,49 @@ mod tests {
 
     #[test]
     fn parses_precedence_and_members() {
-        let e = parse("a.b[\"c\"] == 1 && !x || y").unwrap();
-        let Expr::Binary(BinaryOp::Or, left, _) = e else { panic!("{e:?}") };
+        let e = parse("a.b[\"c\"] == 1 && !x || y").expect("the input must be accepted");
+        let Expr::Binary(BinaryOp::Or, left, _) = e else {
+            panic!("{e:?}")
+        };
         assert!(matches!(*left, Expr::Binary(BinaryOp::And, _, _)));
-        let e = parse("l.exists(c, c.name == 'x')").unwrap();
+        let e = parse("l.exists(c, c.name == 'x')").expect("the input must be accepted");
         assert!(matches!(e, Expr::Method(_, ref m, ref args) if m == "exists" && args.len() == 2));
-        assert_eq!(parse("-5").unwrap(), Expr::Literal(Literal::Int(-5)));
-        assert_eq!(parse("1 + 2 * 3").unwrap(), parse("1 + (2 * 3)").unwrap());
+        assert_eq!(
+            parse("-5").expect("the input must be accepted"),
+            Expr::Literal(Literal::Int(-5))
+        );
+        assert_eq!(
+            parse("1 + 2 * 3").expect("the input must be accepted"),
+            parse("1 + (2 * 3)").expect("the input must be accepted")
+        );
     }
 
     #[test]
     fn lexes_literals() {
-        assert_eq!(parse("0x10").unwrap(), Expr::Literal(Literal::Int(16)));
-        assert_eq!(parse("3u").unwrap(), Expr::Literal(Literal::Uint(3)));
-        assert_eq!(parse("1.5e1").unwrap(), Expr::Literal(Literal::Double(15.0)));
-        assert_eq!(parse(r#"'a\n\x41'"#).unwrap(), Expr::Literal(Literal::String("a\nA".into())));
-        assert_eq!(parse(r#"r'a\n'"#).unwrap(), Expr::Literal(Literal::String("a\\n".into())));
-        assert_eq!(parse("'''x'y'''").unwrap(), Expr::Literal(Literal::String("x'y".into())));
+        assert_eq!(
+            parse("0x10").expect("the input must be accepted"),
+            Expr::Literal(Literal::Int(16))
+        );
+        assert_eq!(
+            parse("3u").expect("the input must be accepted"),
+            Expr::Literal(Literal::Uint(3))
+        );
+        assert_eq!(
+            parse("1.5e1").expect("the input must be accepted"),
+            Expr::Literal(Literal::Double(15.0))
+        );
+        assert_eq!(
+            parse(r#"'a\n\x41'"#).expect("the input must be accepted"),
+            Expr::Literal(Literal::String("a\nA".into()))
+        );
+        assert_eq!(
+            parse(r#"r'a\n'"#).expect("the input must be accepted"),
+            Expr::Literal(Literal::String("a\\n".into()))
+        );
+        assert_eq!(
+            parse("'''x'y'''").expect("the input must be accepted"),
+            Expr::Literal(Literal::String("x'y".into()))
+        );
     }
 
     #[test]

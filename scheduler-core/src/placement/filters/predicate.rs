@@ -23,16 +23,29 @@ pub fn compile(placement: &Placement) -> Result<Vec<ClusterMatcher>, Status> {
     Ok(matchers)
 }
 
-pub fn filter(snapshot: &HubSnapshot, placement: &Placement, clusters: &[ClusterId]) -> (FilterOutput, Status) {
+pub fn filter(
+    snapshot: &HubSnapshot,
+    placement: &Placement,
+    clusters: &[ClusterId],
+) -> (FilterOutput, Status) {
     // No predicates, or no clusters: pass through without validating anything (upstream order).
     if placement.spec.predicates.is_empty() || clusters.is_empty() {
-        return (FilterOutput { passed: clusters.to_vec(), rejected: Vec::new() }, Status::success());
+        return (
+            FilterOutput {
+                passed: clusters.to_vec(),
+                rejected: Vec::new(),
+            },
+            Status::success(),
+        );
     }
     let matchers = match compile(placement) {
         Ok(m) => m,
         Err(status) => return (FilterOutput::default(), status),
     };
-    let mut out = FilterOutput { passed: Vec::with_capacity(clusters.len()), rejected: Vec::new() };
+    let mut out = FilterOutput {
+        passed: Vec::with_capacity(clusters.len()),
+        rejected: Vec::new(),
+    };
     for &id in clusters {
         if matchers.iter().any(|m| m.matches(snapshot, id)) {
             out.passed.push(id);

@@ -34,10 +34,16 @@ pub fn validate(tolerations: &[Toleration]) -> Result<(), Status> {
         let key = t.key.as_deref().unwrap_or("");
         let operator = t.operator.as_deref().unwrap_or("");
         if key.is_empty() && operator != "Exists" {
-            return Err(Status::misconfigured(NAME, "If the key is empty, operator must be Exists."));
+            return Err(Status::misconfigured(
+                NAME,
+                "If the key is empty, operator must be Exists.",
+            ));
         }
         if operator == "Exists" && !t.value.as_deref().unwrap_or("").is_empty() {
-            return Err(Status::misconfigured(NAME, "If the operator is Exists, the value should be empty."));
+            return Err(Status::misconfigured(
+                NAME,
+                "If the operator is Exists, the value should be empty.",
+            ));
         }
     }
     Ok(())
@@ -73,10 +79,18 @@ pub enum Tolerance {
     /// Every taint is tolerated; `until` is the earliest toleration deadline, if any.
     Tolerated { until: Option<i128> },
     /// `taint` is not tolerated; `expired` names a matching toleration whose time ran out.
-    Rejected { taint: usize, expired: Option<(usize, i128)> },
+    Rejected {
+        taint: usize,
+        expired: Option<(usize, i128)>,
+    },
 }
 
-pub fn check(cluster: &ManagedCluster, tolerations: &[Toleration], in_decision: bool, now_ns: i128) -> Tolerance {
+pub fn check(
+    cluster: &ManagedCluster,
+    tolerations: &[Toleration],
+    in_decision: bool,
+    now_ns: i128,
+) -> Tolerance {
     let mut until: Option<i128> = None;
     for (ti, taint) in cluster.spec.taints.iter().enumerate() {
         if taint.effect == EFFECT_PREFER_NO_SELECT {
@@ -129,7 +143,10 @@ pub fn filter(
     if let Err(status) = validate(tolerations) {
         return (FilterOutput::default(), status);
     }
-    let mut out = FilterOutput { passed: Vec::with_capacity(clusters.len()), rejected: Vec::new() };
+    let mut out = FilterOutput {
+        passed: Vec::with_capacity(clusters.len()),
+        rejected: Vec::new(),
+    };
     for &id in clusters {
         if !snapshot.is_tainted(id) {
             out.passed.push(id);
@@ -139,7 +156,10 @@ pub fn filter(
             Tolerance::Tolerated { .. } => out.passed.push(id),
             Tolerance::Rejected { taint, expired } => out.rejected.push((
                 id,
-                FilterReason::Taint { taint, expired: expired.map(|(i, d)| (i, timestamp(d))) },
+                FilterReason::Taint {
+                    taint,
+                    expired: expired.map(|(i, d)| (i, timestamp(d))),
+                },
             )),
         }
     }
@@ -156,9 +176,11 @@ pub fn requeue_time(
 ) -> Option<i128> {
     decision_clusters
         .iter()
-        .filter_map(|&id| match check(snapshot.cluster(id), &placement.spec.tolerations, true, now_ns) {
-            Tolerance::Tolerated { until } => until,
-            Tolerance::Rejected { .. } => None,
-        })
+        .filter_map(
+            |&id| match check(snapshot.cluster(id), &placement.spec.tolerations, true, now_ns) {
+                Tolerance::Tolerated { until } => until,
+                Tolerance::Rejected { .. } => None,
+            },
+        )
         .min()
 }

@@ -41,7 +41,11 @@ impl AddOnFindings {
     }
 }
 
-pub fn score(ctx: &ScoreContext<'_>, resource_name: &str, score_name: &str) -> (Vec<Option<i64>>, AddOnFindings) {
+pub fn score(
+    ctx: &ScoreContext<'_>,
+    resource_name: &str,
+    score_name: &str,
+) -> (Vec<Option<i64>>, AddOnFindings) {
     let mut findings = AddOnFindings::default();
     let snapshot = ctx.snapshot;
     let resource = snapshot.score_name_id(resource_name);
@@ -54,11 +58,11 @@ pub fn score(ctx: &ScoreContext<'_>, resource_name: &str, score_name: &str) -> (
                 findings.missing.push(id);
                 return Some(0);
             };
-            if let Some(until) = entry.valid_until_ns {
-                if ctx.now_ns > until {
-                    findings.expired.push((id, timestamp(until)));
-                    return Some(0);
-                }
+            if let Some(until) = entry.valid_until_ns
+                && ctx.now_ns > until
+            {
+                findings.expired.push((id, timestamp(until)));
+                return Some(0);
             }
             let value = snapshot.last_score(entry, score);
             if value.is_none() {

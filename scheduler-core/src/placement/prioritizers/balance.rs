@@ -17,7 +17,12 @@ pub fn score(ctx: &ScoreContext<'_>) -> Vec<Option<i64>> {
     let mut counts = vec![0u32; snapshot.decision_slot_count()];
     for (i, pd) in snapshot.decisions().iter().enumerate() {
         let own = pd.metadata.namespace.as_deref().unwrap_or("") == own_ns
-            && pd.metadata.labels.as_ref().and_then(|l| l.get(PLACEMENT_LABEL)).is_some_and(|v| v == own_name);
+            && pd
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(PLACEMENT_LABEL))
+                .is_some_and(|v| v == own_name);
         if own {
             continue;
         }
@@ -30,7 +35,11 @@ pub fn score(ctx: &ScoreContext<'_>) -> Vec<Option<i64>> {
         .iter()
         .map(|id| {
             let count = counts[id.index()];
-            Some(if count == 0 { MAX_SCORE } else { balance_score(count, max) })
+            Some(if count == 0 {
+                MAX_SCORE
+            } else {
+                balance_score(count, max)
+            })
         })
         .collect()
 }

@@ -30,16 +30,27 @@ pub struct Scored {
 }
 
 pub fn score(kind: &PrioritizerKind, ctx: &ScoreContext<'_>) -> Scored {
-    let plain = |scores| Scored { scores, status: Status::success(), addon: None };
+    let plain = |scores| Scored {
+        scores,
+        status: Status::success(),
+        addon: None,
+    };
     match kind {
         PrioritizerKind::Balance => plain(balance::score(ctx)),
         PrioritizerKind::Steady => plain(steady::score(ctx)),
         PrioritizerKind::ResourceAllocatableCpu => plain(resource::score(ctx, resource::Resource::Cpu)),
         PrioritizerKind::ResourceAllocatableMemory => plain(resource::score(ctx, resource::Resource::Memory)),
-        PrioritizerKind::AddOn { resource_name, score_name } => {
+        PrioritizerKind::AddOn {
+            resource_name,
+            score_name,
+        } => {
             let (scores, findings) = addon::score(ctx, resource_name, score_name);
             let status = findings.status(&kind.to_string(), ctx.snapshot, resource_name);
-            Scored { scores, status, addon: Some(findings) }
+            Scored {
+                scores,
+                status,
+                addon: Some(findings),
+            }
         }
     }
 }

@@ -37,10 +37,16 @@ pub fn score(ctx: &ScoreContext<'_>, resource: Resource) -> Vec<Option<i64>> {
         .iter()
         .map(|id| resource.allocatable(ctx.snapshot.resources(*id)))
         .collect();
-    let (min, max) = values.iter().flatten().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &v| {
-        (if v < lo { v } else { lo }, if v > hi { v } else { hi })
-    });
-    values.into_iter().map(|v| v.map(|a| normalise(a, min, max))).collect()
+    let (min, max) = values
+        .iter()
+        .flatten()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &v| {
+            (if v < lo { v } else { lo }, if v > hi { v } else { hi })
+        });
+    values
+        .into_iter()
+        .map(|v| v.map(|a| normalise(a, min, max)))
+        .collect()
 }
 
 pub fn normalise(value: f64, min: f64, max: f64) -> i64 {
