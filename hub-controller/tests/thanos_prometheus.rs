@@ -17,8 +17,8 @@ use ocm_score_hub::thanos::{
 use scheduler_core::api::{AddOnPlacementScore, ManagedCluster, ObjectMeta, Time};
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
 use thanos_common::{
-    FREE_CPU, FakeMode, FakeQueryApi, MEM_FREE, Prometheus, REQUEST_RATE, TempDir, fleet_data,
-    prometheus_available,
+    FREE_CPU, FakeMode, FakeQueryApi, MEM_FREE, Prometheus, REQUEST_RATE, TempDir, TestPki, fleet_data,
+    prometheus_available, tools_available,
 };
 
 fn start_time() -> i64 {
@@ -375,4 +375,52 @@ async fn error_answers_name_the_problem() {
     assert!(broken.to_string().contains("bad_data"), "{broken}");
     let scalar = answers[1].as_ref().expect_err("a scalar is not a fleet vector");
     assert_eq!(scalar.kind(), "not_a_vector");
+}
+
+#[tokio::test]
+async fn tls_with_a_ca_bundle_client_certificate_and_server_name() {
+    let test = "tls_with_a_ca_bundle_client_certificate_and_server_name";
+    if !tools_available(test, &["prometheus", "promtool", "openssl"]) {
+        return;
+    }
+    let dir = TempDir::new("thanos-pki");
+    // The certificate names prometheus.test, not the 127.0.0.1 we connect to.
+    let pki = TestPki::create(dir.path(), "prometheus.test");
+    let t0 = start_time();
+    let prometheus = Prometheus::start_with(&fleet_data(t0, 600), "5m", Some(&pki.web_config())).await;
+    let clusters = managed(&["a", "b", "c", "d"]);
+    let now = at(t0, 30);
+    let tls_config = |name: Option<&str>, client_cert: bool| {
+        let mut config = config(&prometheus.url(), "");
+        config.query.ca_file = Some(pki.ca.clone());
+        config.query.tls_server_name = name.map(str::to_owned);
+        if client_cert {
+            config.query.client_cert_file = Some(pki.client_cert.clone());
+            config.query.client_key_file = Some(pki.client_key.clone());
+        }
+        config.query.retries = 0;
+        config
+    };
+
+    let scorer = Scorer::new(
+        tls_config(Some("prometheus.test"), true),
+        Arc::new(Metrics::new()),
+    )
+    .expect("client builds");
+    let plan = scorer.plan(scorer.query_all(now).await, &clusters, &CurrentScores::new(), now);
+    let RoundPlan::Ready { writes, .. } = plan else {
+        panic!("TLS queries succeed: {plan:?}\n{}", prometheus.log())
+    };
+    assert_eq!(scores(by_cluster(&writes)["c"])["cpuFree"], 100);
+
+    // Without the server name the certificate does not match 127.0.0.1; without the client
+    // certificate Prometheus refuses the handshake.
+    for (name, client_cert) in [(None, true), (Some("prometheus.test"), false)] {
+        let scorer =
+            Scorer::new(tls_config(name, client_cert), Arc::new(Metrics::new())).expect("client builds");
+        for answer in scorer.query_all(now).await {
+            let error = answer.expect_err("the TLS handshake must fail");
+            assert_eq!(error.kind(), "transport", "{name:?} {client_cert}: {error}");
+        }
+    }
 }

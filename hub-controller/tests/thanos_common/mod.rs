@@ -33,8 +33,14 @@ pub const CONVERGE: Duration = Duration::from_secs(60);
 /// message naming it, unless `OCM_SCORE_SKIP_PROMETHEUS=1`, in which case it reports the skip and
 /// the caller returns.
 pub fn prometheus_available(test: &str) -> bool {
-    let missing: Vec<&str> = ["prometheus", "promtool"]
-        .into_iter()
+    tools_available(test, &["prometheus", "promtool"])
+}
+
+/// As [`prometheus_available`], for any set of binaries the test runs.
+pub fn tools_available(test: &str, tools: &[&str]) -> bool {
+    let missing: Vec<&str> = tools
+        .iter()
+        .copied()
         .filter(|b| find_binary(b).is_none())
         .collect();
     if missing.is_empty() {
@@ -43,12 +49,17 @@ pub fn prometheus_available(test: &str) -> bool {
     if std::env::var(SKIP_ENV).as_deref() == Ok("1") {
         // Straight to stderr: the test harness captures `eprintln!`, and a skip must be visible.
         use std::io::Write;
-        let _ = writeln!(std::io::stderr(), "SKIPPED {test}: prometheus not installed");
+        let what = if missing.iter().any(|m| m.starts_with("prom")) {
+            "prometheus"
+        } else {
+            missing[0]
+        };
+        let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {what} not installed");
         return false;
     }
     panic!(
-        "{test} needs a real Prometheus server, but these binaries are not on PATH: {}. Install them \
-         (`apt-get install -y prometheus`, as .ci/run does) or set {SKIP_ENV}=1 to skip.",
+        "{test} needs these binaries, which are not on PATH: {}. Install them (`apt-get install -y \
+         prometheus openssl`, as .ci/run does) or set {SKIP_ENV}=1 to skip.",
         missing.join(", ")
     );
 }
@@ -315,6 +326,126 @@ impl Prometheus {
 
     pub fn log(&self) -> String {
         std::fs::read_to_string(self._dir.path().join("prometheus.log")).unwrap_or_default()
+    }
+}
+
+/// A throwaway CA with a server certificate for `server_name` and a client certificate, made with
+/// the `openssl` command line (PEM files in `dir`).
+pub struct TestPki {
+    pub ca: PathBuf,
+    pub server_cert: PathBuf,
+    pub server_key: PathBuf,
+    pub client_cert: PathBuf,
+    pub client_key: PathBuf,
+}
+
+impl TestPki {
+    pub fn create(dir: &Path, server_name: &str) -> TestPki {
+        let openssl = |args: &[&str]| {
+            let out = std::process::Command::new("openssl")
+                .args(args)
+                .current_dir(dir)
+                .output()
+                .expect("running openssl");
+            assert!(
+                out.status.success(),
+                "openssl {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        let ec = [
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+        ];
+        openssl(
+            &[
+                &["req", "-x509"],
+                &ec[..],
+                &[
+                    "-keyout",
+                    "ca.key",
+                    "-out",
+                    "ca.crt",
+                    "-days",
+                    "2",
+                    "-subj",
+                    "/CN=ocm-score test CA",
+                    "-addext",
+                    "basicConstraints=critical,CA:TRUE",
+                    "-addext",
+                    "keyUsage=critical,keyCertSign,cRLSign",
+                ],
+            ]
+            .concat(),
+        );
+        for (name, cn, ext) in [
+            (
+                "server",
+                server_name.to_owned(),
+                format!(
+                    "subjectAltName=DNS:{server_name}\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n"
+                ),
+            ),
+            (
+                "client",
+                "thanos-scorer".to_owned(),
+                "extendedKeyUsage=clientAuth\nbasicConstraints=CA:FALSE\n".to_owned(),
+            ),
+        ] {
+            std::fs::write(dir.join(format!("{name}.ext")), ext).expect("writing extensions");
+            openssl(
+                &[
+                    &["req"],
+                    &ec[..],
+                    &[
+                        "-keyout",
+                        &format!("{name}.key"),
+                        "-out",
+                        &format!("{name}.csr"),
+                        "-subj",
+                        &format!("/CN={cn}"),
+                    ],
+                ]
+                .concat(),
+            );
+            openssl(&[
+                "x509",
+                "-req",
+                "-in",
+                &format!("{name}.csr"),
+                "-CA",
+                "ca.crt",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-days",
+                "2",
+                "-out",
+                &format!("{name}.crt"),
+                "-extfile",
+                &format!("{name}.ext"),
+            ]);
+        }
+        TestPki {
+            ca: dir.join("ca.crt"),
+            server_cert: dir.join("server.crt"),
+            server_key: dir.join("server.key"),
+            client_cert: dir.join("client.crt"),
+            client_key: dir.join("client.key"),
+        }
+    }
+
+    /// A Prometheus `--web.config.file` serving TLS and requiring a client certificate from our CA.
+    pub fn web_config(&self) -> String {
+        format!(
+            "tls_server_config:\n  cert_file: {}\n  key_file: {}\n  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: {}\n",
+            self.server_cert.display(),
+            self.server_key.display(),
+            self.ca.display()
+        )
     }
 }
 
