@@ -336,35 +336,26 @@ fn list(shared: &Shared, r: &ResourceRequest, call: &Call) -> Result<Reply, ApiE
         None => (&store.types[r.t].objects, store.rv),
     };
     let list_rv = if snapshot_rv.is_some() { list_rv } else { store.rv };
-    let range: Box<dyn Iterator<Item = (&ObjKey, &Arc<Value>)>> = match &start {
-        Some(after) => Box::new(objects.range::<ObjKey, _>((
-            std::ops::Bound::Excluded(after.clone()),
-            std::ops::Bound::Unbounded,
-        ))),
-        None => match &filter.namespace {
-            Some(ns) => Box::new(
-                objects
-                    .range::<ObjKey, _>((ns.clone(), String::new())..)
-                    .take_while(move |(k, _)| k.0 == *ns),
-            ),
-            None => Box::new(objects.iter()),
-        },
+    // Storage order is (namespace, name): a namespace is one contiguous range, and objects are
+    // only dereferenced when a selector needs them (pointer chasing dominates large lists).
+    let lower = match (&start, &filter.namespace) {
+        (Some(after), _) => std::ops::Bound::Excluded(after.clone()),
+        (None, Some(ns)) => std::ops::Bound::Included((ns.clone(), String::new())),
+        (None, None) => std::ops::Bound::Unbounded,
     };
     let mut items: Vec<Arc<Value>> = Vec::new();
     let mut last_key = None;
     let mut more = false;
-    let mut remaining = 0usize;
-    for (key, object) in range {
-        if !filter.matches(object) {
+    for (key, object) in objects.range::<ObjKey, _>((lower, std::ops::Bound::Unbounded)) {
+        if filter.namespace.as_ref().is_some_and(|ns| key.0 != *ns) {
+            break;
+        }
+        if !filter.unselective() && !filter.matches(object) {
             continue;
         }
         if limit > 0 && items.len() == limit {
             more = true;
-            remaining += 1;
-            if !filter.unselective() {
-                break;
-            }
-            continue;
+            break;
         }
         items.push(object.clone());
         last_key = Some(key.clone());
@@ -373,9 +364,6 @@ fn list(shared: &Shared, r: &ResourceRequest, call: &Call) -> Result<Reply, ApiE
     let mut metadata = json!({"resourceVersion": list_rv.to_string()});
     if more && let Some(last) = &last_key {
         metadata["continue"] = json!(encode_continue(list_rv, last));
-        if filter.unselective() {
-            metadata["remainingItemCount"] = json!(remaining);
-        }
     }
     let mut body = Vec::with_capacity(256 + items.len() * 512);
     body.extend_from_slice(
