@@ -65,7 +65,7 @@ pub struct SimulateArgs {
 pub enum SimulateError {
     #[error(transparent)]
     Input(#[from] InputError),
-    #[error("{file}: {scenario}: {error}")]
+    #[error("{}", located(file, scenario, error))]
     Engine {
         file: String,
         scenario: String,
@@ -77,6 +77,15 @@ pub enum SimulateError {
     NoPlacement { scenario: String },
     #[error("cannot write the output: {0}")]
     Output(#[from] std::io::Error),
+}
+
+/// `file: case: error`, without repeating the file when the scenario is the file itself.
+fn located(file: &str, scenario: &str, error: &PlacementError) -> String {
+    if scenario == file || scenario.is_empty() {
+        format!("{file}: {error}")
+    } else {
+        format!("{file}: {scenario}: {error}")
+    }
 }
 
 impl SimulateError {

@@ -1,0 +1,266 @@
+//! `ocm-score-hub simulate` through its command line: input formats, the clock, outputs and
+//! bad-input errors.
+
+use serde_json::Value;
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+const OBJECTS: &str = r#"
+apiVersion: cluster.open-cluster-management.io/v1beta2
+kind: ManagedClusterSet
+metadata: {name: prod}
+spec: {clusterSelector: {selectorType: ExclusiveClusterSetLabel}}
+---
+apiVersion: cluster.open-cluster-management.io/v1beta2
+kind: ManagedClusterSetBinding
+metadata: {namespace: ns1, name: prod}
+spec: {clusterSet: prod}
+---
+apiVersion: cluster.open-cluster-management.io/v1
+kind: ManagedCluster
+metadata: {name: east, labels: {cluster.open-cluster-management.io/clusterset: prod}}
+spec: {hubAcceptsClient: true}
+---
+apiVersion: cluster.open-cluster-management.io/v1
+kind: ManagedCluster
+metadata: {name: west, labels: {cluster.open-cluster-management.io/clusterset: prod}}
+spec: {hubAcceptsClient: true}
+---
+apiVersion: cluster.open-cluster-management.io/v1
+kind: ManagedCluster
+metadata: {name: gpu, labels: {cluster.open-cluster-management.io/clusterset: prod}}
+spec:
+  hubAcceptsClient: true
+  taints: [{key: gpu, value: "true", effect: NoSelect, timeAdded: "2026-01-01T00:00:00Z"}]
+---
+apiVersion: cluster.open-cluster-management.io/v1alpha1
+kind: AddOnPlacementScore
+metadata: {namespace: east, name: usage}
+status:
+  scores: [{name: cpu, value: 10}]
+  validUntil: "2026-06-01T12:00:00Z"
+---
+apiVersion: cluster.open-cluster-management.io/v1alpha1
+kind: AddOnPlacementScore
+metadata: {namespace: west, name: usage}
+status:
+  scores: [{name: cpu, value: 50}]
+  validUntil: "2026-06-01T12:00:00Z"
+---
+apiVersion: cluster.open-cluster-management.io/v1beta1
+kind: Placement
+metadata: {namespace: ns1, name: p1}
+spec:
+  numberOfClusters: 1
+  prioritizerPolicy:
+    mode: Exact
+    configurations:
+      - {scoreCoordinate: {type: AddOn, addOn: {resourceName: usage, scoreName: cpu}}, weight: 1}
+---
+apiVersion: cluster.open-cluster-management.io/v1beta1
+kind: Placement
+metadata: {namespace: ns1, name: all}
+spec: {}
+"#;
+
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("simulate-cli-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("create temp dir");
+        TempDir(dir)
+    }
+
+    fn file(&self, name: &str, contents: &str) -> PathBuf {
+        let path = self.0.join(name);
+        std::fs::write(&path, contents).expect("write temp file");
+        path
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn simulate(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ocm-score-hub"))
+        .arg("simulate")
+        .args(args)
+        .output()
+        .expect("run ocm-score-hub")
+}
+
+fn json(out: &Output) -> Vec<Value> {
+    assert!(
+        out.status.success(),
+        "simulate failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON array on stdout")
+}
+
+fn by_name<'a>(results: &'a [Value], name: &str) -> &'a Value {
+    results
+        .iter()
+        .find(|r| r["name"] == name)
+        .unwrap_or_else(|| panic!("no result for {name}"))
+}
+
+#[test]
+fn schedules_every_placement_of_a_multi_document_file() {
+    let dir = TempDir::new("multi");
+    let file = dir.file("hub.yaml", OBJECTS);
+    let path = file.to_str().expect("utf-8 path");
+    let results = json(&simulate(&[
+        "-f",
+        path,
+        "--now",
+        "2026-06-01T00:00:00Z",
+        "-o",
+        "json",
+    ]));
+    assert_eq!(results.len(), 2);
+    let p1 = by_name(&results, "ns1/p1");
+    assert_eq!(p1["decisions"], serde_json::json!(["west"]));
+    assert_eq!(p1["unscheduled"], 0);
+    assert_eq!(p1["filtered"], serde_json::json!(["east", "west"]));
+    assert_eq!(p1["scores"], serde_json::json!({"east": 10, "west": 50}));
+    assert_eq!(p1["misconfigured"], false);
+    let all = by_name(&results, "ns1/all");
+    assert_eq!(all["decisions"], serde_json::json!(["east", "west"]));
+
+    let one = json(&simulate(&[
+        "-f",
+        path,
+        "--now",
+        "2026-06-01T00:00:00Z",
+        "-o",
+        "json",
+        "-p",
+        "ns1/all",
+    ]));
+    assert_eq!(one.len(), 1);
+    assert_eq!(one[0]["name"], "ns1/all");
+}
+
+#[test]
+fn reads_a_kubectl_list_and_ignores_other_kinds() {
+    let items: Vec<Value> = serde_norway::Deserializer::from_str(OBJECTS)
+        .map(|d| serde::Deserialize::deserialize(d).expect("document"))
+        .collect();
+    let mut list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items});
+    list["items"]
+        .as_array_mut()
+        .expect("items")
+        .push(serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ns1"}}));
+    let dir = TempDir::new("list");
+    let file = dir.file("list.yaml", &serde_norway::to_string(&list).expect("yaml"));
+    let results = json(&simulate(&[
+        "-f",
+        file.to_str().expect("utf-8 path"),
+        "--now",
+        "2026-06-01T00:00:00Z",
+        "-o",
+        "json",
+        "--placement",
+        "ns1/p1",
+    ]));
+    assert_eq!(results.len(), 1);
+    assert_eq!(results[0]["decisions"], serde_json::json!(["west"]));
+}
+
+#[test]
+fn the_clock_expires_scores() {
+    let dir = TempDir::new("clock");
+    let file = dir.file("hub.yaml", OBJECTS);
+    let path = file.to_str().expect("utf-8 path");
+    let later = json(&simulate(&[
+        "-f",
+        path,
+        "--now",
+        "2026-06-02T00:00:00Z",
+        "-o",
+        "json",
+        "-p",
+        "ns1/p1",
+        "--explain",
+    ]));
+    // Both scores expired: every cluster scores 0 and the name decides.
+    assert_eq!(later[0]["scores"], serde_json::json!({"east": 0, "west": 0}));
+    assert_eq!(later[0]["decisions"], serde_json::json!(["east"]));
+    let warnings = later[0]["explain"]["warnings"].as_array().expect("warnings");
+    assert!(
+        warnings.iter().any(|w| w
+            .as_str()
+            .is_some_and(|w| w.contains("expired at 2026-06-01T12:00:00Z"))),
+        "{warnings:?}"
+    );
+}
+
+#[test]
+fn the_table_explains_filtered_clusters_and_ranks() {
+    let dir = TempDir::new("table");
+    let file = dir.file("hub.yaml", OBJECTS);
+    let out = simulate(&[
+        "-f",
+        file.to_str().expect("utf-8 path"),
+        "--now",
+        "2026-06-01T00:00:00Z",
+        "-p",
+        "ns1/p1",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let table = String::from_utf8(out.stdout).expect("utf-8 output");
+    assert!(table.contains("RANK"), "{table}");
+    assert!(table.contains("AddOn/usage/cpu x1"), "{table}");
+    assert!(table.contains("taint gpu=true:NoSelect not tolerated"), "{table}");
+    let west = table
+        .lines()
+        .find(|l| l.contains(" west "))
+        .expect("a row for west");
+    assert!(
+        west.trim_start().starts_with('1') && west.contains("yes"),
+        "{west}"
+    );
+    assert!(
+        table.contains("PlacementSatisfied=True (AllDecisionsScheduled)"),
+        "{table}"
+    );
+}
+
+#[test]
+fn bad_input_exits_2_naming_file_object_and_field() {
+    let dir = TempDir::new("bad");
+    let bad = OBJECTS.replace("numberOfClusters: 1", "numberOfClusters: one");
+    let file = dir.file("bad.yaml", &bad);
+    let out = simulate(&["-f", file.to_str().expect("utf-8 path"), "-o", "json"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("bad.yaml"), "{stderr}");
+    assert!(stderr.contains("Placement ns1/p1"), "{stderr}");
+    assert!(stderr.contains("field spec.numberOfClusters"), "{stderr}");
+
+    let missing = simulate(&["-f", "/nonexistent/hub.yaml"]);
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("/nonexistent/hub.yaml"));
+
+    let good = dir.file("hub.yaml", OBJECTS);
+    let unknown = simulate(&["-f", good.to_str().expect("utf-8 path"), "-p", "ns1/nope"]);
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("ns1/nope"));
+
+    let flag = simulate(&["-f", good.to_str().expect("utf-8 path"), "-p", "nope"]);
+    assert_eq!(flag.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&flag.stderr).contains("NAMESPACE/NAME"));
+
+    let negative = dir.file(
+        "negative.yaml",
+        &OBJECTS.replace("numberOfClusters: 1", "numberOfClusters: -1"),
+    );
+    let out = simulate(&["-f", negative.to_str().expect("utf-8 path"), "-p", "ns1/p1"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("spec.numberOfClusters: -1 is negative"));
+}
