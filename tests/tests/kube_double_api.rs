@@ -673,6 +673,14 @@ async fn setup_objects_and_request_counters() {
         .await
         .unwrap();
     let client = server.admin_client();
+    // As upstream, items of a built-in list carry no kind/apiVersion (the list's type says it).
+    let raw = hyper::Request::get("/api/v1/namespaces/cluster1/configmaps")
+        .body(vec![])
+        .unwrap();
+    let list: Value = serde_json::from_str(&client.request_text(raw).await.unwrap()).unwrap();
+    assert_eq!(list["kind"], "ConfigMapList");
+    assert!(list["items"][0].get("kind").is_none() && list["items"][0]["metadata"]["name"] == "cfg");
+    server.reset_requests();
     let cms: Api<ConfigMap> = Api::namespaced(client, "cluster1");
     cms.get("cfg").await.unwrap();
     cms.list(&ListParams::default()).await.unwrap();

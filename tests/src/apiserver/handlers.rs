@@ -379,7 +379,17 @@ fn list(shared: &Shared, r: &ResourceRequest, call: &Call) -> Result<Reply, ApiE
         if i > 0 {
             body.push(b',');
         }
-        render(rt, &r.version, item, &mut body);
+        if rt.custom {
+            render(rt, &r.version, item, &mut body);
+        } else {
+            // Built-in lists are typed upstream: their items carry no kind/apiVersion.
+            let mut bare = (**item).clone();
+            if let Some(m) = bare.as_object_mut() {
+                m.remove("kind");
+                m.remove("apiVersion");
+            }
+            serde_json::to_writer(&mut body, &bare).unwrap_or_default();
+        }
     }
     body.extend_from_slice(b"]}");
     Ok(Reply::Json {
