@@ -171,6 +171,8 @@ fn every_case_matches_kubernetes() {
             ledger.apply_pod(pod).expect("valid pod");
         }
         check(case, &ledger, "after delete and re-add");
+        ledger.recompute();
+        check(case, &ledger, "after a full recomputation");
 
         // A re-list that still holds everything changes nothing.
         ledger.begin_node_relist();

@@ -11,9 +11,14 @@
 use super::objects::{SlimNode, SlimPod};
 use super::pod::{RequestError, effective_requests};
 use super::quantity::QuantityError;
-use super::resources::ResourceSet;
+use super::resources::{MAX_RESOURCES, ResourceSet};
 use super::view::{Figures, ResourceView};
 use std::collections::{BTreeSet, HashMap};
+
+/// Maps keyed by pod and node names: foldhash is several times faster than the default SipHash on
+/// such keys, and seeds every map randomly, so crafted names cannot be aimed at one bucket across
+/// agents.
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 /// An object whose resources could not be read; it is not counted while it stays that way.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -84,11 +89,11 @@ pub struct Ledger {
     resources: ResourceSet,
     nodes: Vec<NodeSlot>,
     vacant: Vec<u32>,
-    node_index: HashMap<Box<str>, u32>,
-    pods: HashMap<Box<str>, PodEntry>,
+    node_index: FastMap<Box<str>, u32>,
+    pods: FastMap<Box<str>, PodEntry>,
     /// Objects that could not be read, by key, with the epoch they were last seen in.
-    invalid_pods: HashMap<Box<str>, (ObjectError, u32)>,
-    invalid_nodes: HashMap<Box<str>, (ObjectError, u32)>,
+    invalid_pods: FastMap<Box<str>, (ObjectError, u32)>,
+    invalid_nodes: FastMap<Box<str>, (ObjectError, u32)>,
     eligible_nodes: usize,
     allocatable_sum: Box<[i128]>,
     requested_sum: Box<[i128]>,
@@ -98,6 +103,10 @@ pub struct Ledger {
     allocatable_rank: Box<[BTreeSet<(i64, u32)>]>,
     pod_epoch: u32,
     node_epoch: u32,
+    relisting_pods: bool,
+    relisting_nodes: bool,
+    /// The figures when the current re-list began, to tell whether it changed anything.
+    before_bulk: Option<ResourceView>,
 }
 
 impl Ledger {
@@ -106,10 +115,10 @@ impl Ledger {
         Self {
             nodes: Vec::new(),
             vacant: Vec::new(),
-            node_index: HashMap::new(),
-            pods: HashMap::new(),
-            invalid_pods: HashMap::new(),
-            invalid_nodes: HashMap::new(),
+            node_index: FastMap::default(),
+            pods: FastMap::default(),
+            invalid_pods: FastMap::default(),
+            invalid_nodes: FastMap::default(),
             eligible_nodes: 0,
             allocatable_sum: vec![0; n].into_boxed_slice(),
             requested_sum: vec![0; n].into_boxed_slice(),
@@ -117,6 +126,9 @@ impl Ledger {
             allocatable_rank: (0..n).map(|_| BTreeSet::new()).collect(),
             pod_epoch: 0,
             node_epoch: 0,
+            relisting_pods: false,
+            relisting_nodes: false,
+            before_bulk: None,
             resources,
         }
     }
@@ -158,17 +170,29 @@ impl Ledger {
         }
         let epoch = self.pod_epoch;
 
+        let mut known = false;
         if let Some(entry) = self.pods.get_mut(key.as_str()) {
             entry.epoch = epoch;
-            if &*self.nodes[entry.node as usize].name == node_name && entry.requests == requests {
-                return Ok(false);
+            known = true;
+            let slot = entry.node;
+            if *self.nodes[slot as usize].name == *node_name {
+                if entry.requests == requests {
+                    return Ok(false);
+                }
+                // Same node, new requests: charge the difference.
+                let mut delta = [0i128; MAX_RESOURCES];
+                for (r, (new, old)) in requests.iter().zip(entry.requests.iter()).enumerate() {
+                    delta[r] = i128::from(*new) - i128::from(*old);
+                }
+                entry.requests = requests;
+                return Ok(self.charge(slot, &delta[..self.resources.len()]));
             }
         }
-        // A changed pod: take the old version off its node, then count the new one.
-        let removed = self.remove_pod(&key);
+        // New, or moved to another node: take any old version off its node, then count this one.
+        let removed = known && self.remove_pod(&key);
         let node = self.slot_for(node_name);
         self.nodes[node as usize].pods += 1;
-        let added = self.charge(node, &requests, 1);
+        let added = self.charge(node, &widen(&requests, 1)[..requests.len()]);
         self.pods.insert(
             key.into_boxed_str(),
             PodEntry {
@@ -191,7 +215,7 @@ impl Ledger {
         let Some(entry) = self.pods.remove(key) else {
             return false;
         };
-        let changed = self.charge(entry.node, &entry.requests, -1);
+        let changed = self.charge(entry.node, &widen(&entry.requests, -1)[..entry.requests.len()]);
         self.nodes[entry.node as usize].pods -= 1;
         self.release_if_unused(entry.node);
         changed
@@ -269,11 +293,16 @@ impl Ledger {
     }
 
     /// A full re-list of pods starts: pods not applied again before [`Ledger::finish_pod_relist`]
-    /// are dropped then.
+    /// are dropped then. Until it finishes the cluster figures are not maintained (and must not be
+    /// read); finishing recounts them in one pass, which is much cheaper than keeping the per-node
+    /// ordering current through a whole list.
     pub fn begin_pod_relist(&mut self) {
+        self.enter_bulk();
+        self.relisting_pods = true;
         self.pod_epoch = self.pod_epoch.wrapping_add(1);
     }
 
+    /// Ends a pod re-list; returns whether the cluster figures changed.
     pub fn finish_pod_relist(&mut self) -> bool {
         let epoch = self.pod_epoch;
         let stale: Vec<Box<str>> = self
@@ -282,18 +311,22 @@ impl Ledger {
             .filter(|(_, e)| e.epoch != epoch)
             .map(|(k, _)| k.clone())
             .collect();
-        let mut changed = false;
         for key in stale {
-            changed |= self.remove_pod(&key);
+            self.remove_pod(&key);
         }
         self.invalid_pods.retain(|_, (_, e)| *e == epoch);
-        changed
+        self.relisting_pods = false;
+        self.leave_bulk()
     }
 
+    /// A full re-list of nodes starts; see [`Ledger::begin_pod_relist`].
     pub fn begin_node_relist(&mut self) {
+        self.enter_bulk();
+        self.relisting_nodes = true;
         self.node_epoch = self.node_epoch.wrapping_add(1);
     }
 
+    /// Ends a node re-list; returns whether the cluster figures changed.
     pub fn finish_node_relist(&mut self) -> bool {
         let epoch = self.node_epoch;
         let stale: Vec<Box<str>> = self
@@ -302,12 +335,65 @@ impl Ledger {
             .filter(|s| s.state.is_some() && s.epoch != epoch)
             .map(|s| s.name.clone())
             .collect();
-        let mut changed = false;
         for name in stale {
-            changed |= self.delete_node(&name);
+            self.delete_node(&name);
         }
         self.invalid_nodes.retain(|_, (_, e)| *e == epoch);
-        changed
+        self.relisting_nodes = false;
+        self.leave_bulk()
+    }
+
+    fn in_bulk(&self) -> bool {
+        self.relisting_nodes || self.relisting_pods
+    }
+
+    fn enter_bulk(&mut self) {
+        if !self.in_bulk() {
+            self.before_bulk = Some(self.view());
+        }
+    }
+
+    /// Recomputes when the last re-list ends; returns whether the figures differ from before it began.
+    fn leave_bulk(&mut self) -> bool {
+        if self.in_bulk() {
+            return false;
+        }
+        self.recompute();
+        self.before_bulk.take().is_none_or(|before| before != self.view())
+    }
+
+    /// Recomputes everything from the cached pods: every node's requested sum, then the cluster
+    /// figures. O(pods × resources + nodes × resources × log nodes); run when a re-list completes.
+    pub fn recompute(&mut self) {
+        let n = self.resources.len();
+        for node in &mut self.nodes {
+            node.requested.fill(0);
+        }
+        for pod in self.pods.values() {
+            let requested = &mut self.nodes[pod.node as usize].requested;
+            for (sum, amount) in requested.iter_mut().zip(pod.requests.iter()) {
+                *sum += i128::from(*amount);
+            }
+        }
+        self.eligible_nodes = 0;
+        self.allocatable_sum.fill(0);
+        self.requested_sum.fill(0);
+        for r in 0..n {
+            self.free_rank[r].clear();
+            self.allocatable_rank[r].clear();
+        }
+        for (slot, node) in self.nodes.iter().enumerate() {
+            let Some(state) = node.state.as_ref().filter(|s| s.eligible) else {
+                continue;
+            };
+            self.eligible_nodes += 1;
+            for r in 0..n {
+                self.allocatable_sum[r] += i128::from(state.allocatable[r]);
+                self.requested_sum[r] += node.requested[r];
+                self.free_rank[r].insert((node.free(r), slot as u32));
+                self.allocatable_rank[r].insert((state.allocatable[r], slot as u32));
+            }
+        }
     }
 
     /// The cluster figures per resource.
@@ -402,18 +488,19 @@ impl Ledger {
         }
     }
 
-    /// Adds (`sign = 1`) or removes (`-1`) a pod's requests on a node. Returns whether the cluster
-    /// figures changed (only eligible nodes count towards them).
-    fn charge(&mut self, slot: u32, requests: &[i64], sign: i128) -> bool {
+    /// Adds per-resource `deltas` to a node's requested amounts. Returns whether the cluster figures
+    /// changed (only eligible nodes count towards them). During a re-list only the node's own sums
+    /// are kept; the cluster figures are recounted once it completes.
+    fn charge(&mut self, slot: u32, deltas: &[i128]) -> bool {
+        let bulk = self.in_bulk();
         let node = &mut self.nodes[slot as usize];
-        let eligible = node.eligible();
+        let counted = node.eligible() && !bulk;
         let mut changed = false;
-        for (r, &amount) in requests.iter().enumerate() {
-            if amount == 0 {
+        for (r, &delta) in deltas.iter().enumerate() {
+            if delta == 0 {
                 continue;
             }
-            let delta = sign * i128::from(amount);
-            if eligible {
+            if counted {
                 self.free_rank[r].remove(&(node.free(r), slot));
                 node.requested[r] += delta;
                 self.free_rank[r].insert((node.free(r), slot));
@@ -457,6 +544,15 @@ impl Ledger {
         }
         true
     }
+}
+
+/// Amounts as signed per-resource changes.
+fn widen(amounts: &[i64], sign: i128) -> [i128; MAX_RESOURCES] {
+    let mut out = [0i128; MAX_RESOURCES];
+    for (o, a) in out.iter_mut().zip(amounts) {
+        *o = sign * i128::from(*a);
+    }
+    out
 }
 
 fn pod_key(pod: &SlimPod) -> String {
