@@ -92,6 +92,34 @@ impl RequestRecord {
     }
 }
 
+/// How many request records are kept; counters keep counting past it.
+pub const REQUEST_LOG_LIMIT: usize = 200_000;
+
+/// Handled requests: a bounded log and unbounded counters.
+#[derive(Default)]
+pub(crate) struct RequestLog {
+    records: std::collections::VecDeque<RequestRecord>,
+    /// By (verb, resource, subresource).
+    counts: HashMap<(String, String, String), usize>,
+    writes: usize,
+}
+
+impl RequestLog {
+    pub(crate) fn push(&mut self, record: RequestRecord) {
+        let key = (
+            record.verb.clone(),
+            record.resource.clone(),
+            record.subresource.clone(),
+        );
+        *self.counts.entry(key).or_default() += 1;
+        self.writes += usize::from(record.is_write());
+        if self.records.len() == REQUEST_LOG_LIMIT {
+            self.records.pop_front();
+        }
+        self.records.push_back(record);
+    }
+}
+
 /// Why a server did not start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -130,7 +158,7 @@ pub(crate) struct Shared {
     pub(crate) ids: Mutex<meta::Ids>,
     pub(crate) rbac: bool,
     pub(crate) faults: Faults,
-    pub(crate) requests: Mutex<Vec<RequestRecord>>,
+    pub(crate) requests: Mutex<RequestLog>,
     pub(crate) bookmark_interval: Duration,
     /// `true` once shutdown began: watches end, connections drain.
     pub(crate) shutdown: watch::Sender<bool>,
@@ -350,7 +378,7 @@ impl ApiServerBuilder {
             ids: Mutex::new(ids),
             rbac: self.rbac,
             faults: Faults::default(),
-            requests: Mutex::new(Vec::new()),
+            requests: Mutex::new(RequestLog::default()),
             bookmark_interval: self.bookmark_interval,
             shutdown,
             address: Mutex::new(address),
@@ -534,30 +562,27 @@ impl ApiServer {
         handlers::create_direct(&self.shared, &self.admin, object)
     }
 
-    /// Every request handled so far, oldest first.
+    /// The last [`REQUEST_LOG_LIMIT`] requests handled, oldest first.
     pub fn requests(&self) -> Vec<RequestRecord> {
-        lock(&self.shared.requests).clone()
+        lock(&self.shared.requests).records.iter().cloned().collect()
     }
 
-    /// How many requests had this verb on this resource (`pods`, or `addonplacementscores/status`).
+    /// How many requests had this verb on this resource (`pods`, or `addonplacementscores/status`),
+    /// counted since the start or the last [`ApiServer::reset_requests`] (not limited like the log).
     pub fn request_count(&self, verb: &str, resource: &str) -> usize {
         let (res, sub) = resource.split_once('/').unwrap_or((resource, ""));
-        lock(&self.shared.requests)
-            .iter()
-            .filter(|r| r.verb == verb && r.resource == res && r.subresource == sub)
-            .count()
+        let key = (verb.to_string(), res.to_string(), sub.to_string());
+        lock(&self.shared.requests).counts.get(&key).copied().unwrap_or(0)
     }
 
     /// How many create/update/patch/delete/deletecollection requests were handled.
     pub fn write_count(&self) -> usize {
-        lock(&self.shared.requests)
-            .iter()
-            .filter(|r| r.is_write())
-            .count()
+        lock(&self.shared.requests).writes
     }
 
+    /// Clears the request log and counters.
     pub fn reset_requests(&self) {
-        lock(&self.shared.requests).clear();
+        *lock(&self.shared.requests) = RequestLog::default();
     }
 
     /// The latest resourceVersion handed out.
