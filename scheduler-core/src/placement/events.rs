@@ -26,6 +26,11 @@ pub const MAX_SCORE_NOTE_BYTES: usize = 1000;
 /// trailing space after each item), cut with `......` once it would pass 1000 bytes.
 pub fn score_note(mut scores: Vec<(&str, i64)>) -> String {
     scores.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    score_note_in_order(scores)
+}
+
+/// [`score_note`] for scores already sorted by cluster name; stops reading once the note is full.
+pub fn score_note_in_order<'a>(scores: impl IntoIterator<Item = (&'a str, i64)>) -> String {
     let mut note = String::new();
     for (name, score) in scores {
         let item = format!("{name}:{score} ");

@@ -5,7 +5,7 @@
 use super::candidates::{self, Candidates};
 use super::conditions::{self, ConditionOutcome, SatisfiedInputs};
 use super::error::PlacementError;
-use super::events::{Event, MAX_SCORE_NOTE_BYTES};
+use super::events::{self, Event};
 use super::explain::{self, Warning};
 use super::groups::{self, DecisionGroup};
 use super::schedule::{self, ScheduleResult};
@@ -127,7 +127,7 @@ pub fn conclude(
         .map(|p| groups::placement_decision(snapshot, placement, p))
         .collect();
 
-    let status_for_conditions = if strategy_status.is_error() {
+    let effective_status = if strategy_status.is_error() {
         &strategy_status
     } else {
         &schedule.status
@@ -139,9 +139,9 @@ pub fn conclude(
         available_clusters: candidates.clusters.len(),
         selected: schedule.selected.len(),
         unscheduled: schedule.unscheduled,
-        status: status_for_conditions,
+        status: effective_status,
     });
-    let misconfigured = conditions::misconfigured(status_for_conditions);
+    let misconfigured = conditions::misconfigured(effective_status);
     let status = conditions::placement_status(
         placement.status.as_ref(),
         schedule.selected.len(),
@@ -153,7 +153,7 @@ pub fn conclude(
     let status_changed = placement.status.as_ref() != Some(&status);
 
     let note = score_note(snapshot, &schedule);
-    let (writes, events) = writes::plan(snapshot, placement, &decisions, &note, &schedule.status);
+    let (writes, events) = writes::plan(snapshot, placement, &decisions, &note, effective_status);
 
     let requeue_after = schedule.requeue_at_ns.map(|at| {
         let nanos = at - now.as_nanosecond();
@@ -187,18 +187,9 @@ fn score_note(snapshot: &HubSnapshot, schedule: &ScheduleResult) -> String {
     if !schedule.feasible.is_sorted() {
         order.sort_unstable_by_key(|&i| schedule.feasible[i]);
     }
-    let mut note = String::new();
-    for i in order {
-        let item = format!(
-            "{}:{} ",
-            snapshot.cluster_name(schedule.feasible[i]),
-            schedule.totals[i]
-        );
-        if note.len() + item.len() > MAX_SCORE_NOTE_BYTES {
-            note.push_str("......");
-            break;
-        }
-        note.push_str(&item);
-    }
-    note
+    events::score_note_in_order(
+        order
+            .into_iter()
+            .map(|i| (snapshot.cluster_name(schedule.feasible[i]), schedule.totals[i])),
+    )
 }
