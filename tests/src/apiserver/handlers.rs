@@ -484,6 +484,8 @@ fn watch(shared: &Arc<Shared>, r: &ResourceRequest, call: &Call) -> Result<Reply
                 ))]));
                 return Ok(Reply::Stream(body.boxed()));
             }
+            // sendInitialEvents=false without a version: only what happens from now on.
+            (Some(false), None | Some(0)) => {}
             (_, from) => {
                 let from = from.unwrap_or(0);
                 for event in data.log.iter().filter(|e| e.rv > from) {
