@@ -61,7 +61,14 @@ impl LeaseRenewer {
         });
         match self
             .api
-            .patch(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .patch(
+                &self.name,
+                &PatchParams {
+                    field_manager: Some(crate::FIELD_MANAGER.to_owned()),
+                    ..Default::default()
+                },
+                &Patch::Merge(&patch),
+            )
             .await
         {
             Ok(_) => Ok(()),
@@ -78,7 +85,16 @@ impl LeaseRenewer {
                         ..Default::default()
                     }),
                 };
-                self.api.create(&PostParams::default(), &lease).await.map(|_| ())
+                self.api
+                    .create(
+                        &PostParams {
+                            field_manager: Some(crate::FIELD_MANAGER.to_owned()),
+                            ..Default::default()
+                        },
+                        &lease,
+                    )
+                    .await
+                    .map(|_| ())
             }
             Err(e) => Err(e),
         }

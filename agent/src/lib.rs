@@ -6,6 +6,9 @@
 //! (operability), `run` / `once` (the two subcommands), `cli` + `config` (flags, validated up front).
 //! The binary is a thin `main` over this library so benchmarks and tests reach the same code.
 
+/// Field manager of every write the agent makes (hub score object, managed-cluster Lease).
+pub const FIELD_MANAGER: &str = "ocm-score-agent";
+
 pub mod accounting;
 pub mod cli;
 pub mod config;

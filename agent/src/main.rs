@@ -88,12 +88,15 @@ async fn wait_for_signal() {
 }
 
 /// Structured logs on stderr (stdout is reserved for `once`'s YAML); level from RUST_LOG, default info.
+/// kube's client logs every failed request at ERROR; the agent logs the same failure with context,
+/// so that line is off unless RUST_LOG asks for it.
 fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,kube_client::client::builder=off"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     match format {
         LogFormat::Json => builder.json().init(),
         LogFormat::Text => builder.init(),

@@ -409,11 +409,7 @@ impl Publisher {
                 None => self.get_or_create(&api).await?,
             };
             object.status = Some(change(object.status.take().unwrap_or_default()));
-            match tokio::time::timeout(
-                self.timeout,
-                api.replace_status(&name, &PostParams::default(), &object),
-            )
-            .await
+            match tokio::time::timeout(self.timeout, api.replace_status(&name, &post_params(), &object)).await
             {
                 Ok(Ok(written)) => {
                     let status = written.status.clone().unwrap_or_default();
@@ -453,7 +449,7 @@ impl Publisher {
             },
             status: None,
         };
-        match tokio::time::timeout(self.timeout, api.create(&PostParams::default(), &fresh)).await {
+        match tokio::time::timeout(self.timeout, api.create(&post_params(), &fresh)).await {
             Ok(Ok(created)) => {
                 tracing::info!(namespace = %self.namespace, name = %self.name, "created the score object");
                 Ok(created)
@@ -465,6 +461,13 @@ impl Publisher {
             Ok(Err(source)) => Err(self.api_error("creating", source)),
             Err(_) => Err(self.timeout_error("creating")),
         }
+    }
+}
+
+fn post_params() -> PostParams {
+    PostParams {
+        field_manager: Some(crate::FIELD_MANAGER.to_owned()),
+        ..Default::default()
     }
 }
 

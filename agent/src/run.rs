@@ -203,24 +203,14 @@ pub async fn run(cfg: RunConfig, mut shutdown: watch::Receiver<bool>) -> Result<
             }
             _ = tokio::time::sleep_until(wake) => {}
         }
-        let now = Instant::now();
-        if now >= next_tick {
-            next_tick = now + spread(agent.cfg.refresh_interval, agent.cfg.jitter);
-        }
-        if debounce_until.is_some_and(|t| now >= t) {
-            debounce_until = None;
-        }
-        if retry_at.is_some_and(|t| now >= t) {
-            retry_at = None;
-        }
+        // Whatever woke us, this computation covers pending changes, retries and the tick: the next
+        // refresh is one (jittered) interval after it.
+        next_tick = Instant::now() + spread(agent.cfg.refresh_interval, agent.cfg.jitter);
+        debounce_until = None;
         heartbeat.beat(Timestamp::now());
         tokio::select! {
             _ = shutdown.wait_for(|stop| *stop) => break,
-            retry = agent.cycle() => {
-                if let Some(at) = retry {
-                    retry_at = Some(retry_at.map_or(at, |r| r.min(at)));
-                }
-            }
+            retry = agent.cycle() => retry_at = retry,
         }
     }
     tracing::info!("shutting down");

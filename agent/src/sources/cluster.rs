@@ -25,9 +25,45 @@ use tokio::task::JoinHandle;
 /// Pods in these phases hold no resources; the API server leaves them out of the watch.
 pub const POD_FIELD_SELECTOR: &str = "status.phase!=Succeeded,status.phase!=Failed";
 
-/// A watch error this recent makes the figures stale. The watcher retries with a backoff capped at
-/// 30 s, so a watch that is still failing reports again well within this window.
-pub const ERROR_WINDOW: Duration = Duration::from_secs(45);
+/// Retries of a failed watch back off exponentially up to this.
+pub const MAX_WATCH_BACKOFF: Duration = Duration::from_secs(5);
+
+/// A watch error this recent makes the figures stale. A watch that is still failing reports again
+/// within [`MAX_WATCH_BACKOFF`] plus a connection attempt, so once no error has come for this long the
+/// watch is running again (a resumed watch emits nothing until something changes, so silence is the
+/// only sign); any event clears the error at once.
+pub const ERROR_WINDOW: Duration = Duration::from_secs(15);
+
+/// Exponential backoff for watch retries: 500 ms doubling to [`MAX_WATCH_BACKOFF`], reset by any
+/// successful event.
+#[derive(Debug, Clone)]
+pub struct WatchBackoff {
+    next: Duration,
+}
+
+impl Default for WatchBackoff {
+    fn default() -> Self {
+        WatchBackoff {
+            next: Duration::from_millis(500),
+        }
+    }
+}
+
+impl Iterator for WatchBackoff {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        let current = self.next;
+        self.next = (self.next * 2).min(MAX_WATCH_BACKOFF);
+        Some(current)
+    }
+}
+
+impl kube::runtime::utils::Backoff for WatchBackoff {
+    fn reset(&mut self) {
+        *self = WatchBackoff::default();
+    }
+}
 
 #[derive(Debug, Default, Clone)]
 struct WatchState {
@@ -320,7 +356,9 @@ impl Accounted for SlimNode {
 }
 
 async fn watch<K: Accounted>(api: Api<K>, config: watcher::Config, kind: WatchKind, shared: Shared) {
-    let mut events = watcher::watcher(api, config).default_backoff().boxed();
+    let mut events = watcher::watcher(api, config)
+        .backoff(WatchBackoff::default())
+        .boxed();
     loop {
         match events.try_next().await {
             Ok(Some(event)) => handle(event, kind, &shared),
@@ -341,6 +379,10 @@ async fn watch<K: Accounted>(api: Api<K>, config: watcher::Config, kind: WatchKi
 
 fn handle<K: Accounted>(event: Event<K>, kind: WatchKind, shared: &Shared) {
     shared.metrics.watch_event(kind);
+    if !matches!(event, Event::Init) {
+        // The API server answered: the watch works again.
+        lock(&shared.health).of(kind).last_error = None;
+    }
     let mut ledger = lock(&shared.ledger);
     let changed = match event {
         Event::Init => {
@@ -409,4 +451,23 @@ pub async fn connect(kubeconfig: Option<&std::path::Path>) -> Result<Client, Str
         None => kube::Config::infer().await.map_err(|e| e.to_string())?,
     };
     Client::try_from(config).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn watch_backoff_doubles_to_its_cap_and_resets() {
+        use kube::runtime::utils::Backoff;
+        let mut b = WatchBackoff::default();
+        let first: Vec<u64> = (&mut b).take(6).map(|d| d.as_millis() as u64).collect();
+        assert_eq!(first, [500, 1000, 2000, 4000, 5000, 5000]);
+        b.reset();
+        assert_eq!(b.next(), Some(Duration::from_millis(500)));
+        assert!(
+            ERROR_WINDOW > MAX_WATCH_BACKOFF * 2,
+            "a failing watch reports again within the window"
+        );
+    }
 }
