@@ -451,19 +451,21 @@ fn query_config(args: &ThanosScorerArgs, file: QueryFile) -> Result<QueryConfig,
         field: "query.url".into(),
         hint: "set --query-url, OCM_SCORE_THANOS_QUERY_URL or query.url in the config file".into(),
     })?;
+    // Error messages show the URL without any password it carries.
+    let shown = redact_userinfo(&url);
     let parsed = reqwest::Url::parse(&url)
-        .map_err(|e| ConfigError::invalid(url_field, &url, format!("is not a URL: {e}")))?;
+        .map_err(|e| ConfigError::invalid(url_field, &shown, format!("is not a URL: {e}")))?;
     if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
         return Err(ConfigError::invalid(
             url_field,
-            &url,
+            &shown,
             "must be an http:// or https:// URL with a host",
         ));
     }
     if parsed.query().is_some() || parsed.fragment().is_some() {
         return Err(ConfigError::invalid(
             url_field,
-            &url,
+            &shown,
             "must not carry a query string or fragment",
         ));
     }
@@ -532,7 +534,7 @@ fn query_config(args: &ThanosScorerArgs, file: QueryFile) -> Result<QueryConfig,
             return Err(ConfigError::invalid(
                 field,
                 "set",
-                format!("needs an https:// query URL, but the URL is {url}"),
+                format!("needs an https:// query URL, but the URL is {shown}"),
             ));
         }
     }
@@ -828,6 +830,18 @@ fn must_be_readable(field: &str, path: &Path) -> Result<(), ConfigError> {
     }
 }
 
+/// `scheme://user:password@host/...` → `scheme://***@host/...`, for messages.
+fn redact_userinfo(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => format!("{scheme}://***{}", &rest[at..]),
+        None => url.to_owned(),
+    }
+}
+
 fn is_label_name(s: &str) -> bool {
     let mut chars = s.chars();
     matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
@@ -1110,6 +1124,23 @@ leaderElection: {namespace: ocm, leaseName: scorer, leaseDuration: 20s, renewDea
         };
         let yaml = "query: {url: 'http://127.0.0.1:9090'}\nscores: [{name: a, query: x}]\n";
         assert_eq!(error(args, yaml).field(), "--renew-deadline");
+    }
+
+    #[test]
+    fn passwords_in_the_url_stay_out_of_messages() {
+        let args = ThanosScorerArgs {
+            query_url: Some("ftp://scorer:hunter2@thanos".into()),
+            ..Default::default()
+        };
+        let err = error(args, MINIMAL).to_string();
+        assert!(
+            !err.contains("hunter2") && err.contains("ftp://***@thanos"),
+            "{err}"
+        );
+        assert_eq!(
+            redact_userinfo("http://thanos:9090/a@b"),
+            "http://thanos:9090/a@b"
+        );
     }
 
     #[test]

@@ -8,16 +8,13 @@
 
 use super::{
     config::ScoreSpec,
-    mapping::{ClusterIndex, Resolved},
+    mapping::{ClusterId, ClusterIndex, Resolved},
     normalize::normalize_fleet,
     response::{SampleValue, VectorSample},
 };
 use jiff::Timestamp;
 use scheduler_core::api::AddOnPlacementScoreItem;
-use std::{
-    collections::{BTreeMap, HashMap, hash_map::Entry},
-    time::Duration,
-};
+use std::{collections::BTreeMap, time::Duration};
 
 /// Why a series did not produce a score.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -81,24 +78,26 @@ pub fn score_fleet(
 ) -> FleetScores {
     debug_assert_eq!(specs.len(), results.len());
     let mut out = FleetScores::default();
-    // cluster → (per-score value, oldest sample); filled score by score.
-    let mut per_cluster: HashMap<&str, (Vec<Option<i32>>, Timestamp)> = HashMap::new();
+    let clusters = index.cluster_count();
+    // Per cluster: its score for each spec (cluster-major), and its oldest sample so far.
+    let mut scores: Vec<Option<i32>> = vec![None; clusters * specs.len()];
+    let mut oldest: Vec<Option<Timestamp>> = vec![None; clusters];
     let validity = jiff::SignedDuration::try_from(validity).unwrap_or(jiff::SignedDuration::MAX);
 
     for (score_index, (spec, samples)) in specs.iter().zip(results).enumerate() {
         let mut skip = |reason: SkipReason, n: u64| {
             *out.skipped.entry((spec.name.clone(), reason)).or_default() += n;
         };
-        // cluster → position in `usable`, or None once a second series for it turned up.
-        let mut seen: HashMap<&str, Option<usize>> = HashMap::with_capacity(samples.len());
-        let mut usable: Vec<(&str, f64, Timestamp)> = Vec::with_capacity(samples.len());
+        // Per cluster: where its one usable series sits in `usable`, or why it has none.
+        let mut seen: Vec<Seen> = vec![Seen::Not; clusters];
+        let mut usable: Vec<(ClusterId, f64, Timestamp)> = Vec::with_capacity(samples.len());
         for sample in samples {
             let Some(value) = sample.labels.get(cluster_label) else {
                 skip(SkipReason::MissingClusterLabel, 1);
                 continue;
             };
-            let cluster = match index.resolve(value) {
-                Resolved::Cluster(name) => name,
+            let id = match index.resolve(value) {
+                Resolved::Cluster(id) => id,
                 Resolved::Unknown => {
                     skip(SkipReason::UnknownCluster, 1);
                     continue;
@@ -108,67 +107,85 @@ pub fn score_fleet(
                     continue;
                 }
             };
-            match seen.entry(cluster) {
-                Entry::Occupied(mut slot) => {
-                    // Two series for one cluster: neither can be the cluster's value.
-                    skip(
-                        SkipReason::DuplicateSeries,
-                        if slot.get_mut().take().is_some() { 2 } else { 1 },
-                    );
-                    continue;
+            let slot = &mut seen[id.index()];
+            match *slot {
+                // Two series for one cluster: neither can be the cluster's value.
+                Seen::Usable(_) => {
+                    *slot = Seen::Duplicate;
+                    skip(SkipReason::DuplicateSeries, 2);
                 }
-                Entry::Vacant(slot) => match usable_value(sample, now, validity) {
+                Seen::Unusable | Seen::Duplicate => {
+                    *slot = Seen::Duplicate;
+                    skip(SkipReason::DuplicateSeries, 1);
+                }
+                Seen::Not => match usable_value(sample, now, validity) {
                     Ok(v) => {
-                        slot.insert(Some(usable.len()));
-                        usable.push((cluster, v, sample.timestamp));
+                        *slot = Seen::Usable(usable.len());
+                        usable.push((id, v, sample.timestamp));
                     }
                     Err(reason) => {
-                        slot.insert(None);
+                        *slot = Seen::Unusable;
                         skip(reason, 1);
                     }
                 },
             }
         }
         // Keep only clusters with exactly one usable series.
-        let kept: Vec<(&str, f64, Timestamp)> = usable
+        let kept: Vec<(ClusterId, f64, Timestamp)> = usable
             .into_iter()
             .enumerate()
-            .filter(|(i, (cluster, _, _))| seen.get(cluster).copied().flatten() == Some(*i))
+            .filter(|(i, (id, _, _))| seen[id.index()] == Seen::Usable(*i))
             .map(|(_, entry)| entry)
             .collect();
         let values: Vec<f64> = kept.iter().map(|(_, v, _)| *v).collect();
         let normalized = normalize_fleet(&values, spec.direction, spec.normalization);
-        for ((cluster, _, sampled), score) in kept.into_iter().zip(normalized) {
-            let entry = per_cluster
-                .entry(cluster)
-                .or_insert_with(|| (vec![None; specs.len()], sampled));
-            entry.0[score_index] = Some(score);
-            entry.1 = entry.1.min(sampled);
+        for ((id, _, sampled), score) in kept.into_iter().zip(normalized) {
+            scores[id.index() * specs.len() + score_index] = Some(score);
+            let oldest = &mut oldest[id.index()];
+            *oldest = Some(oldest.map_or(sampled, |t| t.min(sampled)));
         }
     }
 
-    for (cluster, (values, oldest_sample)) in per_cluster {
-        let mut scores = Vec::with_capacity(specs.len());
-        let mut missing = Vec::new();
-        for (spec, value) in specs.iter().zip(values) {
-            match value {
-                Some(value) => scores.push(AddOnPlacementScoreItem {
-                    name: spec.name.clone(),
-                    value,
-                }),
-                None => missing.push(spec.name.clone()),
+    out.clusters = oldest
+        .iter()
+        .enumerate()
+        .filter_map(|(i, oldest)| oldest.map(|t| (i, t)))
+        .map(|(i, oldest_sample)| {
+            let row = &scores[i * specs.len()..(i + 1) * specs.len()];
+            let mut scores = Vec::with_capacity(specs.len());
+            let mut missing = Vec::new();
+            for (spec, value) in specs.iter().zip(row) {
+                match value {
+                    Some(value) => scores.push(AddOnPlacementScoreItem {
+                        name: spec.name.clone(),
+                        value: *value,
+                    }),
+                    None => missing.push(spec.name.clone()),
+                }
             }
-        }
-        out.clusters.insert(
-            cluster.to_owned(),
-            DesiredScores {
-                scores,
-                missing,
-                oldest_sample,
-            },
-        );
-    }
+            let name = index.name(ClusterId::from_index(i)).to_owned();
+            (
+                name,
+                DesiredScores {
+                    scores,
+                    missing,
+                    oldest_sample,
+                },
+            )
+        })
+        .collect();
     out
+}
+
+/// What one score's answer held for a cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Seen {
+    Not,
+    /// One usable series, at this position.
+    Usable(usize),
+    /// One series that cannot be scored (already counted).
+    Unusable,
+    Duplicate,
 }
 
 /// The sample's value if it can be scored.

@@ -49,25 +49,41 @@ impl fmt::Display for ClusterMapping {
     }
 }
 
+/// A ManagedCluster's position in a [`ClusterIndex`], so per-round tables can be plain vectors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ClusterId(u32);
+
+impl ClusterId {
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+
+    /// The id at this position of its index (positions come from `0..cluster_count()`).
+    pub fn from_index(i: usize) -> Self {
+        Self(u32::try_from(i).unwrap_or(u32::MAX))
+    }
+}
+
 /// The outcome of looking up one label value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Resolved<'a> {
-    Cluster(&'a str),
+pub enum Resolved {
+    Cluster(ClusterId),
     /// No ManagedCluster carries this value.
     Unknown,
     /// Several ManagedClusters carry it; publishing to either would be a guess.
     Ambiguous,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 enum Slot {
-    One(String),
+    One(ClusterId),
     Several,
 }
 
-/// Label value → ManagedCluster name, built from the hub's ManagedClusters once per round.
+/// Label value → ManagedCluster, built from the hub's ManagedClusters once per round.
 #[derive(Debug, Clone, Default)]
 pub struct ClusterIndex {
+    names: Vec<String>,
     by_value: HashMap<String, Slot>,
 }
 
@@ -78,7 +94,7 @@ impl ClusterIndex {
         mapping: &ClusterMapping,
         clusters: impl IntoIterator<Item = &'a ManagedCluster>,
     ) -> Self {
-        let mut by_value: HashMap<String, Slot> = HashMap::new();
+        let mut index = Self::default();
         for cluster in clusters {
             if cluster.metadata.deletion_timestamp.is_some() {
                 continue;
@@ -101,29 +117,44 @@ impl ClusterIndex {
                     .map(|c| c.value.as_str()),
             };
             let Some(value) = value else { continue };
-            by_value
+            let Ok(id) = u32::try_from(index.names.len()) else {
+                break;
+            };
+            let id = ClusterId(id);
+            index.names.push(name.to_owned());
+            index
+                .by_value
                 .entry(value.to_owned())
                 .and_modify(|slot| *slot = Slot::Several)
-                .or_insert_with(|| Slot::One(name.to_owned()));
+                .or_insert(Slot::One(id));
         }
-        Self { by_value }
+        index
     }
 
-    pub fn resolve(&self, label_value: &str) -> Resolved<'_> {
+    pub fn resolve(&self, label_value: &str) -> Resolved {
         match self.by_value.get(label_value) {
-            Some(Slot::One(name)) => Resolved::Cluster(name),
+            Some(Slot::One(id)) => Resolved::Cluster(*id),
             Some(Slot::Several) => Resolved::Ambiguous,
             None => Resolved::Unknown,
         }
     }
 
-    /// How many distinct label values map somewhere (ambiguous ones included).
-    pub fn len(&self) -> usize {
-        self.by_value.len()
+    /// The ManagedCluster's name.
+    pub fn name(&self, id: ClusterId) -> &str {
+        &self.names[id.index()]
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.by_value.is_empty()
+    /// How many ManagedClusters were indexed (ids are `0..cluster_count()`).
+    pub fn cluster_count(&self) -> usize {
+        self.names.len()
+    }
+
+    /// The cluster a label value maps to, by name.
+    pub fn resolve_name(&self, label_value: &str) -> Option<&str> {
+        match self.resolve(label_value) {
+            Resolved::Cluster(id) => Some(self.name(id)),
+            _ => None,
+        }
     }
 }
 
@@ -175,10 +206,10 @@ mod tests {
         gone.metadata.deletion_timestamp = Some(Time(jiff::Timestamp::UNIX_EPOCH));
         let clusters = [cluster("a", &[], &[]), cluster("b", &[], &[]), gone];
         let index = ClusterIndex::build(&ClusterMapping::Identity, &clusters);
-        assert_eq!(index.resolve("a"), Resolved::Cluster("a"));
+        assert_eq!(index.resolve_name("a"), Some("a"));
         assert_eq!(index.resolve("ghost"), Resolved::Unknown);
         assert_eq!(index.resolve("gone"), Resolved::Unknown);
-        assert_eq!(index.len(), 2);
+        assert_eq!(index.cluster_count(), 2);
     }
 
     #[test]
@@ -190,7 +221,7 @@ mod tests {
             cluster("dev", &[], &[]),
         ];
         let index = ClusterIndex::build(&ClusterMapping::Label("thanos".into()), &clusters);
-        assert_eq!(index.resolve("eu-1"), Resolved::Cluster("prod-1"));
+        assert_eq!(index.resolve_name("eu-1"), Some("prod-1"));
         assert_eq!(index.resolve("us-1"), Resolved::Ambiguous);
         assert_eq!(index.resolve("dev"), Resolved::Unknown);
     }
@@ -209,8 +240,8 @@ mod tests {
             cluster("b", &[], &[("platform.open-cluster-management.io", "AWS")]),
         ];
         let index = ClusterIndex::build(&ClusterMapping::Claim("id.k8s.io".into()), &clusters);
-        assert_eq!(index.resolve("uid-a"), Resolved::Cluster("a"));
+        assert_eq!(index.resolve_name("uid-a"), Some("a"));
         assert_eq!(index.resolve("a"), Resolved::Unknown);
-        assert_eq!(index.len(), 1);
+        assert_eq!(index.cluster_count(), 1);
     }
 }
