@@ -168,17 +168,20 @@ pub fn status_with_scores(
 }
 
 /// The status after a source failure: scores and `validUntil` untouched (so they expire), our
-/// condition set False with the error.
+/// condition set False with the error. Scores without any `validUntil` (left by an agent that never
+/// set one) are expired now: nothing stays trusted forever.
 pub fn status_with_failure(
     mut status: AddOnPlacementScoreStatus,
     error: &str,
     now: Timestamp,
 ) -> AddOnPlacementScoreStatus {
+    if status.valid_until.is_none() && !status.scores.is_empty() {
+        status.valid_until = Some(Time(second(now)));
+    }
     let expiry = match &status.valid_until {
         Some(Time(t)) if *t > now => format!("the last scores expire at {t}"),
         Some(Time(t)) => format!("the last scores expired at {t}"),
-        None if status.scores.is_empty() => "no scores are published".to_owned(),
-        None => "the scores present carry no validUntil".to_owned(),
+        None => "no scores are published".to_owned(),
     };
     let message = format!("{error}; scores not renewed, {expiry} (as of {})", second(now));
     upsert_condition(&mut status.conditions, condition(false, message, now));
@@ -701,6 +704,31 @@ mod tests {
             ours.message
         );
         assert_eq!(failed.conditions.len(), 2);
+    }
+
+    #[test]
+    fn a_failure_expires_scores_that_never_expire() {
+        // Scores left by an agent that never set validUntil (the upstream addon) are not kept alive.
+        let foreign = AddOnPlacementScoreStatus {
+            scores: vec![AddOnPlacementScoreItem {
+                name: "cpuNodeAvailable".into(),
+                value: 100,
+            }],
+            ..Default::default()
+        };
+        let failed = status_with_failure(foreign, "source cluster: boom", t(7));
+        assert_eq!(failed.valid_until, Some(Time(t(7))));
+        assert!(
+            failed.conditions[0]
+                .message
+                .contains("the last scores expired at"),
+            "{}",
+            failed.conditions[0].message
+        );
+        // Nothing published at all: nothing to expire.
+        let empty = status_with_failure(AddOnPlacementScoreStatus::default(), "x", t(7));
+        assert_eq!(empty.valid_until, None);
+        assert!(empty.conditions[0].message.contains("no scores are published"));
     }
 
     #[test]

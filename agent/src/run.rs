@@ -41,6 +41,9 @@ pub enum RunError {
     Source(#[from] SourceError),
 }
 
+/// How often sources are re-read while they fail, to notice recovery.
+const FAILING_RECHECK: Duration = Duration::from_secs(5);
+
 /// Longest a hub write failure delays the next attempt.
 const MAX_RETRY_DELAY: Duration = Duration::from_secs(30);
 
@@ -53,7 +56,9 @@ struct Agent {
     host: Option<HostSource>,
     publisher: Publisher,
     failed_writes: u32,
-    started: Instant,
+    /// Since when the sources have been failing (the agent's start counts as failing until the first
+    /// successful read).
+    failing_since: Option<Instant>,
 }
 
 /// Runs until `shutdown` turns true.
@@ -166,7 +171,7 @@ pub async fn run(cfg: RunConfig, mut shutdown: watch::Receiver<bool>) -> Result<
         host,
         publisher,
         failed_writes: 0,
-        started: Instant::now(),
+        failing_since: Some(Instant::now()),
     };
 
     // First computation: as soon as the watches have listed everything (or the host has two CPU
@@ -225,6 +230,7 @@ impl Agent {
         let now = Timestamp::now();
         match self.read_sources().await {
             Ok((view, detail, counted_pods)) => {
+                self.failing_since = None;
                 let resources = &self.cfg.scoring.resources;
                 let scores = scores::compute(&self.cfg.scoring.scores, &view, resources);
                 self.metrics
@@ -258,15 +264,17 @@ impl Agent {
                     Err(error) => Some(self.hub_failed(&error)),
                 }
             }
-            // Still starting: not a failure yet, unless it has taken longer than a refresh interval.
-            Err((source, error))
-                if error.is_startup() && self.started.elapsed() < self.cfg.refresh_interval =>
-            {
-                tracing::info!(source, %error, "waiting for the source");
-                None
-            }
             Err((source, error)) => {
                 self.metrics.source_failure(source);
+                let since = *self.failing_since.get_or_insert_with(Instant::now);
+                // Nothing is renewed while a source fails. A blip (a watch reconnecting, a re-list
+                // after 410 Gone) is not worth two writes (failure, then recovery) that would make
+                // OCM reschedule: the condition reports a failure once it lasts a refresh interval.
+                let retry = Some(Instant::now() + FAILING_RECHECK.min(self.cfg.refresh_interval));
+                if since.elapsed() < self.cfg.refresh_interval {
+                    tracing::info!(source, %error, "source not current; not renewing scores for now");
+                    return retry;
+                }
                 tracing::warn!(source, %error, "source failed; scores are not renewed and will expire");
                 match self
                     .publisher
@@ -275,7 +283,7 @@ impl Agent {
                 {
                     Ok(_) => {
                         self.failed_writes = 0;
-                        None
+                        retry
                     }
                     Err(error) => Some(self.hub_failed(&error)),
                 }

@@ -32,13 +32,6 @@ pub enum SourceError {
     Host(String),
 }
 
-impl SourceError {
-    /// Errors that only mean "not started yet" (reported as waiting, not as a failure).
-    pub fn is_startup(&self) -> bool {
-        matches!(self, SourceError::NotSynced(_))
-    }
-}
-
 /// Figures from one source with a short human description (for the status condition and logs).
 #[derive(Debug, Clone)]
 pub struct Reading {
