@@ -383,12 +383,21 @@ fn list(shared: &Shared, r: &ResourceRequest, call: &Call) -> Result<Reply, ApiE
             render(rt, &r.version, item, &mut body);
         } else {
             // Built-in lists are typed upstream: their items carry no kind/apiVersion.
-            let mut bare = (**item).clone();
-            if let Some(m) = bare.as_object_mut() {
-                m.remove("kind");
-                m.remove("apiVersion");
+            body.push(b'{');
+            let fields = item
+                .as_object()
+                .into_iter()
+                .flatten()
+                .filter(|(k, _)| *k != "kind" && *k != "apiVersion");
+            for (i, (key, value)) in fields.enumerate() {
+                if i > 0 {
+                    body.push(b',');
+                }
+                serde_json::to_writer(&mut body, key).unwrap_or_default();
+                body.push(b':');
+                serde_json::to_writer(&mut body, value).unwrap_or_default();
             }
-            serde_json::to_writer(&mut body, &bare).unwrap_or_default();
+            body.push(b'}');
         }
     }
     body.extend_from_slice(b"]}");
