@@ -179,7 +179,10 @@ impl KubeletSource {
         let mut combined = Vec::with_capacity(scrapes.len());
         {
             let mut previous = self.previous_cpu.lock().unwrap_or_else(|p| p.into_inner());
-            previous.retain(|name, _| scrapes.iter().any(|(n, _)| &n.name == name));
+            // Forget nodes that are gone (a set, not a scan per node: clusters have thousands).
+            let current: std::collections::HashSet<&str> =
+                scrapes.iter().map(|(n, _)| n.name.as_str()).collect();
+            previous.retain(|name, _| current.contains(name.as_str()));
             for (node, result) in scrapes {
                 self.metrics.kubelet_scrape(result.is_ok());
                 let usage = match result {
@@ -346,5 +349,124 @@ scrape_error 0
         assert_eq!(view.eligible_nodes, 3);
         let empty = view_with_usage(&[], &ResourceSet::built_in());
         assert_eq!(empty.figures[0], Some(Figures::default()));
+    }
+
+    /// A stand-in API server answering the node proxy: node `a` reports 20 more cpu-seconds per
+    /// scrape, 10 s apart (2 cores busy) and 6 GiB working set; node `b` answers 500.
+    async fn fake_api_server() -> (String, tokio::task::JoinHandle<()>) {
+        use http_body_util::Full;
+        use hyper::body::Bytes;
+        use std::sync::atomic::{AtomicU64, Ordering};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let url = format!("http://{}", listener.local_addr().expect("addr"));
+        let scrapes = Arc::new(AtomicU64::new(0));
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
+                let scrapes = scrapes.clone();
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(
+                        move |request: hyper::Request<hyper::body::Incoming>| {
+                            let path = request.uri().path().to_owned();
+                            let n = scrapes.fetch_add(1, Ordering::Relaxed);
+                            async move {
+                                let mut response = match path.as_str() {
+                                    "/api/v1/nodes/a/proxy/metrics/resource" => {
+                                        let at = 1_700_000_000_000u64 + n * 10_000;
+                                        hyper::Response::new(Full::new(Bytes::from(format!(
+                                            "node_cpu_usage_seconds_total {} {at}\nnode_memory_working_set_bytes 6442450944 {at}\n",
+                                            100 + n * 20
+                                        ))))
+                                    }
+                                    _ => hyper::Response::new(Full::new(Bytes::from("{}"))),
+                                };
+                                if path != "/api/v1/nodes/a/proxy/metrics/resource" {
+                                    *response.status_mut() = hyper::StatusCode::INTERNAL_SERVER_ERROR;
+                                }
+                                Ok::<_, std::convert::Infallible>(response)
+                            }
+                        },
+                    );
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        (url, task)
+    }
+
+    #[tokio::test]
+    async fn scrapes_through_the_node_proxy_and_uses_the_cpu_rate_from_the_second_scrape() {
+        let (url, server) = fake_api_server().await;
+        let mut config = kube::Config::new(url.parse().expect("url"));
+        config.default_retry = false;
+        let client = Client::try_from(config).expect("client");
+        let metrics = Arc::new(Metrics::default());
+        let source = KubeletSource::new(client, 4, Duration::from_secs(5), metrics.clone());
+        let nodes = || {
+            vec![
+                NodeRequests {
+                    name: "a".into(),
+                    allocatable_cpu: 8000,
+                    allocatable_memory: 32 << 30,
+                    requested_cpu: 1000,
+                    requested_memory: 4 << 30,
+                },
+                NodeRequests {
+                    name: "b".into(),
+                    allocatable_cpu: 4000,
+                    allocatable_memory: 16 << 30,
+                    requested_cpu: 500,
+                    requested_memory: 1 << 30,
+                },
+            ]
+        };
+        let resources = ResourceSet::built_in();
+
+        // First scrape: memory usage known, cpu rate not yet (requests count).
+        let first = source.read(nodes(), &resources).await.expect("a answered");
+        let cpu = first.view.figures[0].expect("cpu");
+        assert_eq!(cpu.cluster_free, (8000 - 1000) + (4000 - 500));
+        let mem = first.view.figures[1].expect("memory");
+        assert_eq!(
+            mem.cluster_free,
+            ((32i128 - 6) << 30) + (15 << 30),
+            "a's working set exceeds its requests"
+        );
+        assert!(
+            first
+                .detail
+                .contains("usage from 1 of 2 nodes (cpu rate known for 0)"),
+            "{}",
+            first.detail
+        );
+
+        // Second scrape: a is 2 cores busy, more than its 1 core of requests.
+        let second = source.read(nodes(), &resources).await.expect("a answered");
+        let cpu = second.view.figures[0].expect("cpu");
+        assert_eq!(cpu.cluster_free, (8000 - 2000) + (4000 - 500));
+        assert_eq!(cpu.node_free, 6000);
+        assert!(
+            second.detail.contains("cpu rate known for 1"),
+            "{}",
+            second.detail
+        );
+
+        // Nobody answers: the source fails instead of guessing.
+        let only_b = nodes().into_iter().filter(|n| n.name == "b").collect();
+        let err = source
+            .read(only_b, &resources)
+            .await
+            .expect_err("no kubelet answered");
+        assert!(matches!(err, SourceError::Kubelet { nodes: 1, .. }), "{err}");
+        assert!(
+            metrics
+                .render()
+                .contains("ocm_score_agent_kubelet_scrapes_total{result=\"failed\"} 3")
+        );
+        server.abort();
     }
 }
