@@ -569,3 +569,174 @@ fn join_key(namespace: &str, name: &str) -> String {
     key.push_str(name);
     key
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::accounting::objects::{
+        ResourceList, SlimContainer, SlimNodeCondition, SlimNodeSpec, SlimNodeStatus, SlimPodSpec,
+        SlimPodStatus, SlimResources,
+    };
+    use crate::accounting::quantity::QuantityText;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    fn list(entries: &[(&str, &str)]) -> ResourceList {
+        ResourceList(
+            entries
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), QuantityText((*v).to_owned())))
+                .collect(),
+        )
+    }
+
+    fn node(name: &str, cpu: &str, ready: bool) -> SlimNode {
+        SlimNode {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                ..Default::default()
+            },
+            spec: SlimNodeSpec::default(),
+            status: SlimNodeStatus {
+                allocatable: list(&[("cpu", cpu), ("memory", "8Gi")]),
+                conditions: vec![SlimNodeCondition {
+                    type_: "Ready".into(),
+                    status: if ready { "True" } else { "False" }.into(),
+                }],
+            },
+        }
+    }
+
+    fn pod(name: &str, node: Option<&str>, cpu: &str, phase: &str) -> SlimPod {
+        SlimPod {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("ns".into()),
+                ..Default::default()
+            },
+            spec: SlimPodSpec {
+                node_name: node.map(Into::into),
+                containers: vec![SlimContainer {
+                    name: "app".into(),
+                    restart_policy: None,
+                    resources: SlimResources {
+                        requests: list(&[("cpu", cpu)]),
+                    },
+                }],
+                ..Default::default()
+            },
+            status: SlimPodStatus {
+                phase: Some(phase.into()),
+            },
+        }
+    }
+
+    fn cpu(ledger: &Ledger) -> (i128, i128) {
+        let f = ledger.view().figures[0].expect("cpu");
+        (f.cluster_free, f.node_free)
+    }
+
+    #[test]
+    fn a_pod_counts_once_bound_and_stops_counting_when_terminal() {
+        let mut l = Ledger::new(ResourceSet::built_in());
+        l.apply_node(&node("n1", "4", true)).expect("valid");
+        assert!(
+            !l.apply_pod(&pod("p", None, "1", "Pending")).expect("valid"),
+            "unbound: nothing changes"
+        );
+        assert_eq!(l.counted_pods(), 0);
+        assert!(
+            l.apply_pod(&pod("p", Some("n1"), "1", "Pending")).expect("valid"),
+            "bound"
+        );
+        assert_eq!(cpu(&l), (3000, 3000));
+        assert!(
+            !l.apply_pod(&pod("p", Some("n1"), "1", "Running")).expect("valid"),
+            "same requests"
+        );
+        assert!(
+            l.apply_pod(&pod("p", Some("n1"), "1500m", "Running"))
+                .expect("valid"),
+            "resized"
+        );
+        assert_eq!(cpu(&l), (2500, 2500));
+        assert!(
+            l.apply_pod(&pod("p", Some("n1"), "1500m", "Succeeded"))
+                .expect("valid"),
+            "terminal"
+        );
+        assert_eq!((cpu(&l), l.counted_pods()), ((4000, 4000), 0));
+    }
+
+    #[test]
+    fn pods_on_ineligible_nodes_do_not_move_the_cluster_figures() {
+        let mut l = Ledger::new(ResourceSet::built_in());
+        l.apply_node(&node("ready", "4", true)).expect("valid");
+        l.apply_node(&node("notready", "8", false)).expect("valid");
+        assert!(
+            !l.apply_pod(&pod("p", Some("notready"), "1", "Running"))
+                .expect("valid")
+        );
+        assert_eq!(cpu(&l), (4000, 4000));
+        // The node turns Ready: its pod counts from then on.
+        assert!(l.apply_node(&node("notready", "8", true)).expect("valid"));
+        assert_eq!(cpu(&l), (11_000, 7000));
+        assert_eq!(l.node_free("notready"), Some(vec![7000, 8 << 30, 0, 0]));
+    }
+
+    #[test]
+    fn a_deleted_node_keeps_its_pods_until_it_returns() {
+        let mut l = Ledger::new(ResourceSet::built_in());
+        l.apply_node(&node("n1", "4", true)).expect("valid");
+        l.apply_pod(&pod("p", Some("n1"), "1", "Running")).expect("valid");
+        assert!(l.delete_node("n1"));
+        assert_eq!((cpu(&l), l.known_nodes(), l.counted_pods()), ((0, 0), 0, 1));
+        l.apply_node(&node("n1", "4", true)).expect("valid");
+        assert_eq!(cpu(&l), (3000, 3000));
+        assert!(l.delete_pod("ns", "p"));
+        assert!(l.delete_node("n1"));
+        assert!(l.node_index.is_empty(), "nothing left behind");
+    }
+
+    #[test]
+    fn unreadable_objects_are_reported_and_not_counted_until_fixed() {
+        let mut l = Ledger::new(ResourceSet::built_in());
+        l.apply_node(&node("n1", "4", true)).expect("valid");
+        l.apply_pod(&pod("p", Some("n1"), "1", "Running")).expect("valid");
+        let err = l
+            .apply_pod(&pod("p", Some("n1"), "one", "Running"))
+            .expect_err("invalid");
+        assert_eq!(
+            err.to_string(),
+            "pod ns/p: container \"app\" requests cpu: invalid quantity \"one\": no digits"
+        );
+        assert_eq!((cpu(&l), l.invalid_objects().count()), ((4000, 4000), 1));
+        l.apply_pod(&pod("p", Some("n1"), "1", "Running")).expect("fixed");
+        assert_eq!((cpu(&l), l.invalid_objects().count()), ((3000, 3000), 0));
+
+        let err = l.apply_node(&node("n1", "lots", true)).expect_err("invalid");
+        assert!(
+            err.to_string()
+                .starts_with("node n1: allocatable cpu: invalid quantity"),
+            "{err}"
+        );
+        assert_eq!(l.eligible_node_count(), 0, "an unreadable node is not eligible");
+        assert!(!l.delete_node("n1"), "it was not counted, so the figures do not change");
+        assert_eq!(l.invalid_objects().count(), 0, "deleting it clears the report");
+    }
+
+    #[test]
+    fn a_relist_drops_what_it_no_longer_lists() {
+        let mut l = Ledger::new(ResourceSet::built_in());
+        l.apply_node(&node("n1", "4", true)).expect("valid");
+        l.apply_node(&node("n2", "4", true)).expect("valid");
+        l.apply_pod(&pod("gone", Some("n1"), "1", "Running"))
+            .expect("valid");
+        l.apply_pod(&pod("kept", Some("n2"), "2", "Running"))
+            .expect("valid");
+        l.begin_pod_relist();
+        l.apply_pod(&pod("kept", Some("n2"), "2", "Running"))
+            .expect("valid");
+        assert!(l.finish_pod_relist(), "a pod disappeared");
+        assert_eq!((cpu(&l), l.counted_pods()), ((6000, 4000), 1));
+    }
+}
