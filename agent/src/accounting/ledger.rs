@@ -720,7 +720,10 @@ mod tests {
             "{err}"
         );
         assert_eq!(l.eligible_node_count(), 0, "an unreadable node is not eligible");
-        assert!(!l.delete_node("n1"), "it was not counted, so the figures do not change");
+        assert!(
+            !l.delete_node("n1"),
+            "it was not counted, so the figures do not change"
+        );
         assert_eq!(l.invalid_objects().count(), 0, "deleting it clears the report");
     }
 
