@@ -6,7 +6,7 @@ mod thanos_common;
 
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
-use ocm_score_tests::apiserver::{ApiServer, Gvr};
+use ocm_score_tests::apiserver::{ApiServer, Gvr, RequestMatch};
 use scheduler_core::api::{AddOnPlacementScoreStatus, Time};
 use std::time::Duration;
 use thanos_common::{
@@ -220,6 +220,37 @@ async fn an_unchanged_fleet_causes_no_writes() {
     .await;
     rounds(&scorer, "complete", 3.0).await;
     assert_eq!(score_writes(&hub), after_first + 1);
+    assert_eq!(scorer.terminate().await, Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lagging_cache_does_not_cause_rewrites() {
+    let fake = FakeQueryApi::start(FakeMode::ServerError).await;
+    let hub = start_hub(&["a", "b", "c"]).await;
+    let config = fake_config(&fake.url(), "120s", "60s", false);
+    let mut scorer = ScorerProcess::start(&hub, "thanos-scorer-1", &config, &[]).await;
+    scorer.wait_ready().await;
+    // The score cache goes blind: its watch is cut and cannot come back for now.
+    for verb in ["watch", "list"] {
+        hub.faults().fail_next(
+            100_000,
+            RequestMatch::any().verb(verb).resource("addonplacementscores"),
+            500,
+        );
+    }
+    hub.faults().cut_watches();
+    fake.set(FakeMode::Vector(samples(&[("a", 1.0), ("b", 2.0), ("c", 3.0)])));
+    eventually("the first scores", || scores_of(&hub, "c", SCORE)).await;
+    rounds(&scorer, "complete", 4.0).await;
+    assert_eq!(
+        score_writes(&hub),
+        6,
+        "what was written is not written again while the cache lags"
+    );
+    // The watch comes back and the cache catches up: still nothing to write.
+    hub.faults().clear();
+    rounds(&scorer, "complete", 4.0).await;
+    assert_eq!(score_writes(&hub), 6);
     assert_eq!(scorer.terminate().await, Some(0));
 }
 

@@ -5,7 +5,7 @@ use super::{
     health::Health,
     leader::LeaderElector,
     metrics::Metrics,
-    scorer::{RoundPlan, Scorer, count_expired, current_scores},
+    scorer::{RecentWrites, RoundPlan, Scorer, count_expired, current_scores},
     stop_requested,
     writer::ScoreWriter,
 };
@@ -157,6 +157,7 @@ pub async fn run_until_stopped(
         config.placement_score_name.clone(),
         config.write_concurrency,
     );
+    let mut recent = RecentWrites::default();
     let mut ticker = tokio::time::interval(config.interval);
     ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
     loop {
@@ -168,7 +169,9 @@ pub async fn run_until_stopped(
         let is_leader = *leading.borrow();
         metrics.set_leader(is_leader);
         let now = jiff::Timestamp::now();
-        let current = current_scores(&scores.state(), &config.placement_score_name);
+        let cached = current_scores(&scores.state(), &config.placement_score_name);
+        let mut current = cached.clone();
+        recent.overlay(&mut current);
         metrics.set_clusters_stale(count_expired(&current, now));
         if !is_leader {
             metrics.round("not_leader");
@@ -187,6 +190,8 @@ pub async fn run_until_stopped(
             RoundPlan::Ready { fleet, writes } => {
                 let planned = writes.len();
                 let summary = writer.write_all(writes, &leading, &metrics).await;
+                let written = summary.written.len();
+                recent.record(&cached, summary.written);
                 metrics.set_clusters_scored(fleet.clusters.len());
                 metrics.set_last_complete_round(now);
                 metrics.round(if summary.failed == 0 && summary.abandoned == 0 {
@@ -199,7 +204,7 @@ pub async fn run_until_stopped(
                     clusters_scored = fleet.clusters.len(),
                     series_skipped = skipped,
                     writes_planned = planned,
-                    written = summary.written,
+                    written,
                     write_failures = summary.failed,
                     "round complete"
                 );

@@ -17,7 +17,7 @@ use super::{
 use futures::{StreamExt, stream};
 use jiff::Timestamp;
 use scheduler_core::api::{AddOnPlacementScore, ManagedCluster};
-use std::{sync::Arc, time::Instant};
+use std::{collections::HashMap, sync::Arc, time::Instant};
 
 /// What a round decided, before anything is written.
 #[derive(Debug, Clone, PartialEq)]
@@ -125,6 +125,44 @@ pub fn current_scores(objects: &[Arc<AddOnPlacementScore>], name: &str) -> Curre
         .collect()
 }
 
+/// The objects this replica wrote, until the watch-fed cache shows them. Without it, a cache that
+/// lags (a slow or reconnecting watch) would make the next round rewrite what was just written.
+#[derive(Debug, Default)]
+pub struct RecentWrites {
+    /// Namespace → (the resourceVersion the cache had before our write, what we wrote).
+    entries: HashMap<String, (Option<String>, Arc<AddOnPlacementScore>)>,
+}
+
+impl RecentWrites {
+    /// Records `written`, returned by the API server, over what the cache held in `before`.
+    pub fn record(&mut self, before: &CurrentScores, written: Vec<AddOnPlacementScore>) {
+        for object in written {
+            let Some(namespace) = object.metadata.namespace.clone() else {
+                continue;
+            };
+            let cached = before
+                .get(&namespace)
+                .and_then(|o| o.metadata.resource_version.clone());
+            self.entries.insert(namespace, (cached, Arc::new(object)));
+        }
+    }
+
+    /// Lays our writes over the cache's view. Once the cache shows any version other than the one it
+    /// had before our write, it has caught up (watch events arrive in order) and the entry is dropped.
+    pub fn overlay(&mut self, current: &mut CurrentScores) {
+        self.entries.retain(|namespace, (before, written)| {
+            let cached = current
+                .get(namespace)
+                .and_then(|o| o.metadata.resource_version.clone());
+            if cached != *before {
+                return false;
+            }
+            current.insert(namespace.clone(), written.clone());
+            true
+        });
+    }
+}
+
 /// How many of the objects have a `validUntil` in the past.
 pub fn count_expired(current: &CurrentScores, now: Timestamp) -> usize {
     current
@@ -136,4 +174,42 @@ pub fn count_expired(current: &CurrentScores, now: Timestamp) -> usize {
                 .is_some_and(|t| t.0 < now)
         })
         .count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use scheduler_core::api::ObjectMeta;
+
+    fn object(namespace: &str, rv: &str) -> AddOnPlacementScore {
+        AddOnPlacementScore {
+            metadata: ObjectMeta {
+                name: Some("thanos-score".into()),
+                namespace: Some(namespace.into()),
+                resource_version: Some(rv.into()),
+                ..Default::default()
+            },
+            status: None,
+        }
+    }
+
+    #[test]
+    fn recent_writes_cover_a_lagging_cache_until_it_catches_up() {
+        let mut recent = RecentWrites::default();
+        let mut cache: CurrentScores = [("a".to_owned(), Arc::new(object("a", "5")))].into();
+        recent.record(&cache, vec![object("a", "9"), object("b", "10")]);
+
+        // The cache has not seen either write yet: ours win, including the created object.
+        let mut view = cache.clone();
+        recent.overlay(&mut view);
+        assert_eq!(view["a"].metadata.resource_version.as_deref(), Some("9"));
+        assert_eq!(view["b"].metadata.resource_version.as_deref(), Some("10"));
+
+        // The watch delivers both: the cache is used again and the entries are gone.
+        cache.insert("a".into(), Arc::new(object("a", "9")));
+        cache.insert("b".into(), Arc::new(object("b", "10")));
+        let mut view = cache.clone();
+        recent.overlay(&mut view);
+        assert!(recent.entries.is_empty());
+    }
 }

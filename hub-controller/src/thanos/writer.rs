@@ -39,9 +39,10 @@ pub enum WriteError {
 }
 
 /// How a batch of writes went.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct WriteSummary {
-    pub written: usize,
+    /// The objects as the API server returned them after the status write.
+    pub written: Vec<AddOnPlacementScore>,
     pub failed: usize,
     /// Not attempted because leadership was lost mid-way.
     pub abandoned: usize,
@@ -69,7 +70,7 @@ impl ScoreWriter {
         leading: &watch::Receiver<bool>,
         metrics: &Metrics,
     ) -> WriteSummary {
-        let results: Vec<Option<bool>> = stream::iter(writes)
+        let results: Vec<Option<Result<AddOnPlacementScore, ()>>> = stream::iter(writes)
             .map(|write| async move {
                 if !*leading.borrow() {
                     return None;
@@ -78,13 +79,13 @@ impl ScoreWriter {
                 let outcome = if result.is_ok() { "ok" } else { "error" };
                 metrics.write(write.reason.as_str(), outcome);
                 match result {
-                    Ok(()) => {
+                    Ok(object) => {
                         tracing::debug!(cluster = %write.cluster, reason = write.reason.as_str(), "scores written");
-                        Some(true)
+                        Some(Ok(object))
                     }
                     Err(e) => {
                         tracing::warn!(cluster = %write.cluster, error = %e, "writing scores failed");
-                        Some(false)
+                        Some(Err(()))
                     }
                 }
             })
@@ -94,8 +95,8 @@ impl ScoreWriter {
         let mut summary = WriteSummary::default();
         for r in results {
             match r {
-                Some(true) => summary.written += 1,
-                Some(false) => summary.failed += 1,
+                Some(Ok(object)) => summary.written.push(object),
+                Some(Err(())) => summary.failed += 1,
                 None => summary.abandoned += 1,
             }
         }
@@ -104,7 +105,7 @@ impl ScoreWriter {
 
     /// Creates the object if the plan says it is missing (or the status write finds it gone),
     /// then writes its status.
-    pub async fn write(&self, write: &PlannedWrite) -> Result<(), WriteError> {
+    pub async fn write(&self, write: &PlannedWrite) -> Result<AddOnPlacementScore, WriteError> {
         let api: Api<AddOnPlacementScore> = Api::namespaced(self.client.clone(), &write.cluster);
         if write.reason == super::diff::WriteReason::Create {
             self.create(&api, &write.cluster).await?;
@@ -115,13 +116,12 @@ impl ScoreWriter {
             ..Default::default()
         };
         match api.patch_status(&self.name, &params, &Patch::Merge(&patch)).await {
-            Ok(_) => Ok(()),
+            Ok(object) => Ok(object),
             Err(kube::Error::Api(status)) if status.code == 404 => {
                 // Deleted since the cache saw it: create it again and retry once.
                 self.create(&api, &write.cluster).await?;
                 api.patch_status(&self.name, &params, &Patch::Merge(&patch))
                     .await
-                    .map(drop)
                     .map_err(|e| self.status_error(&write.cluster, e))
             }
             Err(e) => Err(self.status_error(&write.cluster, e)),
