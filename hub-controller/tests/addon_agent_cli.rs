@@ -13,19 +13,34 @@ use scheduler_core::api::{AddOnDeploymentConfigSpec, CustomizedVariable};
 /// The long flags of `ocm-score-agent run`, as its `--help` lists them.
 fn agent_run_flags() -> Vec<String> {
     let command = Cli::command();
-    let run = command.find_subcommand("run").expect("the agent has a run subcommand");
-    run.get_arguments().filter_map(|a| a.get_long()).map(|l| format!("--{l}")).collect()
+    let run = command
+        .find_subcommand("run")
+        .expect("the agent has a run subcommand");
+    run.get_arguments()
+        .filter_map(|a| a.get_long())
+        .map(|l| format!("--{l}"))
+        .collect()
 }
 
 #[test]
 fn every_rendered_flag_is_an_agent_flag() {
     let flags = agent_run_flags();
     for flag in agent_cli::ALL_FLAGS {
-        assert!(flags.iter().any(|f| f == flag), "{flag} is not an `ocm-score-agent run` flag; it has {flags:?}");
+        assert!(
+            flags.iter().any(|f| f == flag),
+            "{flag} is not an `ocm-score-agent run` flag; it has {flags:?}"
+        );
     }
-    let help = Cli::command().find_subcommand_mut("run").expect("run").render_long_help().to_string();
+    let help = Cli::command()
+        .find_subcommand_mut("run")
+        .expect("run")
+        .render_long_help()
+        .to_string();
     for flag in agent_cli::ALL_FLAGS {
-        assert!(help.contains(flag), "{flag} missing from `ocm-score-agent run --help`");
+        assert!(
+            help.contains(flag),
+            "{flag} missing from `ocm-score-agent run --help`"
+        );
     }
 }
 
@@ -41,17 +56,28 @@ fn defaults() -> AgentDefaults {
 /// hub kubeconfig path is swapped for a real file, as the mounted Secret would provide.
 fn agent_verdict(config: &AgentConfig, kubeconfig: &std::path::Path) -> Result<RunConfig, String> {
     let d = defaults();
-    let input = RenderInput { addon: "resource-usage-collect", cluster: "c1", namespace: "agents", defaults: &d, config };
+    let input = RenderInput {
+        addon: "resource-usage-collect",
+        cluster: "c1",
+        namespace: "agents",
+        defaults: &d,
+        config,
+    };
     let mut argv = vec![agent_cli::BINARY.to_string()];
     for arg in agent_args(&input) {
         if arg.starts_with(agent_cli::HUB_KUBECONFIG) {
-            argv.push(agent_cli::arg(agent_cli::HUB_KUBECONFIG, &kubeconfig.display().to_string()));
+            argv.push(agent_cli::arg(
+                agent_cli::HUB_KUBECONFIG,
+                &kubeconfig.display().to_string(),
+            ));
         } else {
             argv.push(arg);
         }
     }
     let cli = Cli::try_parse_from(&argv).map_err(|e| e.to_string())?;
-    let Command::Run(args) = cli.command else { return Err("not the run subcommand".into()) };
+    let Command::Run(args) = cli.command else {
+        return Err("not the run subcommand".into());
+    };
     RunConfig::from_args(args).map_err(|e| e.to_string())
 }
 
@@ -64,7 +90,11 @@ mod tempfile_path {
     pub struct TempFile(pub std::path::PathBuf);
     impl TempFile {
         pub fn new(content: &str) -> Self {
-            let path = std::env::temp_dir().join(format!("ocm-score-hub-agent-cli-{}-{:?}", std::process::id(), std::thread::current().id()));
+            let path = std::env::temp_dir().join(format!(
+                "ocm-score-hub-agent-cli-{}-{:?}",
+                std::process::id(),
+                std::thread::current().id()
+            ));
             std::fs::write(&path, content).expect("writing a temp file");
             TempFile(path)
         }
@@ -79,7 +109,8 @@ mod tempfile_path {
 #[test]
 fn the_default_rendering_is_accepted_and_matches_the_agent_defaults() {
     let file = kubeconfig_file();
-    let run = agent_verdict(&AgentConfig::default(), &file.0).expect("the agent accepts the default rendering");
+    let run =
+        agent_verdict(&AgentConfig::default(), &file.0).expect("the agent accepts the default rendering");
     assert_eq!(run.refresh_interval, agent_cli::DEFAULT_REFRESH_INTERVAL);
     assert_eq!(run.scoring.validity, agent_cli::DEFAULT_VALIDITY);
     assert_eq!(run.debounce, agent_cli::DEFAULT_DEBOUNCE);
@@ -87,10 +118,16 @@ fn the_default_rendering_is_accepted_and_matches_the_agent_defaults() {
     assert_eq!(run.min_write_interval, agent_cli::DEFAULT_MIN_WRITE_INTERVAL);
     assert_eq!(run.hub.cluster_name, "c1");
     let lease = run.lease.expect("the agent renews the add-on Lease");
-    assert_eq!((lease.name.as_str(), lease.namespace.as_str()), ("resource-usage-collect", "agents"));
+    assert_eq!(
+        (lease.name.as_str(), lease.namespace.as_str()),
+        ("resource-usage-collect", "agents")
+    );
     let scores: Vec<&str> = run.scoring.scores.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(scores, agent_cli::BUILT_IN_SCORES);
-    assert_eq!(ocm_score_agent::accounting::resources::BUILT_IN.as_slice(), agent_cli::BUILT_IN_RESOURCES);
+    assert_eq!(
+        ocm_score_agent::accounting::resources::BUILT_IN.as_slice(),
+        agent_cli::BUILT_IN_RESOURCES
+    );
 }
 
 #[test]
@@ -115,7 +152,10 @@ fn hub_validation_agrees_with_the_agent() {
         &[("SCORE_VALIDITY", "77s")],
         &[("SCORE_VALIDITY", "25h")],
         &[("SCORE_VALIDITY", "10m")],
-        &[("NORMALIZE", "cpuNodeAvailable=absolute:0:64,memNodeAvailable=percent")],
+        &[(
+            "NORMALIZE",
+            "cpuNodeAvailable=absolute:0:64,memNodeAvailable=percent",
+        )],
         &[("NORMALIZE", "memClusterAvailable=percent:10:90")],
         &[("NORMALIZE", "cpuNodeAvailable=absolute:64:0")],
         &[("NORMALIZE", "cpuNodeAvailable=linear")],
@@ -125,7 +165,10 @@ fn hub_validation_agrees_with_the_agent() {
         &[("SCORE_STEP", "0")],
         &[("SCORE_STEP", "201")],
         &[("EXTENDED_RESOURCES", "amd.com/gpu")],
-        &[("EXTENDED_RESOURCES", "amd.com/gpu=amdGpu"), ("SCORES", "amdGpuNodeAvailable")],
+        &[
+            ("EXTENDED_RESOURCES", "amd.com/gpu=amdGpu"),
+            ("SCORES", "amdGpuNodeAvailable"),
+        ],
         &[("EXTENDED_RESOURCES", "nvidia.com/gpu")],
         &[("EXTENDED_RESOURCES", "a/b/c")],
         &[("EXTENDED_RESOURCES", "amd.com/gpu=AmdGpu")],
@@ -140,7 +183,10 @@ fn hub_validation_agrees_with_the_agent() {
         let spec = AddOnDeploymentConfigSpec {
             customized_variables: vars
                 .iter()
-                .map(|(n, v)| CustomizedVariable { name: n.to_string(), value: v.to_string() })
+                .map(|(n, v)| CustomizedVariable {
+                    name: n.to_string(),
+                    value: v.to_string(),
+                })
                 .collect(),
             ..Default::default()
         };
@@ -148,14 +194,21 @@ fn hub_validation_agrees_with_the_agent() {
         // When the hub refuses, render the flags anyway to ask the agent about exactly those values.
         let flags_config = match &hub {
             Ok(config) => config.clone(),
-            Err(_) => AgentConfig { flags: raw_flags(vars), ..Default::default() },
+            Err(_) => AgentConfig {
+                flags: raw_flags(vars),
+                ..Default::default()
+            },
         };
         let agent = agent_verdict(&flags_config, &file.0);
         if hub.is_ok() != agent.is_ok() {
             disagreements.push(format!("{vars:?}: hub {:?}, agent {:?}", hub.err(), agent.err()));
         }
     }
-    assert!(disagreements.is_empty(), "hub and agent disagree:\n{}", disagreements.join("\n"));
+    assert!(
+        disagreements.is_empty(),
+        "hub and agent disagree:\n{}",
+        disagreements.join("\n")
+    );
 }
 
 /// The flags a variable list would render to, without the hub's checks.

@@ -145,7 +145,7 @@ mod tests {
         assert_eq!(r.metadata.namespace.as_deref(), Some("c1"));
         assert_eq!(
             r.metadata.name.as_deref(),
-            Some("open-cluster-management:a:agent")
+            Some("open-cluster-management-a-agent")
         );
         let rules = r.rules.expect("rules");
         assert_eq!(rules.len(), 2);

@@ -66,8 +66,9 @@ pub fn cluster_requester_prefix(cluster: &str) -> String {
 }
 
 /// Role and RoleBinding on the hub, in the cluster namespace, letting the agent write its score.
+/// (Colon-free: Kubernetes allows colons in RBAC names, but not every tool does.)
 pub fn hub_role_name(addon: &str) -> String {
-    format!("open-cluster-management:{addon}:agent")
+    format!("open-cluster-management-{addon}-agent")
 }
 
 /// Names of the agent's objects on the managed cluster.
@@ -77,7 +78,7 @@ pub fn agent_name(addon: &str) -> String {
 
 /// Cluster-scoped RBAC of the agent on the managed cluster.
 pub fn agent_cluster_role_name(addon: &str) -> String {
-    format!("open-cluster-management:{addon}:agent")
+    format!("open-cluster-management-{addon}-agent")
 }
 
 /// The key a ManifestWork's config-spec-hash map uses for one config:

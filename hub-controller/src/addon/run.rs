@@ -7,6 +7,7 @@ use super::metrics::Metrics;
 use super::names;
 use super::reconcile::{self, Context, Stores, csr::csrs_of_cluster};
 use crate::serve::{self, Probes};
+use futures::channel::mpsc;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
@@ -30,8 +31,6 @@ use tokio::task::JoinHandle;
 
 /// Exit code for a configuration the process cannot start with.
 const EXIT_CONFIG: u8 = 2;
-/// Events a shared watch buffers per subscriber before it waits for the slowest one.
-const SHARED_BUFFER: usize = 1024;
 
 /// What `/healthz` and `/readyz` report.
 struct ProcessProbes {
@@ -83,6 +82,7 @@ pub async fn run(args: AddonManagerArgs) -> ExitCode {
         tracing::info!(%addr, "serving /metrics, /healthz and /readyz");
     }
     let metrics = Arc::new(Metrics::default());
+    metrics.set_leader(false);
     let probes = Arc::new(ProcessProbes {
         metrics: metrics.clone(),
         leading: AtomicBool::new(false),
@@ -220,33 +220,79 @@ async fn wait_for_signal() {
     let _ = tokio::signal::ctrl_c().await;
 }
 
-/// One watch feeding a store that several controllers read and subscribe to.
-struct Shared<K: kube::Resource<DynamicType = ()> + Clone + 'static> {
+/// One watch of a kind: it feeds a store the reconcilers read, and a channel per controller that
+/// wants its events as triggers. The channels are unbounded so a busy controller never stalls the
+/// watch (or the other controllers); they only ever hold what arrived since the consumer's last poll.
+struct Watched<K>
+where
+    K: kube::Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
     store: reflector::Store<K>,
     writer: Writer<K>,
+    subscribers: Vec<mpsc::UnboundedSender<K>>,
+    /// For logs.
+    kind: String,
 }
 
-impl<K> Shared<K>
+impl<K> Watched<K>
 where
-    K: kube::Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+    K: kube::Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone + Default + Send + Sync,
 {
     fn new() -> Self {
-        let (store, writer) = reflector::store_shared(SHARED_BUFFER);
-        Shared { store, writer }
+        Self::with_type(Default::default())
+    }
+}
+
+impl<K> Watched<K>
+where
+    K: kube::Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone + Send + Sync,
+{
+    fn with_type(dyntype: K::DynamicType) -> Self {
+        let kind = K::kind(&dyntype).to_string();
+        let writer = Writer::new(dyntype);
+        Watched {
+            store: writer.as_reader(),
+            writer,
+            subscribers: Vec::new(),
+            kind,
+        }
     }
 
-    /// A stream of every object the watch delivers. (A shared writer always hands one out.)
-    fn subscribe(&self) -> impl Stream<Item = Arc<K>> + Send + 'static + use<K> {
-        futures::stream::iter(self.writer.subscribe()).flatten()
+    /// Every object the watch delivers (added, changed, deleted, or listed again after a restart).
+    fn subscribe(&mut self) -> impl Stream<Item = Result<K, watcher::Error>> + Send + 'static + use<K> {
+        let (tx, rx) = mpsc::unbounded();
+        self.subscribers.push(tx);
+        rx.map(Ok)
     }
 
-    /// Starts the watch; the task feeds the store and every subscriber until aborted.
+    /// Starts the watch; the task feeds the store and the subscribers until aborted.
     fn spawn(self, api: Api<K>, config: watcher::Config) -> JoinHandle<()> {
-        let stream = reflector::reflector(self.writer, watcher(api, config).default_backoff());
-        tokio::spawn(stream.for_each(|event| async move {
-            if let Err(error) = event {
-                tracing::warn!(%error, "watch failed; retrying");
+        let Watched {
+            writer,
+            subscribers,
+            kind,
+            ..
+        } = self;
+        let stream = reflector::reflector(writer, watcher(api, config).default_backoff());
+        tokio::spawn(stream.for_each(move |event| {
+            match event {
+                Ok(
+                    watcher::Event::Apply(object)
+                    | watcher::Event::Delete(object)
+                    | watcher::Event::InitApply(object),
+                ) => {
+                    for subscriber in &subscribers {
+                        // A closed channel only means that controller has stopped.
+                        let _ = subscriber.unbounded_send(object.clone());
+                    }
+                }
+                Ok(_) => {}
+                Err(error) => tracing::warn!(%kind, %error, "watch failed; retrying"),
             }
+            futures::future::ready(())
         }))
     }
 }
@@ -263,25 +309,24 @@ async fn run_controllers(
     let by_name = || watcher::Config::default().fields(&format!("metadata.name={addon}"));
     let by_label = || watcher::Config::default().labels(&format!("{}={addon}", names::ADDON_NAME_LABEL));
 
-    let addons = Shared::<ManagedClusterAddOn>::new();
-    let cmas = Shared::<ClusterManagementAddOn>::new();
-    let clusters = Shared::<ManagedCluster>::new();
-    let decisions = Shared::<PlacementDecision>::new();
-    let works = Shared::<ManifestWork>::new();
-    let roles = Shared::<Role>::new();
-    let bindings = Shared::<RoleBinding>::new();
-    let csrs = Shared::<CertificateSigningRequest>::new();
+    let mut addons = Watched::<ManagedClusterAddOn>::new();
+    let mut cmas = Watched::<ClusterManagementAddOn>::new();
+    let mut clusters = Watched::<ManagedCluster>::new();
+    let mut decisions = Watched::<PlacementDecision>::new();
+    let mut works = Watched::<ManifestWork>::new();
+    let mut roles = Watched::<Role>::new();
+    let mut bindings = Watched::<RoleBinding>::new();
+    let mut csrs = Watched::<CertificateSigningRequest>::new();
     // Config objects are read raw (their spec hash must cover exactly what the server holds).
     let config_resource = ApiResource::erase::<AddOnDeploymentConfig>(&());
-    let config_writer = Writer::<DynamicObject>::new(config_resource.clone());
-    let configs = config_writer.as_reader();
+    let mut configs = Watched::<DynamicObject>::with_type(config_resource.clone());
 
     let stores = Stores {
         addons: addons.store.clone(),
         cmas: cmas.store.clone(),
         clusters: clusters.store.clone(),
         decisions: decisions.store.clone(),
-        configs: configs.clone(),
+        configs: configs.store.clone(),
         works: works.store.clone(),
         roles: roles.store.clone(),
         bindings: bindings.store.clone(),
@@ -297,37 +342,22 @@ async fn run_controllers(
     let controller_config = ControllerConfig::default().concurrency(settings.workers);
 
     // A config change re-renders every add-on; so does a change of the ClusterManagementAddOn.
-    let config_changes = reflector::reflector(
-        config_writer,
-        watcher(
-            Api::<DynamicObject>::all_with(client.clone(), &config_resource),
-            watcher::Config::default(),
-        )
-        .default_backoff(),
-    )
-    .filter_map(|event| async move {
-        match event {
-            Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_) | watcher::Event::InitDone) => Some(()),
-            Ok(_) => None,
-            Err(error) => {
-                tracing::warn!(%error, "watch of AddOnDeploymentConfigs failed; retrying");
-                None
-            }
-        }
-    });
-    let cma_changes = cmas.subscribe().map(|_| ());
-    let addon_name = addon.clone();
-    let addon_controller = Controller::for_shared_stream(addons.subscribe(), addons.store.clone())
+    let everything_changed =
+        futures::stream::select(configs.subscribe().map(drop), cmas.subscribe().map(drop));
+    let addon_controller = Controller::for_stream(addons.subscribe(), addons.store.clone())
         .with_config(controller_config.clone())
-        .owns_shared_stream(works.subscribe())
-        .owns_shared_stream(roles.subscribe())
-        .owns_shared_stream(bindings.subscribe())
-        .watches_shared_stream(clusters.subscribe(), move |cluster: Arc<ManagedCluster>| {
-            Some(ObjectRef::<ManagedClusterAddOn>::new(&addon_name).within(&cluster.name_any()))
-        })
-        .watches_shared_stream(decisions.subscribe(), {
+        .owns_stream(works.subscribe())
+        .owns_stream(roles.subscribe())
+        .owns_stream(bindings.subscribe())
+        .watches_stream(clusters.subscribe(), {
             let addon_name = addon.clone();
-            move |decision: Arc<PlacementDecision>| {
+            move |cluster: ManagedCluster| {
+                Some(ObjectRef::<ManagedClusterAddOn>::new(&addon_name).within(&cluster.name_any()))
+            }
+        })
+        .watches_stream(decisions.subscribe(), {
+            let addon_name = addon.clone();
+            move |decision: PlacementDecision| {
                 let clusters: Vec<String> = decision
                     .status
                     .iter()
@@ -340,7 +370,7 @@ async fn run_controllers(
                     .map(move |c| ObjectRef::<ManagedClusterAddOn>::new(&addon_name).within(&c))
             }
         })
-        .reconcile_all_on(futures::stream::select(config_changes, cma_changes))
+        .reconcile_all_on(everything_changed)
         .graceful_shutdown_on(shutdown())
         .run(
             reconcile::addon::reconcile,
@@ -349,20 +379,21 @@ async fn run_controllers(
         )
         .for_each(|_| async {});
 
-    let install_controller = Controller::for_shared_stream(cmas.subscribe(), cmas.store.clone())
+    let the_cma = {
+        let addon_name = addon.clone();
+        move || Some(ObjectRef::<ClusterManagementAddOn>::new(&addon_name))
+    };
+    let install_controller = Controller::for_stream(cmas.subscribe(), cmas.store.clone())
         .with_config(controller_config.clone())
-        .watches_shared_stream(addons.subscribe(), {
-            let addon_name = addon.clone();
-            move |_: Arc<ManagedClusterAddOn>| Some(ObjectRef::<ClusterManagementAddOn>::new(&addon_name))
+        .watches_stream(addons.subscribe(), {
+            let the_cma = the_cma.clone();
+            move |_: ManagedClusterAddOn| the_cma()
         })
-        .watches_shared_stream(clusters.subscribe(), {
-            let addon_name = addon.clone();
-            move |_: Arc<ManagedCluster>| Some(ObjectRef::<ClusterManagementAddOn>::new(&addon_name))
+        .watches_stream(clusters.subscribe(), {
+            let the_cma = the_cma.clone();
+            move |_: ManagedCluster| the_cma()
         })
-        .watches_shared_stream(decisions.subscribe(), {
-            let addon_name = addon.clone();
-            move |_: Arc<PlacementDecision>| Some(ObjectRef::<ClusterManagementAddOn>::new(&addon_name))
-        })
+        .watches_stream(decisions.subscribe(), move |_: PlacementDecision| the_cma())
         .graceful_shutdown_on(shutdown())
         .run(
             reconcile::install::reconcile,
@@ -373,12 +404,12 @@ async fn run_controllers(
 
     let csr_store = csrs.store.clone();
     let csr_store_for_clusters = csrs.store.clone();
-    let csr_controller = Controller::for_shared_stream(csrs.subscribe(), csrs.store.clone())
+    let csr_controller = Controller::for_stream(csrs.subscribe(), csrs.store.clone())
         .with_config(controller_config)
-        .watches_shared_stream(addons.subscribe(), move |addon: Arc<ManagedClusterAddOn>| {
+        .watches_stream(addons.subscribe(), move |addon: ManagedClusterAddOn| {
             csrs_of_cluster(&csr_store, &addon.namespace().unwrap_or_default())
         })
-        .watches_shared_stream(clusters.subscribe(), move |cluster: Arc<ManagedCluster>| {
+        .watches_stream(clusters.subscribe(), move |cluster: ManagedCluster| {
             csrs_of_cluster(&csr_store_for_clusters, &cluster.name_any())
         })
         .graceful_shutdown_on(shutdown())
@@ -394,19 +425,22 @@ async fn run_controllers(
         roles.spawn(Api::all(client.clone()), by_label()),
         bindings.spawn(Api::all(client.clone()), by_label()),
         csrs.spawn(Api::all(client.clone()), by_label()),
+        configs.spawn(
+            Api::all_with(client.clone(), &config_resource),
+            watcher::Config::default(),
+        ),
     ];
-    let readiness = {
-        let stores = stores.clone();
-        let probes = probes.clone();
-        tokio::spawn(async move {
-            if stores.synced().await.is_ok() {
-                probes.synced.store(true, Ordering::Relaxed);
-                tracing::info!("hub caches synced");
-            }
-        })
-    };
+    // Decide nothing on half a picture: a restart must not re-create what is merely not listed yet.
+    tokio::select! {
+        synced = stores.synced() => synced?,
+        _ = shutdown() => {
+            watches.iter().for_each(JoinHandle::abort);
+            return Ok(());
+        }
+    }
+    probes.synced.store(true, Ordering::Relaxed);
+    tracing::info!("hub caches synced");
     tokio::join!(addon_controller, install_controller, csr_controller);
-    readiness.abort();
     for watch in watches {
         watch.abort();
     }

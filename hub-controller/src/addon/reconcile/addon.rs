@@ -15,7 +15,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::ResourceExt;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::Action;
-use kube::runtime::finalizer::{Event, finalizer};
 use kube::runtime::reflector::ObjectRef;
 use scheduler_core::api::{
     AddOnDeploymentConfig, AddOnDeploymentConfigSpec, AddOnPlacementScore, ClusterManagementAddOn,
@@ -61,20 +60,63 @@ async fn reconcile_inner(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>) -> 
         return Ok(Action::await_change());
     }
     let api: Api<ManagedClusterAddOn> = Api::namespaced(ctx.client.clone(), &cluster);
-    finalizer(&api, names::CLEANUP_FINALIZER, addon, |event| async {
-        match event {
-            Event::Apply(addon) => match cma {
-                Some(cma) => apply(&addon, &cma, &cluster, &ctx).await,
-                None => Ok(Action::await_change()),
-            },
-            Event::Cleanup(addon) => cleanup(&addon, &cluster, &ctx).await,
+    if deleting {
+        if ours {
+            cleanup(&addon, &cluster, &ctx).await?;
+            set_finalizer(&ctx, &api, &addon, false).await?;
         }
-    })
-    .await
-    .map_err(|e| Error::Finalizer {
-        name: format!("{cluster}/{name}"),
-        source: Box::new(e),
-    })
+        return Ok(Action::await_change());
+    }
+    if !ours {
+        // The next event (this very patch) applies; the finalizer must be in place first so a
+        // deletion can never skip the cleanup.
+        set_finalizer(&ctx, &api, &addon, true).await?;
+        return Ok(Action::await_change());
+    }
+    match cma {
+        Some(cma) => apply(&addon, &cma, &cluster, &ctx).await,
+        None => Ok(Action::await_change()),
+    }
+}
+
+/// Adds or removes our finalizer with a merge patch carrying the resourceVersion we read, so a
+/// concurrent change of the list fails (409) instead of being overwritten.
+async fn set_finalizer(
+    ctx: &Context,
+    api: &Api<ManagedClusterAddOn>,
+    addon: &ManagedClusterAddOn,
+    present: bool,
+) -> Result<(), Error> {
+    let mut finalizers: Vec<String> = addon
+        .finalizers()
+        .iter()
+        .filter(|f| *f != names::CLEANUP_FINALIZER)
+        .cloned()
+        .collect();
+    if present {
+        finalizers.push(names::CLEANUP_FINALIZER.to_string());
+    }
+    let patch = serde_json::json!({"metadata": {"finalizers": finalizers, "resourceVersion": addon.resource_version()}});
+    ctx.metrics.wrote(ManagedClusterAddOn::KIND, "patch");
+    let name = addon.name_any();
+    match api
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        // Changed meanwhile (or gone): the watch brings the new version and we decide again.
+        Err(e) if matches!(super::status_code(&e), Some(404 | 409)) => Ok(()),
+        Err(e) => Err(Error::api(
+            if present {
+                "adding our finalizer to"
+            } else {
+                "removing our finalizer from"
+            },
+            ManagedClusterAddOn::KIND,
+            format!("{}/{name}", addon.namespace().unwrap_or_default()),
+            e,
+        )),
+    }
 }
 
 /// The owner reference our objects carry, so the garbage collector removes them with the add-on.

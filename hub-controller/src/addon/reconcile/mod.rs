@@ -38,12 +38,6 @@ pub enum Error {
         #[source]
         source: Box<kube::Error>,
     },
-    #[error("finalizer of {name}: {source}")]
-    Finalizer {
-        name: String,
-        #[source]
-        source: Box<kube::runtime::finalizer::Error<Error>>,
-    },
     #[error("rendering the agent for cluster {cluster}: {source}")]
     Render {
         cluster: String,
@@ -74,7 +68,6 @@ impl Error {
     pub fn metric_label(&self) -> &'static str {
         match self {
             Error::Api { .. } => "api",
-            Error::Finalizer { .. } => "finalizer",
             Error::Render { .. } => "render",
             Error::Conflict { .. } => "conflict",
             Error::CachesGone => "caches_gone",
@@ -202,6 +195,7 @@ where
     F: std::future::Future<Output = Result<Action, Error>>,
 {
     let started = std::time::Instant::now();
+    tracing::debug!(controller, namespace = obj.namespace().unwrap_or_default(), name = %obj.name_any(), "reconciling");
     let result = run.await;
     ctx.metrics.reconciled(controller, started.elapsed());
     if result.is_ok() {

@@ -1,0 +1,765 @@
+//! `ocm-score-hub addon-manager` as a process against the API server double, RBAC on, with exactly
+//! the permissions of `manifests/hub/`: what appears on the hub for each cluster, and how it changes.
+
+mod addon_common;
+
+use addon_common::*;
+use kube::api::{Api, PostParams};
+use ocm_score_hub::addon::spec_hash::spec_hash;
+use scheduler_core::api::{
+    AddOnPlacementScore, AddOnPlacementScoreItem, AddOnPlacementScoreStatus, ObjectMeta,
+};
+use serde_json::{Value, json};
+
+fn condition<'a>(object: &'a Value, type_: &str) -> Option<&'a Value> {
+    object["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
+}
+
+fn condition_is(object: &Value, type_: &str, status: &str) -> bool {
+    condition(object, type_).is_some_and(|c| c["status"] == status)
+}
+
+fn agent_groups(cluster: &str) -> Vec<String> {
+    vec![
+        format!("system:open-cluster-management:cluster:{cluster}:addon:{ADDON}"),
+        format!("system:open-cluster-management:addon:{ADDON}"),
+        "system:authenticated".to_string(),
+    ]
+}
+
+fn agent_user(cluster: &str) -> String {
+    format!("system:open-cluster-management:cluster:{cluster}:addon:{ADDON}:agent:{ADDON}")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_clusters_get_registration_rbac_and_work_as_the_contract_says() {
+    let hub = Hub::start().await;
+    let clusters = ["c1", "c2", "c3"];
+    for c in clusters {
+        hub.add_cluster(c);
+    }
+    hub.decide(&clusters).await;
+    let controller = hub.controller("replica-a", &["--health-check=deployment-availability"]);
+    for c in clusters {
+        controller
+            .wait_for(&format!("the work of {c}"), || hub.work(c))
+            .await;
+        controller
+            .wait_for(&format!("RegistrationApplied on {c}"), || {
+                hub.addon(c)
+                    .filter(|a| condition_is(a, "RegistrationApplied", "True"))
+            })
+            .await;
+    }
+    let cma_uid = hub.cma().expect("cma")["metadata"]["uid"].clone();
+    let config_hash = spec_hash(&hub.config());
+    let hash_key = format!("addondeploymentconfigs.addon.open-cluster-management.io/{NAMESPACE}/{ADDON}");
+
+    for c in clusters {
+        let addon = hub.addon(c).expect("add-on");
+        // Created by the install strategy, owned by the ClusterManagementAddOn, with our finalizer.
+        let owners = addon["metadata"]["ownerReferences"].as_array().expect("owners");
+        assert!(
+            owners
+                .iter()
+                .any(|o| o["kind"] == "ClusterManagementAddOn" && o["uid"] == cma_uid),
+            "{addon}"
+        );
+        assert_eq!(
+            addon["metadata"]["finalizers"],
+            json!(["ocm-score.io/addon-cleanup"])
+        );
+        // Registration: the exact subject and both groups.
+        let status = &addon["status"];
+        assert_eq!(
+            status["registrations"],
+            json!([{"signerName": "kubernetes.io/kube-apiserver-client", "subject": {
+                "user": agent_user(c),
+                "groups": [format!("system:open-cluster-management:cluster:{c}:addon:{ADDON}"),
+                           format!("system:open-cluster-management:addon:{ADDON}")]}}])
+        );
+        assert_eq!(status["namespace"], "open-cluster-management-agent-addon");
+        assert_eq!(status["healthCheck"]["mode"], "Customized");
+        assert_eq!(
+            status["supportedConfigs"],
+            json!([{"group": "addon.open-cluster-management.io", "resource": "addondeploymentconfigs"}])
+        );
+        let reference = &status["configReferences"][0];
+        assert_eq!(
+            (&reference["name"], &reference["namespace"]),
+            (&json!(ADDON), &json!(NAMESPACE))
+        );
+        assert_eq!(reference["desiredConfig"]["specHash"], config_hash);
+        assert!(condition_is(&addon, "Configured", "True"), "{addon}");
+
+        // Hub RBAC: scores in this namespace only, bound to this cluster's agent identity.
+        let role = hub.role(c).expect("role");
+        assert_eq!(
+            role["rules"],
+            json!([
+                {"apiGroups": ["cluster.open-cluster-management.io"], "resources": ["addonplacementscores"],
+                 "verbs": ["get", "list", "watch", "create", "update", "patch"]},
+                {"apiGroups": ["cluster.open-cluster-management.io"], "resources": ["addonplacementscores/status"],
+                 "verbs": ["update", "patch"]}
+            ])
+        );
+        let binding = hub.role_binding(c).expect("role binding");
+        let subjects: Vec<(String, String)> = binding["subjects"]
+            .as_array()
+            .expect("subjects")
+            .iter()
+            .map(|s| {
+                (
+                    s["kind"].as_str().unwrap_or_default().into(),
+                    s["name"].as_str().unwrap_or_default().into(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            subjects,
+            vec![
+                ("User".to_string(), agent_user(c)),
+                (
+                    "Group".to_string(),
+                    format!("system:open-cluster-management:cluster:{c}:addon:{ADDON}")
+                ),
+            ]
+        );
+        for object in [&role, &binding] {
+            assert_eq!(
+                object["metadata"]["ownerReferences"][0]["kind"],
+                "ManagedClusterAddOn"
+            );
+            assert_eq!(
+                object["metadata"]["ownerReferences"][0]["uid"],
+                addon["metadata"]["uid"]
+            );
+        }
+
+        // The ManifestWork as addon-framework builds it.
+        let work = hub.work(c).expect("work");
+        let meta = &work["metadata"];
+        assert_eq!(meta["labels"]["open-cluster-management.io/addon-name"], ADDON);
+        assert_eq!(
+            meta["annotations"]["open-cluster-management.io/config-spec-hash"],
+            format!("{{\"{hash_key}\":\"{config_hash}\"}}")
+        );
+        assert_eq!(
+            meta["ownerReferences"],
+            json!([{"apiVersion": "addon.open-cluster-management.io/v1alpha1", "kind": "ManagedClusterAddOn",
+                    "name": ADDON, "uid": addon["metadata"]["uid"], "controller": true, "blockOwnerDeletion": true}])
+        );
+        assert_eq!(
+            work["spec"]["deleteOption"]["propagationPolicy"],
+            "SelectivelyOrphan"
+        );
+        let kinds: Vec<&str> = work["spec"]["workload"]["manifests"]
+            .as_array()
+            .expect("manifests")
+            .iter()
+            .filter_map(|m| m["kind"].as_str())
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "Namespace",
+                "ServiceAccount",
+                "ClusterRole",
+                "ClusterRoleBinding",
+                "Role",
+                "RoleBinding",
+                "Deployment"
+            ]
+        );
+        let deployment = &work["spec"]["workload"]["manifests"][6];
+        let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+        assert_eq!(container["image"], AGENT_IMAGE);
+        let args: Vec<&str> = container["args"]
+            .as_array()
+            .expect("args")
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        assert!(args.contains(&format!("--cluster-name={c}").as_str()), "{args:?}");
+        assert!(
+            args.contains(&"--refresh-interval=60s") && args.contains(&"--validity=3m"),
+            "{args:?}"
+        );
+    }
+
+    // The work agent reports: ManifestApplied and Available follow, and the config counts as applied.
+    for c in clusters {
+        hub.report_work_applied(c, 1).await;
+    }
+    for c in clusters {
+        let addon = controller
+            .wait_for(&format!("ManifestApplied and Available on {c}"), || {
+                hub.addon(c).filter(|a| {
+                    condition_is(a, "ManifestApplied", "True") && condition_is(a, "Available", "True")
+                })
+            })
+            .await;
+        assert_eq!(
+            addon["status"]["configReferences"][0]["lastAppliedConfig"]["specHash"],
+            config_hash
+        );
+    }
+
+    // The agent's hub identity may publish its own cluster's score and nothing else.
+    let agent = hub.server.client_for(
+        &agent_user("c1"),
+        &agent_groups("c1").iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    let own: Api<AddOnPlacementScore> = Api::namespaced(agent.clone(), "c1");
+    let score = AddOnPlacementScore {
+        metadata: ObjectMeta {
+            name: Some("resource-usage-score".into()),
+            ..Default::default()
+        },
+        status: None,
+    };
+    let mut created = own
+        .create(&PostParams::default(), &score)
+        .await
+        .expect("the agent creates its score");
+    created.status = Some(AddOnPlacementScoreStatus {
+        scores: vec![AddOnPlacementScoreItem {
+            name: "cpuNodeAvailable".into(),
+            value: 42,
+        }],
+        ..Default::default()
+    });
+    own.replace_status("resource-usage-score", &PostParams::default(), &created)
+        .await
+        .expect("and writes its status");
+    let other: Api<AddOnPlacementScore> = Api::namespaced(agent, "c2");
+    let refused = other
+        .create(&PostParams::default(), &score)
+        .await
+        .expect_err("another cluster's namespace");
+    assert!(
+        matches!(&refused, kube::Error::Api(s) if s.code == 403),
+        "{refused:?}"
+    );
+
+    assert!(
+        hub.forbidden().is_empty(),
+        "the manifests' RBAC refused the controller: {:?}",
+        hub.forbidden()
+    );
+    assert_eq!(controller.terminate().await, 0);
+}
+
+/// Files a CSR for the add-on of `cluster` as `requester` (a klusterlet identity), with `pem` as the
+/// request. The test PEMs were made with Python's `cryptography` (real ECDSA-signed requests; the
+/// subject strings are longer than OpenSSL's 64-character limit, as OCM's are).
+async fn file_csr(hub: &Hub, requester: &str, requester_groups: &[&str], cluster: &str, pem: &str) -> String {
+    use base64::Engine as _;
+    let client = hub.server.client_for(requester, requester_groups);
+    let api: Api<k8s_openapi::api::certificates::v1::CertificateSigningRequest> = Api::all(client);
+    let csr = serde_json::from_value(json!({
+        "apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest",
+        "metadata": {"generateName": format!("addon-{cluster}-{ADDON}-"),
+                     "labels": {"open-cluster-management.io/cluster-name": cluster,
+                                "open-cluster-management.io/addon-name": ADDON}},
+        "spec": {"signerName": "kubernetes.io/kube-apiserver-client",
+                 "request": base64::engine::general_purpose::STANDARD.encode(pem),
+                 "usages": ["digital signature", "key encipherment", "client auth"]}
+    }))
+    .expect("a CSR");
+    let created = api
+        .create(&PostParams::default(), &csr)
+        .await
+        .expect("filing the CSR");
+    created.metadata.name.expect("a generated name")
+}
+
+fn csr_decision(hub: &Hub, name: &str) -> Option<(String, String)> {
+    let csr = hub.object(
+        &ocm_score_tests::apiserver::Gvr::new("certificates.k8s.io", "v1", "certificatesigningrequests"),
+        "",
+        name,
+    )?;
+    let c = csr["status"]["conditions"].as_array()?.first()?.clone();
+    Some((
+        c["type"].as_str()?.to_string(),
+        c["message"].as_str().unwrap_or_default().to_string(),
+    ))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_klusterlet_csr_is_approved_and_a_forged_one_denied() {
+    let hub = Hub::start().await;
+    for c in ["c1", "c2"] {
+        hub.add_cluster(c);
+    }
+    hub.decide(&["c1", "c2"]).await;
+    let controller = hub.controller("replica-a", &[]);
+    controller
+        .wait_for("both add-ons", || hub.addon("c1").and(hub.addon("c2")))
+        .await;
+    let c1_pem = include_str!("testdata/addon-csr-c1.pem");
+    let c2_pem = include_str!("testdata/addon-csr-c2.pem");
+    let klusterlet = |c: &str| format!("system:open-cluster-management:{c}:x7k2p");
+    let groups = |c: &str| {
+        vec![
+            format!("system:open-cluster-management:{c}"),
+            "system:authenticated".to_string(),
+        ]
+    };
+    let g1 = groups("c1");
+    let g2 = groups("c2");
+    let g1: Vec<&str> = g1.iter().map(String::as_str).collect();
+    let g2: Vec<&str> = g2.iter().map(String::as_str).collect();
+
+    // c1's klusterlet asks for c1's agent: approved.
+    let genuine = file_csr(&hub, &klusterlet("c1"), &g1, "c1", c1_pem).await;
+    // c2's klusterlet asks, labelled and subjected as c1: denied, naming the requester.
+    let forged = file_csr(&hub, &klusterlet("c2"), &g2, "c1", c1_pem).await;
+    // c1's klusterlet asks for a certificate of c2's agent: denied, naming the common name.
+    let wrong_subject = file_csr(&hub, &klusterlet("c1"), &g1, "c1", c2_pem).await;
+
+    let (kind, _) = controller
+        .wait_for("the genuine CSR decided", || csr_decision(&hub, &genuine))
+        .await;
+    assert_eq!(kind, "Approved");
+    let (kind, message) = controller
+        .wait_for("the forged CSR decided", || csr_decision(&hub, &forged))
+        .await;
+    assert_eq!(kind, "Denied");
+    assert!(
+        message.contains("system:open-cluster-management:c2:x7k2p"),
+        "{message}"
+    );
+    let (kind, message) = controller
+        .wait_for("the mismatched CSR decided", || {
+            csr_decision(&hub, &wrong_subject)
+        })
+        .await;
+    assert_eq!(kind, "Denied");
+    assert!(message.contains("common name"), "{message}");
+    assert!(hub.forbidden().is_empty(), "{:?}", hub.forbidden());
+    assert_eq!(controller.terminate().await, 0);
+}
+
+async fn set_variables(hub: &Hub, variables: &[(&str, &str)]) {
+    let api: Api<scheduler_core::api::AddOnDeploymentConfig> = Api::namespaced(hub.admin.clone(), NAMESPACE);
+    let vars: Vec<Value> = variables
+        .iter()
+        .map(|(n, v)| json!({"name": n, "value": v}))
+        .collect();
+    let patch = json!({"spec": {"customizedVariables": vars}});
+    api.patch(
+        ADDON,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&patch),
+    )
+    .await
+    .expect("changing the config");
+}
+
+fn agent_args(work: &Value) -> Vec<String> {
+    work["spec"]["workload"]["manifests"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|m| m["kind"] == "Deployment")
+        .and_then(|d| {
+            d["spec"]["template"]["spec"]["containers"][0]["args"]
+                .as_array()
+                .cloned()
+        })
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|a| a.as_str().map(str::to_string))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_config_change_rolls_the_work_and_a_bad_one_keeps_the_last_good() {
+    let hub = Hub::start().await;
+    for c in ["c1", "c2"] {
+        hub.add_cluster(c);
+    }
+    hub.decide(&["c1", "c2"]).await;
+    let controller = hub.controller("replica-a", &[]);
+    for c in ["c1", "c2"] {
+        controller.wait_for("the work", || hub.work(c)).await;
+    }
+
+    set_variables(
+        &hub,
+        &[
+            ("SOURCES", "cluster,kubelet"),
+            ("REFRESH_INTERVAL", "30s"),
+            ("SCORE_VALIDITY", "2m"),
+        ],
+    )
+    .await;
+    let hash = spec_hash(&hub.config());
+    for c in ["c1", "c2"] {
+        let work = controller
+            .wait_for(&format!("the rolled work of {c}"), || {
+                hub.work(c)
+                    .filter(|w| agent_args(w).contains(&"--refresh-interval=30s".to_string()))
+            })
+            .await;
+        let args = agent_args(&work);
+        assert!(
+            args.contains(&"--source=cluster,kubelet".to_string())
+                && args.contains(&"--validity=2m".to_string()),
+            "{args:?}"
+        );
+        let annotation = work["metadata"]["annotations"]["open-cluster-management.io/config-spec-hash"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(annotation.contains(&hash), "{annotation} vs {hash}");
+        // The kubelet source brings nodes/proxy into the agent's managed-cluster role.
+        let cluster_role = work["spec"]["workload"]["manifests"]
+            .as_array()
+            .expect("manifests")
+            .iter()
+            .find(|m| m["kind"] == "ClusterRole")
+            .cloned()
+            .expect("cluster role");
+        assert!(
+            cluster_role["rules"].to_string().contains("nodes/proxy"),
+            "{cluster_role}"
+        );
+    }
+
+    let good: Vec<Value> = ["c1", "c2"].iter().map(|c| hub.work(c).expect("work")).collect();
+    set_variables(
+        &hub,
+        &[
+            ("SOURCES", "cluster,kubelet"),
+            ("REFRESH_INTERVAL", "30s"),
+            ("SCORE_VALIDITY", "20s"),
+        ],
+    )
+    .await;
+    for (c, before) in ["c1", "c2"].iter().zip(&good) {
+        let addon = controller
+            .wait_for(&format!("Configured=False on {c}"), || {
+                hub.addon(c).filter(|a| condition_is(a, "Configured", "False"))
+            })
+            .await;
+        let message = condition(&addon, "Configured").expect("condition")["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        assert!(
+            message.contains("SCORE_VALIDITY") && message.contains("20s"),
+            "{message}"
+        );
+        // The desired hash moved, the work did not: the last good agent keeps running.
+        assert_eq!(
+            addon["status"]["configReferences"][0]["desiredConfig"]["specHash"],
+            spec_hash(&hub.config())
+        );
+        let after = hub.work(c).expect("work");
+        assert_eq!(
+            after["metadata"]["resourceVersion"], before["metadata"]["resourceVersion"],
+            "the work was rewritten"
+        );
+    }
+    let (_, metrics) = controller.get("/metrics").await;
+    assert!(metrics.contains("ocm_score_addon_config_invalid 2"), "{metrics}");
+
+    // Fixing the config rolls again and clears the condition.
+    set_variables(&hub, &[("REFRESH_INTERVAL", "30s")]).await;
+    for c in ["c1", "c2"] {
+        controller
+            .wait_for("Configured=True again", || {
+                hub.addon(c).filter(|a| condition_is(a, "Configured", "True"))
+            })
+            .await;
+        let work = hub.work(c).expect("work");
+        assert!(
+            !agent_args(&work).iter().any(|a| a.starts_with("--validity")),
+            "{:?}",
+            agent_args(&work)
+        );
+    }
+    assert!(hub.forbidden().is_empty(), "{:?}", hub.forbidden());
+    assert_eq!(controller.terminate().await, 0);
+}
+
+fn score_object(hub: &Hub, cluster: &str) -> Option<Value> {
+    hub.object(
+        &addon_common::gvr::<AddOnPlacementScore>(),
+        cluster,
+        "resource-usage-score",
+    )
+}
+
+async fn publish_score(hub: &Hub, cluster: &str) {
+    let groups = agent_groups(cluster);
+    let groups: Vec<&str> = groups.iter().map(String::as_str).collect();
+    let agent = hub.server.client_for(&agent_user(cluster), &groups);
+    let api: Api<AddOnPlacementScore> = Api::namespaced(agent, cluster);
+    let score = AddOnPlacementScore {
+        metadata: ObjectMeta {
+            name: Some("resource-usage-score".into()),
+            ..Default::default()
+        },
+        status: None,
+    };
+    api.create(&PostParams::default(), &score)
+        .await
+        .expect("the agent publishes");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn removal_cleans_up_the_work_rbac_and_score() {
+    let hub = Hub::start().await;
+    let clusters = ["c1", "c2", "c3"];
+    for c in clusters {
+        hub.add_cluster(c);
+    }
+    hub.decide(&clusters).await;
+    let controller = hub.controller("replica-a", &[]);
+    for c in clusters {
+        controller
+            .wait_for("the work and RBAC", || hub.work(c).and(hub.role_binding(c)))
+            .await;
+        publish_score(&hub, c).await;
+    }
+
+    // c3 leaves the placement: its add-on, work, hub RBAC and score go; the others stay.
+    hub.decide(&["c1", "c2"]).await;
+    controller
+        .wait_for("c3 cleaned up", || {
+            (hub.addon("c3").is_none()
+                && hub.work("c3").is_none()
+                && hub.role("c3").is_none()
+                && hub.role_binding("c3").is_none()
+                && score_object(&hub, "c3").is_none())
+            .then_some(())
+        })
+        .await;
+    for c in ["c1", "c2"] {
+        assert!(
+            hub.work(c).is_some() && score_object(&hub, c).is_some(),
+            "{c} lost something"
+        );
+    }
+
+    // Deleting the ClusterManagementAddOn removes everything of every cluster.
+    let api: Api<scheduler_core::api::ClusterManagementAddOn> = Api::all(hub.admin.clone());
+    api.delete(ADDON, &Default::default())
+        .await
+        .expect("deleting the ClusterManagementAddOn");
+    controller
+        .wait_for("everything cleaned up", || {
+            clusters
+                .iter()
+                .all(|c| {
+                    hub.addon(c).is_none()
+                        && hub.work(c).is_none()
+                        && hub.role(c).is_none()
+                        && hub.role_binding(c).is_none()
+                        && score_object(&hub, c).is_none()
+                })
+                .then_some(())
+        })
+        .await;
+    assert!(hub.forbidden().is_empty(), "{:?}", hub.forbidden());
+    assert_eq!(controller.terminate().await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_replica_stays_passive_until_the_first_stops() {
+    let hub = Hub::start().await;
+    for c in ["c1", "c2"] {
+        hub.add_cluster(c);
+    }
+    hub.decide(&["c1", "c2"]).await;
+    let first = hub.controller("replica-a", &[]);
+    for c in ["c1", "c2"] {
+        first.wait_for("the work", || hub.work(c)).await;
+    }
+    let second = hub.controller("replica-b", &[]);
+    second
+        .wait_for("replica-b to stand by", || {
+            second.logged("standing by").then_some(())
+        })
+        .await;
+    // While the first leads, a change is handled by the first only; the second writes nothing.
+    hub.reset_requests_after_settling(&first).await;
+    hub.add_cluster("c3");
+    hub.decide(&["c1", "c2", "c3"]).await;
+    first.wait_for("the work of c3", || hub.work("c3")).await;
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    assert!(!second.logged("became leader"), "{}", second.tail());
+    let (code, metrics) = second.get("/metrics").await;
+    assert_eq!(code, 200);
+    assert!(metrics.contains("ocm_score_addon_leader 0"), "{metrics}");
+    assert!(
+        metrics.contains("ocm_score_addon_writes_total") && !metrics.contains("writes_total{"),
+        "{metrics}"
+    );
+    assert_eq!(
+        second.get("/readyz").await.0,
+        200,
+        "a standby replica is ready to take over"
+    );
+    let first_metrics = first.get("/metrics").await.1;
+    assert!(
+        first_metrics.contains("ocm_score_addon_leader 1"),
+        "{first_metrics}"
+    );
+
+    // The first stops cleanly and releases the Lease: the second takes over at once and acts.
+    assert_eq!(first.terminate().await, 0);
+    second
+        .wait_for("replica-b to lead", || {
+            second.logged("became leader").then_some(())
+        })
+        .await;
+    hub.add_cluster("c4");
+    hub.decide(&["c1", "c2", "c3", "c4"]).await;
+    second
+        .wait_for("the work of c4, by replica-b", || hub.work("c4"))
+        .await;
+    assert!(hub.forbidden().is_empty(), "{:?}", hub.forbidden());
+    assert_eq!(second.terminate().await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_with_nothing_changed_makes_zero_writes() {
+    let hub = Hub::start().await;
+    let clusters = ["c1", "c2", "c3"];
+    for c in clusters {
+        hub.add_cluster(c);
+    }
+    hub.decide(&clusters).await;
+    let controller = hub.controller("replica-a", &["--health-check=deployment-availability"]);
+    for c in clusters {
+        controller.wait_for("the work", || hub.work(c)).await;
+        hub.report_work_applied(c, 1).await;
+    }
+    for c in clusters {
+        controller
+            .wait_for("a settled add-on", || {
+                hub.addon(c).filter(|a| {
+                    condition_is(a, "Available", "True") && condition_is(a, "ManifestApplied", "True")
+                })
+            })
+            .await;
+    }
+    assert_eq!(controller.terminate().await, 0);
+
+    hub.server.reset_requests();
+    let restarted = hub.controller("replica-a", &["--health-check=deployment-availability"]);
+    restarted
+        .wait_for("the restart to sync", || {
+            restarted.logged("hub caches synced").then_some(())
+        })
+        .await;
+    // Give every controller time for its first full pass over everything.
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    let writes = hub.controller_writes();
+    assert!(
+        writes.is_empty(),
+        "a restart with nothing changed wrote: {writes:#?}"
+    );
+    let reads: Vec<_> = hub
+        .controller_requests()
+        .into_iter()
+        .filter(|r| r.verb == "get")
+        .collect();
+    assert!(
+        reads.is_empty(),
+        "everything should come from the watch caches: {reads:#?}"
+    );
+    assert_eq!(restarted.get("/readyz").await.0, 200);
+    assert_eq!(restarted.terminate().await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_ocm_addon_manager_nothing_happens_before_the_owner_reference() {
+    // No lifecycle annotation: OCM's addon-manager runs the install strategy and sets owner
+    // references; we must not create add-ons, and must wait for the owner reference.
+    let hub = Hub::start_with(|o| o["kind"] != "ClusterManagementAddOn").await;
+    let mut cma = hub_manifests()
+        .into_iter()
+        .find(|o| o["kind"] == "ClusterManagementAddOn")
+        .expect("cma");
+    cma["metadata"]["annotations"] = json!({});
+    let cma = hub.server.create(cma).expect("cma");
+    for c in ["c1", "c2"] {
+        hub.add_cluster(c);
+    }
+    hub.decide(&["c1", "c2"]).await;
+    let controller = hub.controller("replica-a", &[]);
+    controller
+        .wait_for("sync", || controller.logged("hub caches synced").then_some(()))
+        .await;
+    hub.server
+        .create(
+            json!({"apiVersion": "addon.open-cluster-management.io/v1alpha1", "kind": "ManagedClusterAddOn",
+                       "metadata": {"name": ADDON, "namespace": "c1"}, "spec": {}}),
+        )
+        .expect("a hand-made add-on");
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    assert!(hub.addon("c2").is_none(), "the install strategy is OCM's here");
+    assert!(
+        hub.work("c1").is_none() && hub.role("c1").is_none(),
+        "acted before the owner reference"
+    );
+    assert!(
+        hub.controller_writes().is_empty(),
+        "{:?}",
+        hub.controller_writes()
+    );
+
+    // OCM's addon-manager sets the owner reference and the config reference: now we deploy.
+    let api: Api<scheduler_core::api::ManagedClusterAddOn> = Api::namespaced(hub.admin.clone(), "c1");
+    let patch = json!({"metadata": {"ownerReferences": [{"apiVersion": "addon.open-cluster-management.io/v1alpha1",
+        "kind": "ClusterManagementAddOn", "name": ADDON, "uid": cma["metadata"]["uid"], "controller": true}]}});
+    api.patch(
+        ADDON,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&patch),
+    )
+    .await
+    .expect("owner");
+    let reference = json!({"status": {"configReferences": [{"group": "addon.open-cluster-management.io",
+        "resource": "addondeploymentconfigs", "name": ADDON, "namespace": NAMESPACE,
+        "desiredConfig": {"name": ADDON, "namespace": NAMESPACE, "specHash": ""}}]}});
+    api.patch_status(
+        ADDON,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&reference),
+    )
+    .await
+    .expect("config ref");
+    let work = controller.wait_for("the work of c1", || hub.work("c1")).await;
+    let addon = controller
+        .wait_for("the spec hash filled in", || {
+            hub.addon("c1")
+                .filter(|a| a["status"]["configReferences"][0]["desiredConfig"]["specHash"] != "")
+        })
+        .await;
+    assert_eq!(
+        addon["status"]["configReferences"][0]["desiredConfig"]["specHash"],
+        spec_hash(&hub.config())
+    );
+    assert!(
+        condition(&addon, "Configured").is_none(),
+        "Configured is OCM's under its addon-manager: {addon}"
+    );
+    assert!(condition_is(&addon, "Degraded", "False"), "{addon}");
+    assert!(
+        work["metadata"]["annotations"]["open-cluster-management.io/config-spec-hash"]
+            .as_str()
+            .is_some_and(|a| a.contains(&spec_hash(&hub.config())))
+    );
+    assert!(hub.addon("c2").is_none());
+    assert!(hub.forbidden().is_empty(), "{:?}", hub.forbidden());
+    assert_eq!(controller.terminate().await, 0);
+}
