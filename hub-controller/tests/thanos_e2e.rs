@@ -8,10 +8,11 @@ use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
 use ocm_score_tests::apiserver::{ApiServer, Gvr, RequestMatch};
 use scheduler_core::api::{AddOnPlacementScoreStatus, Time};
+use serde_json::json;
 use std::time::Duration;
 use thanos_common::{
     FREE_CPU, FakeMode, FakeQueryApi, MEM_FREE, Prometheus, ScorerProcess, eventually, fleet_data,
-    prometheus_available, score_status, scores_of, start_hub,
+    prometheus_available, score_status, scores_of, start_hub, start_hub_with,
 };
 
 const SCORE: &str = "thanos-score";
@@ -378,6 +379,62 @@ async fn of_two_replicas_only_the_leader_writes() {
     .await;
     assert_eq!(writers(&hub), vec!["replica-2".to_owned()]);
     assert_eq!(second.terminate().await, Some(0));
+}
+
+/// The permissions the scorer needs on the hub, and no more.
+fn scorer_rbac(user: &str) -> Vec<serde_json::Value> {
+    let group = "cluster.open-cluster-management.io";
+    vec![
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "thanos-scorer"},
+        "rules": [
+            {"apiGroups": [group], "resources": ["managedclusters"], "verbs": ["get", "list", "watch"]},
+            {"apiGroups": [group], "resources": ["addonplacementscores"], "verbs": ["get", "list", "watch", "create"]},
+            {"apiGroups": [group], "resources": ["addonplacementscores/status"], "verbs": ["patch"]},
+        ]}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "thanos-scorer"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "thanos-scorer"},
+            "subjects": [{"kind": "User", "name": user}]}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "thanos-scorer-lease", "namespace": "ocm-score"},
+            "rules": [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "update"]}]}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "thanos-scorer-lease", "namespace": "ocm-score"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "thanos-scorer-lease"},
+            "subjects": [{"kind": "User", "name": user}]}),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_with_least_privilege() {
+    let user = "system:serviceaccount:ocm-score:thanos-scorer";
+    let fake = FakeQueryApi::start(FakeMode::Vector(samples(&[("a", 1.0), ("b", 2.0)]))).await;
+    let hub = start_hub_with(&["a", "b"], true).await;
+    for object in scorer_rbac(user) {
+        hub.create(object).expect("creating RBAC objects");
+    }
+    let config = fake_config(&fake.url(), "3s", "2s", true);
+    let mut scorer = ScorerProcess::start(&hub, user, &config, &[]).await;
+    scorer.wait_ready().await;
+    eventually("a's score", || {
+        (scores_of(&hub, "a", SCORE)? == pairs(&[("load", 100)])).then_some(())
+    })
+    .await;
+    eventually("b's score", || {
+        (scores_of(&hub, "b", SCORE)? == pairs(&[("load", -100)])).then_some(())
+    })
+    .await;
+    // Renewals (status writes) go through too.
+    rounds(&scorer, "complete", 3.0).await;
+    let forbidden: Vec<_> = hub
+        .requests()
+        .into_iter()
+        .filter(|r| r.user == user && r.code == 403)
+        .collect();
+    assert_eq!(
+        forbidden,
+        vec![],
+        "every request the scorer makes must be allowed by its role"
+    );
+    assert_eq!(lease_holder(&hub).as_deref(), Some(user));
+    assert_eq!(scorer.terminate().await, Some(0));
 }
 
 #[tokio::test]

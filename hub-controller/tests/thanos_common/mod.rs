@@ -630,9 +630,15 @@ fn vector(samples: &[(String, f64)], time: &str, warnings: &[&str]) -> String {
 
 /// The API server double as the hub, with the upstream OCM CRDs and the built-in kinds.
 pub async fn start_hub(clusters: &[&str]) -> ApiServer {
+    start_hub_with(clusters, false).await
+}
+
+/// As [`start_hub`], with RBAC deciding every request but the admin's when `rbac` is true.
+pub async fn start_hub_with(clusters: &[&str], rbac: bool) -> ApiServer {
     let server = ApiServer::builder()
         .upstream_crds()
         .builtin_kinds()
+        .rbac(rbac)
         .bookmark_interval(Duration::from_secs(1))
         .start()
         .await
