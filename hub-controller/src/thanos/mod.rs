@@ -6,7 +6,7 @@
 //! by [`response`]); series mapped to ManagedClusters ([`mapping`]) and normalized across the fleet
 //! ([`normalize`], [`fleet`]); the result compared with the objects on the hub ([`diff`]) and only what
 //! changed or needs renewing written ([`writer`]), by the replica holding the Lease ([`leader`]).
-//! [`scorer`] ties a round together without touching the hub, [`run`] is the process around it
+//! [`scorer`] ties a round together without touching the hub, [`mod@run`] is the process around it
 //! (hub caches, round loop, shutdown), and [`health`] and [`metrics`] feed [`crate::serve`].
 //! `validUntil` counts from the sample time, so when a cluster's series stop (they leave the query
 //! result once Prometheus marks them stale, or after its lookback window) the cluster is not renewed and
