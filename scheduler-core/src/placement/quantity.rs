@@ -15,8 +15,6 @@ pub enum QuantityError {
     Format,
     /// `unable to parse quantity's suffix`
     Suffix,
-    /// The number does not fit the 128-bit arithmetic used here (more than ~38 digits).
-    TooLarge,
 }
 
 impl fmt::Display for QuantityError {
@@ -26,7 +24,6 @@ impl fmt::Display for QuantityError {
                 "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
             }
             QuantityError::Suffix => "unable to parse quantity's suffix",
-            QuantityError::TooLarge => "the number has too many digits to evaluate",
         })
     }
 }
@@ -91,64 +88,111 @@ pub fn approximate_f64(s: &str) -> Result<f64, QuantityError> {
     slow_path(&parts, base, exponent, format)
 }
 
-/// The `inf.Dec` path: exact decimal, rounded up to nano units, capped for binary quantities.
+/// The `inf.Dec` path, for the quantities the fast path cannot hold.
+///
+/// The value is kept as decimal digits, like Go's big integers, so any length works. Non-zero
+/// values are rounded up to nano units with `Round(amount, 9, RoundUp)`, which gives the
+/// result a scale of exactly 9: fewer fraction digits are *widened* with zeros (`4.3Ki` becomes
+/// 4403200000000 at scale 9), and that is what the float is computed from. Binary quantities
+/// are then capped at the largest int64.
 fn slow_path(parts: &Parts<'_>, base: u32, exponent: i64, format: Format) -> Result<f64, QuantityError> {
     // inf.Dec.SetString on the written value: unscaled digits and the count of fraction digits.
     let unsigned = parts.value.trim_start_matches(['+', '-']);
     let (int_part, frac_part) = unsigned.split_once('.').unwrap_or((unsigned, ""));
-    let mut unscaled: u128 = 0;
-    for c in int_part.bytes().chain(frac_part.bytes()) {
-        unscaled = unscaled
-            .checked_mul(10)
-            .and_then(|v| v.checked_add(u128::from(c - b'0')))
-            .ok_or(QuantityError::TooLarge)?;
+    if int_part.is_empty() && frac_part.is_empty() {
+        // inf.Dec: "no digits read".
+        return Err(QuantityError::Format);
     }
+    let mut digits: Vec<u8> = int_part
+        .bytes()
+        .chain(frac_part.bytes())
+        .map(|c| c - b'0')
+        .collect();
     let mut scale: i64 = frac_part.len() as i64;
     if base == 10 {
         scale -= exponent;
     } else {
-        unscaled = unscaled
-            .checked_mul(1u128 << exponent)
-            .ok_or(QuantityError::TooLarge)?;
+        multiply(&mut digits, 1u64 << exponent);
     }
-    // Round non-zero values up (away from zero) to at most 9 fraction digits.
-    if unscaled != 0 && scale > 9 {
-        let drop = scale - 9;
-        let (quotient, remainder) = if drop >= 39 {
-            (0, unscaled)
+    let first = digits.iter().position(|d| *d != 0).unwrap_or(digits.len());
+    digits.drain(..first);
+    if digits.is_empty() {
+        // Zero is not rounded; Go still multiplies 0 by 10^-scale (NaN when that is infinite).
+        return Ok(scaled(0.0, -scale));
+    }
+    // Round up (away from zero) to scale 9: drop extra fraction digits, or widen with zeros.
+    let mut zeros: i64 = 0;
+    if scale > 9 {
+        let drop = usize::try_from(scale - 9).unwrap_or(usize::MAX);
+        if drop >= digits.len() {
+            digits = vec![1];
         } else {
-            let divisor = 10u128.pow(drop as u32);
-            (unscaled / divisor, unscaled % divisor)
-        };
-        unscaled = quotient + u128::from(remainder != 0);
-        scale = 9;
-    }
-    // Binary quantities are capped at the largest int64.
-    if format == Format::BinarySi && exceeds_max_int64(unscaled, scale) {
-        unscaled = i64::MAX as u128;
-        scale = 0;
-    }
-    let magnitude = unscaled as f64;
-    let base = if parts.positive { magnitude } else { -magnitude };
-    Ok(scaled(base, -scale))
-}
-
-fn exceeds_max_int64(unscaled: u128, scale: i64) -> bool {
-    const MAX: u128 = i64::MAX as u128;
-    if scale <= 0 {
-        let factor = 10u128.checked_pow((-scale) as u32);
-        match factor.and_then(|f| unscaled.checked_mul(f)) {
-            Some(v) => v > MAX,
-            None => unscaled != 0,
+            let keep = digits.len() - drop;
+            let inexact = digits[keep..].iter().any(|d| *d != 0);
+            digits.truncate(keep);
+            if inexact {
+                increment(&mut digits);
+            }
         }
     } else {
-        let divisor = 10u128.checked_pow(scale as u32);
-        match divisor {
-            // value > MAX  <=>  unscaled > MAX * 10^scale
-            Some(d) => MAX.checked_mul(d).is_some_and(|limit| unscaled > limit),
-            None => false,
+        zeros = 9 - scale;
+    }
+    // Binary quantities are capped at the largest int64 (their scale was at most 0 above, so
+    // `zeros` is small here).
+    if format == Format::BinarySi && exceeds_max_int64_nanos(&digits, zeros) {
+        let capped = i64::MAX as f64;
+        return Ok(if parts.positive { capped } else { -capped });
+    }
+    // big.Float.SetInt(...).Float64(): the integer rounded to nearest-even, as Rust's parser does.
+    let mut text: String = digits.iter().map(|d| char::from(b'0' + d)).collect();
+    if zeros > 0 {
+        text.push('e');
+        text.push_str(&zeros.to_string());
+    }
+    let magnitude: f64 = text.parse().map_err(|_| QuantityError::Format)?;
+    let signed = if parts.positive { magnitude } else { -magnitude };
+    Ok(scaled(signed, -9))
+}
+
+/// `digits *= factor`, in place (most significant digit first).
+fn multiply(digits: &mut Vec<u8>, factor: u64) {
+    let mut carry: u128 = 0;
+    for d in digits.iter_mut().rev() {
+        let v = u128::from(*d) * u128::from(factor) + carry;
+        *d = (v % 10) as u8;
+        carry = v / 10;
+    }
+    while carry > 0 {
+        digits.insert(0, (carry % 10) as u8);
+        carry /= 10;
+    }
+}
+
+/// `digits += 1`, in place.
+fn increment(digits: &mut Vec<u8>) {
+    for d in digits.iter_mut().rev() {
+        if *d == 9 {
+            *d = 0;
+        } else {
+            *d += 1;
+            return;
         }
     }
+    digits.insert(0, 1);
+}
+
+/// Whether `digits * 10^zeros` nano units (no leading zeros) exceed the largest int64.
+fn exceeds_max_int64_nanos(digits: &[u8], zeros: i64) -> bool {
+    const MAX_NANOS: &[u8] = b"9223372036854775807000000000";
+    let len = digits.len() as i64 + zeros;
+    if len != MAX_NANOS.len() as i64 {
+        return len > MAX_NANOS.len() as i64;
+    }
+    let value = digits
+        .iter()
+        .map(|d| b'0' + d)
+        .chain(std::iter::repeat_n(b'0', zeros.max(0) as usize));
+    value.cmp(MAX_NANOS.iter().copied()) == std::cmp::Ordering::Greater
 }
 
 /// `base * math.Pow10(exponent)`, skipping the multiplication for exponent 0 like Go does.
@@ -332,6 +376,14 @@ mod tests {
             ("1e-30", 1e-9),
             ("2Pi", 2251799813685248.0),
             ("0.1", 0.1),
+            // The inf.Dec path rounds to nano units, which also widens a coarser scale to 9 digits:
+            // 44032 at scale 1 becomes 4403200000000 at scale 9, and the float follows.
+            ("4.3Ki", 4403.200000000001),
+            ("1234567890123456789012", 1.234567890123457e21),
+            // Longer than any machine integer; Go's big integers take it.
+            ("1234567890123456789012345678901234567890", 1.2345678901234568e39),
+            // Binary quantities are capped at the largest int64.
+            ("9000000000000000000000Ki", 9.223372036854776e18),
         ];
         for (input, expected) in cases {
             let got = approximate_f64(input).unwrap_or_else(|e| panic!("{input}: {e}"));
