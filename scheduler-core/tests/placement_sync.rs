@@ -386,3 +386,23 @@ fn a_bad_group_setting_writes_no_decisions_but_counts_the_selection() {
         ["delete"]
     );
 }
+
+#[test]
+fn an_explicit_zero_decision_score_equals_an_absent_one() {
+    // OCM's ClusterDecision.score is an int32 with omitempty: `score: 0` and no score are the
+    // same value, so an otherwise identical decision must not be rewritten.
+    let objects = base(vec![cluster("a", json!({}))], placement(json!({})));
+    let (_, first) = run(objects.clone());
+    let mut again = objects;
+    let mut decisions = first.decisions.clone();
+    for pd in &mut decisions {
+        for d in pd.status.iter_mut().flat_map(|s| s.decisions.iter_mut()) {
+            d.score = Some(0);
+        }
+    }
+    again.decisions = decisions;
+    again.placements[0].status = Some(first.status.clone());
+    let (_, second) = run(again);
+    assert!(second.writes.is_empty(), "{:?}", second.writes);
+    assert!(second.events.is_empty(), "{:?}", second.events);
+}

@@ -52,12 +52,19 @@ impl DecisionWrite {
     }
 }
 
-/// Semantic equality of decision lists (nil and empty are equal; unknown fields ignored).
+/// Semantic equality of decision lists, as Go compares the typed values: nil and empty lists
+/// are equal, an absent score is the int32 zero, and unknown fields are ignored.
 fn same_decisions(a: Option<&PlacementDecisionStatus>, b: Option<&PlacementDecisionStatus>) -> bool {
-    let list = |s: Option<&PlacementDecisionStatus>| -> Vec<ClusterDecision> {
-        s.map(|s| s.decisions.clone()).unwrap_or_default()
-    };
-    list(a) == list(b)
+    let (a, b) = (decisions(a), decisions(b));
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| same_decision(x, y))
+}
+
+fn decisions(status: Option<&PlacementDecisionStatus>) -> &[ClusterDecision] {
+    status.map_or(&[], |s| s.decisions.as_slice())
+}
+
+fn same_decision(a: &ClusterDecision, b: &ClusterDecision) -> bool {
+    a.cluster_name == b.cluster_name && a.reason == b.reason && a.score.unwrap_or(0) == b.score.unwrap_or(0)
 }
 
 fn map_or_empty(m: Option<&BTreeMap<String, String>>) -> BTreeMap<String, String> {
