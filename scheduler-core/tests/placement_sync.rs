@@ -406,3 +406,31 @@ fn an_explicit_zero_decision_score_equals_an_absent_one() {
     assert!(second.writes.is_empty(), "{:?}", second.writes);
     assert!(second.events.is_empty(), "{:?}", second.events);
 }
+
+#[test]
+fn a_weighted_sum_beyond_64_bits_is_an_error_not_a_wrapped_rank() {
+    // Outside the CRD ranges (weight -10..10, score -100..100) two add-on terms of 2^62 each
+    // exceed int64; OCM would wrap the total and rank the best cluster last.
+    let config = json!({"scoreCoordinate": {"type": ADDON, "addOn": {"resourceName": "usage", "scoreName": "cpu"}}, "weight": i32::MIN});
+    let mut objects = base(
+        vec![cluster("a", json!({}))],
+        placement(
+            json!({"prioritizerPolicy": {"mode": "Exact", "configurations": [config.clone(), config]}}),
+        ),
+    );
+    objects.scores = vec![score("a", i32::MIN, "2026-07-01T00:00:00Z")];
+    let snapshot = HubSnapshot::new(objects).expect("valid");
+    let err = sync(&snapshot, "ns1", "p1", now()).expect_err("the sum overflows");
+    assert_eq!(
+        err,
+        PlacementError::ScoreOverflow {
+            namespace: "ns1".into(),
+            name: "p1".into(),
+            cluster: "a".into()
+        }
+    );
+    assert!(
+        err.to_string().contains("spec.prioritizerPolicy.configurations"),
+        "{err}"
+    );
+}

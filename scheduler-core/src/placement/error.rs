@@ -33,6 +33,18 @@ pub enum PlacementError {
     #[error("ManagedClusterSet {cluster_set:?}: field spec.clusterSelector.labelSelector: {message}")]
     InvalidClusterSetSelector { cluster_set: String, message: String },
 
+    /// Only reachable with weights or add-on scores outside their CRD ranges; OCM would wrap
+    /// the int64 sum and rank the cluster as if it scored the opposite.
+    #[error(
+        "Placement {namespace}/{name}: the weighted score of cluster {cluster:?} does not fit a 64-bit integer; \
+         field spec.prioritizerPolicy.configurations: weights must lie in -10..10 and AddOnPlacementScore values in -100..100"
+    )]
+    ScoreOverflow {
+        namespace: String,
+        name: String,
+        cluster: String,
+    },
+
     /// OCM panics on this (it slices the sorted cluster list with a negative bound).
     #[error(
         "Placement {namespace}/{name}: field spec.numberOfClusters: {value} is negative; it must be 0 or more"

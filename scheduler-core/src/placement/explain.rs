@@ -258,7 +258,8 @@ pub fn clusters(candidates: &[ClusterId], schedule: &ScheduleResult) -> Vec<Clus
                     prioritizer: p.name(),
                     weight: p.weight,
                     score,
-                    weighted: score.unwrap_or(0).wrapping_mul(i64::from(p.weight)),
+                    // Cannot overflow: scheduling refused totals beyond int64.
+                    weighted: score.unwrap_or(0) * i64::from(p.weight),
                 }
             })
             .collect();

@@ -199,13 +199,21 @@ pub fn schedule(
         .collect();
     results.sort_by(|a, b| a.name().cmp(&b.name()).then(a.weight.cmp(&b.weight)));
 
-    // 3. Weighted sum (int64, weights promoted from int32).
+    // 3. Weighted sum (int64, weights promoted from int32). Upstream wraps on overflow, which
+    // only weights or add-on scores far outside their CRD ranges can cause: refuse instead.
     let mut totals = vec![0i64; feasible.len()];
     for r in &results {
         let weight = i64::from(r.weight);
-        for (total, score) in totals.iter_mut().zip(&r.scores) {
+        for ((total, score), id) in totals.iter_mut().zip(&r.scores).zip(&feasible) {
             if let Some(s) = score {
-                *total = total.wrapping_add(s.wrapping_mul(weight));
+                *total = s
+                    .checked_mul(weight)
+                    .and_then(|term| total.checked_add(term))
+                    .ok_or_else(|| PlacementError::ScoreOverflow {
+                        namespace: placement.metadata.namespace.clone().unwrap_or_default(),
+                        name: placement.metadata.name.clone().unwrap_or_default(),
+                        cluster: snapshot.cluster_name(*id).to_string(),
+                    })?;
             }
         }
     }
