@@ -16,7 +16,9 @@
 //! extension libraries (semver, quantity, url, ...). Type errors that cel-go's checker reports at
 //! compile time (e.g. `"a" + 1`) are runtime errors here, so they count as "no match" instead
 //! of making the placement misconfigured. There is no cost budget: every expression terminates
-//! because comprehensions only range over existing data.
+//! because comprehensions only range over existing data. Like cel-go, an expression may be at
+//! most 100,000 code points long and `&&`/`||` chains are balanced; it may nest at most
+//! 100 levels deep (cel-go: 250), so that no input can exhaust the stack.
 
 mod eval;
 mod syntax;
@@ -293,6 +295,23 @@ mod tests {
         );
         assert!(truth("1 / 0 == 1").is_err());
         assert!(truth("9223372036854775807 + 1 > 0").is_err());
+    }
+
+    #[test]
+    fn the_deepest_accepted_expression_evaluates_on_a_test_thread_stack() {
+        // Each comprehension nests two levels (its argument and the member call); the test
+        // thread's 2 MiB stack must hold parsing, checking and evaluation at the limit.
+        let levels = syntax::MAX_DEPTH / 2 - 1;
+        let src = format!("{}true{}", "[1].all(x, ".repeat(levels), ")".repeat(levels));
+        let p = Program::compile(&src).expect("within the nesting limit");
+        let result = Evaluator::new(&Json(serde_json::json!({}))).eval(&p.ast);
+        assert!(matches!(result, Ok(Value::Bool(true))), "{result:?}");
+        let deeper = format!(
+            "{}true{}",
+            "[1].all(x, ".repeat(levels + 2),
+            ")".repeat(levels + 2)
+        );
+        assert!(Program::compile(&deeper).is_err());
     }
 
     #[test]

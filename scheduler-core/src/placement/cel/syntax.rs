@@ -306,12 +306,25 @@ fn lex_escape(src: &str, i: usize) -> Result<(char, usize), String> {
 struct Parser {
     tokens: Vec<(Token, usize)>,
     pos: usize,
+    /// How deep the tree under construction is nested (see [`Parser::nest`]).
     depth: usize,
 }
 
-const MAX_DEPTH: usize = 250;
+/// How deeply an expression may nest (sub-expressions, chained operators, member accesses).
+/// cel-go allows 250; parsing costs several KiB of stack per level in a debug build, so the
+/// limit here is lower, to keep parsing and evaluation well inside a 2 MiB thread stack. Real
+/// selectors nest a dozen levels; deeper ones fail to compile (the placement is misconfigured).
+pub const MAX_DEPTH: usize = 100;
+/// cel-go's default limit on the length of an expression, in code points.
+const MAX_CODE_POINTS: usize = 100_000;
 
 pub fn parse(src: &str) -> Result<Expr, String> {
+    let size = src.chars().count();
+    if size > MAX_CODE_POINTS {
+        return Err(format!(
+            "expression code point size exceeds limit: size: {size}, limit {MAX_CODE_POINTS}"
+        ));
+    }
     let tokens = lex(src)?;
     let mut p = Parser {
         tokens,
@@ -333,7 +346,31 @@ fn describe(t: &Token) -> String {
     }
 }
 
+/// `terms` joined by `op` as a balanced tree (cel-go's balancer for `&&` and `||`, whose
+/// evaluation does not depend on the grouping), so long chains stay shallow.
+fn balanced(op: BinaryOp, mut terms: Vec<Expr>) -> Expr {
+    if terms.len() == 1 {
+        return terms.remove(0);
+    }
+    let right = terms.split_off(terms.len().div_ceil(2));
+    Expr::Binary(op, Box::new(balanced(op, terms)), Box::new(balanced(op, right)))
+}
+
 impl Parser {
+    /// Counts one more level of nesting: every sub-expression, chained operator and member
+    /// access adds one, so the tree (and every recursion over it, here, in the checker and in
+    /// the evaluator) stays within [`MAX_DEPTH`]. Each parsing function restores the depth it
+    /// started at before it returns.
+    fn nest(&mut self) -> Result<(), String> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return Err(format!(
+                "Syntax error: expression recursion limit exceeded: {MAX_DEPTH}"
+            ));
+        }
+        Ok(())
+    }
+
     fn peek_punct(&self, p: &str) -> bool {
         matches!(self.tokens.get(self.pos), Some((Token::Punct(q), _)) if *q == p)
     }
@@ -362,118 +399,113 @@ impl Parser {
     }
 
     fn expr(&mut self) -> Result<Expr, String> {
-        self.depth += 1;
-        if self.depth > MAX_DEPTH {
-            return Err("Syntax error: expression nests too deeply".into());
-        }
-        let cond = self.or()?;
+        let base = self.depth;
+        self.nest()?;
+        let cond = self.binary(1)?;
         let out = if self.eat("?") {
-            let then = self.or()?;
+            let then = self.binary(1)?;
             self.expect(":")?;
             let otherwise = self.expr()?;
             Expr::Conditional(Box::new(cond), Box::new(then), Box::new(otherwise))
         } else {
             cond
         };
-        self.depth -= 1;
+        self.depth = base;
         Ok(out)
     }
 
-    fn or(&mut self) -> Result<Expr, String> {
-        let mut left = self.and()?;
-        while self.eat("||") {
-            let right = self.and()?;
-            left = Expr::Binary(BinaryOp::Or, Box::new(left), Box::new(right));
-        }
-        Ok(left)
+    /// The binary operator at the cursor and its precedence (higher binds tighter).
+    fn peek_binary(&self) -> Option<(BinaryOp, u8)> {
+        let Some((Token::Punct(p), _)) = self.tokens.get(self.pos) else {
+            return None;
+        };
+        Some(match *p {
+            "||" => (BinaryOp::Or, 1),
+            "&&" => (BinaryOp::And, 2),
+            "==" => (BinaryOp::Eq, 3),
+            "!=" => (BinaryOp::Ne, 3),
+            "<" => (BinaryOp::Lt, 3),
+            "<=" => (BinaryOp::Le, 3),
+            ">" => (BinaryOp::Gt, 3),
+            ">=" => (BinaryOp::Ge, 3),
+            "in" => (BinaryOp::In, 3),
+            "+" => (BinaryOp::Add, 4),
+            "-" => (BinaryOp::Sub, 4),
+            "*" => (BinaryOp::Mul, 5),
+            "/" => (BinaryOp::Div, 5),
+            "%" => (BinaryOp::Rem, 5),
+            _ => return None,
+        })
     }
 
-    fn and(&mut self) -> Result<Expr, String> {
-        let mut left = self.relation()?;
-        while self.eat("&&") {
-            let right = self.relation()?;
-            left = Expr::Binary(BinaryOp::And, Box::new(left), Box::new(right));
-        }
-        Ok(left)
-    }
-
-    fn relation(&mut self) -> Result<Expr, String> {
-        let mut left = self.addition()?;
-        loop {
-            let op = [
-                ("==", BinaryOp::Eq),
-                ("!=", BinaryOp::Ne),
-                ("<=", BinaryOp::Le),
-                (">=", BinaryOp::Ge),
-                ("<", BinaryOp::Lt),
-                (">", BinaryOp::Gt),
-                ("in", BinaryOp::In),
-            ]
-            .into_iter()
-            .find(|(p, _)| self.peek_punct(p));
-            let Some((_, op)) = op else { return Ok(left) };
-            self.pos += 1;
-            let right = self.addition()?;
-            left = Expr::Binary(op, Box::new(left), Box::new(right));
-        }
-    }
-
-    fn addition(&mut self) -> Result<Expr, String> {
-        let mut left = self.multiplication()?;
-        loop {
-            let op = if self.eat("+") {
-                BinaryOp::Add
-            } else if self.eat("-") {
-                BinaryOp::Sub
-            } else {
-                return Ok(left);
-            };
-            let right = self.multiplication()?;
-            left = Expr::Binary(op, Box::new(left), Box::new(right));
-        }
-    }
-
-    fn multiplication(&mut self) -> Result<Expr, String> {
+    /// Binary operators binding at least as tightly as `min`, left-associative (precedence
+    /// climbing: one loop per level instead of one function per level keeps the recursion
+    /// per parenthesis short). `&&` and `||` chains are balanced.
+    fn binary(&mut self, min: u8) -> Result<Expr, String> {
+        let base = self.depth;
         let mut left = self.unary()?;
-        loop {
-            let op = if self.eat("*") {
-                BinaryOp::Mul
-            } else if self.eat("/") {
-                BinaryOp::Div
-            } else if self.eat("%") {
-                BinaryOp::Rem
+        while let Some((op, precedence)) = self.peek_binary().filter(|(_, p)| *p >= min) {
+            self.pos += 1;
+            if matches!(op, BinaryOp::Or | BinaryOp::And) {
+                let mut terms = vec![left, self.binary(precedence + 1)?];
+                while self.peek_binary() == Some((op, precedence)) {
+                    self.pos += 1;
+                    terms.push(self.binary(precedence + 1)?);
+                }
+                left = balanced(op, terms);
             } else {
-                return Ok(left);
-            };
-            let right = self.unary()?;
-            left = Expr::Binary(op, Box::new(left), Box::new(right));
+                self.nest()?;
+                let right = self.binary(precedence + 1)?;
+                left = Expr::Binary(op, Box::new(left), Box::new(right));
+            }
         }
+        self.depth = base;
+        Ok(left)
     }
 
+    /// A run of `!` or of `-` counts only by its parity, as in cel-go: `!!x` is `x`.
     fn unary(&mut self) -> Result<Expr, String> {
-        if self.eat("!") {
-            let inner = self.unary()?;
-            return Ok(Expr::Not(Box::new(inner)));
+        let op = if self.peek_punct("!") {
+            "!"
+        } else if self.peek_punct("-") {
+            "-"
+        } else {
+            return self.member();
+        };
+        let mut count = 0usize;
+        while self.eat(op) {
+            count += 1;
         }
-        if self.eat("-") {
-            // A negative numeric literal is folded so that -9223372036854775808 is representable.
-            if let Some((Token::Lit(Literal::Int(_) | Literal::Double(_)), _)) = self.tokens.get(self.pos) {
-                let inner = self.member()?;
-                return Ok(match inner {
-                    Expr::Literal(Literal::Int(v)) => Expr::Literal(Literal::Int(-v)),
-                    Expr::Literal(Literal::Double(v)) => Expr::Literal(Literal::Double(-v)),
-                    other => Expr::Neg(Box::new(other)),
-                });
+        let base = self.depth;
+        self.nest()?;
+        let odd = count % 2 == 1;
+        let out = if op == "!" {
+            let inner = self.unary()?;
+            if odd { Expr::Not(Box::new(inner)) } else { inner }
+        } else if let Some((Token::Lit(Literal::Int(_) | Literal::Double(_)), _)) = self.tokens.get(self.pos)
+        {
+            // A negated numeric literal is folded into the literal.
+            match self.member()? {
+                Expr::Literal(Literal::Int(v)) if odd => Expr::Literal(Literal::Int(-v)),
+                Expr::Literal(Literal::Double(v)) if odd => Expr::Literal(Literal::Double(-v)),
+                other if odd => Expr::Neg(Box::new(other)),
+                other => other,
             }
+        } else {
             let inner = self.unary()?;
-            return Ok(Expr::Neg(Box::new(inner)));
-        }
-        self.member()
+            if odd { Expr::Neg(Box::new(inner)) } else { inner }
+        };
+        self.depth = base;
+        Ok(out)
     }
 
     fn member(&mut self) -> Result<Expr, String> {
+        let base = self.depth;
         let mut e = self.primary()?;
         loop {
+            if self.peek_punct(".") || self.peek_punct("[") {
+                self.nest()?;
+            }
             if self.eat(".") {
                 let name = self.ident()?;
                 if self.eat("(") {
@@ -487,6 +519,7 @@ impl Parser {
                 self.expect("]")?;
                 e = Expr::Index(Box::new(e), Box::new(index));
             } else {
+                self.depth = base;
                 return Ok(e);
             }
         }
@@ -525,49 +558,73 @@ impl Parser {
     }
 
     fn primary(&mut self) -> Result<Expr, String> {
-        let Some((tok, at)) = self.tokens.get(self.pos).cloned() else {
+        let Some((tok, _)) = self.tokens.get(self.pos) else {
             return Err("Syntax error: the expression ended unexpectedly".into());
         };
-        self.pos += 1;
         match tok {
-            Token::Lit(l) => Ok(Expr::Literal(l)),
+            Token::Lit(l) => {
+                let literal = Expr::Literal(l.clone());
+                self.pos += 1;
+                Ok(literal)
+            }
             Token::Ident(name) => {
+                let name = name.clone();
+                self.pos += 1;
                 if self.eat("(") {
-                    let args = self.list_until(")")?;
-                    Ok(Expr::Call(name, args))
+                    Ok(Expr::Call(name, self.list_until(")")?))
                 } else {
                     Ok(Expr::Ident(name))
                 }
             }
             Token::Punct("(") => {
-                let e = self.expr()?;
-                self.expect(")")?;
-                Ok(e)
+                self.pos += 1;
+                self.parenthesized()
             }
-            Token::Punct("[") => Ok(Expr::List(self.list_until("]")?)),
+            Token::Punct("[") => {
+                self.pos += 1;
+                Ok(Expr::List(self.list_until("]")?))
+            }
             Token::Punct("{") => {
-                let mut entries = Vec::new();
-                if self.eat("}") {
-                    return Ok(Expr::Map(entries));
-                }
-                loop {
-                    let k = self.expr()?;
-                    self.expect(":")?;
-                    let v = self.expr()?;
-                    entries.push((k, v));
-                    if self.eat("}") {
-                        return Ok(Expr::Map(entries));
-                    }
-                    self.expect(",")?;
-                    if self.eat("}") {
-                        return Ok(Expr::Map(entries));
-                    }
-                }
+                self.pos += 1;
+                self.map_literal()
             }
-            t => Err(format!(
-                "Syntax error: unexpected {} at offset {at}",
-                describe(&t)
-            )),
+            Token::Punct(_) => Err(self.unexpected()),
+        }
+    }
+
+    fn parenthesized(&mut self) -> Result<Expr, String> {
+        let e = self.expr()?;
+        self.expect(")")?;
+        Ok(e)
+    }
+
+    /// `{k: v, ...}` after the opening brace.
+    fn map_literal(&mut self) -> Result<Expr, String> {
+        let mut entries = Vec::new();
+        if self.eat("}") {
+            return Ok(Expr::Map(entries));
+        }
+        loop {
+            let k = self.expr()?;
+            self.expect(":")?;
+            let v = self.expr()?;
+            entries.push((k, v));
+            if self.eat("}") {
+                return Ok(Expr::Map(entries));
+            }
+            self.expect(",")?;
+            if self.eat("}") {
+                return Ok(Expr::Map(entries));
+            }
+        }
+    }
+
+    /// The error for the token at the cursor, which cannot start an expression.
+    #[cold]
+    fn unexpected(&self) -> String {
+        match self.tokens.get(self.pos) {
+            Some((t, at)) => format!("Syntax error: unexpected {} at offset {at}", describe(t)),
+            None => "Syntax error: the expression ended unexpectedly".into(),
         }
     }
 }
@@ -621,6 +678,46 @@ mod tests {
             parse("'''x'y'''").expect("the input must be accepted"),
             Expr::Literal(Literal::String("x'y".into()))
         );
+    }
+
+    #[test]
+    fn runs_of_unary_operators_collapse_by_parity() {
+        // Like cel-go, `!!x` is `x` and `--x` is `x`: a long run must not nest the tree.
+        let even = format!("{}x", "!".repeat(50_000));
+        assert_eq!(parse(&even), Ok(Expr::Ident("x".into())));
+        let odd = format!("{}x", "!".repeat(50_001));
+        assert_eq!(parse(&odd), Ok(Expr::Not(Box::new(Expr::Ident("x".into())))));
+        let negated = format!("{}5", "-".repeat(50_001));
+        assert_eq!(parse(&negated), Ok(Expr::Literal(Literal::Int(-5))));
+    }
+
+    #[test]
+    fn deep_trees_are_refused_before_they_exhaust_the_stack() {
+        // Chains of left-associative operators and member accesses nest the tree as deeply as
+        // they are long.
+        let sum = format!("1{}", " + 1".repeat(20_000));
+        assert!(parse(&sum).is_err_and(|e| e.contains("recursion limit")));
+        let path = format!("a{}", ".b".repeat(40_000));
+        assert!(parse(&path).is_err_and(|e| e.contains("recursion limit")));
+        let alternating = format!("{}true", "!-".repeat(30_000));
+        assert!(parse(&alternating).is_err_and(|e| e.contains("recursion limit")));
+        let nested = format!("{}1{}", "(".repeat(MAX_DEPTH), ")".repeat(MAX_DEPTH));
+        assert!(parse(&nested).is_err_and(|e| e.contains("recursion limit")));
+        let nested = format!("{}1{}", "(".repeat(MAX_DEPTH - 1), ")".repeat(MAX_DEPTH - 1));
+        assert!(parse(&nested).is_ok());
+        // Logical chains are balanced like cel-go's, so a long one stays shallow.
+        let any = vec!["x"; 5_000].join(" || ");
+        assert!(parse(&any).is_ok());
+        let all = vec!["x"; 5_000].join(" && ");
+        assert!(parse(&all).is_ok());
+    }
+
+    #[test]
+    fn expressions_are_limited_to_100000_code_points() {
+        let long = format!("'{}'", "é".repeat(99_998));
+        assert!(parse(&long).is_ok());
+        let too_long = format!("'{}'", "é".repeat(99_999));
+        assert!(parse(&too_long).is_err_and(|e| e.contains("exceeds limit")));
     }
 
     #[test]
