@@ -74,6 +74,8 @@ pub enum Expr {
 enum Token {
     Ident(String),
     Lit(Literal),
+    /// `9223372036854775808`: only valid negated, as the smallest int.
+    MinIntMagnitude,
     Punct(&'static str),
 }
 
@@ -154,8 +156,8 @@ fn lex(src: &str) -> Result<Vec<(Token, usize)>, String> {
             continue;
         }
         if c.is_ascii_digit() || (c == b'.' && bytes.get(i + 1).is_some_and(u8::is_ascii_digit)) {
-            let (lit, next) = lex_number(src, i)?;
-            out.push((Token::Lit(lit), start));
+            let (token, next) = lex_number(src, i)?;
+            out.push((token, start));
             i = next;
             continue;
         }
@@ -175,7 +177,7 @@ fn lex(src: &str) -> Result<Vec<(Token, usize)>, String> {
     Ok(out)
 }
 
-fn lex_number(src: &str, start: usize) -> Result<(Literal, usize), String> {
+fn lex_number(src: &str, start: usize) -> Result<(Token, usize), String> {
     let bytes = src.as_bytes();
     let mut i = start;
     if src[i..].starts_with("0x") || src[i..].starts_with("0X") {
@@ -188,10 +190,10 @@ fn lex_number(src: &str, start: usize) -> Result<(Literal, usize), String> {
         if bytes.get(i).is_some_and(|b| *b == b'u' || *b == b'U') {
             let v =
                 u64::from_str_radix(digits, 16).map_err(|_| format!("invalid uint literal 0x{digits}"))?;
-            return Ok((Literal::Uint(v), i + 1));
+            return Ok((Token::Lit(Literal::Uint(v)), i + 1));
         }
         let v = i64::from_str_radix(digits, 16).map_err(|_| format!("invalid int literal 0x{digits}"))?;
-        return Ok((Literal::Int(v), i));
+        return Ok((Token::Lit(Literal::Int(v)), i));
     }
     while i < bytes.len() && bytes[i].is_ascii_digit() {
         i += 1;
@@ -222,14 +224,17 @@ fn lex_number(src: &str, start: usize) -> Result<(Literal, usize), String> {
         let v: f64 = text
             .parse()
             .map_err(|_| format!("invalid double literal {text}"))?;
-        return Ok((Literal::Double(v), i));
+        return Ok((Token::Lit(Literal::Double(v)), i));
     }
     if bytes.get(i).is_some_and(|b| *b == b'u' || *b == b'U') {
         let v: u64 = text.parse().map_err(|_| format!("invalid uint literal {text}"))?;
-        return Ok((Literal::Uint(v), i + 1));
+        return Ok((Token::Lit(Literal::Uint(v)), i + 1));
+    }
+    if text.trim_start_matches('0') == "9223372036854775808" {
+        return Ok((Token::MinIntMagnitude, i));
     }
     let v: i64 = text.parse().map_err(|_| format!("invalid int literal {text}"))?;
-    Ok((Literal::Int(v), i))
+    Ok((Token::Lit(Literal::Int(v)), i))
 }
 
 fn lex_string(src: &str, start: usize, raw: bool) -> Result<(String, usize), String> {
@@ -342,6 +347,7 @@ fn describe(t: &Token) -> String {
     match t {
         Token::Ident(s) => format!("identifier '{s}'"),
         Token::Lit(l) => format!("literal {l:?}"),
+        Token::MinIntMagnitude => "int literal 9223372036854775808 (out of range)".into(),
         Token::Punct(p) => format!("'{p}'"),
     }
 }
@@ -482,6 +488,9 @@ impl Parser {
         let out = if op == "!" {
             let inner = self.unary()?;
             if odd { Expr::Not(Box::new(inner)) } else { inner }
+        } else if odd && matches!(self.tokens.get(self.pos), Some((Token::MinIntMagnitude, _))) {
+            self.pos += 1;
+            Expr::Literal(Literal::Int(i64::MIN))
         } else if let Some((Token::Lit(Literal::Int(_) | Literal::Double(_)), _)) = self.tokens.get(self.pos)
         {
             // A negated numeric literal is folded into the literal.
@@ -588,7 +597,7 @@ impl Parser {
                 self.pos += 1;
                 self.map_literal()
             }
-            Token::Punct(_) => Err(self.unexpected()),
+            Token::Punct(_) | Token::MinIntMagnitude => Err(self.unexpected()),
         }
     }
 
@@ -718,6 +727,18 @@ mod tests {
         assert!(parse(&long).is_ok());
         let too_long = format!("'{}'", "é".repeat(99_999));
         assert!(parse(&too_long).is_err_and(|e| e.contains("exceeds limit")));
+    }
+
+    #[test]
+    fn the_smallest_int_is_a_literal() {
+        // 9223372036854775808 does not fit an int; negated it is the smallest one.
+        assert_eq!(
+            parse("-9223372036854775808"),
+            Ok(Expr::Literal(Literal::Int(i64::MIN)))
+        );
+        assert!(parse("9223372036854775808").is_err());
+        assert!(parse("--9223372036854775808").is_err());
+        assert!(parse("-9223372036854775809").is_err());
     }
 
     #[test]
