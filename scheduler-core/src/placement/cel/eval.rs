@@ -2,9 +2,13 @@
 //! absorb them when the other operands decide the result, everything else propagates them.
 
 use super::syntax::{BinaryOp, Expr, Literal};
+use std::cell::Cell;
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::rc::Rc;
+
+/// The error once the cost budget is spent (cel-go's text); it ends the evaluation.
+pub const COST_LIMIT_EXCEEDED: &str = "operation cancelled: actual cost limit exceeded";
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Key {
@@ -175,17 +179,48 @@ pub struct Evaluator<'e> {
     env: &'e dyn Environment,
     /// Comprehension variables, innermost last.
     locals: Vec<(String, Value)>,
+    /// Cost units left, shared by every expression evaluated for one cluster. Each evaluation
+    /// step costs one unit, and building or scanning a string, list or map costs its size.
+    budget: &'e Cell<u64>,
+}
+
+/// The size of a value, for the cost of scanning or copying it.
+fn size_of_value(v: &Value) -> usize {
+    match v {
+        Value::String(s) => s.len(),
+        Value::List(l) => l.len(),
+        Value::Map(m) => m.len(),
+        _ => 1,
+    }
 }
 
 impl<'e> Evaluator<'e> {
-    pub fn new(env: &'e dyn Environment) -> Self {
+    pub fn new(env: &'e dyn Environment, budget: &'e Cell<u64>) -> Self {
         Self {
             env,
             locals: Vec::new(),
+            budget,
+        }
+    }
+
+    /// Spends `units` of the budget; once it is exhausted every further step fails too, so the
+    /// error cannot be absorbed by `||`, `&&` or a macro into a result.
+    fn charge(&self, units: usize) -> Result<(), String> {
+        let units = u64::try_from(units).unwrap_or(u64::MAX);
+        match self.budget.get().checked_sub(units) {
+            Some(left) => {
+                self.budget.set(left);
+                Ok(())
+            }
+            None => {
+                self.budget.set(0);
+                Err(COST_LIMIT_EXCEEDED.into())
+            }
         }
     }
 
     pub fn eval(&mut self, e: &Expr) -> EvalResult {
+        self.charge(1)?;
         match e {
             Expr::Literal(l) => Ok(match l {
                 Literal::Null => Value::Null,
@@ -252,6 +287,7 @@ impl<'e> Evaluator<'e> {
             Expr::Binary(op, l, r) => {
                 let a = self.eval(l)?;
                 let b = self.eval(r)?;
+                self.charge(size_of_value(&a) + size_of_value(&b))?;
                 binary(*op, &a, &b)
             }
             Expr::Call(name, args) => self.call(name, args),
@@ -314,8 +350,13 @@ impl<'e> Evaluator<'e> {
         }
         let receiver = self.eval(target)?;
         let values = args.iter().map(|a| self.eval(a)).collect::<Result<Vec<_>, _>>()?;
+        self.charge(size_of_value(&receiver) + values.iter().map(size_of_value).sum::<usize>())?;
         match (name, &receiver, values.as_slice()) {
-            ("scores", _, [Value::String(resource)]) => self.env.scores(&receiver, resource),
+            ("scores", _, [Value::String(resource)]) => {
+                let scores = self.env.scores(&receiver, resource)?;
+                self.charge(size_of_value(&scores))?;
+                Ok(scores)
+            }
             ("size", v, []) => size(v),
             ("contains", Value::String(s), [Value::String(x)]) => Ok(Value::Bool(s.contains(&**x))),
             ("startsWith", Value::String(s), [Value::String(x)]) => Ok(Value::Bool(s.starts_with(&**x))),
@@ -358,6 +399,7 @@ impl<'e> Evaluator<'e> {
             Value::Map(m) => m.keys().map(key_value).collect(),
             other => return Err(no_overload("comprehension", &[other])),
         };
+        self.charge(items.len())?;
         let mut trues = 0usize;
         let mut first_error: Option<String> = None;
         let mut out = Vec::new();

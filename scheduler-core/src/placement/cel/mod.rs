@@ -15,8 +15,8 @@
 //! `matches` (regular expressions), timestamps/durations, message construction and the Kubernetes
 //! extension libraries (semver, quantity, url, ...). Type errors that cel-go's checker reports at
 //! compile time (e.g. `"a" + 1`) are runtime errors here, so they count as "no match" instead
-//! of making the placement misconfigured. There is no cost budget: every expression terminates
-//! because comprehensions only range over existing data. Like cel-go, an expression may be at
+//! of making the placement misconfigured. The expressions of one selector share a cost budget
+//! per cluster ([`COST_BUDGET`]); running past it counts as false. Like cel-go, an expression may be at
 //! most 100,000 code points long and `&&`/`||` chains are balanced; it may nest at most
 //! 100 levels deep (cel-go: 250), so that no input can exhaust the stack.
 
@@ -25,10 +25,15 @@ mod syntax;
 
 use super::snapshot::{ClusterId, HubSnapshot};
 use eval::{Environment, EvalResult, Evaluator, Key, Macro, Value};
-use std::cell::OnceCell;
+use std::cell::{Cell, OnceCell};
 use std::collections::BTreeMap;
 use std::rc::Rc;
 use syntax::Expr;
+
+/// The cost budget of the expressions evaluated for one cluster: the API server's
+/// `RuntimeCELCostBudget`, which OCM applies. The units here (evaluation steps, plus the size
+/// of every string, list or map built or scanned) approximate cel-go's cost model.
+pub const COST_BUDGET: u64 = 10_000_000;
 
 /// A compiled (parsed and reference-checked) CEL expression.
 #[derive(Clone, Debug)]
@@ -62,7 +67,7 @@ impl Program {
 
     /// Evaluates to a bool; anything else (or a runtime error) is an `Err` with the reason.
     pub fn eval_bool(&self, activation: &ClusterActivation<'_>) -> Result<bool, String> {
-        match Evaluator::new(activation).eval(&self.ast)? {
+        match Evaluator::new(activation, &activation.budget).eval(&self.ast)? {
             Value::Bool(b) => Ok(b),
             other => Err(format!("returned a {} instead of a bool", other.type_name())),
         }
@@ -138,11 +143,13 @@ fn check(e: &Expr, scope: &mut Vec<String>) -> Result<(), String> {
     }
 }
 
-/// The CEL environment of one cluster: `managedCluster` and its AddOnPlacementScores.
+/// The CEL environment of one cluster: `managedCluster`, its AddOnPlacementScores, and the
+/// cost budget its expressions share.
 pub struct ClusterActivation<'s> {
     snapshot: &'s HubSnapshot,
     id: ClusterId,
     cluster: OnceCell<Value>,
+    budget: Cell<u64>,
 }
 
 impl<'s> ClusterActivation<'s> {
@@ -151,6 +158,7 @@ impl<'s> ClusterActivation<'s> {
             snapshot,
             id,
             cluster: OnceCell::new(),
+            budget: Cell::new(COST_BUDGET),
         }
     }
 
@@ -208,6 +216,7 @@ impl Environment for ClusterActivation<'_> {
 mod tests {
     use super::eval::{Environment, EvalResult, Evaluator, Value};
     use super::*;
+    use std::cell::Cell;
 
     struct Json(serde_json::Value);
 
@@ -222,7 +231,7 @@ mod tests {
 
     fn eval(src: &str, data: serde_json::Value) -> Result<Value, String> {
         let p = Program::compile(src)?;
-        Evaluator::new(&Json(data)).eval(&p.ast)
+        Evaluator::new(&Json(data), &Cell::new(COST_BUDGET)).eval(&p.ast)
     }
 
     fn truth(src: &str) -> Result<bool, String> {
@@ -304,7 +313,7 @@ mod tests {
         let levels = syntax::MAX_DEPTH / 2 - 1;
         let src = format!("{}true{}", "[1].all(x, ".repeat(levels), ")".repeat(levels));
         let p = Program::compile(&src).expect("within the nesting limit");
-        let result = Evaluator::new(&Json(serde_json::json!({}))).eval(&p.ast);
+        let result = Evaluator::new(&Json(serde_json::json!({})), &Cell::new(COST_BUDGET)).eval(&p.ast);
         assert!(matches!(result, Ok(Value::Bool(true))), "{result:?}");
         let deeper = format!(
             "{}true{}",
@@ -312,6 +321,68 @@ mod tests {
             ")".repeat(levels + 2)
         );
         assert!(Program::compile(&deeper).is_err());
+    }
+
+    #[test]
+    fn runaway_expressions_run_out_of_budget() {
+        // Ten nested comprehensions over ten items each: 10^10 steps. Upstream's cost budget
+        // stops such an expression, which then counts as "no match"; so must this one.
+        let src = format!(
+            "{}true{}",
+            "[0,1,2,3,4,5,6,7,8,9].all(x, ".repeat(10),
+            ")".repeat(10)
+        );
+        let p = Program::compile(&src).expect("compiles");
+        let budget = Cell::new(100_000);
+        let result = Evaluator::new(&Json(serde_json::json!({})), &budget).eval(&p.ast);
+        assert_eq!(result.err().as_deref(), Some(eval::COST_LIMIT_EXCEEDED));
+        assert_eq!(budget.get(), 0);
+        // Building ever larger values is charged by their size.
+        let src = format!(
+            "{}[1]{}",
+            "[0,1,2,3,4,5,6,7,8,9].map(x, ".repeat(7),
+            ")".repeat(7)
+        );
+        let p = Program::compile(&src).expect("compiles");
+        let budget = Cell::new(100_000);
+        let result = Evaluator::new(&Json(serde_json::json!({})), &budget).eval(&p.ast);
+        assert_eq!(result.err().as_deref(), Some(eval::COST_LIMIT_EXCEEDED));
+    }
+
+    #[test]
+    fn a_cluster_that_exhausts_the_budget_does_not_match() {
+        use crate::api::{ClusterCelSelector, ClusterSelector, ManagedCluster, ObjectMeta};
+        use crate::placement::selector::{ClusterMatcher, SelectorMiss};
+        use crate::placement::snapshot::{HubObjects, HubSnapshot};
+        let cluster = ManagedCluster {
+            metadata: ObjectMeta {
+                name: Some("c1".into()),
+                ..ObjectMeta::default()
+            },
+            ..ManagedCluster::default()
+        };
+        let snapshot = HubSnapshot::new(HubObjects {
+            clusters: vec![cluster],
+            ..HubObjects::default()
+        })
+        .expect("valid snapshot");
+        let id = snapshot.cluster_id("c1").expect("cluster");
+        let runaway = format!(
+            "{}true{}",
+            "[0,1,2,3,4,5,6,7,8,9].all(x, ".repeat(10),
+            ")".repeat(10)
+        );
+        let matcher = ClusterMatcher::new(&ClusterSelector {
+            cel_selector: Some(ClusterCelSelector {
+                cel_expressions: vec!["true".into(), runaway],
+            }),
+            ..ClusterSelector::default()
+        })
+        .expect("valid selector");
+        match matcher.miss(&snapshot, id) {
+            Some(SelectorMiss::Cel { reason, .. }) => assert!(reason.contains("cost limit"), "{reason}"),
+            other => panic!("expected a CEL miss, got {other:?}"),
+        }
     }
 
     #[test]
