@@ -264,3 +264,28 @@ fn bad_input_exits_2_naming_file_object_and_field() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("spec.numberOfClusters: -1 is negative"));
 }
+
+#[test]
+fn a_file_without_objects_or_cases_is_bad_input() {
+    let dir = TempDir::new("empty");
+    for contents in ["", "---\n# nothing here\n---\n"] {
+        let file = dir.file("empty.yaml", contents);
+        let path = file.to_str().expect("utf-8 path");
+        for args in [["--cases", path], ["-f", path]] {
+            let out = simulate(&[args[0], args[1], "-o", "json"]);
+            assert_eq!(out.status.code(), Some(2), "{args:?} on {contents:?}");
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                stderr.contains("empty.yaml") && stderr.contains("no objects and no cases"),
+                "{stderr}"
+            );
+        }
+    }
+}
+
+#[test]
+fn errors_name_their_cause_once() {
+    let out = simulate(&["-f", "/nonexistent/hub.yaml"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.matches("No such file or directory").count(), 1, "{stderr}");
+}

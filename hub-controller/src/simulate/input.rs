@@ -15,7 +15,8 @@ use thiserror::Error;
 /// Input that cannot be used; always names the file and, where there is one, the object and field.
 #[derive(Debug, Error)]
 pub enum InputError {
-    #[error("{path}: cannot read: {source}")]
+    /// The cause follows in the error chain (`{:#}`).
+    #[error("{path}: cannot read")]
     Read { path: PathBuf, source: std::io::Error },
     #[error("{path}: document {document}: not valid YAML: {message}")]
     Yaml {
@@ -104,6 +105,13 @@ pub fn load(path: &Path) -> Result<Vec<Scenario>, InputError> {
                 add_object(path, &location, v, &mut objects)?;
             }
         }
+    }
+    if !saw_objects && scenarios.is_empty() {
+        return Err(shape(
+            path,
+            "file",
+            "no objects and no cases (nothing to schedule)",
+        ));
     }
     if saw_objects {
         if !scenarios.is_empty() {

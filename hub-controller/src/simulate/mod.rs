@@ -75,7 +75,8 @@ pub enum SimulateError {
     PlacementFlag { value: String },
     #[error("{scenario}: no Placement to schedule (the input has none)")]
     NoPlacement { scenario: String },
-    #[error("cannot write the output: {0}")]
+    /// The cause follows in the error chain (`{:#}`).
+    #[error("cannot write the output")]
     Output(#[from] std::io::Error),
 }
 
