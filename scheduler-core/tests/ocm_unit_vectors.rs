@@ -909,16 +909,33 @@ fn run_debug_candidates(case: &Value) -> Check {
         return Err(format!("unexpected path {path}"));
     };
     let p = snap.placement(ns, name).ok_or("placement missing")?;
-    let c = candidates::candidates(&snap, p).map_err(|e| e.to_string())?;
+    let expect = &case["expect"];
+    let c = match (
+        candidates::candidates(&snap, p),
+        expect["error"].as_str().unwrap_or(""),
+    ) {
+        (Ok(c), "") => c,
+        (Ok(_), want) => return Err(format!("expected error {want:?}, got candidates")),
+        (Err(e), want) => {
+            let got = e.to_string();
+            return ensure(!want.is_empty() && got.contains(want), || {
+                format!("error: got {got:?}, want {want:?}")
+            });
+        }
+    };
     eq(
         "candidateCount",
         c.clusters.len() as u64,
-        case["expect"]["candidateCount"].as_u64().unwrap_or(0),
+        expect["candidateCount"].as_u64().unwrap_or(0),
     )
 }
 
 fn run_scenario(case: &Value) -> Check {
-    for (i, step) in case["steps"].as_array().into_iter().flatten().enumerate() {
+    let steps = case["steps"].as_array().map_or(&[][..], Vec::as_slice);
+    ensure(!steps.is_empty(), || {
+        "a scenario without steps checks nothing".into()
+    })?;
+    for (i, step) in steps.iter().enumerate() {
         run_step(step).map_err(|e| format!("step {}: {e}", i + 1))?;
     }
     Ok(())
@@ -1006,6 +1023,67 @@ fn run_step(step: &Value) -> Check {
     Ok(())
 }
 
+/// The `expect` keys each runner compares. A vector that expects nothing, or something its
+/// runner does not look at, fails instead of passing unchecked.
+fn checked_keys(kind: &str) -> &'static [&'static str] {
+    match kind {
+        "schedule" => &[
+            "decisions",
+            "unscheduled",
+            "filterResults",
+            "prioritizerResults",
+            "status",
+        ],
+        "filter" => &["filtered", "requeueTime", "status"],
+        "prioritizer" => &["scores", "status"],
+        "controllerSync" => &["apiActions", "placementStatus", "createdPD"],
+        "bind" => &["apiActions", "writes"],
+        "pdWrite" => &["eventCount", "reasons", "warningEventPresent"],
+        "satisfiedCondition" => &["status", "reason"],
+        "misconfiguredCondition" => &["status", "reason", "message"],
+        "validBindings" => &["bindingNames"],
+        "eligibleClusterSets" => &["clusterSetNames"],
+        "availableClusters" => &["clusterNames", "error"],
+        "selector" => &["match"],
+        "claims" => &["claimCount"],
+        "enqueue" => &["enqueued"],
+        "debugCandidates" => &["candidateCount", "error"],
+        "scenario" => &[
+            "decisionSet",
+            "decisionCount",
+            "placementDecisionCount",
+            "numberOfSelectedClusters",
+            "satisfied",
+            "misconfigured",
+            "decisionGroups",
+        ],
+        _ => &[],
+    }
+}
+
+fn expectations_are_checked(case: &Value, kind: &str) -> Check {
+    let expects: Vec<&Value> = if kind == "scenario" {
+        case["steps"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|step| &step["expect"])
+            .collect()
+    } else {
+        vec![&case["expect"]]
+    };
+    for expect in expects {
+        let keys: Vec<&String> = expect.as_object().map(|m| m.keys().collect()).unwrap_or_default();
+        ensure(!keys.is_empty(), || "the vector expects nothing".into())?;
+        for key in keys {
+            ensure(checked_keys(kind).contains(&key.as_str()), || {
+                format!("expect key {key:?} is not checked by the {kind} runner")
+            })?;
+        }
+    }
+    Ok(())
+}
+
 fn skip_reason(kind: &str) -> Option<&'static str> {
     match kind {
         "debugHttp" | "debugReportErr" | "debugPermissionErrMapping" => Some(
@@ -1030,6 +1108,10 @@ fn ocm_unit_vectors() {
         let kind = case["kind"].as_str().unwrap_or("");
         if let Some(reason) = skip_reason(kind) {
             *skipped.entry(reason).or_default() += 1;
+            continue;
+        }
+        if let Err(e) = expectations_are_checked(case, kind) {
+            failed.push(format!("{name} [{kind}]: {e}"));
             continue;
         }
         let result = match kind {

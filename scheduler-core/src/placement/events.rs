@@ -104,10 +104,12 @@ mod tests {
             score_note(vec![("cluster2", 92), ("cluster1", 85)]),
             "cluster1:85 cluster2:92 "
         );
+        // Each item is "clusterNNN:100 " (15 bytes): 66 fit in 990 bytes, the 67th would pass
+        // 1000, so the note stops there with the marker.
         let names: Vec<String> = (0..200).map(|i| format!("cluster{i:03}")).collect();
         let note = score_note(names.iter().map(|n| (n.as_str(), 100)).collect());
-        assert!(note.ends_with("......"));
-        assert!(note.len() <= MAX_SCORE_NOTE_BYTES + 6);
+        assert_eq!(note.len(), 66 * 15 + 6);
+        assert!(note.ends_with("cluster065:100 ......"), "{note}");
         assert_eq!(score_note(Vec::new()), "");
     }
 }
