@@ -7,6 +7,19 @@ use serde_json::Value;
 use std::path::PathBuf;
 use std::process::Command;
 
+/// The `expect` keys of FORMAT.md; `-o json` prints `name` plus exactly these.
+const EXPECT_KEYS: [&str; 7] = [
+    "decisions",
+    "unscheduled",
+    "scores",
+    "prioritizers",
+    "filtered",
+    "misconfigured",
+    "groups",
+];
+/// Keys printed for every scheduled placement (the others depend on the spec and outcome).
+const ALWAYS_PRINTED: [&str; 5] = ["name", "decisions", "scores", "prioritizers", "misconfigured"];
+
 fn conformance_dir() -> PathBuf {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/conformance"))
 }
@@ -57,6 +70,23 @@ fn every_conformance_case_passes_through_simulate() {
             let name = case["name"].as_str().expect("case name");
             assert_eq!(result["name"].as_str(), Some(name), "results come in case order");
             let expect = case["expect"].as_object().expect("case expect is a map");
+            assert!(!expect.is_empty(), "{name}: a case must expect something");
+            for key in expect.keys() {
+                assert!(
+                    EXPECT_KEYS.contains(&key.as_str()),
+                    "{name}: unknown expect key {key}"
+                );
+            }
+            let printed = result.as_object().expect("each result is an object");
+            for key in printed.keys() {
+                assert!(
+                    key == "name" || EXPECT_KEYS.contains(&key.as_str()),
+                    "{name}: printed key {key} is not in FORMAT.md"
+                );
+            }
+            for key in ALWAYS_PRINTED {
+                assert!(printed.contains_key(key), "{name}: {key} not printed");
+            }
             let wrong: Vec<String> = expect
                 .iter()
                 .filter(|(key, want)| result.get(key.as_str()) != Some(*want))
