@@ -20,6 +20,7 @@ pub mod events;
 pub mod explain;
 pub mod filters;
 pub mod groups;
+mod nanos;
 pub mod prioritizers;
 pub mod quantity;
 pub mod schedule;

@@ -3,10 +3,10 @@
 use super::error::PlacementError;
 use super::filters::{FilterReason, predicate, taints};
 use super::prioritizers::{self, ScoreContext, addon::AddOnFindings};
-use super::snapshot::{ClusterId, HubSnapshot};
+use super::snapshot::{ClusterId, HubSnapshot, is_decision_of};
 use super::status::{Status, StatusCode};
 use super::weights::{self, PrioritizerKind};
-use crate::api::{Placement, well_known::PLACEMENT_LABEL};
+use crate::api::Placement;
 use k8s_openapi::jiff::Timestamp;
 
 /// The clusters left after the filters so far, keyed like upstream's debug output
@@ -90,10 +90,6 @@ impl ScheduleResult {
             .iter()
             .map(|&p| (self.feasible[p as usize], self.totals[p as usize]))
     }
-
-    pub fn requeue_at(&self) -> Option<Timestamp> {
-        self.requeue_at_ns.map(taints::timestamp)
-    }
 }
 
 /// Which clusters (by id) appear in the placement's existing PlacementDecisions, and the
@@ -105,14 +101,7 @@ pub fn existing_decisions(snapshot: &HubSnapshot, placement: &Placement) -> (Vec
     let mut flags = vec![false; clusters];
     let mut ids = Vec::new();
     for (i, pd) in snapshot.decisions().iter().enumerate() {
-        let own = pd.metadata.namespace.as_deref().unwrap_or("") == namespace
-            && pd
-                .metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(PLACEMENT_LABEL))
-                .is_some_and(|v| v == name);
-        if !own {
+        if !is_decision_of(pd, namespace, name) {
             continue;
         }
         for &slot in snapshot.decision_slots(i) {

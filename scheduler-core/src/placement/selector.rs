@@ -136,10 +136,6 @@ impl LabelMatcher {
             LabelMatcher::All(reqs) => reqs.iter().find(|r| !r.matches(lookup(&r.key))).map(Some),
         }
     }
-
-    pub fn is_everything(&self) -> bool {
-        matches!(self, LabelMatcher::Everything)
-    }
 }
 
 /// `labels.NewRequirement` with its validation.
@@ -339,10 +335,6 @@ impl ClusterMatcher {
             .iter()
             .find_map(|(_, p)| p.as_ref().err())
             .map(|e| format!("compilation failed: {e}"))
-    }
-
-    pub fn uses_cel(&self) -> bool {
-        !self.cel.is_empty()
     }
 
     pub fn matches(&self, snapshot: &HubSnapshot, id: ClusterId) -> bool {

@@ -327,20 +327,15 @@ impl HubSnapshot {
         &self.decisions
     }
 
-    /// The PlacementDecisions of one placement: in its namespace and labelled with its name.
+    /// The PlacementDecisions of one placement (see [`is_decision_of`]).
     pub fn decisions_of<'s>(
         &'s self,
         namespace: &'s str,
         placement: &'s str,
     ) -> impl Iterator<Item = &'s PlacementDecision> + 's {
-        self.decisions.iter().filter(move |d| {
-            namespace_of(&d.metadata) == namespace
-                && d.metadata
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get(well_known::PLACEMENT_LABEL))
-                    .is_some_and(|v| v == placement)
-        })
+        self.decisions
+            .iter()
+            .filter(move |d| is_decision_of(d, namespace, placement))
     }
 
     /// Clusters whose cluster-set label is `set`, in name order.
@@ -410,6 +405,18 @@ impl HubSnapshot {
     pub fn is_terminating(&self, id: ClusterId) -> bool {
         self.terminating[id.index()]
     }
+}
+
+/// Whether a PlacementDecision belongs to placement `namespace/placement`, as upstream selects
+/// them: in the placement's namespace and labelled with its name.
+pub fn is_decision_of(pd: &PlacementDecision, namespace: &str, placement: &str) -> bool {
+    namespace_of(&pd.metadata) == namespace
+        && pd
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(well_known::PLACEMENT_LABEL))
+            .is_some_and(|v| v == placement)
 }
 
 fn qualified(meta: &crate::api::ObjectMeta) -> String {

@@ -63,11 +63,7 @@ impl PlacementResult {
 
     /// The effective status (the strategy's when it failed, otherwise the schedule's).
     pub fn effective_status(&self) -> &Status {
-        if self.strategy_status.is_error() {
-            &self.strategy_status
-        } else {
-            &self.schedule.status
-        }
+        effective_status(&self.strategy_status, &self.schedule.status)
     }
 }
 
@@ -127,11 +123,7 @@ pub fn conclude(
         .map(|p| groups::placement_decision(snapshot, placement, p))
         .collect();
 
-    let effective_status = if strategy_status.is_error() {
-        &strategy_status
-    } else {
-        &schedule.status
-    };
+    let effective_status = effective_status(&strategy_status, &schedule.status);
     let satisfied = conditions::satisfied(&SatisfiedInputs {
         cluster_sets_in_spec: &placement.spec.cluster_sets,
         eligible_sets: &candidates.eligible_sets,
@@ -175,6 +167,11 @@ pub fn conclude(
         requeue_after,
         warnings,
     }
+}
+
+/// A failed decision strategy replaces the schedule's status in the conditions and events.
+fn effective_status<'s>(strategy: &'s Status, schedule: &'s Status) -> &'s Status {
+    if strategy.is_error() { strategy } else { schedule }
 }
 
 /// The ScoreUpdate note over all feasible clusters by name. Feasible clusters come in id order

@@ -1,32 +1,20 @@
 //! The `TaintToleration` filter and its requeue time.
 //!
-//! Times are compared as i128 nanoseconds since the Unix epoch. A taint without `timeAdded` is
-//! Go's zero time (year 1), and `tolerationSeconds` is turned into an int64 nanosecond duration
-//! with Go's wrapping multiplication, so huge values wrap exactly as upstream.
+//! Times are compared as i128 nanoseconds since the Unix epoch ([`crate::placement::nanos`]).
+//! A taint without `timeAdded` is Go's zero time (year 1), and `tolerationSeconds` is turned
+//! into an int64 nanosecond duration with Go's wrapping multiplication, so huge values wrap
+//! exactly as upstream.
 
 use super::{FilterOutput, FilterReason};
-use crate::api::{ManagedCluster, Placement, Taint, Time, Toleration};
+use crate::api::{ManagedCluster, Placement, Taint, Toleration};
+use crate::placement::nanos::{time_ns, timestamp};
 use crate::placement::snapshot::{ClusterId, HubSnapshot};
 use crate::placement::status::Status;
-use k8s_openapi::jiff::Timestamp;
 
 pub const NAME: &str = "TaintToleration";
 
-pub const EFFECT_NO_SELECT: &str = "NoSelect";
 pub const EFFECT_PREFER_NO_SELECT: &str = "PreferNoSelect";
 pub const EFFECT_NO_SELECT_IF_NEW: &str = "NoSelectIfNew";
-
-/// Go's zero `time.Time` (0001-01-01T00:00:00Z) in nanoseconds since the Unix epoch.
-const GO_ZERO_TIME_NS: i128 = -62_135_596_800 * 1_000_000_000;
-
-pub(crate) fn time_ns(t: Option<&Time>) -> i128 {
-    t.map_or(GO_ZERO_TIME_NS, |t| t.0.as_nanosecond())
-}
-
-/// Converts back for reporting; instants beyond jiff's range (year ±9999) are clamped.
-pub(crate) fn timestamp(ns: i128) -> Timestamp {
-    Timestamp::from_nanosecond(ns).unwrap_or(if ns < 0 { Timestamp::MIN } else { Timestamp::MAX })
-}
 
 /// The first invalid toleration, in order.
 pub fn validate(tolerations: &[Toleration]) -> Result<(), Status> {

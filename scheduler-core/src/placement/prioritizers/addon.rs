@@ -7,7 +7,7 @@
 //! no object or no such score name; [`AddOnFindings`] keeps that for the explanation.
 
 use super::ScoreContext;
-use crate::placement::filters::taints::timestamp;
+use crate::placement::nanos::timestamp;
 use crate::placement::snapshot::{ClusterId, HubSnapshot};
 use crate::placement::status::Status;
 use k8s_openapi::jiff::Timestamp;

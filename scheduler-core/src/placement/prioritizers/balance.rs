@@ -5,7 +5,7 @@
 //! so scores are always even (1/3 gives 32, not 33); a cluster without decisions gets 100.
 
 use super::ScoreContext;
-use crate::api::well_known::PLACEMENT_LABEL;
+use crate::placement::snapshot::is_decision_of;
 
 pub const MAX_SCORE: i64 = 100;
 
@@ -16,14 +16,7 @@ pub fn score(ctx: &ScoreContext<'_>) -> Vec<Option<i64>> {
     // Slots cover names without a ManagedCluster too: they still count towards the maximum.
     let mut counts = vec![0u32; snapshot.decision_slot_count()];
     for (i, pd) in snapshot.decisions().iter().enumerate() {
-        let own = pd.metadata.namespace.as_deref().unwrap_or("") == own_ns
-            && pd
-                .metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(PLACEMENT_LABEL))
-                .is_some_and(|v| v == own_name);
-        if own {
+        if is_decision_of(pd, own_ns, own_name) {
             continue;
         }
         for &slot in snapshot.decision_slots(i) {
