@@ -548,46 +548,28 @@ fn binary(op: BinaryOp, a: &Value, b: &Value) -> EvalResult {
     }
 }
 
+/// `+ - * / %` on two integers of one type, with CEL's overflow and division errors.
+macro_rules! integer_arithmetic {
+    ($op:expr, $x:expr, $y:expr, $variant:path) => {{
+        let (op, x, y) = ($op, $x, $y);
+        let result = match op {
+            BinaryOp::Add => x.checked_add(y),
+            BinaryOp::Sub => x.checked_sub(y),
+            BinaryOp::Mul => x.checked_mul(y),
+            BinaryOp::Div if y == 0 => return Err("division by zero".into()),
+            BinaryOp::Rem if y == 0 => return Err("modulus by zero".into()),
+            BinaryOp::Div => x.checked_div(y),
+            _ => x.checked_rem(y),
+        };
+        result.map($variant).ok_or_else(|| "integer overflow".to_string())
+    }};
+}
+
 fn arithmetic(op: BinaryOp, a: &Value, b: &Value) -> EvalResult {
     use BinaryOp::*;
-    let overflow = || "integer overflow".to_string();
     match (a, b) {
-        (Value::Int(x), Value::Int(y)) => {
-            let r = match op {
-                Add => x.checked_add(*y),
-                Sub => x.checked_sub(*y),
-                Mul => x.checked_mul(*y),
-                Div | Rem if *y == 0 => {
-                    return Err(if op == Div {
-                        "division by zero"
-                    } else {
-                        "modulus by zero"
-                    }
-                    .into());
-                }
-                Div => x.checked_div(*y),
-                _ => x.checked_rem(*y),
-            };
-            r.map(Value::Int).ok_or_else(overflow)
-        }
-        (Value::Uint(x), Value::Uint(y)) => {
-            let r = match op {
-                Add => x.checked_add(*y),
-                Sub => x.checked_sub(*y),
-                Mul => x.checked_mul(*y),
-                Div | Rem if *y == 0 => {
-                    return Err(if op == Div {
-                        "division by zero"
-                    } else {
-                        "modulus by zero"
-                    }
-                    .into());
-                }
-                Div => x.checked_div(*y),
-                _ => x.checked_rem(*y),
-            };
-            r.map(Value::Uint).ok_or_else(overflow)
-        }
+        (Value::Int(x), Value::Int(y)) => integer_arithmetic!(op, *x, *y, Value::Int),
+        (Value::Uint(x), Value::Uint(y)) => integer_arithmetic!(op, *x, *y, Value::Uint),
         (Value::Double(x), Value::Double(y)) => match op {
             Add => Ok(Value::Double(x + y)),
             Sub => Ok(Value::Double(x - y)),

@@ -303,6 +303,15 @@ mod tests {
             Ok(false)
         );
         assert!(truth("1 / 0 == 1").is_err());
+        assert!(truth("1 % 0 == 1").is_err());
+        assert!(truth("5u / 0u == 1u").is_err());
+        assert!(truth("5u % 0u == 1u").is_err());
+        assert!(truth("0u - 1u == 0u").is_err());
+        assert!(truth("-9223372036854775808 % -1 == 0").is_err());
+        assert_eq!(
+            truth("7u / 2u == 3u && 7u % 4u == 3u && -7 % 3 == -1 && -7 / 2 == -3"),
+            Ok(true)
+        );
         assert!(truth("9223372036854775807 + 1 > 0").is_err());
     }
 
