@@ -369,7 +369,9 @@ fn scores_by_name(
 // Kinds
 // ---------------------------------------------------------------------------------------------
 
-fn run_schedule(case: &Value) -> Check {
+/// The hub of a schedule, filter or prioritizer vector: its placement, decisions and scores,
+/// and its clusters, returned in the vector's order (the plugin input order).
+fn plugin_case(case: &Value) -> (HubSnapshot, Placement, Vec<ClusterId>) {
     let clusters: Vec<ManagedCluster> = cluster_values(case.get("clusters")).iter().map(cluster).collect();
     let order: Vec<String> = clusters
         .iter()
@@ -383,8 +385,13 @@ fn run_schedule(case: &Value) -> Check {
         placements: vec![p.clone()],
         ..HubObjects::default()
     });
-    let result =
-        schedule::schedule(&snap, &p, &ids(&snap, &order), now_of(case)).map_err(|e| e.to_string())?;
+    let input = ids(&snap, &order);
+    (snap, p, input)
+}
+
+fn run_schedule(case: &Value) -> Check {
+    let (snap, p, input) = plugin_case(case);
+    let result = schedule::schedule(&snap, &p, &input, now_of(case)).map_err(|e| e.to_string())?;
     let expect = &case["expect"];
     if let Some(d) = expect.get("decisions") {
         eq("decisions", cluster_names(&snap, &result.selected), names(d))?;
@@ -428,20 +435,7 @@ fn run_schedule(case: &Value) -> Check {
 }
 
 fn run_filter(case: &Value) -> Check {
-    let clusters: Vec<ManagedCluster> = cluster_values(case.get("clusters")).iter().map(cluster).collect();
-    let order: Vec<String> = clusters
-        .iter()
-        .map(|c| c.metadata.name.clone().unwrap_or_default())
-        .collect();
-    let p = placement(&case["placement"]);
-    let snap = snapshot(HubObjects {
-        clusters,
-        decisions: list(case.get("placementDecisions"), decision),
-        scores: list(case.get("addOnPlacementScores"), score),
-        placements: vec![p.clone()],
-        ..HubObjects::default()
-    });
-    let input = ids(&snap, &order);
+    let (snap, p, input) = plugin_case(case);
     let now_ns = now_of(case).as_nanosecond();
     let (in_decision, decision_clusters) = schedule::existing_decisions(&snap, &p);
     let (out, status) = match case["plugin"].as_str() {
@@ -471,19 +465,7 @@ fn run_filter(case: &Value) -> Check {
 }
 
 fn run_prioritizer(case: &Value) -> Check {
-    let clusters: Vec<ManagedCluster> = cluster_values(case.get("clusters")).iter().map(cluster).collect();
-    let order: Vec<String> = clusters
-        .iter()
-        .map(|c| c.metadata.name.clone().unwrap_or_default())
-        .collect();
-    let p = placement(&case["placement"]);
-    let snap = snapshot(HubObjects {
-        clusters,
-        decisions: list(case.get("placementDecisions"), decision),
-        scores: list(case.get("addOnPlacementScores"), score),
-        placements: vec![p.clone()],
-        ..HubObjects::default()
-    });
+    let (snap, p, feasible) = plugin_case(case);
     let kind = match &case["prioritizer"] {
         Value::String(name) => match name.as_str() {
             "Balance" => PrioritizerKind::Balance,
@@ -497,7 +479,6 @@ fn run_prioritizer(case: &Value) -> Check {
             score_name: s(&v["scoreName"]),
         },
     };
-    let feasible = ids(&snap, &order);
     let (in_decision, _) = schedule::existing_decisions(&snap, &p);
     let ctx = ScoreContext {
         snapshot: &snap,
