@@ -81,15 +81,17 @@ macro_rules! ocm_root {
             const API_VERSION: &'static str = concat!($group, "/", $version);
         }
     };
-    // A kind with a spec (`spec` defaults when absent, as for objects a server stores without one).
-    ($(#[$doc:meta])* $name:ident { spec: $spec:ty, status: $status:ty }
+    // A root kind. `spec` is optional in the pattern: AddOnPlacementScore and PlacementDecision
+    // have none; where there is one, it defaults when absent, as for objects a server stores
+    // without one.
+    ($(#[$doc:meta])* $name:ident { $(spec: $spec:ty,)? status: $status:ty }
         group $group:literal, version $version:literal, plural $plural:literal,
         scope $scope:ty, namespaced $namespaced:literal, status_subresource $status_sub:literal) => {
         $(#[$doc])*
         #[derive(Clone, Debug, Default, PartialEq)]
         pub struct $name {
             pub metadata: $crate::api::ObjectMeta,
-            pub spec: $spec,
+            $(pub spec: $spec,)?
             pub status: Option<$status>,
         }
         impl serde::Serialize for $name {
@@ -99,7 +101,7 @@ macro_rules! ocm_root {
                 m.serialize_entry("apiVersion", concat!($group, "/", $version))?;
                 m.serialize_entry("kind", stringify!($name))?;
                 m.serialize_entry("metadata", &self.metadata)?;
-                m.serialize_entry("spec", &self.spec)?;
+                $(m.serialize_entry::<str, $spec>("spec", &self.spec)?;)?
                 if let Some(status) = &self.status {
                     m.serialize_entry("status", status)?;
                 }
@@ -112,51 +114,17 @@ macro_rules! ocm_root {
                 struct Wire {
                     #[serde(default)]
                     metadata: $crate::api::ObjectMeta,
-                    #[serde(default)]
-                    spec: Option<$spec>,
-                    #[serde(default)]
-                    status: Option<$status>,
-                }
-                let w = Wire::deserialize(d)?;
-                Ok(Self { metadata: w.metadata, spec: w.spec.unwrap_or_default(), status: w.status })
-            }
-        }
-        ocm_root!(@common $name, $group, $version, $plural, $scope, $namespaced, $status_sub);
-    };
-    // A kind without a spec (AddOnPlacementScore, PlacementDecision).
-    ($(#[$doc:meta])* $name:ident { status: $status:ty }
-        group $group:literal, version $version:literal, plural $plural:literal,
-        scope $scope:ty, namespaced $namespaced:literal, status_subresource $status_sub:literal) => {
-        $(#[$doc])*
-        #[derive(Clone, Debug, Default, PartialEq)]
-        pub struct $name {
-            pub metadata: $crate::api::ObjectMeta,
-            pub status: Option<$status>,
-        }
-        impl serde::Serialize for $name {
-            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                use serde::ser::SerializeMap;
-                let mut m = s.serialize_map(None)?;
-                m.serialize_entry("apiVersion", concat!($group, "/", $version))?;
-                m.serialize_entry("kind", stringify!($name))?;
-                m.serialize_entry("metadata", &self.metadata)?;
-                if let Some(status) = &self.status {
-                    m.serialize_entry("status", status)?;
-                }
-                m.end()
-            }
-        }
-        impl<'de> serde::Deserialize<'de> for $name {
-            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                #[derive(serde::Deserialize)]
-                struct Wire {
-                    #[serde(default)]
-                    metadata: $crate::api::ObjectMeta,
+                    $(#[serde(default)]
+                    spec: Option<$spec>,)?
                     #[serde(default)]
                     status: Option<$status>,
                 }
                 let w = Wire::deserialize(d)?;
-                Ok(Self { metadata: w.metadata, status: w.status })
+                Ok(Self {
+                    metadata: w.metadata,
+                    $(spec: w.spec.unwrap_or_else(<$spec>::default),)?
+                    status: w.status,
+                })
             }
         }
         ocm_root!(@common $name, $group, $version, $plural, $scope, $namespaced, $status_sub);
