@@ -106,9 +106,14 @@ pub fn view_with_usage(nodes: &[(NodeRequests, NodeUsage)], resources: &Resource
     let mut memory = Figures::default();
     let mut first = true;
     for (node, usage) in nodes {
-        // Usage is rounded up: never claim a unit that is in use.
-        let held =
-            |requested: i128, used: Option<f64>| used.map_or(requested, |u| requested.max(u.ceil() as i128));
+        // Usage is rounded up: never claim a unit that is in use. It comes from a kubelet's text, so
+        // it is capped at the largest amount an allocatable can hold: with every term within i64 the
+        // i128 sums cannot overflow, whatever a kubelet reports.
+        let held = |requested: i128, used: Option<f64>| {
+            used.map_or(requested, |u| {
+                requested.max(u.ceil().min(i64::MAX as f64) as i128)
+            })
+        };
         let cpu_free = i128::from(node.allocatable_cpu) - held(node.requested_cpu, usage.cpu);
         let mem_free = i128::from(node.allocatable_memory) - held(node.requested_memory, usage.memory);
         for (f, free, capacity) in [
@@ -349,6 +354,29 @@ scrape_error 0
         assert_eq!(view.eligible_nodes, 3);
         let empty = view_with_usage(&[], &ResourceSet::built_in());
         assert_eq!(empty.figures[0], Some(Figures::default()));
+    }
+
+    #[test]
+    fn absurd_usage_from_a_kubelet_cannot_overflow_the_sums() {
+        // A kubelet's metrics text is input: a working set of 1e300 bytes on every node must give
+        // nothing free (not wrap around into a huge free amount, nor panic).
+        let node = |name: &str| NodeRequests {
+            name: name.into(),
+            allocatable_cpu: 4000,
+            allocatable_memory: 16 << 30,
+            requested_cpu: 0,
+            requested_memory: 0,
+        };
+        let absurd = NodeUsage {
+            cpu: Some(f64::MAX),
+            memory: Some(1e300),
+        };
+        let nodes: Vec<_> = (0..4).map(|i| (node(&format!("n{i}")), absurd)).collect();
+        let view = view_with_usage(&nodes, &ResourceSet::built_in());
+        for figures in [view.figures[0], view.figures[1]] {
+            let f = figures.expect("cpu and memory");
+            assert!(f.cluster_free < 0 && f.node_free < 0, "{f:?}");
+        }
     }
 
     /// A stand-in API server answering the node proxy: node `a` reports 20 more cpu-seconds per
