@@ -19,6 +19,7 @@ use crate::sources::cluster::{self, ClusterSource};
 use crate::sources::host::{HostSource, MIN_SAMPLE_INTERVAL};
 use crate::sources::kubelet::{KubeletSource, NodeRequests};
 use crate::sources::{Reading, SourceError};
+use futures::FutureExt;
 use jiff::Timestamp;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -188,6 +189,10 @@ pub async fn run(cfg: RunConfig, mut shutdown: watch::Receiver<bool>) -> Result<
         _ = shutdown.wait_for(|stop| *stop) => return Ok(()),
         _ = tokio::time::timeout(agent.cfg.refresh_interval, first) => {}
     }
+
+    // The initial lists notified `changed`; the first computation below reads everything they brought,
+    // so drop that notification rather than let it open a debounce window for a needless second one.
+    let _ = changed.notified().now_or_never();
 
     let mut next_tick = Instant::now();
     let mut debounce_until: Option<Instant> = None;

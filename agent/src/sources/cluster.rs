@@ -395,7 +395,8 @@ fn handle<K: Accounted>(event: Event<K>, kind: WatchKind, shared: &Shared) {
             false
         }
         Event::InitDone => {
-            K::finish_relist(&mut ledger);
+            // A re-list that found what the ledger already held is no change.
+            let changed = K::finish_relist(&mut ledger);
             let mut health = lock(&shared.health);
             let state = health.of(kind);
             state.relisting = false;
@@ -407,7 +408,7 @@ fn handle<K: Accounted>(event: Event<K>, kind: WatchKind, shared: &Shared) {
                 "list complete"
             );
             shared.synced.notify_waiters();
-            true
+            changed
         }
         Event::Apply(object) => report(K::apply(&mut ledger, &object), kind),
         Event::Delete(object) => K::delete(&mut ledger, &object),
