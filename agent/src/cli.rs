@@ -82,7 +82,7 @@ pub struct ScoringArgs {
     #[arg(long, env = "OCM_SCORE_API_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
     pub api_timeout: DurationArg,
 
-    /// Timeout of each write to the hub, retries included.
+    /// Timeout of each request to the hub (a write is a read, maybe a create, and the status update).
     #[arg(long, env = "OCM_SCORE_HUB_TIMEOUT", default_value = "20s", value_parser = parse_duration)]
     pub hub_timeout: DurationArg,
 

@@ -281,9 +281,6 @@ pub struct OnceConfig {
     pub publish: Option<HubTarget>,
 }
 
-/// Headroom for a late tick and a slow write when deciding to renew `validUntil`.
-const RENEW_SLACK: Duration = Duration::from_secs(10);
-
 impl RunConfig {
     pub fn from_args(args: RunArgs) -> Result<Self, ConfigError> {
         let RunArgs {
@@ -324,15 +321,17 @@ impl RunConfig {
                 format!("must not exceed --refresh-interval ({})", fmt_duration(refresh)),
             ));
         }
-        // The next tick must come (even at maximum jitter) while the last write is still valid.
-        let renew_margin = refresh.mul_f64(1.0 + jitter) + RENEW_SLACK;
+        // The next refresh comes (even at maximum jitter) within refresh × (1 + jitter), reads the
+        // managed cluster within --api-timeout and writes the hub within --hub-timeout: renewing once
+        // less than all of that is left lands the new validUntil before the old one passes.
+        let renew_margin = refresh.mul_f64(1.0 + jitter) + scoring.api_timeout + scoring.hub_timeout;
         if scoring.validity <= renew_margin {
             return Err(ConfigError::new(
                 "--validity",
                 fmt_duration(scoring.validity),
                 format!(
-                    "must exceed --refresh-interval × (1 + --jitter) + {} = {}, or scores would expire between refreshes",
-                    fmt_duration(RENEW_SLACK),
+                    "must exceed --refresh-interval × (1 + --jitter) + --api-timeout + --hub-timeout = {}, \
+                     or scores would expire between refreshes",
                     fmt_duration(renew_margin)
                 ),
             ));
@@ -788,12 +787,75 @@ mod tests {
         assert_eq!(cfg.scoring.scores.len(), 10);
         assert_eq!(cfg.scoring.validity, Duration::from_secs(180));
         assert_eq!(cfg.refresh_interval, Duration::from_secs(60));
-        assert_eq!(cfg.renew_margin, Duration::from_secs(76));
+        assert_eq!(cfg.renew_margin, Duration::from_secs(96), "66s + 10s + 20s");
         let lease = cfg.lease.expect("lease on by default");
         assert_eq!(
             (lease.name.as_str(), lease.namespace.as_str()),
             ("resource-usage-collect", "open-cluster-management-agent-addon")
         );
+    }
+
+    /// Worst case timing against the publisher's decision: every refresh comes as late as the jitter
+    /// allows, and the cycle that renews spends its whole --api-timeout reading the managed cluster and
+    /// its whole --hub-timeout writing. The new validUntil must still land before the old one passes.
+    #[test]
+    fn the_renewal_margin_lets_no_score_expire_while_sources_and_hub_answer_within_their_timeouts() {
+        use crate::publish::{Decision, WritePolicy, decide};
+        use crate::scores::ScoreValue;
+        use jiff::{SignedDuration, Timestamp};
+        let dir = hub_dir(Some("prod-1"));
+        let hub = dir.path().to_str().expect("utf-8 path");
+        for flags in [
+            &[][..],
+            &["--refresh-interval=30s", "--jitter=0.5", "--validity=2m"][..],
+            &[
+                "--refresh-interval=1s",
+                "--debounce=200ms",
+                "--min-write-interval=1s",
+                "--validity=12s",
+                "--api-timeout=1s",
+                "--hub-timeout=2s",
+            ][..],
+        ] {
+            let mut args = vec!["--hub-kubeconfig", hub];
+            args.extend_from_slice(flags);
+            let cfg = run(&args).expect("valid");
+            let policy = WritePolicy {
+                validity: cfg.scoring.validity,
+                renew_margin: cfg.renew_margin,
+                step: i32::from(cfg.score_step),
+                min_write_interval: cfg.min_write_interval,
+            };
+            let scores = vec![ScoreValue {
+                name: "cpuAvailable".into(),
+                value: 0,
+                free: None,
+                capacity: None,
+            }];
+            let late_tick =
+                SignedDuration::try_from(cfg.refresh_interval.mul_f64(1.0 + cfg.jitter)).expect("fits");
+            let slow = |d: Duration| SignedDuration::try_from(d).expect("fits");
+            let start = Timestamp::from_second(1_700_000_000).expect("valid");
+            let mut last = crate::publish::Published {
+                scores: [("cpuAvailable".to_owned(), 0)].into(),
+                valid_until: Some(crate::publish::valid_until(start, cfg.scoring.validity)),
+                healthy: true,
+                written_at: Some(start),
+            };
+            let mut cycle_start = start;
+            for _ in 0..100 {
+                cycle_start += late_tick;
+                // The decision is taken once the sources have been read.
+                let decided_at = cycle_start + slow(cfg.scoring.api_timeout);
+                if let Decision::Write(_) = decide(Some(&last), &scores, decided_at, &policy) {
+                    let landed = decided_at + slow(cfg.scoring.hub_timeout);
+                    let old = last.valid_until.expect("set");
+                    assert!(landed < old, "{flags:?}: renewal landed at {landed}, after {old}");
+                    last.valid_until = Some(crate::publish::valid_until(decided_at, cfg.scoring.validity));
+                    last.written_at = Some(decided_at);
+                }
+            }
+        }
     }
 
     #[test]

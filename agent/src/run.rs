@@ -232,8 +232,11 @@ pub async fn run(cfg: RunConfig, mut shutdown: watch::Receiver<bool>) -> Result<
 impl Agent {
     /// Computes and (maybe) publishes once. Returns when to try again if sooner than the next tick.
     async fn cycle(&mut self) -> Option<Instant> {
+        let read = self.read_sources().await;
+        // After the read (which may take up to --api-timeout): validUntil and the renewal decision
+        // count from when the figures were current, not from when the cycle began.
         let now = Timestamp::now();
-        match self.read_sources().await {
+        match read {
             Ok((view, detail, counted_pods)) => {
                 self.failing_since = None;
                 let resources = &self.cfg.scoring.resources;

@@ -172,7 +172,7 @@ fn run_survives_an_unreachable_hub_and_stops_promptly_on_sigterm() {
             "--lease=false",
             "--refresh-interval=2s",
             "--debounce=1s",
-            "--validity=30s",
+            "--validity=1m",
             "--metrics-addr=127.0.0.1:0",
             "--log-format=json",
         ])

@@ -105,8 +105,8 @@ async fn a_failing_hub_is_retried_while_the_agent_keeps_running_and_it_publishes
 async fn with_the_managed_cluster_unreachable_scores_are_not_renewed_and_expire() {
     const VALIDITY: i64 = 12;
     let clusters = Clusters::start("managed-down").await;
-    // Refresh every second with a 12s validity: the agent renews validUntil every couple of seconds
-    // while its data is fresh.
+    // Refresh every second with a 12s validity and 1s + 2s timeouts: the agent renews validUntil once
+    // less than 1s + 1s + 2s of it is left, every eight seconds or so, while its data is fresh.
     let agent = clusters
         .agent(
             "managed-down",
@@ -116,6 +116,7 @@ async fn with_the_managed_cluster_unreachable_scores_are_not_renewed_and_expire(
                 "--validity=12s",
                 "--min-write-interval=1s",
                 "--api-timeout=1s",
+                "--hub-timeout=2s",
                 "--lease-interval=1s",
             ],
         )
@@ -125,7 +126,7 @@ async fn with_the_managed_cluster_unreachable_scores_are_not_renewed_and_expire(
         .await;
     // A renewal proves validUntil moves while the data is fresh.
     let first_valid_until = published.valid_until.clone().expect("validUntil").0;
-    eventually("a renewal", Duration::from_secs(10), async || {
+    eventually("a renewal", STARTUP, async || {
         let status = clusters.score()?.status?;
         (status.valid_until?.0 > first_valid_until).then_some(())
     })

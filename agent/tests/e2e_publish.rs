@@ -164,7 +164,7 @@ async fn pod_changes_reach_the_hub_after_the_debounce_window_in_one_write() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nothing_is_written_when_nothing_moved_by_a_step_not_even_after_a_restart() {
     // Refresh every second; validity 10m leaves validUntil far from the renewal margin
-    // (refresh × (1 + jitter) + 10s = 11s), so no renewal is due during the test.
+    // (refresh × (1 + jitter) + api-timeout + hub-timeout = 31s), so no renewal is due during the test.
     let args = [
         "--refresh-interval=1s",
         "--debounce=200ms",
