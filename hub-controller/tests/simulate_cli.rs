@@ -195,7 +195,7 @@ fn the_clock_expires_scores() {
     assert!(
         warnings.iter().any(|w| w
             .as_str()
-            .is_some_and(|w| w.contains("expired at 2026-06-01T12:00:00Z"))),
+            .is_some_and(|w| w.contains("east at 2026-06-01T12:00:00Z, west at 2026-06-01T12:00:00Z"))),
         "{warnings:?}"
     );
 }

@@ -204,7 +204,7 @@ fn warnings_report_what_scores_silently_defaulted_on() {
     assert!(
         texts
             .iter()
-            .any(|t| t.contains("stale expired at 2026-05-01T00:00:00Z")),
+            .any(|t| t.contains("expired for 1 cluster(s) (stale at 2026-05-01T00:00:00Z)")),
         "{texts:?}"
     );
     assert!(
@@ -432,5 +432,48 @@ fn a_weighted_sum_beyond_64_bits_is_an_error_not_a_wrapped_rank() {
     assert!(
         err.to_string().contains("spec.prioritizerPolicy.configurations"),
         "{err}"
+    );
+}
+
+#[test]
+fn zero_clusters_requested_is_flagged_only_when_clusters_matched() {
+    let objects = base(
+        vec![cluster("a", json!({}))],
+        placement(json!({"numberOfClusters": 0})),
+    );
+    let (_, result) = run(objects);
+    assert_eq!(result.satisfied.reason, "NoManagedClusterMatched");
+    assert!(result.warnings.contains(&Warning::ZeroClustersRequested));
+
+    // Without any matching cluster the condition is right on its own.
+    let objects = base(Vec::new(), placement(json!({"numberOfClusters": 0})));
+    let (_, result) = run(objects);
+    assert!(
+        !result.warnings.contains(&Warning::ZeroClustersRequested),
+        "{:?}",
+        result.warnings
+    );
+}
+
+#[test]
+fn expired_scores_are_reported_in_one_warning_per_prioritizer() {
+    let names: Vec<String> = (0..8).map(|i| format!("c{i}")).collect();
+    let mut objects = base(
+        names.iter().map(|n| cluster(n, json!({}))).collect(),
+        placement(addon_spec(1)),
+    );
+    objects.scores = names
+        .iter()
+        .map(|n| score(n, 10, "2026-05-01T00:00:00Z"))
+        .collect();
+    let (snapshot, result) = run(objects);
+    let texts: Vec<String> = result.warnings.iter().map(|w| w.describe(&snapshot)).collect();
+    let expired: Vec<&String> = texts.iter().filter(|t| t.contains("expired")).collect();
+    assert_eq!(expired.len(), 1, "{texts:?}");
+    assert!(
+        expired[0].contains("expired for 8 cluster(s) (c0 at 2026-05-01T00:00:00Z, ")
+            && expired[0].contains(" and 3 more)"),
+        "{}",
+        expired[0]
     );
 }

@@ -25,11 +25,11 @@ pub enum Warning {
         resource_name: String,
         clusters: Vec<ClusterId>,
     },
-    /// An AddOnPlacementScore expired; the cluster scores 0 (and upstream reports a Warning).
+    /// AddOnPlacementScores that expired, with their `validUntil`; those clusters score 0 (and
+    /// upstream reports a Warning).
     AddOnScoreExpired {
         prioritizer: String,
-        cluster: ClusterId,
-        valid_until: Timestamp,
+        clusters: Vec<(ClusterId, Timestamp)>,
     },
     /// The AddOnPlacementScore exists but has no item with the configured score name.
     AddOnScoreNameAbsent {
@@ -44,24 +44,26 @@ pub enum Warning {
         resource: &'static str,
         clusters: Vec<ClusterId>,
     },
-    /// `numberOfClusters: 0` selects nothing and reports `NoManagedClusterMatched`.
+    /// `numberOfClusters: 0` selects nothing although clusters matched, and upstream then
+    /// reports `NoManagedClusterMatched`.
     ZeroClustersRequested,
 }
 
 /// Up to this many cluster names are spelled out in a warning.
 const NAMES_SHOWN: usize = 5;
 
-fn name_list(snapshot: &HubSnapshot, clusters: &[ClusterId]) -> String {
-    let mut s: String = clusters
-        .iter()
-        .take(NAMES_SHOWN)
-        .map(|id| snapshot.cluster_name(*id))
-        .collect::<Vec<_>>()
-        .join(", ");
-    if clusters.len() > NAMES_SHOWN {
-        let _ = write!(s, " and {} more", clusters.len() - NAMES_SHOWN);
+/// The first few items, then how many more there are.
+fn short_list(items: impl ExactSizeIterator<Item = String>) -> String {
+    let total = items.len();
+    let mut s = items.take(NAMES_SHOWN).collect::<Vec<_>>().join(", ");
+    if total > NAMES_SHOWN {
+        let _ = write!(s, " and {} more", total - NAMES_SHOWN);
     }
     s
+}
+
+fn name_list(snapshot: &HubSnapshot, clusters: &[ClusterId]) -> String {
+    short_list(clusters.iter().map(|id| snapshot.cluster_name(*id).to_string()))
 }
 
 impl Warning {
@@ -89,11 +91,15 @@ impl Warning {
             ),
             Warning::AddOnScoreExpired {
                 prioritizer,
-                cluster,
-                valid_until,
+                clusters,
             } => format!(
-                "{prioritizer}: score of cluster {} expired at {valid_until} (validUntil), scored 0",
-                snapshot.cluster_name(*cluster)
+                "{prioritizer}: AddOnPlacementScore expired for {} cluster(s) ({}), scored 0",
+                clusters.len(),
+                short_list(
+                    clusters
+                        .iter()
+                        .map(|(id, until)| format!("{} at {until}", snapshot.cluster_name(*id)))
+                )
             ),
             Warning::AddOnScoreNameAbsent {
                 prioritizer,
@@ -114,7 +120,7 @@ impl Warning {
                 name_list(snapshot, clusters)
             ),
             Warning::ZeroClustersRequested => {
-                "numberOfClusters is 0: nothing is selected and OCM reports NoManagedClusterMatched"
+                "numberOfClusters is 0: matching clusters exist but none is selected, and OCM reports NoManagedClusterMatched"
                     .to_string()
             }
         }
@@ -171,11 +177,10 @@ pub fn warnings(
                         clusters: findings.missing.clone(),
                     });
                 }
-                for (cluster, valid_until) in &findings.expired {
+                if !findings.expired.is_empty() {
                     out.push(Warning::AddOnScoreExpired {
                         prioritizer: prioritizer.clone(),
-                        cluster: *cluster,
-                        valid_until: *valid_until,
+                        clusters: findings.expired.clone(),
                     });
                 }
                 if !findings.score_name_absent.is_empty() {
@@ -210,7 +215,7 @@ pub fn warnings(
             _ => {}
         }
     }
-    if placement.spec.number_of_clusters == Some(0) {
+    if placement.spec.number_of_clusters == Some(0) && !schedule.feasible.is_empty() {
         out.push(Warning::ZeroClustersRequested);
     }
     out
