@@ -109,13 +109,8 @@ async fn read(scoring: &ScoringConfig) -> Result<(ResourceView, String), OnceErr
         tokio::time::sleep_until(host_started + HOST_SAMPLE.max(MIN_SAMPLE_INTERVAL)).await;
         readings.push(host.read(resources).map_err(fail("host"))?);
     }
-    let views: Vec<ResourceView> = readings.iter().map(|r| r.view.clone()).collect();
-    let detail = readings
-        .iter()
-        .map(|r| r.detail.as_str())
-        .collect::<Vec<_>>()
-        .join("; ");
-    Ok((ResourceView::combine(&views), detail))
+    let (view, detail) = Reading::combine(&readings);
+    Ok((view, detail))
 }
 
 /// YAML comments stating the raw figure behind each score and its normalization.

@@ -336,13 +336,8 @@ impl Agent {
         if let Some(host) = &mut self.host {
             readings.push(host.read(resources).map_err(|e| ("host", e))?);
         }
-        let views: Vec<ResourceView> = readings.iter().map(|r| r.view.clone()).collect();
-        let detail = readings
-            .iter()
-            .map(|r| r.detail.as_str())
-            .collect::<Vec<_>>()
-            .join("; ");
-        Ok((ResourceView::combine(&views), detail, counted_pods))
+        let (view, detail) = Reading::combine(&readings);
+        Ok((view, detail, counted_pods))
     }
 }
 

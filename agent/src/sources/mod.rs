@@ -39,3 +39,17 @@ pub struct Reading {
     pub view: ResourceView,
     pub detail: String,
 }
+
+impl Reading {
+    /// Several sources' readings as one: each figure the smallest any of them reports (see
+    /// [`ResourceView::combine`]), and their details joined.
+    pub fn combine(readings: &[Reading]) -> (ResourceView, String) {
+        let views: Vec<ResourceView> = readings.iter().map(|r| r.view.clone()).collect();
+        let detail = readings
+            .iter()
+            .map(|r| r.detail.as_str())
+            .collect::<Vec<_>>()
+            .join("; ");
+        (ResourceView::combine(&views), detail)
+    }
+}
