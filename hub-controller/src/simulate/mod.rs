@@ -160,13 +160,13 @@ pub fn run(args: SimulateArgs) -> Result<(), SimulateError> {
             return Err(SimulateError::NoPlacement { scenario: label });
         }
         for (ns, name) in keys {
-            let outcome = placement::sync(&snapshot, &ns, &name, now).map_err(engine_err)?;
             let Some(p) = snapshot.placement(&ns, &name) else {
                 return Err(engine_err(PlacementError::PlacementNotFound {
                     namespace: ns,
                     name,
                 }));
             };
+            let outcome = placement::sync_placement(&snapshot, p, now).map_err(engine_err)?;
             tracing::debug!(scenario = %label, placement = %format!("{ns}/{name}"), %now, "scheduled");
             let entry_name = if scenario.is_case {
                 label.clone()
