@@ -14,9 +14,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 
 /// Index of a ManagedCluster in [`HubSnapshot::clusters`] (which is sorted by name, so comparing
-/// ids compares names byte-wise).
+/// ids compares names byte-wise). Only a snapshot hands them out ([`HubSnapshot::cluster_id`],
+/// [`HubSnapshot::cluster_ids`]), so an id always indexes its snapshot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ClusterId(pub u32);
+pub struct ClusterId(pub(crate) u32);
 
 impl ClusterId {
     pub fn index(self) -> usize {
