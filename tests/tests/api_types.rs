@@ -31,20 +31,32 @@ fn identity<K: OcmKind>() -> Identity {
 /// Every way `id` disagrees with the upstream CRDs; empty when it matches.
 fn identity_mismatches(id: &Identity, crds: &[Crd]) -> Vec<String> {
     let Some(crd) = crds.iter().find(|c| c.group == id.group && c.kind == id.kind) else {
-        return vec![format!("no upstream CRD for kind {} in group {}", id.kind, id.group)];
+        return vec![format!(
+            "no upstream CRD for kind {} in group {}",
+            id.kind, id.group
+        )];
     };
     let mut out = Vec::new();
     if crd.plural != id.plural {
-        out.push(format!("{}: plural {} != upstream {}", id.kind, id.plural, crd.plural));
+        out.push(format!(
+            "{}: plural {} != upstream {}",
+            id.kind, id.plural, crd.plural
+        ));
     }
     if crd.namespaced != id.namespaced {
-        out.push(format!("{}: namespaced {} != upstream {}", id.kind, id.namespaced, crd.namespaced));
+        out.push(format!(
+            "{}: namespaced {} != upstream {}",
+            id.kind, id.namespaced, crd.namespaced
+        ));
     }
     match crd.version(&id.version) {
         None => out.push(format!("{}: version {} not served upstream", id.kind, id.version)),
         Some(v) => {
             if !v.served || !v.storage {
-                out.push(format!("{}: version {} is not the served storage version", id.kind, id.version));
+                out.push(format!(
+                    "{}: version {} is not the served storage version",
+                    id.kind, id.version
+                ));
             }
             if v.status_subresource != id.status_subresource {
                 out.push(format!(
@@ -78,7 +90,10 @@ fn crds() -> Vec<Crd> {
 
 fn validator_for(crds: &[Crd], api_version: &str, kind: &str) -> SchemaValidator {
     let (group, version) = api_version.rsplit_once('/').expect("grouped apiVersion");
-    let crd = crds.iter().find(|c| c.group == group && c.kind == kind).expect("upstream CRD");
+    let crd = crds
+        .iter()
+        .find(|c| c.group == group && c.kind == kind)
+        .expect("upstream CRD");
     SchemaValidator::new(crd, crd.version(version).expect("version")).expect("schema compiles")
 }
 
@@ -88,7 +103,11 @@ fn assert_valid<K: OcmKind + serde::Serialize>(crds: &[Crd], object: &K) -> Valu
     assert_eq!(json["apiVersion"], K::API_VERSION);
     assert_eq!(json["kind"], K::KIND);
     let errors = validator_for(crds, &K::API_VERSION, K::KIND).errors(&json);
-    assert!(errors.is_empty(), "{} does not validate: {errors:?}\n{json:#}", K::KIND);
+    assert!(
+        errors.is_empty(),
+        "{} does not validate: {errors:?}\n{json:#}",
+        K::KIND
+    );
     json
 }
 
@@ -106,20 +125,63 @@ fn a_wrong_identity_is_caught_field_by_field() {
     let crds = crds();
     let good = identity::<AddOnPlacementScore>();
     let wrongs: Vec<(&str, Identity)> = vec![
-        ("group", Identity { group: "cluster.open-cluster-management.com".into(), ..good.clone() }),
-        ("version", Identity { version: "v1beta1".into(), ..good.clone() }),
-        ("kind", Identity { kind: "AddonPlacementScore".into(), ..good.clone() }),
-        ("plural", Identity { plural: "addonplacementscore".into(), ..good.clone() }),
-        ("scope", Identity { namespaced: false, ..good.clone() }),
-        ("status", Identity { status_subresource: false, ..good.clone() }),
+        (
+            "group",
+            Identity {
+                group: "cluster.open-cluster-management.com".into(),
+                ..good.clone()
+            },
+        ),
+        (
+            "version",
+            Identity {
+                version: "v1beta1".into(),
+                ..good.clone()
+            },
+        ),
+        (
+            "kind",
+            Identity {
+                kind: "AddonPlacementScore".into(),
+                ..good.clone()
+            },
+        ),
+        (
+            "plural",
+            Identity {
+                plural: "addonplacementscore".into(),
+                ..good.clone()
+            },
+        ),
+        (
+            "scope",
+            Identity {
+                namespaced: false,
+                ..good.clone()
+            },
+        ),
+        (
+            "status",
+            Identity {
+                status_subresource: false,
+                ..good.clone()
+            },
+        ),
     ];
     for (what, wrong) in wrongs {
-        assert!(!identity_mismatches(&wrong, &crds).is_empty(), "a wrong {what} went unnoticed");
+        assert!(
+            !identity_mismatches(&wrong, &crds).is_empty(),
+            "a wrong {what} went unnoticed"
+        );
     }
 }
 
 fn meta(namespace: Option<&str>, name: &str) -> ObjectMeta {
-    ObjectMeta { name: Some(name.into()), namespace: namespace.map(Into::into), ..Default::default() }
+    ObjectMeta {
+        name: Some(name.into()),
+        namespace: namespace.map(Into::into),
+        ..Default::default()
+    }
 }
 
 fn condition(type_: &str) -> Condition {
@@ -141,10 +203,18 @@ fn objects_we_build_validate_against_upstream_schemas() {
         status: Some(AddOnPlacementScoreStatus {
             conditions: vec![condition("AddOnPlacementScoreUpdated")],
             scores: vec![
-                AddOnPlacementScoreItem { name: "cpuAvailable".into(), value: -100 },
-                AddOnPlacementScoreItem { name: "memAvailable".into(), value: 100 },
+                AddOnPlacementScoreItem {
+                    name: "cpuAvailable".into(),
+                    value: -100,
+                },
+                AddOnPlacementScoreItem {
+                    name: "memAvailable".into(),
+                    value: 100,
+                },
             ],
-            valid_until: Some(Time(k8s_openapi::jiff::Timestamp::from_second(1_800_000_180).unwrap())),
+            valid_until: Some(Time(
+                k8s_openapi::jiff::Timestamp::from_second(1_800_000_180).unwrap(),
+            )),
             ..Default::default()
         }),
     };
@@ -157,14 +227,22 @@ fn objects_we_build_validate_against_upstream_schemas() {
             metadata: meta(None, "cluster1"),
             spec: ManagedClusterSpec {
                 hub_accepts_client: true,
-                taints: vec![Taint { key: "gpu".into(), value: None, effect: "NoSelect".into(), time_added: None }],
+                taints: vec![Taint {
+                    key: "gpu".into(),
+                    value: None,
+                    effect: "NoSelect".into(),
+                    time_added: None,
+                }],
                 ..Default::default()
             },
             status: Some(ManagedClusterStatus {
                 conditions: vec![condition("ManagedClusterConditionAvailable")],
                 allocatable: [("cpu".to_string(), Quantity("4".into()))].into(),
                 capacity: [("cpu".to_string(), Quantity("8".into()))].into(),
-                cluster_claims: vec![ManagedClusterClaim { name: "region".into(), value: "eu".into() }],
+                cluster_claims: vec![ManagedClusterClaim {
+                    name: "region".into(),
+                    value: "eu".into(),
+                }],
                 ..Default::default()
             }),
         },
@@ -187,7 +265,10 @@ fn objects_we_build_validate_against_upstream_schemas() {
         &crds,
         &ManagedClusterSetBinding {
             metadata: meta(Some("ns1"), "global"),
-            spec: ManagedClusterSetBindingSpec { cluster_set: "global".into(), ..Default::default() },
+            spec: ManagedClusterSetBindingSpec {
+                cluster_set: "global".into(),
+                ..Default::default()
+            },
             status: None,
         },
     );
@@ -234,7 +315,11 @@ fn objects_we_build_validate_against_upstream_schemas() {
         &PlacementDecision {
             metadata: meta(Some("ns1"), "p1-decision-1"),
             status: Some(PlacementDecisionStatus {
-                decisions: vec![ClusterDecision { cluster_name: "cluster1".into(), reason: String::new(), score: None }],
+                decisions: vec![ClusterDecision {
+                    cluster_name: "cluster1".into(),
+                    reason: String::new(),
+                    score: None,
+                }],
                 ..Default::default()
             }),
         },
@@ -255,7 +340,10 @@ fn objects_we_build_validate_against_upstream_schemas() {
                         name: "agent".into(),
                         namespace: "open-cluster-management-agent-addon".into(),
                     },
-                    feedback_rules: vec![FeedbackRule { type_: "WellKnownStatus".into(), json_paths: vec![] }],
+                    feedback_rules: vec![FeedbackRule {
+                        type_: "WellKnownStatus".into(),
+                        json_paths: vec![],
+                    }],
                     ..Default::default()
                 }],
                 ..Default::default()
@@ -289,13 +377,22 @@ fn objects_we_build_validate_against_upstream_schemas() {
         &ClusterManagementAddOn {
             metadata: meta(None, "resource-usage-collect"),
             spec: ClusterManagementAddOnSpec {
-                add_on_meta: Some(AddOnMeta { display_name: "Resource usage scores".into(), description: String::new() }),
+                add_on_meta: Some(AddOnMeta {
+                    display_name: "Resource usage scores".into(),
+                    description: String::new(),
+                }),
                 supported_configs: vec![ConfigMeta {
                     group: "addon.open-cluster-management.io".into(),
                     resource: "addondeploymentconfigs".into(),
-                    default_config: Some(ConfigReferent { namespace: "ocm-score".into(), name: "default".into() }),
+                    default_config: Some(ConfigReferent {
+                        namespace: "ocm-score".into(),
+                        name: "default".into(),
+                    }),
                 }],
-                install_strategy: Some(InstallStrategy { type_: "Manual".into(), placements: vec![] }),
+                install_strategy: Some(InstallStrategy {
+                    type_: "Manual".into(),
+                    placements: vec![],
+                }),
                 ..Default::default()
             },
             status: None,
@@ -306,8 +403,14 @@ fn objects_we_build_validate_against_upstream_schemas() {
         &AddOnDeploymentConfig {
             metadata: meta(Some("ocm-score"), "default"),
             spec: AddOnDeploymentConfigSpec {
-                customized_variables: vec![CustomizedVariable { name: "REFRESH_INTERVAL".into(), value: "60s".into() }],
-                registries: vec![ImageMirror { mirror: "quay.example/ocm".into(), source: String::new() }],
+                customized_variables: vec![CustomizedVariable {
+                    name: "REFRESH_INTERVAL".into(),
+                    value: "60s".into(),
+                }],
+                registries: vec![ImageMirror {
+                    mirror: "quay.example/ocm".into(),
+                    source: String::new(),
+                }],
                 ..Default::default()
             },
             status: None,
@@ -318,7 +421,11 @@ fn objects_we_build_validate_against_upstream_schemas() {
 #[test]
 fn the_schema_rejects_what_a_real_hub_rejects() {
     let crds = crds();
-    let v = validator_for(&crds, "cluster.open-cluster-management.io/v1alpha1", "AddOnPlacementScore");
+    let v = validator_for(
+        &crds,
+        "cluster.open-cluster-management.io/v1alpha1",
+        "AddOnPlacementScore",
+    );
     let aps = |scores: Value| {
         json!({"apiVersion": "cluster.open-cluster-management.io/v1alpha1", "kind": "AddOnPlacementScore",
                "metadata": {"name": "s", "namespace": "c1"}, "status": {"scores": scores}})
@@ -329,27 +436,44 @@ fn the_schema_rejects_what_a_real_hub_rejects() {
     assert_eq!(too_high[0].field, "status.scores[0].value");
     assert!(!v.errors(&aps(json!([{"name": "cpu", "value": -101}]))).is_empty());
     let misspelled = v.errors(&aps(json!([{"name": "cpu", "val": 3}])));
-    assert!(misspelled.iter().any(|e| e.message.contains("value")), "missing required value: {misspelled:?}");
-    assert!(misspelled.iter().any(|e| e.message.contains("val")), "unknown field val: {misspelled:?}");
-    let duplicate = v.errors(&aps(json!([{"name": "cpu", "value": 1}, {"name": "cpu", "value": 2}])));
+    assert!(
+        misspelled.iter().any(|e| e.message.contains("value")),
+        "missing required value: {misspelled:?}"
+    );
+    assert!(
+        misspelled.iter().any(|e| e.message.contains("val")),
+        "unknown field val: {misspelled:?}"
+    );
+    let duplicate = v.errors(&aps(
+        json!([{"name": "cpu", "value": 1}, {"name": "cpu", "value": 2}]),
+    ));
     assert_eq!(duplicate.len(), 1, "{duplicate:?}");
     assert_eq!(duplicate[0].field, "status.scores[1]");
-    let bad_time = v.errors(&json!({"apiVersion": "cluster.open-cluster-management.io/v1alpha1",
-        "kind": "AddOnPlacementScore", "metadata": {"name": "s"}, "status": {"validUntil": "tomorrow"}}));
+    let bad_time = v.errors(
+        &json!({"apiVersion": "cluster.open-cluster-management.io/v1alpha1",
+        "kind": "AddOnPlacementScore", "metadata": {"name": "s"}, "status": {"validUntil": "tomorrow"}}),
+    );
     assert!(!bad_time.is_empty(), "validUntil must be a date-time");
 
     // A typed object with a field name our model got wrong would be caught the same way.
     let mut wrong = serde_json::to_value(ManagedClusterSetBinding {
         metadata: meta(Some("ns1"), "b"),
-        spec: ManagedClusterSetBindingSpec { cluster_set: "global".into(), ..Default::default() },
+        spec: ManagedClusterSetBindingSpec {
+            cluster_set: "global".into(),
+            ..Default::default()
+        },
         status: None,
     })
     .unwrap();
     let spec = wrong["spec"].as_object_mut().unwrap();
     let value = spec.remove("clusterSet").unwrap();
     spec.insert("clusterset".into(), value);
-    let errors = validator_for(&crds, "cluster.open-cluster-management.io/v1beta2", "ManagedClusterSetBinding")
-        .errors(&wrong);
+    let errors = validator_for(
+        &crds,
+        "cluster.open-cluster-management.io/v1beta2",
+        "ManagedClusterSetBinding",
+    )
+    .errors(&wrong);
     assert_eq!(errors.len(), 1, "{errors:?}");
     assert_eq!(errors[0].field, "spec");
 }
@@ -400,8 +524,14 @@ fn hub_objects_from_the_conformance_cases_validate_and_round_trip_losslessly() {
             // `name` (no `scoreCoordinate`), which the v1beta1 schema rejects; it must still round-trip.
             let legacy = case["name"] == "misconfigured/legacy-name-field-without-scorecoordinate"
                 && kind == "Placement"
-                && errors.iter().all(|e| e.field.starts_with("spec.prioritizerPolicy.configurations"));
-            assert!(errors.is_empty() || legacy, "case {}: {kind} invalid: {errors:?}", case["name"]);
+                && errors
+                    .iter()
+                    .all(|e| e.field.starts_with("spec.prioritizerPolicy.configurations"));
+            assert!(
+                errors.is_empty() || legacy,
+                "case {}: {kind} invalid: {errors:?}",
+                case["name"]
+            );
             let back = match kind.as_str() {
                 "AddOnPlacementScore" => round_trip::<AddOnPlacementScore>(&object),
                 "ManagedCluster" => round_trip::<ManagedCluster>(&object),
@@ -411,7 +541,12 @@ fn hub_objects_from_the_conformance_cases_validate_and_round_trip_losslessly() {
                 "PlacementDecision" => round_trip::<PlacementDecision>(&object),
                 other => panic!("unexpected kind {other} in the conformance cases"),
             };
-            assert_eq!(pruned(&back, true), pruned(&object, true), "case {}: {kind} changed in a round trip", case["name"]);
+            assert_eq!(
+                pruned(&back, true),
+                pruned(&object, true),
+                "case {}: {kind} changed in a round trip",
+                case["name"]
+            );
             *checked.entry(kind).or_default() += 1;
         }
     }
@@ -433,12 +568,20 @@ fn unknown_fields_and_foreign_conditions_survive_a_read_modify_write() {
         }
     });
     let mut addon: ManagedClusterAddOn = serde_json::from_value(stored.clone()).unwrap();
-    addon.status.as_mut().unwrap().conditions.push(condition("RegistrationApplied"));
+    addon
+        .status
+        .as_mut()
+        .unwrap()
+        .conditions
+        .push(condition("RegistrationApplied"));
     let written = serde_json::to_value(&addon).unwrap();
     assert_eq!(written["spec"]["futureField"], json!({"a": 1}));
     assert_eq!(written["status"]["kubeClientDriver"], "csr");
     assert_eq!(written["status"]["addOnMeta"], json!({"displayName": "x"}));
-    assert_eq!(written["status"]["conditions"][0]["type"], "ClusterCertificateRotated");
+    assert_eq!(
+        written["status"]["conditions"][0]["type"],
+        "ClusterCertificateRotated"
+    );
     assert_eq!(written["status"]["conditions"][1]["type"], "RegistrationApplied");
 
     let work = json!({
