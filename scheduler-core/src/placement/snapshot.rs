@@ -62,7 +62,7 @@ pub struct ClusterResources {
 
 /// What the AddOn prioritizer needs from one AddOnPlacementScore.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ScoreEntry {
+pub(crate) struct ScoreEntry {
     /// Interned `metadata.name` (the resource name).
     pub resource: u32,
     /// `status.validUntil` in Unix nanoseconds; `None` never expires.
@@ -347,12 +347,12 @@ impl HubSnapshot {
     /// The decided clusters of `decisions()[index]` as slots: a slot below
     /// [`HubSnapshot::decision_slot_count`]'s cluster count is a [`ClusterId`]; the others stand
     /// for names without a ManagedCluster (each distinct name has its own slot).
-    pub fn decision_slots(&self, index: usize) -> &[u32] {
+    pub(crate) fn decision_slots(&self, index: usize) -> &[u32] {
         &self.decision_slots[index]
     }
 
     /// Number of slots: clusters plus distinct decided names without a cluster.
-    pub fn decision_slot_count(&self) -> usize {
+    pub(crate) fn decision_slot_count(&self) -> usize {
         self.clusters.len() + self.unknown_decided.len()
     }
 
@@ -377,12 +377,12 @@ impl HubSnapshot {
     }
 
     /// The interned id of a resource or score name, if any AddOnPlacementScore uses it.
-    pub fn score_name_id(&self, name: &str) -> Option<u32> {
+    pub(crate) fn score_name_id(&self, name: &str) -> Option<u32> {
         self.score_names.get(name).copied()
     }
 
     /// The compact entry of AddOnPlacementScore `<cluster>/<resource>` (resource interned).
-    pub fn score_entry(&self, id: ClusterId, resource: u32) -> Option<&ScoreEntry> {
+    pub(crate) fn score_entry(&self, id: ClusterId, resource: u32) -> Option<&ScoreEntry> {
         self.scores_in(id)
             .iter()
             .map(|&i| &self.score_entries[i as usize])
@@ -390,7 +390,7 @@ impl HubSnapshot {
     }
 
     /// The value of the *last* item named `score_name` (interned) in an entry.
-    pub fn last_score(&self, entry: &ScoreEntry, score_name: Option<u32>) -> Option<i32> {
+    pub(crate) fn last_score(&self, entry: &ScoreEntry, score_name: Option<u32>) -> Option<i32> {
         let name = score_name?;
         self.score_items[entry.items.start as usize..entry.items.end as usize]
             .iter()
