@@ -229,6 +229,22 @@ fn the_table_explains_filtered_clusters_and_ranks() {
         table.contains("PlacementSatisfied=True (AllDecisionsScheduled)"),
         "{table}"
     );
+    // Numbers are right-aligned under their headers, names and reasons left-aligned.
+    let rows: Vec<&str> = table
+        .lines()
+        .skip_while(|l| !l.contains("RANK"))
+        .take(4)
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            "  RANK CLUSTER TOTAL AddOn/usage/cpu x1 SELECTED FILTERED BY",
+            "     1 west       50                 50 yes",
+            "     2 east       10                 10 no",
+            "     - gpu         -                  - no       taint gpu=true:NoSelect not tolerated",
+        ],
+        "{table}"
+    );
 }
 
 #[test]

@@ -205,6 +205,8 @@ pub fn table(
             *w = (*w).max(cell.len());
         }
     }
+    // Rank, total and the prioritizer scores are numbers: right-aligned.
+    let numeric = |i: usize| i == 0 || (2..3 + schedule.prioritizers.len()).contains(&i);
     let last = header.len() - 1;
     let line = |cells: &[String]| {
         let mut s = String::from(" ");
@@ -212,6 +214,8 @@ pub fn table(
             s.push(' ');
             if i == last {
                 s.push_str(cell);
+            } else if numeric(i) {
+                let _ = write!(s, "{cell:>w$}");
             } else {
                 let _ = write!(s, "{cell:<w$}");
             }
@@ -233,7 +237,12 @@ pub fn table(
         let _ = writeln!(out, "  decision groups:");
         for g in &result.groups {
             let names: Vec<&str> = g.clusters.iter().map(|id| snapshot.cluster_name(*id)).collect();
-            let _ = writeln!(out, "    [{}] {:?}: {}", g.index, g.name, names.join(", "));
+            let names = if names.is_empty() {
+                "(no clusters)".to_string()
+            } else {
+                names.join(", ")
+            };
+            let _ = writeln!(out, "    [{}] {:?}: {names}", g.index, g.name);
         }
     }
     let pd_names: Vec<&str> = result
