@@ -21,7 +21,9 @@ use thiserror::Error;
 pub enum OutputFormat {
     /// A ranked table per placement.
     Table,
-    /// A JSON array, one object per case or placement, with the conformance `expect` keys.
+    /// A JSON array, one object per case or placement: `name` and the conformance `expect`
+    /// keys; a placement OCM would leave alone (deleting, or scheduling disabled) is
+    /// `{name, skipped: <why>}`.
     Json,
 }
 
@@ -37,7 +39,8 @@ pub struct SimulateArgs {
     pub cases: Option<PathBuf>,
 
     /// Hub objects: `kubectl get ... -A -o yaml` output, multi-document YAML or a case file
-    /// (`-` reads stdin). Repeat to merge several files into one snapshot.
+    /// (`-` reads stdin). Repeat to merge several object files into one snapshot; case files
+    /// are scheduled case by case.
     #[arg(short = 'f', long, value_name = "FILE")]
     pub file: Vec<PathBuf>,
 
