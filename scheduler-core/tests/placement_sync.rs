@@ -477,3 +477,39 @@ fn expired_scores_are_reported_in_one_warning_per_prioritizer() {
         expired[0]
     );
 }
+
+#[test]
+fn a_score_expires_only_strictly_after_valid_until() {
+    let scored = |valid_until: &str, now: &str| {
+        let mut objects = base(vec![cluster("a", json!({}))], placement(addon_spec(1)));
+        objects.scores = vec![score("a", 40, valid_until)];
+        let snapshot = HubSnapshot::new(objects).expect("valid snapshot");
+        let SyncOutcome::Scheduled(result) =
+            sync(&snapshot, "ns1", "p1", now.parse().expect("time")).expect("schedules")
+        else {
+            panic!("skipped")
+        };
+        (result.schedule.totals[0], result.schedule.status.message)
+    };
+    // weight 2, score 40; the resource prioritizer leaves the cluster out.
+    assert_eq!(
+        scored("2026-06-01T00:00:00Z", "2026-06-01T00:00:00Z"),
+        (80, String::new())
+    );
+    assert_eq!(
+        scored("2026-06-01T00:00:00Z", "2026-06-01T00:00:00.000000001Z"),
+        (0, "AddOnPlacementScores a/usage expired".to_string())
+    );
+    // Without validUntil a score never expires.
+    let mut objects = base(vec![cluster("a", json!({}))], placement(addon_spec(1)));
+    objects.scores = vec![from(json!({
+        "metadata": {"namespace": "a", "name": "usage"},
+        "status": {"scores": [{"name": "cpu", "value": 40}]}
+    }))];
+    let snapshot = HubSnapshot::new(objects).expect("valid snapshot");
+    let far = "2100-01-01T00:00:00Z".parse().expect("time");
+    let SyncOutcome::Scheduled(result) = sync(&snapshot, "ns1", "p1", far).expect("schedules") else {
+        panic!("skipped")
+    };
+    assert_eq!(result.schedule.totals, [80]);
+}
