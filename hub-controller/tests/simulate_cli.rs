@@ -305,3 +305,26 @@ fn errors_name_their_cause_once() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(stderr.matches("No such file or directory").count(), 1, "{stderr}");
 }
+
+#[test]
+fn a_placement_ocm_leaves_alone_is_reported_as_skipped() {
+    let dir = TempDir::new("skipped");
+    let disabled = OBJECTS.replace(
+        "metadata: {namespace: ns1, name: all}",
+        "metadata: {namespace: ns1, name: all, annotations: {cluster.open-cluster-management.io/experimental-scheduling-disable: \"true\"}}",
+    );
+    let file = dir.file("hub.yaml", &disabled);
+    let path = file.to_str().expect("utf-8 path");
+    let results = json(&simulate(&["-f", path, "-o", "json", "-p", "ns1/all"]));
+    assert_eq!(
+        results,
+        [serde_json::json!({"name": "ns1/all", "skipped": "scheduling is disabled by annotation"})]
+    );
+    let out = simulate(&["-f", path, "-p", "ns1/all"]);
+    assert!(out.status.success());
+    let table = String::from_utf8(out.stdout).expect("utf-8 output");
+    assert_eq!(
+        table.trim_end(),
+        "Placement ns1/all: skipped (scheduling is disabled by annotation)"
+    );
+}

@@ -182,7 +182,7 @@ pub fn run(args: SimulateArgs) -> Result<(), SimulateError> {
                     obj.insert("name".into(), json!(entry_name));
                     match &outcome {
                         SyncOutcome::Skipped(reason) => {
-                            obj.insert("skipped".into(), report::skipped_json(*reason));
+                            obj.insert("skipped".into(), json!(report::skip_reason(*reason)));
                         }
                         SyncOutcome::Scheduled(result) => {
                             obj.extend(report::expect_keys(&snapshot, p, result));

@@ -103,11 +103,12 @@ pub fn explanation_json(snapshot: &HubSnapshot, placement: &Placement, result: &
     })
 }
 
-pub fn skipped_json(reason: SkipReason) -> Value {
-    json!(match reason {
+/// Why OCM would leave the placement alone.
+pub fn skip_reason(reason: SkipReason) -> &'static str {
+    match reason {
         SkipReason::Deleting => "placement is being deleted",
         SkipReason::SchedulingDisabled => "scheduling is disabled by annotation",
-    })
+    }
 }
 
 /// A plain-text table, one row per candidate cluster.
@@ -125,11 +126,7 @@ pub fn table(
     let mut out = String::new();
     let result = match outcome {
         SyncOutcome::Skipped(reason) => {
-            let _ = writeln!(
-                out,
-                "Placement {key}: skipped ({})",
-                skipped_json(*reason).as_str().unwrap_or("")
-            );
+            let _ = writeln!(out, "Placement {key}: skipped ({})", skip_reason(*reason));
             return out;
         }
         SyncOutcome::Scheduled(r) => r,
