@@ -3,6 +3,7 @@
 
 use super::candidates::Candidates;
 use super::filters::{FilterReason, predicate};
+use super::prioritizers::resource::Resource;
 use super::schedule::ScheduleResult;
 use super::snapshot::{ClusterId, HubSnapshot};
 use super::weights::PrioritizerKind;
@@ -191,7 +192,10 @@ pub fn warnings(
                     });
                 }
             }
-            (PrioritizerKind::ResourceAllocatableCpu | PrioritizerKind::ResourceAllocatableMemory, _) => {
+            (kind, _) => {
+                let Some(resource) = Resource::of(kind) else {
+                    continue;
+                };
                 let clusters: Vec<ClusterId> = schedule
                     .feasible
                     .iter()
@@ -200,19 +204,13 @@ pub fn warnings(
                     .map(|(id, _)| *id)
                     .collect();
                 if !clusters.is_empty() {
-                    let resource = if p.kind == PrioritizerKind::ResourceAllocatableCpu {
-                        "cpu"
-                    } else {
-                        "memory"
-                    };
                     out.push(Warning::ResourceNotReported {
                         prioritizer,
-                        resource,
+                        resource: resource.key(),
                         clusters,
                     });
                 }
             }
-            _ => {}
         }
     }
     if placement.spec.number_of_clusters == Some(0) && !schedule.feasible.is_empty() {

@@ -7,6 +7,7 @@
 
 use super::ScoreContext;
 use crate::placement::snapshot::ClusterResources;
+use crate::placement::weights::PrioritizerKind;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Resource {
@@ -15,6 +16,15 @@ pub enum Resource {
 }
 
 impl Resource {
+    /// The resource a prioritizer normalises, when it is one of the two resource prioritizers.
+    pub fn of(kind: &PrioritizerKind) -> Option<Resource> {
+        match kind {
+            PrioritizerKind::ResourceAllocatableCpu => Some(Resource::Cpu),
+            PrioritizerKind::ResourceAllocatableMemory => Some(Resource::Memory),
+            _ => None,
+        }
+    }
+
     /// The allocatable amount, when both allocatable and capacity are reported.
     pub fn allocatable(self, r: &ClusterResources) -> Option<f64> {
         match self {
