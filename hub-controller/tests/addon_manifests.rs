@@ -18,7 +18,10 @@ struct AddonManagerCommand {
 }
 
 fn find<'a>(objects: &'a [Value], kind: &str) -> &'a Value {
-    objects.iter().find(|o| o["kind"] == kind).unwrap_or_else(|| panic!("no {kind} in manifests/hub"))
+    objects
+        .iter()
+        .find(|o| o["kind"] == kind)
+        .unwrap_or_else(|| panic!("no {kind} in manifests/hub"))
 }
 
 #[test]
@@ -26,32 +29,58 @@ fn the_deployment_runs_the_addon_manager_with_valid_flags() {
     let objects = hub_manifests();
     let container = &find(&objects, "Deployment")["spec"]["template"]["spec"]["containers"][0];
     assert_eq!(container["command"], serde_json::json!(["ocm-score-hub"]));
-    let args: Vec<&str> = container["args"].as_array().expect("args").iter().filter_map(Value::as_str).collect();
+    let args: Vec<&str> = container["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
     assert_eq!(args.first(), Some(&"addon-manager"));
-    let parsed = AddonManagerCommand::try_parse_from(std::iter::once("ocm-score-hub").chain(args[1..].iter().copied()))
-        .unwrap_or_else(|e| panic!("the Deployment's args do not parse: {e}"));
+    let parsed = AddonManagerCommand::try_parse_from(
+        std::iter::once("ocm-score-hub").chain(args[1..].iter().copied()),
+    )
+    .unwrap_or_else(|e| panic!("the Deployment's args do not parse: {e}"));
     parsed.args.validate().expect("valid flags");
-    assert_eq!(Some(parsed.args.agent_image.as_str()), container["image"].as_str(), "one image holds both binaries");
-    assert_eq!(parsed.args.addon_name, find(&objects, "ClusterManagementAddOn")["metadata"]["name"]);
+    assert_eq!(
+        Some(parsed.args.agent_image.as_str()),
+        container["image"].as_str(),
+        "one image holds both binaries"
+    );
+    assert_eq!(
+        parsed.args.addon_name,
+        find(&objects, "ClusterManagementAddOn")["metadata"]["name"]
+    );
     // The leader election Lease the Role allows is the one the controller uses.
     let lease_rule = &find(&objects, "Role")["rules"][1];
-    assert_eq!(lease_rule["resourceNames"][0], parsed.args.leader_election_id.as_str());
+    assert_eq!(
+        lease_rule["resourceNames"][0],
+        parsed.args.leader_election_id.as_str()
+    );
 }
 
 #[test]
 fn the_default_config_is_accepted_and_is_the_cma_default() {
     let objects = hub_manifests();
     let config: AddOnDeploymentConfig =
-        serde_json::from_value(find(&objects, "AddOnDeploymentConfig").clone()).expect("an AddOnDeploymentConfig");
+        serde_json::from_value(find(&objects, "AddOnDeploymentConfig").clone())
+            .expect("an AddOnDeploymentConfig");
     let agent = agent_config(&config.spec).unwrap_or_else(|e| panic!("the default config is invalid: {e}"));
     assert!(agent.sources.cluster);
     let cma: ClusterManagementAddOn =
-        serde_json::from_value(find(&objects, "ClusterManagementAddOn").clone()).expect("a ClusterManagementAddOn");
-    let default = cma.spec.supported_configs[0].default_config.as_ref().expect("a default config");
+        serde_json::from_value(find(&objects, "ClusterManagementAddOn").clone())
+            .expect("a ClusterManagementAddOn");
+    let default = cma.spec.supported_configs[0]
+        .default_config
+        .as_ref()
+        .expect("a default config");
     assert_eq!(Some(&default.name), config.metadata.name.as_ref());
     assert_eq!(Some(&default.namespace), config.metadata.namespace.as_ref());
     assert_eq!(
-        cma.metadata.annotations.as_ref().and_then(|a| a.get("addon.open-cluster-management.io/lifecycle")).map(String::as_str),
+        cma.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get("addon.open-cluster-management.io/lifecycle"))
+            .map(String::as_str),
         Some("self"),
         "the install strategy is ours, not OCM's addon-manager's"
     );

@@ -34,7 +34,12 @@ impl Doc {
         self.object["apiVersion"].as_str().unwrap_or_default()
     }
     fn name(&self) -> String {
-        format!("{} {} ({})", self.kind(), self.object["metadata"]["name"].as_str().unwrap_or("?"), self.file)
+        format!(
+            "{} {} ({})",
+            self.kind(),
+            self.object["metadata"]["name"].as_str().unwrap_or("?"),
+            self.file
+        )
     }
 }
 
@@ -58,14 +63,29 @@ fn documents() -> Vec<Doc> {
     let mut files = Vec::new();
     yaml_files(&manifests_dir(), &mut files);
     let mut docs = Vec::new();
-    for path in files.iter().filter(|p| p.file_name().is_some_and(|n| n != "kustomization.yaml")) {
-        let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-        let file = path.strip_prefix(manifests_dir()).unwrap_or(path).display().to_string();
+    for path in files
+        .iter()
+        .filter(|p| p.file_name().is_some_and(|n| n != "kustomization.yaml"))
+    {
+        let text =
+            std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+        let file = path
+            .strip_prefix(manifests_dir())
+            .unwrap_or(path)
+            .display()
+            .to_string();
         let objects = parse_objects(&file, &text).unwrap_or_else(|e| panic!("{file}: {e}"));
         assert!(!objects.is_empty(), "{file} holds no object");
-        docs.extend(objects.into_iter().map(|object| Doc { file: file.clone(), object }));
+        docs.extend(objects.into_iter().map(|object| Doc {
+            file: file.clone(),
+            object,
+        }));
     }
-    assert!(docs.len() >= 15, "expected the hub install and the examples, found {} objects", docs.len());
+    assert!(
+        docs.len() >= 15,
+        "expected the hub install and the examples, found {} objects",
+        docs.len()
+    );
     docs
 }
 
@@ -73,20 +93,33 @@ fn documents() -> Vec<Doc> {
 fn kustomizations_list_exactly_the_files_beside_them() {
     let mut files = Vec::new();
     yaml_files(&manifests_dir(), &mut files);
-    let kustomizations: Vec<&PathBuf> = files.iter().filter(|p| p.ends_with("kustomization.yaml")).collect();
+    let kustomizations: Vec<&PathBuf> = files
+        .iter()
+        .filter(|p| p.ends_with("kustomization.yaml"))
+        .collect();
     assert!(kustomizations.len() >= 2, "{kustomizations:?}");
     for kustomization in kustomizations {
         let dir = kustomization.parent().expect("a directory");
-        let parsed: Value = serde_norway::from_str(&std::fs::read_to_string(kustomization).expect("read")).expect("YAML");
+        let parsed: Value =
+            serde_norway::from_str(&std::fs::read_to_string(kustomization).expect("read")).expect("YAML");
         assert_eq!(parsed["kind"], "Kustomization", "{}", kustomization.display());
-        let listed: BTreeSet<String> =
-            parsed["resources"].as_array().expect("resources").iter().filter_map(|r| r.as_str().map(String::from)).collect();
+        let listed: BTreeSet<String> = parsed["resources"]
+            .as_array()
+            .expect("resources")
+            .iter()
+            .filter_map(|r| r.as_str().map(String::from))
+            .collect();
         let present: BTreeSet<String> = files
             .iter()
             .filter(|f| f.parent() == Some(dir) && !f.ends_with("kustomization.yaml"))
             .filter_map(|f| f.file_name().map(|n| n.to_string_lossy().into_owned()))
             .collect();
-        assert_eq!(listed, present, "{} must list exactly the manifests beside it", kustomization.display());
+        assert_eq!(
+            listed,
+            present,
+            "{} must list exactly the manifests beside it",
+            kustomization.display()
+        );
     }
 }
 
@@ -122,14 +155,20 @@ fn unknown_fields<T: DeserializeOwned + Serialize>(object: &Value) -> Result<Vec
 }
 
 /// Unknown fields of a built-in object, or `None` for kinds that are not built in.
-fn builtin_unknown_fields(api_version: &str, kind: &str, object: &Value) -> Option<Result<Vec<String>, String>> {
+fn builtin_unknown_fields(
+    api_version: &str,
+    kind: &str,
+    object: &Value,
+) -> Option<Result<Vec<String>, String>> {
     use k8s_openapi::api::{apps::v1 as apps, core::v1 as core, rbac::v1 as rbac};
     Some(match (api_version, kind) {
         ("v1", "Namespace") => unknown_fields::<core::Namespace>(object),
         ("v1", "ServiceAccount") => unknown_fields::<core::ServiceAccount>(object),
         ("apps/v1", "Deployment") => unknown_fields::<apps::Deployment>(object),
         ("rbac.authorization.k8s.io/v1", "ClusterRole") => unknown_fields::<rbac::ClusterRole>(object),
-        ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding") => unknown_fields::<rbac::ClusterRoleBinding>(object),
+        ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding") => {
+            unknown_fields::<rbac::ClusterRoleBinding>(object)
+        }
         ("rbac.authorization.k8s.io/v1", "Role") => unknown_fields::<rbac::Role>(object),
         ("rbac.authorization.k8s.io/v1", "RoleBinding") => unknown_fields::<rbac::RoleBinding>(object),
         _ => return None,
@@ -141,13 +180,17 @@ fn the_unknown_field_check_catches_typos() {
     let typo = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "x"},
         "spec": {"selector": {}, "template": {"spec": {"containers": [{"name": "c", "imagePullPolicy": "Always",
         "securityContex": {"runAsNonRoot": true}}]}}}});
-    let lost = builtin_unknown_fields("apps/v1", "Deployment", &typo).expect("built in").expect("parses");
+    let lost = builtin_unknown_fields("apps/v1", "Deployment", &typo)
+        .expect("built in")
+        .expect("parses");
     assert_eq!(lost, vec![".spec.template.spec.containers[0].securityContex"]);
 }
 
 fn crd_for<'a>(crds: &'a [Crd], api_version: &str, kind: &str) -> Option<(&'a Crd, String)> {
     let (group, version) = api_version.split_once('/')?;
-    crds.iter().find(|c| c.group == group && c.kind == kind).map(|c| (c, version.to_string()))
+    crds.iter()
+        .find(|c| c.group == group && c.kind == kind)
+        .map(|c| (c, version.to_string()))
 }
 
 #[test]
@@ -170,29 +213,49 @@ fn every_object_is_valid_for_its_api() {
             };
             let validator = SchemaValidator::new(crd, v).expect("the CRD schema compiles");
             if let Err(errors) = validator.validate(&doc.object) {
-                problems.push(format!("{}: {}", doc.name(), errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")));
+                problems.push(format!(
+                    "{}: {}",
+                    doc.name(),
+                    errors
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                ));
             }
         } else {
-            problems.push(format!("{}: no check for {} {}", doc.name(), doc.api_version(), doc.kind()));
+            problems.push(format!(
+                "{}: no check for {} {}",
+                doc.name(),
+                doc.api_version(),
+                doc.kind()
+            ));
         }
         if doc.object["metadata"]["name"].as_str().is_none_or(str::is_empty) {
             problems.push(format!("{}: no metadata.name", doc.name()));
         }
     }
     assert!(problems.is_empty(), "invalid manifests:\n{}", problems.join("\n"));
-    assert!(ocm_objects >= 8, "expected the OCM objects of the install and examples, saw {ocm_objects}");
+    assert!(
+        ocm_objects >= 8,
+        "expected the OCM objects of the install and examples, saw {ocm_objects}"
+    );
 }
 
 #[test]
 fn the_crd_check_catches_a_bad_placement() {
     let crds = upstream_crds().expect("CRDs");
-    let (crd, version) = crd_for(&crds, "cluster.open-cluster-management.io/v1beta1", "Placement").expect("placement CRD");
+    let (crd, version) =
+        crd_for(&crds, "cluster.open-cluster-management.io/v1beta1", "Placement").expect("placement CRD");
     let validator = SchemaValidator::new(crd, crd.version(&version).expect("v1beta1")).expect("compiles");
     let bad = json!({"apiVersion": "cluster.open-cluster-management.io/v1beta1", "kind": "Placement",
         "metadata": {"name": "p", "namespace": "n"},
         "spec": {"prioritizerPolicy": {"mode": "Exact", "configurations": [{"scoreCoordinate": {"type": "AddOn",
                  "addon": {"resourceName": "resource-usage-score", "scoreName": "cpuNodeAvailable"}}}]}}});
-    assert!(validator.validate(&bad).is_err(), "`addon` (for `addOn`) must be rejected");
+    assert!(
+        validator.validate(&bad).is_err(),
+        "`addon` (for `addOn`) must be rejected"
+    );
 }
 
 /// One permission: scope (cluster or a namespace), API group, resource, verb, resource name.
@@ -200,15 +263,31 @@ type Permission = (String, String, String, String, String);
 
 fn expand(scope: &str, rules: &Value) -> BTreeSet<Permission> {
     let mut out = BTreeSet::new();
-    let strings = |v: &Value| -> Vec<String> { v.as_array().into_iter().flatten().filter_map(|s| s.as_str().map(String::from)).collect() };
+    let strings = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|s| s.as_str().map(String::from))
+            .collect()
+    };
     for rule in rules.as_array().into_iter().flatten() {
         let names = strings(&rule["resourceNames"]);
-        let names = if names.is_empty() { vec!["*".to_string()] } else { names };
+        let names = if names.is_empty() {
+            vec!["*".to_string()]
+        } else {
+            names
+        };
         for group in strings(&rule["apiGroups"]) {
             for resource in strings(&rule["resources"]) {
                 for verb in strings(&rule["verbs"]) {
                     for name in &names {
-                        out.insert((scope.into(), group.clone(), resource.clone(), verb.clone(), name.clone()));
+                        out.insert((
+                            scope.into(),
+                            group.clone(),
+                            resource.clone(),
+                            verb.clone(),
+                            name.clone(),
+                        ));
                     }
                 }
             }
@@ -220,19 +299,26 @@ fn expand(scope: &str, rules: &Value) -> BTreeSet<Permission> {
 /// What the manifests grant a service account, through every binding that names it.
 fn granted(docs: &[Doc], namespace: &str, account: &str) -> BTreeSet<Permission> {
     let names_account = |binding: &Value| {
-        binding["subjects"].as_array().into_iter().flatten().any(|s| {
-            s["kind"] == "ServiceAccount" && s["name"] == account && s["namespace"] == namespace
-        })
+        binding["subjects"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|s| s["kind"] == "ServiceAccount" && s["name"] == account && s["namespace"] == namespace)
     };
     let role = |kind: &str, name: &Value, ns: Option<&Value>| {
-        docs.iter().find(|d| d.kind() == kind && &d.object["metadata"]["name"] == name && ns.is_none_or(|n| &d.object["metadata"]["namespace"] == n))
+        docs.iter().find(|d| {
+            d.kind() == kind
+                && &d.object["metadata"]["name"] == name
+                && ns.is_none_or(|n| &d.object["metadata"]["namespace"] == n)
+        })
     };
     let mut out = BTreeSet::new();
     for binding in docs.iter().filter(|d| names_account(&d.object)) {
         let role_ref = &binding.object["roleRef"];
         match binding.kind() {
             "ClusterRoleBinding" => {
-                let r = role("ClusterRole", &role_ref["name"], None).unwrap_or_else(|| panic!("{}: no ClusterRole", binding.name()));
+                let r = role("ClusterRole", &role_ref["name"], None)
+                    .unwrap_or_else(|| panic!("{}: no ClusterRole", binding.name()));
                 out.extend(expand("cluster", &r.object["rules"]));
             }
             "RoleBinding" => {
@@ -257,33 +343,120 @@ fn addon_manager_needs() -> BTreeSet<Permission> {
     let mut add = |scope: &str, group: &str, resources: &[&str], verbs: &[&str], name: &str| {
         for r in resources {
             for v in verbs {
-                out.insert((scope.into(), group.into(), r.to_string(), v.to_string(), name.into()));
+                out.insert((
+                    scope.into(),
+                    group.into(),
+                    r.to_string(),
+                    v.to_string(),
+                    name.into(),
+                ));
             }
         }
     };
     let addon = "addon.open-cluster-management.io";
     let cluster = "cluster.open-cluster-management.io";
     // Watches behind the controllers' caches.
-    add("cluster", addon, &["clustermanagementaddons", "addondeploymentconfigs"], &["get", "list", "watch"], "*");
-    add("cluster", cluster, &["managedclusters", "placementdecisions"], &["get", "list", "watch"], "*");
-    add("cluster", "certificates.k8s.io", &["certificatesigningrequests"], &["get", "list", "watch"], "*");
+    add(
+        "cluster",
+        addon,
+        &["clustermanagementaddons", "addondeploymentconfigs"],
+        &["get", "list", "watch"],
+        "*",
+    );
+    add(
+        "cluster",
+        cluster,
+        &["managedclusters", "placementdecisions"],
+        &["get", "list", "watch"],
+        "*",
+    );
+    add(
+        "cluster",
+        "certificates.k8s.io",
+        &["certificatesigningrequests"],
+        &["get", "list", "watch"],
+        "*",
+    );
     // Install strategy (create/delete), finalizer and adoption (patch), conflict re-reads (get).
-    add("cluster", addon, &["managedclusteraddons"], &["get", "list", "watch", "create", "patch", "delete"], "*");
-    add("cluster", addon, &["managedclusteraddons/status"], &["patch"], "*");
+    add(
+        "cluster",
+        addon,
+        &["managedclusteraddons"],
+        &["get", "list", "watch", "create", "patch", "delete"],
+        "*",
+    );
+    add(
+        "cluster",
+        addon,
+        &["managedclusteraddons/status"],
+        &["patch"],
+        "*",
+    );
     // Owner references with blockOwnerDeletion, where OwnerReferencesPermissionEnforcement is on.
-    add("cluster", addon, &["clustermanagementaddons/finalizers", "managedclusteraddons/finalizers"], &["update"], "*");
+    add(
+        "cluster",
+        addon,
+        &[
+            "clustermanagementaddons/finalizers",
+            "managedclusteraddons/finalizers",
+        ],
+        &["update"],
+        "*",
+    );
     // The agent's ManifestWork and hub Role/RoleBinding: created, replaced, removed.
-    add("cluster", "work.open-cluster-management.io", &["manifestworks"], &["get", "list", "watch", "create", "update", "delete"], "*");
-    add("cluster", "rbac.authorization.k8s.io", &["roles", "rolebindings"], &["get", "list", "watch", "create", "update", "delete"], "*");
+    add(
+        "cluster",
+        "work.open-cluster-management.io",
+        &["manifestworks"],
+        &["get", "list", "watch", "create", "update", "delete"],
+        "*",
+    );
+    add(
+        "cluster",
+        "rbac.authorization.k8s.io",
+        &["roles", "rolebindings"],
+        &["get", "list", "watch", "create", "update", "delete"],
+        "*",
+    );
     // Granting the agent's Role requires holding what it grants; removal deletes the score.
-    add("cluster", cluster, &["addonplacementscores"], &["get", "list", "watch", "create", "update", "patch", "delete"], "*");
-    add("cluster", cluster, &["addonplacementscores/status"], &["update", "patch"], "*");
+    add(
+        "cluster",
+        cluster,
+        &["addonplacementscores"],
+        &["get", "list", "watch", "create", "update", "patch", "delete"],
+        "*",
+    );
+    add(
+        "cluster",
+        cluster,
+        &["addonplacementscores/status"],
+        &["update", "patch"],
+        "*",
+    );
     // CSR decisions.
-    add("cluster", "certificates.k8s.io", &["certificatesigningrequests/approval"], &["update"], "*");
-    add("cluster", "certificates.k8s.io", &["signers"], &["approve"], "kubernetes.io/kube-apiserver-client");
+    add(
+        "cluster",
+        "certificates.k8s.io",
+        &["certificatesigningrequests/approval"],
+        &["update"],
+        "*",
+    );
+    add(
+        "cluster",
+        "certificates.k8s.io",
+        &["signers"],
+        &["approve"],
+        "kubernetes.io/kube-apiserver-client",
+    );
     // Leader election, in its own namespace only.
     add("ocm-score", "coordination.k8s.io", &["leases"], &["create"], "*");
-    add("ocm-score", "coordination.k8s.io", &["leases"], &["get", "update"], "ocm-score-addon-manager");
+    add(
+        "ocm-score",
+        "coordination.k8s.io",
+        &["leases"],
+        &["get", "update"],
+        "ocm-score-addon-manager",
+    );
     out
 }
 
@@ -295,11 +468,20 @@ fn the_addon_manager_gets_exactly_what_it_needs() {
     let missing: Vec<_> = needed.difference(&granted).collect();
     let extra: Vec<_> = granted.difference(&needed).collect();
     assert!(missing.is_empty(), "the manifests do not grant: {missing:#?}");
-    assert!(extra.is_empty(), "the manifests grant more than needed: {extra:#?}");
+    assert!(
+        extra.is_empty(),
+        "the manifests grant more than needed: {extra:#?}"
+    );
     // The comparison itself can fail: one extra verb is noticed.
     let mut broader = docs;
-    let role = broader.iter_mut().find(|d| d.kind() == "ClusterRole").expect("cluster role");
-    role.object["rules"][0]["verbs"].as_array_mut().expect("verbs").push(json!("delete"));
+    let role = broader
+        .iter_mut()
+        .find(|d| d.kind() == "ClusterRole")
+        .expect("cluster role");
+    role.object["rules"][0]["verbs"]
+        .as_array_mut()
+        .expect("verbs")
+        .push(json!("delete"));
     assert_ne!(granted_for_test(&broader), needed);
 }
 
@@ -317,19 +499,34 @@ fn workloads_run_locked_down_as_their_own_account() {
         let account = pod["serviceAccountName"].as_str().unwrap_or_default();
         let namespace = &doc.object["metadata"]["namespace"];
         assert!(
-            docs.iter().any(|d| d.kind() == "ServiceAccount" && d.object["metadata"]["name"] == account && &d.object["metadata"]["namespace"] == namespace),
+            docs.iter().any(|d| d.kind() == "ServiceAccount"
+                && d.object["metadata"]["name"] == account
+                && &d.object["metadata"]["namespace"] == namespace),
             "{}: service account {account:?} is not in the manifests",
             doc.name()
         );
         assert_eq!(pod["securityContext"]["runAsNonRoot"], true, "{}", doc.name());
-        assert_eq!(pod["securityContext"]["seccompProfile"]["type"], "RuntimeDefault", "{}", doc.name());
+        assert_eq!(
+            pod["securityContext"]["seccompProfile"]["type"],
+            "RuntimeDefault",
+            "{}",
+            doc.name()
+        );
         for container in pod["containers"].as_array().expect("containers") {
             let sc = &container["securityContext"];
             assert_eq!(sc["allowPrivilegeEscalation"], false, "{}", doc.name());
             assert_eq!(sc["readOnlyRootFilesystem"], true, "{}", doc.name());
             assert_eq!(sc["capabilities"]["drop"], json!(["ALL"]), "{}", doc.name());
-            assert!(container["resources"]["limits"]["memory"].is_string(), "{}: no memory limit", doc.name());
-            assert!(container["livenessProbe"].is_object() && container["readinessProbe"].is_object(), "{}", doc.name());
+            assert!(
+                container["resources"]["limits"]["memory"].is_string(),
+                "{}: no memory limit",
+                doc.name()
+            );
+            assert!(
+                container["livenessProbe"].is_object() && container["readinessProbe"].is_object(),
+                "{}",
+                doc.name()
+            );
         }
     }
 }
@@ -338,23 +535,45 @@ fn workloads_run_locked_down_as_their_own_account() {
 fn example_placements_rank_by_published_scores() {
     // The score names the agent publishes (its built-in set); a typo would rank every cluster 0.
     let published = [
-        "cpuNodeAvailable", "cpuClusterAvailable", "memNodeAvailable", "memClusterAvailable", "gpuNodeAvailable",
-        "gpuClusterAvailable", "tpuNodeAvailable", "tpuClusterAvailable", "cpuAvailable", "memAvailable",
+        "cpuNodeAvailable",
+        "cpuClusterAvailable",
+        "memNodeAvailable",
+        "memClusterAvailable",
+        "gpuNodeAvailable",
+        "gpuClusterAvailable",
+        "tpuNodeAvailable",
+        "tpuClusterAvailable",
+        "cpuAvailable",
+        "memAvailable",
     ];
     let docs = documents();
-    let placements: Vec<&Doc> = docs.iter().filter(|d| d.kind() == "Placement" && d.file.starts_with("examples")).collect();
+    let placements: Vec<&Doc> = docs
+        .iter()
+        .filter(|d| d.kind() == "Placement" && d.file.starts_with("examples"))
+        .collect();
     assert!(placements.len() >= 4, "{}", placements.len());
     let mut steady = false;
     for doc in placements {
-        let configurations = doc.object["spec"]["prioritizerPolicy"]["configurations"].as_array().expect("configurations");
+        let configurations = doc.object["spec"]["prioritizerPolicy"]["configurations"]
+            .as_array()
+            .expect("configurations");
         let mut uses_scores = false;
         for c in configurations {
             let coordinate = &c["scoreCoordinate"];
             match coordinate["type"].as_str() {
                 Some("AddOn") => {
-                    assert_eq!(coordinate["addOn"]["resourceName"], "resource-usage-score", "{}", doc.name());
+                    assert_eq!(
+                        coordinate["addOn"]["resourceName"],
+                        "resource-usage-score",
+                        "{}",
+                        doc.name()
+                    );
                     let score = coordinate["addOn"]["scoreName"].as_str().unwrap_or_default();
-                    assert!(published.contains(&score), "{}: {score} is not published", doc.name());
+                    assert!(
+                        published.contains(&score),
+                        "{}: {score} is not published",
+                        doc.name()
+                    );
                     uses_scores = true;
                 }
                 Some("BuiltIn") => steady |= coordinate["builtIn"] == "Steady",
@@ -364,7 +583,9 @@ fn example_placements_rank_by_published_scores() {
         assert!(uses_scores, "{} does not use the scores", doc.name());
         let namespace = &doc.object["metadata"]["namespace"];
         assert!(
-            docs.iter().any(|d| d.kind() == "ManagedClusterSetBinding" && &d.object["metadata"]["namespace"] == namespace),
+            docs.iter()
+                .any(|d| d.kind() == "ManagedClusterSetBinding"
+                    && &d.object["metadata"]["namespace"] == namespace),
             "{}: no ManagedClusterSetBinding in its namespace, it would select nothing",
             doc.name()
         );

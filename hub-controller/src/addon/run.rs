@@ -4,8 +4,8 @@
 use super::config::{AddonManagerArgs, Settings};
 use super::leader::{LeaderConfig, LeaderElector};
 use super::metrics::Metrics;
-use super::names;
 use super::reconcile::{self, Context, Stores, csr::csrs_of_cluster};
+use super::{names, work};
 use crate::serve::{self, Probes};
 use futures::channel::mpsc;
 use futures::{Stream, StreamExt};
@@ -220,6 +220,27 @@ async fn wait_for_signal() {
     let _ = tokio::signal::ctrl_c().await;
 }
 
+/// A controller's share of a watch: a channel and what of each object it needs.
+struct Subscriber<K> {
+    sender: mpsc::UnboundedSender<K>,
+    project: fn(&K) -> K,
+}
+
+/// Only the metadata: all that owner and name mappings look at (reconcilers read the full object
+/// from the store), so queued triggers cost little memory.
+fn metadata_only<K: kube::Resource + Default>(object: &K) -> K {
+    let mut out = K::default();
+    *out.meta_mut() = object.meta().clone();
+    out
+}
+
+fn whole<K: Clone>(object: &K) -> K {
+    object.clone()
+}
+
+/// Caches objects as they come (apart from managedFields).
+fn as_is<K>(_: &mut K) {}
+
 /// One watch of a kind: it feeds a store the reconcilers read, and a channel per controller that
 /// wants its events as triggers. The channels are unbounded so a busy controller never stalls the
 /// watch (or the other controllers); they only ever hold what arrived since the consumer's last poll.
@@ -230,7 +251,7 @@ where
 {
     store: reflector::Store<K>,
     writer: Writer<K>,
-    subscribers: Vec<mpsc::UnboundedSender<K>>,
+    subscribers: Vec<Subscriber<K>>,
     /// For logs.
     kind: String,
 }
@@ -261,22 +282,34 @@ where
         }
     }
 
-    /// Every object the watch delivers (added, changed, deleted, or listed again after a restart).
-    fn subscribe(&mut self) -> impl Stream<Item = Result<K, watcher::Error>> + Send + 'static + use<K> {
-        let (tx, rx) = mpsc::unbounded();
-        self.subscribers.push(tx);
+    /// Every object the watch delivers (added, changed, deleted, or listed again after a restart),
+    /// as `project` shapes it.
+    fn subscribe(
+        &mut self,
+        project: fn(&K) -> K,
+    ) -> impl Stream<Item = Result<K, watcher::Error>> + Send + 'static + use<K> {
+        let (sender, rx) = mpsc::unbounded();
+        self.subscribers.push(Subscriber { sender, project });
         rx.map(Ok)
     }
 
-    /// Starts the watch; the task feeds the store and the subscribers until aborted.
-    fn spawn(self, api: Api<K>, config: watcher::Config) -> JoinHandle<()> {
+    /// Starts the watch; the task feeds the store and the subscribers until aborted. `compact`
+    /// trims each object before it is cached.
+    fn spawn(self, api: Api<K>, config: watcher::Config, compact: fn(&mut K)) -> JoinHandle<()> {
         let Watched {
             writer,
             subscribers,
             kind,
             ..
         } = self;
-        let stream = reflector::reflector(writer, watcher(api, config).default_backoff());
+        let events = watcher(api, config)
+            .default_backoff()
+            .modify(move |object: &mut K| {
+                // Nobody here reads managedFields; on objects as big as ManifestWorks they are a large share.
+                object.managed_fields_mut().clear();
+                compact(object);
+            });
+        let stream = reflector::reflector(writer, events);
         tokio::spawn(stream.for_each(move |event| {
             match event {
                 Ok(
@@ -286,7 +319,7 @@ where
                 ) => {
                     for subscriber in &subscribers {
                         // A closed channel only means that controller has stopped.
-                        let _ = subscriber.unbounded_send(object.clone());
+                        let _ = subscriber.sender.unbounded_send((subscriber.project)(&object));
                     }
                 }
                 Ok(_) => {}
@@ -294,6 +327,15 @@ where
             }
             futures::future::ready(())
         }))
+    }
+}
+
+/// A config object reduced to its identity: its subscriber only needs to know something changed.
+fn config_metadata(object: &DynamicObject) -> DynamicObject {
+    DynamicObject {
+        types: object.types.clone(),
+        metadata: object.metadata.clone(),
+        data: serde_json::Value::Null,
     }
 }
 
@@ -342,20 +384,22 @@ async fn run_controllers(
     let controller_config = ControllerConfig::default().concurrency(settings.workers);
 
     // A config change re-renders every add-on; so does a change of the ClusterManagementAddOn.
-    let everything_changed =
-        futures::stream::select(configs.subscribe().map(drop), cmas.subscribe().map(drop));
-    let addon_controller = Controller::for_stream(addons.subscribe(), addons.store.clone())
+    let everything_changed = futures::stream::select(
+        configs.subscribe(config_metadata).map(drop),
+        cmas.subscribe(metadata_only).map(drop),
+    );
+    let addon_controller = Controller::for_stream(addons.subscribe(metadata_only), addons.store.clone())
         .with_config(controller_config.clone())
-        .owns_stream(works.subscribe())
-        .owns_stream(roles.subscribe())
-        .owns_stream(bindings.subscribe())
-        .watches_stream(clusters.subscribe(), {
+        .owns_stream(works.subscribe(metadata_only))
+        .owns_stream(roles.subscribe(metadata_only))
+        .owns_stream(bindings.subscribe(metadata_only))
+        .watches_stream(clusters.subscribe(metadata_only), {
             let addon_name = addon.clone();
             move |cluster: ManagedCluster| {
                 Some(ObjectRef::<ManagedClusterAddOn>::new(&addon_name).within(&cluster.name_any()))
             }
         })
-        .watches_stream(decisions.subscribe(), {
+        .watches_stream(decisions.subscribe(whole), {
             let addon_name = addon.clone();
             move |decision: PlacementDecision| {
                 let clusters: Vec<String> = decision
@@ -383,17 +427,19 @@ async fn run_controllers(
         let addon_name = addon.clone();
         move || Some(ObjectRef::<ClusterManagementAddOn>::new(&addon_name))
     };
-    let install_controller = Controller::for_stream(cmas.subscribe(), cmas.store.clone())
+    let install_controller = Controller::for_stream(cmas.subscribe(metadata_only), cmas.store.clone())
         .with_config(controller_config.clone())
-        .watches_stream(addons.subscribe(), {
+        .watches_stream(addons.subscribe(metadata_only), {
             let the_cma = the_cma.clone();
             move |_: ManagedClusterAddOn| the_cma()
         })
-        .watches_stream(clusters.subscribe(), {
+        .watches_stream(clusters.subscribe(metadata_only), {
             let the_cma = the_cma.clone();
             move |_: ManagedCluster| the_cma()
         })
-        .watches_stream(decisions.subscribe(), move |_: PlacementDecision| the_cma())
+        .watches_stream(decisions.subscribe(metadata_only), move |_: PlacementDecision| {
+            the_cma()
+        })
         .graceful_shutdown_on(shutdown())
         .run(
             reconcile::install::reconcile,
@@ -404,30 +450,40 @@ async fn run_controllers(
 
     let csr_store = csrs.store.clone();
     let csr_store_for_clusters = csrs.store.clone();
-    let csr_controller = Controller::for_stream(csrs.subscribe(), csrs.store.clone())
+    let csr_controller = Controller::for_stream(csrs.subscribe(metadata_only), csrs.store.clone())
         .with_config(controller_config)
-        .watches_stream(addons.subscribe(), move |addon: ManagedClusterAddOn| {
-            csrs_of_cluster(&csr_store, &addon.namespace().unwrap_or_default())
-        })
-        .watches_stream(clusters.subscribe(), move |cluster: ManagedCluster| {
-            csrs_of_cluster(&csr_store_for_clusters, &cluster.name_any())
-        })
+        .watches_stream(
+            addons.subscribe(metadata_only),
+            move |addon: ManagedClusterAddOn| {
+                csrs_of_cluster(&csr_store, &addon.namespace().unwrap_or_default())
+            },
+        )
+        .watches_stream(
+            clusters.subscribe(metadata_only),
+            move |cluster: ManagedCluster| csrs_of_cluster(&csr_store_for_clusters, &cluster.name_any()),
+        )
         .graceful_shutdown_on(shutdown())
         .run(reconcile::csr::reconcile, reconcile::csr::on_error, ctx.clone())
         .for_each(|_| async {});
 
     let watches = [
-        addons.spawn(Api::all(client.clone()), by_name()),
-        cmas.spawn(Api::all(client.clone()), by_name()),
-        clusters.spawn(Api::all(client.clone()), watcher::Config::default()),
-        decisions.spawn(Api::all(client.clone()), watcher::Config::default()),
-        works.spawn(Api::all(client.clone()), by_label()),
-        roles.spawn(Api::all(client.clone()), by_label()),
-        bindings.spawn(Api::all(client.clone()), by_label()),
-        csrs.spawn(Api::all(client.clone()), by_label()),
+        addons.spawn(Api::all(client.clone()), by_name(), as_is),
+        cmas.spawn(Api::all(client.clone()), by_name(), as_is),
+        clusters.spawn(Api::all(client.clone()), watcher::Config::default(), as_is),
+        decisions.spawn(Api::all(client.clone()), watcher::Config::default(), as_is),
+        // Works are the big objects: list them in small pages so a restart never holds many at once.
+        works.spawn(
+            Api::all(client.clone()),
+            by_label().page_size(50),
+            work::compact_for_cache,
+        ),
+        roles.spawn(Api::all(client.clone()), by_label(), as_is),
+        bindings.spawn(Api::all(client.clone()), by_label(), as_is),
+        csrs.spawn(Api::all(client.clone()), by_label(), as_is),
         configs.spawn(
             Api::all_with(client.clone(), &config_resource),
             watcher::Config::default(),
+            as_is,
         ),
     ];
     // Decide nothing on half a picture: a restart must not re-create what is merely not listed yet.

@@ -121,9 +121,35 @@ fn guess_resource(kind: &str) -> String {
     }
 }
 
+/// Where a cached work keeps the digest of its manifests (see [`compact_for_cache`]).
+const MANIFESTS_DIGEST_KEY: &str = "ocm-score.io/manifests-sha256";
+
+/// SHA-256 of a work's manifests (their Go-style JSON encoding), or the digest a cached work holds.
+pub fn manifests_digest(work: &ManifestWork) -> String {
+    let manifests = &work.spec.workload.manifests;
+    if let [marker] = manifests.as_slice()
+        && let Some(digest) = marker.get(MANIFESTS_DIGEST_KEY).and_then(Value::as_str)
+    {
+        return digest.to_string();
+    }
+    let digest = ring::digest::digest(
+        &ring::digest::SHA256,
+        go_json(&Value::Array(manifests.clone())).as_bytes(),
+    );
+    digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Replaces a work's manifests by their digest: the watch cache then holds a few bytes per work
+/// instead of every rendered object, and [`up_to_date`] compares digests.
+pub fn compact_for_cache(work: &mut ManifestWork) {
+    let digest = manifests_digest(work);
+    work.spec.workload.manifests = vec![json!({ MANIFESTS_DIGEST_KEY: digest })];
+}
+
 /// Whether `existing` already carries everything `desired` says, so no write is needed.
 ///
-/// The manifests must be equal (nothing defaults inside them). Elsewhere in the spec the server may
+/// The manifests must be equal (nothing defaults inside them; compared by digest, so `existing` may
+/// come from the compacted cache). Elsewhere in the spec the server may
 /// have filled in defaults, so `desired` only has to be contained in `existing`. Our label and owner
 /// reference must be present; the config-spec-hash annotation must be exactly ours (or absent when
 /// we have none), other labels and annotations are someone else's.
@@ -152,7 +178,7 @@ pub fn up_to_date(existing: &ManifestWork, desired: &ManifestWork) -> bool {
     if !meta_ok || hash(existing) != hash(desired) {
         return false;
     }
-    if existing.spec.workload.manifests != desired.spec.workload.manifests {
+    if manifests_digest(existing) != manifests_digest(desired) {
         return false;
     }
     let (Ok(mut have), Ok(mut want)) = (
@@ -316,6 +342,26 @@ mod tests {
             ..Default::default()
         });
         assert!(!up_to_date(&defaulted, &bare));
+    }
+
+    #[test]
+    fn a_compacted_cache_entry_compares_by_digest() {
+        let desired = deploy_work("a", "c1", &owner(), manifests(), &BTreeMap::new());
+        let mut cached = desired.clone();
+        compact_for_cache(&mut cached);
+        assert_eq!(cached.spec.workload.manifests.len(), 1);
+        assert_eq!(manifests_digest(&cached), manifests_digest(&desired));
+        assert!(up_to_date(&cached, &desired));
+        let mut changed = manifests();
+        changed[1]["spec"] = json!({"replicas": 2});
+        assert!(!up_to_date(
+            &cached,
+            &deploy_work("a", "c1", &owner(), changed, &BTreeMap::new())
+        ));
+        // Compacting twice changes nothing.
+        let once = cached.clone();
+        compact_for_cache(&mut cached);
+        assert_eq!(cached, once);
     }
 
     #[test]

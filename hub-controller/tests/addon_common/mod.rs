@@ -418,6 +418,10 @@ impl Controller {
         }
     }
 
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
     pub fn has_exited(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(Some(_)))
     }
