@@ -116,6 +116,8 @@ fn the_default_rendering_is_accepted_and_matches_the_agent_defaults() {
     assert_eq!(run.debounce, agent_cli::DEFAULT_DEBOUNCE);
     assert_eq!(run.jitter, agent_cli::DEFAULT_JITTER);
     assert_eq!(run.min_write_interval, agent_cli::DEFAULT_MIN_WRITE_INTERVAL);
+    assert_eq!(run.scoring.api_timeout, agent_cli::DEFAULT_API_TIMEOUT);
+    assert_eq!(run.scoring.hub_timeout, agent_cli::DEFAULT_HUB_TIMEOUT);
     assert_eq!(run.hub.cluster_name, "c1");
     let lease = run.lease.expect("the agent renews the add-on Lease");
     assert_eq!(
@@ -148,8 +150,8 @@ fn hub_validation_agrees_with_the_agent() {
         &[("REFRESH_INTERVAL", "5m")],
         &[("REFRESH_INTERVAL", "soon")],
         &[("SCORE_VALIDITY", "30s")],
-        &[("SCORE_VALIDITY", "76s")],
-        &[("SCORE_VALIDITY", "77s")],
+        &[("SCORE_VALIDITY", "96s")],
+        &[("SCORE_VALIDITY", "97s")],
         &[("SCORE_VALIDITY", "25h")],
         &[("SCORE_VALIDITY", "10m")],
         &[(

@@ -763,3 +763,62 @@ async fn under_ocm_addon_manager_nothing_happens_before_the_owner_reference() {
     assert!(hub.forbidden().is_empty(), "{:?}", hub.forbidden());
     assert_eq!(controller.terminate().await, 0);
 }
+
+/// The real agent code (`ocm-score-agent once --source host --publish`), run with the hub identity
+/// the registration gives cluster `c1`'s agent: it publishes c1's score, and is refused for c2.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_publishes_with_the_granted_identity_and_is_refused_elsewhere() {
+    use clap::Parser;
+    let hub = Hub::start().await;
+    for c in ["c1", "c2"] {
+        hub.add_cluster(c);
+    }
+    hub.decide(&["c1", "c2"]).await;
+    let controller = hub.controller("replica-a", &[]);
+    for c in ["c1", "c2"] {
+        controller.wait_for("the hub RBAC", || hub.role_binding(c)).await;
+    }
+    let groups = agent_groups("c1");
+    let groups: Vec<&str> = groups.iter().map(String::as_str).collect();
+    let identity = hub.server.identity(&agent_user("c1"), &groups);
+    let kubeconfig =
+        std::env::temp_dir().join(format!("ocm-score-agent-e2e-{}.kubeconfig", std::process::id()));
+    hub.server
+        .write_kubeconfig(&identity, &kubeconfig)
+        .expect("agent kubeconfig");
+    let publish = |cluster: &str| {
+        let argv = [
+            "ocm-score-agent".to_string(),
+            "once".into(),
+            "--source=host".into(),
+            "--publish".into(),
+            format!("--hub-kubeconfig={}", kubeconfig.display()),
+            format!("--cluster-name={cluster}"),
+        ];
+        let cli = ocm_score_agent::cli::Cli::try_parse_from(argv).expect("agent flags");
+        let ocm_score_agent::cli::Command::Once(args) = cli.command else {
+            panic!("not once")
+        };
+        let config = ocm_score_agent::config::OnceConfig::from_args(args).expect("agent config");
+        ocm_score_agent::once::once(config)
+    };
+    publish("c1")
+        .await
+        .expect("the agent publishes its own cluster's score");
+    let score = score_object(&hub, "c1").expect("the score object");
+    assert!(score["status"]["validUntil"].is_string(), "{score}");
+    assert!(
+        score["status"]["scores"]
+            .as_array()
+            .is_some_and(|s| !s.is_empty()),
+        "{score}"
+    );
+    let refused = publish("c2").await.expect_err("another cluster's namespace");
+    assert!(
+        refused.to_string().contains("403") || refused.to_string().contains("forbidden"),
+        "{refused}"
+    );
+    assert!(score_object(&hub, "c2").is_none());
+    let _ = std::fs::remove_file(&kubeconfig);
+    assert_eq!(controller.terminate().await, 0);
+}

@@ -55,8 +55,10 @@ pub const DEFAULT_DEBOUNCE: Duration = Duration::from_secs(5);
 pub const DEFAULT_JITTER: f64 = 0.1;
 /// `--min-write-interval` default: validity must be longer.
 pub const DEFAULT_MIN_WRITE_INTERVAL: Duration = Duration::from_secs(15);
-/// Validity must exceed refresh × (1 + jitter) plus this margin.
-pub const RENEW_SLACK: Duration = Duration::from_secs(10);
+/// `--api-timeout` and `--hub-timeout` defaults: validity must exceed refresh × (1 + jitter) plus both,
+/// so a late refresh that reads slowly and writes slowly still lands before the scores expire.
+pub const DEFAULT_API_TIMEOUT: Duration = Duration::from_secs(10);
+pub const DEFAULT_HUB_TIMEOUT: Duration = Duration::from_secs(20);
 pub const MIN_VALIDITY: Duration = Duration::from_secs(10);
 pub const MAX_VALIDITY: Duration = Duration::from_secs(24 * 3600);
 pub const MIN_REFRESH_INTERVAL: Duration = Duration::from_secs(1);

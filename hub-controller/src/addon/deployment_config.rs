@@ -4,7 +4,7 @@
 //! |---|---|---|
 //! | `SOURCES` | `--source` | comma list of `cluster`, `kubelet` (needs `cluster`), `host` |
 //! | `REFRESH_INTERVAL` | `--refresh-interval` | duration, e.g. `60s`, `2m`, `1m30s`, `90`; at least 5s |
-//! | `SCORE_VALIDITY` | `--validity` | duration from 10s to 24h, longer than refresh × 1.1 + 10s and than 15s |
+//! | `SCORE_VALIDITY` | `--validity` | duration from 10s to 24h, longer than refresh × 1.1 + 30s and than 15s |
 //! | `NORMALIZE` | `--normalize` | comma list of `SCORE=absolute:MIN:MAX`, `SCORE=percent` or `SCORE=percent:MIN:MAX` |
 //! | `SCORE_STEP` | `--score-step` | integer 1..=200 |
 //! | `EXTENDED_RESOURCES` | `--extended-resource` | comma list of `RESOURCE[=PREFIX]`, e.g. `amd.com/gpu=amdGpu` |
@@ -272,11 +272,12 @@ impl Checked {
         if !(cli::MIN_VALIDITY..=cli::MAX_VALIDITY).contains(&validity) {
             return Err(validity_err("must be between 10s and 24h".into()));
         }
-        let margin = refresh.mul_f64(1.0 + cli::DEFAULT_JITTER) + cli::RENEW_SLACK;
+        let margin =
+            refresh.mul_f64(1.0 + cli::DEFAULT_JITTER) + cli::DEFAULT_API_TIMEOUT + cli::DEFAULT_HUB_TIMEOUT;
         if validity <= margin || validity <= cli::DEFAULT_MIN_WRITE_INTERVAL {
             return Err(validity_err(format!(
-                "must be longer than {margin:?} (the refresh interval {refresh:?} + 10 % + 10s) and than \
-                 15s, or scores would expire between refreshes"
+                "must be longer than {margin:?} (the refresh interval {refresh:?} + 10 %, plus 30s for a \
+                 slow read and write) and than 15s, or scores would expire between refreshes"
             )));
         }
         let mut known: Vec<String> = cli::BUILT_IN_SCORES.iter().map(|s| s.to_string()).collect();
