@@ -822,3 +822,102 @@ async fn the_agent_publishes_with_the_granted_identity_and_is_refused_elsewhere(
     let _ = std::fs::remove_file(&kubeconfig);
     assert_eq!(controller.terminate().await, 0);
 }
+
+/// The managed-cluster side: the permissions the rendered work grants the agent's service account
+/// are enough for the real agent to read the cluster (source `cluster`), and no more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rendered_agent_rbac_lets_the_agent_read_its_cluster_and_nothing_else() {
+    use clap::Parser;
+    use ocm_score_tests::apiserver::ApiServer;
+    let hub = Hub::start().await;
+    hub.add_cluster("c1");
+    hub.decide(&["c1"]).await;
+    let controller = hub.controller("replica-a", &[]);
+    let work = controller.wait_for("the work", || hub.work("c1")).await;
+    controller
+        .wait_for("the hub RBAC", || hub.role_binding("c1"))
+        .await;
+
+    // The managed cluster: what the work agent would apply, applied to a second API server.
+    let managed = ApiServer::builder()
+        .builtin_kinds()
+        .rbac(true)
+        .start()
+        .await
+        .expect("managed cluster");
+    for manifest in work["spec"]["workload"]["manifests"]
+        .as_array()
+        .expect("manifests")
+    {
+        managed
+            .create(manifest.clone())
+            .unwrap_or_else(|e| panic!("applying {}: {e:?}", manifest["kind"]));
+    }
+    managed
+        .create(
+            json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"},
+            "status": {"allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"},
+                       "conditions": [{"type": "Ready", "status": "True"}]}}),
+        )
+        .expect("a node");
+    let namespace = "open-cluster-management-agent-addon";
+    let sa_user = format!("system:serviceaccount:{namespace}:{ADDON}-agent");
+    let sa_groups = [
+        "system:serviceaccounts",
+        "system:serviceaccounts:open-cluster-management-agent-addon",
+        "system:authenticated",
+    ];
+    let sa = managed.identity(&sa_user, &sa_groups);
+    let dir = std::env::temp_dir().join(format!("ocm-score-agent-rbac-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let managed_kubeconfig = dir.join("managed.kubeconfig");
+    managed
+        .write_kubeconfig(&sa, &managed_kubeconfig)
+        .expect("managed kubeconfig");
+    let groups = agent_groups("c1");
+    let groups: Vec<&str> = groups.iter().map(String::as_str).collect();
+    let hub_kubeconfig = dir.join("hub.kubeconfig");
+    hub.server
+        .write_kubeconfig(&hub.server.identity(&agent_user("c1"), &groups), &hub_kubeconfig)
+        .expect("hub kubeconfig");
+
+    let argv = [
+        "ocm-score-agent".to_string(),
+        "once".into(),
+        "--source=cluster".into(),
+        "--publish".into(),
+        format!("--managed-kubeconfig={}", managed_kubeconfig.display()),
+        format!("--hub-kubeconfig={}", hub_kubeconfig.display()),
+        "--cluster-name=c1".into(),
+    ];
+    let cli = ocm_score_agent::cli::Cli::try_parse_from(argv).expect("agent flags");
+    let ocm_score_agent::cli::Command::Once(args) = cli.command else {
+        panic!("not once")
+    };
+    let config = ocm_score_agent::config::OnceConfig::from_args(args).expect("agent config");
+    ocm_score_agent::once::once(config)
+        .await
+        .expect("the agent reads its cluster and publishes");
+    let score = score_object(&hub, "c1").expect("score");
+    let cpu = score["status"]["scores"]
+        .as_array()
+        .expect("scores")
+        .iter()
+        .find(|s| s["name"] == "cpuNodeAvailable")
+        .cloned();
+    assert!(
+        cpu.is_some_and(|s| s["value"].as_i64().is_some_and(|v| v > -100)),
+        "8 free cores must score above the bottom: {score}"
+    );
+
+    // Nothing more: no secrets, no writes to pods, no other namespace's Lease.
+    let client = managed.client(&sa);
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::all(client.clone());
+    assert!(matches!(secrets.list(&Default::default()).await, Err(kube::Error::Api(s)) if s.code == 403));
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), "default");
+    assert!(matches!(pods.delete("x", &Default::default()).await, Err(kube::Error::Api(s)) if s.code == 403));
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> = Api::namespaced(client, "default");
+    assert!(matches!(leases.get("resource-usage-collect").await, Err(kube::Error::Api(s)) if s.code == 403));
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(controller.terminate().await, 0);
+}

@@ -51,7 +51,12 @@ async fn reconcile_inner(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>) -> 
     let ours = addon.finalizers().iter().any(|f| f == names::CLEANUP_FINALIZER);
     let deleting = addon.metadata.deletion_timestamp.is_some();
     let cma = ctx.stores.cmas.get(&ObjectRef::new(&ctx.settings.addon));
-    let cluster_exists = ctx.stores.clusters.get(&ObjectRef::new(&cluster)).is_some();
+    // A cluster being deleted gets nothing (re)applied, as in addon-framework.
+    let cluster_exists = ctx
+        .stores
+        .clusters
+        .get(&ObjectRef::new(&cluster))
+        .is_some_and(|c| c.metadata.deletion_timestamp.is_none());
     // OCM's gates: nothing happens for an add-on its ClusterManagementAddOn does not own, or on a
     // cluster that does not exist. A removal we already committed to still completes.
     let gated = cma.is_none() || !install::owned_by_cma(&addon, &ctx.settings.addon) || !cluster_exists;
