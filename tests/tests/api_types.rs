@@ -2,6 +2,8 @@
 //! `../shared/upstream/crds/` are the reference for identity (group, version, kind, plural, scope,
 //! status subresource) and for the shape of every object we build or read.
 
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
+
 use ocm_score_tests::crd::{Crd, SchemaValidator, upstream_crds};
 use scheduler_core::api::*;
 use serde_json::{Value, json};
@@ -102,7 +104,7 @@ fn assert_valid<K: OcmKind + serde::Serialize>(crds: &[Crd], object: &K) -> Valu
     let json = serde_json::to_value(object).expect("serializes");
     assert_eq!(json["apiVersion"], K::API_VERSION);
     assert_eq!(json["kind"], K::KIND);
-    let errors = validator_for(crds, &K::API_VERSION, K::KIND).errors(&json);
+    let errors = validator_for(crds, K::API_VERSION, K::KIND).errors(&json);
     assert!(
         errors.is_empty(),
         "{} does not validate: {errors:?}\n{json:#}",
@@ -485,7 +487,7 @@ fn pruned(v: &Value, drop_empty_lists: bool) -> Value {
     match v {
         Value::Object(m) => Value::Object(
             m.iter()
-                .filter(|(_, v)| !v.is_null() && !(drop_empty_lists && *v == &json!([])))
+                .filter(|(_, v)| !(v.is_null() || drop_empty_lists && *v == &json!([])))
                 .map(|(k, v)| (k.clone(), pruned(v, drop_empty_lists)))
                 .collect(),
         ),
