@@ -67,38 +67,9 @@ pub fn parse_source(text: &str) -> Result<SourceArg, String> {
 pub struct DurationArg(pub Duration);
 
 pub fn parse_duration(text: &str) -> Result<DurationArg, String> {
-    let invalid = || format!("expected a duration such as 60s, 3m, 1m30s or 500ms, got {text:?}");
-    let text = text.trim();
-    if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
-        return text
-            .parse::<u64>()
-            .map(|s| DurationArg(Duration::from_secs(s)))
-            .map_err(|_| invalid());
-    }
-    let mut total = Duration::ZERO;
-    let mut rest = text;
-    if rest.is_empty() {
-        return Err(invalid());
-    }
-    while !rest.is_empty() {
-        let digits = rest.find(|c: char| !c.is_ascii_digit()).ok_or_else(invalid)?;
-        if digits == 0 {
-            return Err(invalid());
-        }
-        let number: u64 = rest[..digits].parse().map_err(|_| invalid())?;
-        rest = &rest[digits..];
-        let unit_len = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
-        let part = match &rest[..unit_len] {
-            "ms" => Duration::from_millis(number),
-            "s" => Duration::from_secs(number),
-            "m" => Duration::from_secs(number.checked_mul(60).ok_or_else(invalid)?),
-            "h" => Duration::from_secs(number.checked_mul(3600).ok_or_else(invalid)?),
-            _ => return Err(invalid()),
-        };
-        total = total.checked_add(part).ok_or_else(invalid)?;
-        rest = &rest[unit_len..];
-    }
-    Ok(DurationArg(total))
+    scheduler_core::duration::parse(text)
+        .map(DurationArg)
+        .map_err(|_| format!("expected a duration such as 60s, 3m, 1m30s or 500ms, got {text:?}"))
 }
 
 /// `RESOURCE[=PREFIX]` of `--extended-resource`.

@@ -3,5 +3,6 @@
 //! Nothing in this crate does I/O; binaries fetch objects and hand them in as plain data.
 
 pub mod api;
+pub mod duration;
 pub mod normalize;
 pub mod placement;

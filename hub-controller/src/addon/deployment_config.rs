@@ -348,35 +348,8 @@ fn parse_sources(value: &str) -> Result<Sources, String> {
 
 /// `90s`, `5m`, `1h30m`, `500ms`, or plain seconds (`90`), as the agent reads durations.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let bad = || format!("expected a duration such as 60s, 5m or 1m30s, got {text:?}");
-    let text = text.trim();
-    if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
-        return text.parse::<u64>().map(Duration::from_secs).map_err(|_| bad());
-    }
-    let mut rest = text;
-    let mut total = Duration::ZERO;
-    if rest.is_empty() {
-        return Err(bad());
-    }
-    while !rest.is_empty() {
-        let digits = rest.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
-        if digits == 0 {
-            return Err(bad());
-        }
-        let number: u64 = rest[..digits].parse().map_err(|_| bad())?;
-        rest = &rest[digits..];
-        let unit_len = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
-        let part = match &rest[..unit_len] {
-            "ms" => Duration::from_millis(number),
-            "s" => Duration::from_secs(number),
-            "m" => Duration::from_secs(number.checked_mul(60).ok_or_else(bad)?),
-            "h" => Duration::from_secs(number.checked_mul(3600).ok_or_else(bad)?),
-            _ => return Err(bad()),
-        };
-        total = total.checked_add(part).ok_or_else(bad)?;
-        rest = &rest[unit_len..];
-    }
-    Ok(total)
+    scheduler_core::duration::parse(text)
+        .map_err(|_| format!("expected a duration such as 60s, 5m or 1m30s, got {text:?}"))
 }
 
 /// `SCORE=absolute:MIN:MAX`, `SCORE=percent` or `SCORE=percent:MIN:MAX`, with MIN < MAX. Returns the score.

@@ -1,0 +1,118 @@
+//! Go-style durations (`90s`, `1m30s`, `500ms`, `1h`) as the agent and the add-on manager accept them.
+//!
+//! One grammar for every flag and add-on variable, so a value valid for one is valid for all.
+//! Callers wrap [`DurationError`] in their own message naming the flag or variable and the value.
+
+use std::time::Duration;
+
+/// Why a text is not a duration.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    #[error("is empty")]
+    Empty,
+    #[error("{0:?} is not a whole number")]
+    NotANumber(String),
+    #[error("a number must come before {0:?}")]
+    MissingNumber(String),
+    #[error("{0:?} has no unit (ms, s, m or h)")]
+    MissingUnit(String),
+    #[error("unknown unit {0:?}; expected ms, s, m or h")]
+    UnknownUnit(String),
+    #[error("is too long to represent")]
+    Overflow,
+}
+
+/// Parses a sum of `<whole number><unit>` parts with units `ms`, `s`, `m`, `h` (e.g. `1h30m`),
+/// or a bare whole number of seconds (`90`). Surrounding whitespace is ignored; signs, fractions
+/// and inner spaces are rejected, and arithmetic that would overflow is an error, not a wrap.
+pub fn parse(text: &str) -> Result<Duration, DurationError> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Err(DurationError::Empty);
+    }
+    if text.bytes().all(|b| b.is_ascii_digit()) {
+        return whole_number(text).map(Duration::from_secs);
+    }
+    let mut total = Duration::ZERO;
+    let mut rest = text;
+    while !rest.is_empty() {
+        let digits = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+        if digits == rest.len() {
+            return Err(DurationError::MissingUnit(rest.to_owned()));
+        }
+        let unit_len = rest[digits..]
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len() - digits);
+        let unit = &rest[digits..digits + unit_len];
+        if digits == 0 {
+            return Err(DurationError::MissingNumber(unit.to_owned()));
+        }
+        let number = whole_number(&rest[..digits])?;
+        let part = match unit {
+            "ms" => Duration::from_millis(number),
+            "s" => Duration::from_secs(number),
+            "m" => Duration::from_secs(number.checked_mul(60).ok_or(DurationError::Overflow)?),
+            "h" => Duration::from_secs(number.checked_mul(3600).ok_or(DurationError::Overflow)?),
+            other => return Err(DurationError::UnknownUnit(other.to_owned())),
+        };
+        total = total.checked_add(part).ok_or(DurationError::Overflow)?;
+        rest = &rest[digits + unit_len..];
+    }
+    Ok(total)
+}
+
+fn whole_number(digits: &str) -> Result<u64, DurationError> {
+    digits
+        .parse()
+        .map_err(|_| DurationError::NotANumber(digits.to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accepts_units_sums_and_bare_seconds() {
+        for (text, millis) in [
+            ("60s", 60_000),
+            ("3m", 180_000),
+            ("1m30s", 90_000),
+            ("1h30m", 5_400_000),
+            ("500ms", 500),
+            ("1s500ms", 1_500),
+            ("1h", 3_600_000),
+            ("45", 45_000),
+            (" 90s\n", 90_000),
+            ("0s", 0),
+        ] {
+            assert_eq!(parse(text), Ok(Duration::from_millis(millis)), "{text}");
+        }
+    }
+
+    #[test]
+    fn names_what_is_wrong() {
+        assert_eq!(parse(""), Err(DurationError::Empty));
+        assert_eq!(parse("  "), Err(DurationError::Empty));
+        assert_eq!(parse("s"), Err(DurationError::MissingNumber("s".into())));
+        assert_eq!(parse("m5"), Err(DurationError::MissingNumber("m".into())));
+        assert_eq!(parse("-1s"), Err(DurationError::MissingNumber("-".into())));
+        assert_eq!(parse("1m30"), Err(DurationError::MissingUnit("30".into())));
+        assert_eq!(parse("1x"), Err(DurationError::UnknownUnit("x".into())));
+        assert_eq!(parse("1d"), Err(DurationError::UnknownUnit("d".into())));
+        assert_eq!(parse("1.5s"), Err(DurationError::UnknownUnit(".".into())));
+        assert_eq!(parse("1 s"), Err(DurationError::UnknownUnit(" s".into())));
+        assert_eq!(
+            parse("99999999999999999999"),
+            Err(DurationError::NotANumber("99999999999999999999".into()))
+        );
+    }
+
+    #[test]
+    fn overflow_is_an_error_not_a_wrap() {
+        let max = u64::MAX;
+        assert_eq!(parse(&format!("{max}h")), Err(DurationError::Overflow));
+        assert_eq!(parse(&format!("{max}m")), Err(DurationError::Overflow));
+        assert_eq!(parse(&format!("{max}s1s")), Err(DurationError::Overflow));
+        assert_eq!(parse(&format!("{max}s")), Ok(Duration::from_secs(max)));
+    }
+}
