@@ -328,3 +328,16 @@ fn a_placement_ocm_leaves_alone_is_reported_as_skipped() {
         "Placement ns1/all: skipped (scheduling is disabled by annotation)"
     );
 }
+
+/// The example snapshot README points newcomers at: an expired score counts 0 (so `edge` still
+/// beats `west`'s -20), and a NoSelect taint keeps `lab` out despite its perfect scores.
+#[test]
+fn the_readme_example_snapshot_picks_east_and_edge() {
+    let snapshot = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/hub-snapshot.yaml");
+    let out = simulate(&["-f", snapshot, "--now", "2026-11-22T00:00:00Z", "-o", "json"]);
+    let results = json(&out);
+    let result = by_name(&results, "apps/most-free-cpu");
+    assert_eq!(result["decisions"], serde_json::json!(["east", "edge"]));
+    assert_eq!(result["filtered"], serde_json::json!(["east", "edge", "west"]));
+    assert_eq!(result["scores"], serde_json::json!({"east": 120, "edge": 0, "west": -40}));
+}
