@@ -658,8 +658,8 @@ pub fn fmt_duration(d: Duration) -> String {
 mod tests {
     use super::*;
     use crate::cli::{Cli, Command};
-    use crate::test_support::TempDir;
     use clap::Parser;
+    use ocm_score_tests::support::TempDir;
 
     fn run(args: &[&str]) -> Result<RunConfig, ConfigError> {
         let mut argv = vec!["ocm-score-agent", "run"];

@@ -107,7 +107,7 @@ pub fn fingerprint(path: &Path) -> Result<u64, HubError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_support::TempDir;
+    use ocm_score_tests::support::TempDir;
 
     const KUBECONFIG: &str = "\
 apiVersion: v1

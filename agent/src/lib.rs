@@ -22,6 +22,3 @@ pub mod run;
 pub mod scores;
 pub mod server;
 pub mod sources;
-
-#[cfg(test)]
-pub(crate) mod test_support;

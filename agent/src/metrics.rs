@@ -326,6 +326,7 @@ fn header(out: &mut String, name: &str, kind: &str, help: &str) {
 mod tests {
     use super::*;
     use crate::accounting::Figures;
+    use ocm_score_tests::support::Exposition;
 
     #[test]
     fn renders_parseable_exposition_with_raw_quantities() {
@@ -362,20 +363,8 @@ mod tests {
         }];
         metrics.computed(&view, &resources, &scores, Some(7), 1_700_000_000);
         let text = metrics.render();
-        let lines = text.lines().map(|l| Ok(l.to_owned()));
-        let scrape = prometheus_parse::Scrape::parse(lines).expect("valid exposition");
-        let value = |name: &str, labels: &[(&str, &str)]| {
-            scrape
-                .samples
-                .iter()
-                .find(|s| s.metric == name && labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v)))
-                .map(|s| match s.value {
-                    prometheus_parse::Value::Counter(v)
-                    | prometheus_parse::Value::Gauge(v)
-                    | prometheus_parse::Value::Untyped(v) => v,
-                    _ => f64::NAN,
-                })
-        };
+        let exposition = Exposition::parse(&text).expect("valid exposition");
+        let value = |name: &str, labels: &[(&str, &str)]| exposition.value(name, labels);
         assert_eq!(
             value(
                 "ocm_score_agent_free",

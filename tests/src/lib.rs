@@ -2,5 +2,6 @@
 
 pub mod apiserver;
 pub mod crd;
+pub mod support;
 
 pub use apiserver::{ApiServer, Gvr, Identity, RequestMatch};

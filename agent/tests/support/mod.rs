@@ -12,9 +12,8 @@ use ocm_score_tests::crd::{self, SchemaValidator};
 use scheduler_core::api::{AddOnPlacementScore, AddOnPlacementScoreStatus, Condition};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -36,31 +35,7 @@ pub const STARTUP: Duration = Duration::from_secs(20);
 /// How long any SIGTERM may take to stop the agent.
 pub const STOP_WITHIN: Duration = Duration::from_secs(5);
 
-/// A directory under the system temp dir, removed on drop.
-pub struct TempDir(PathBuf);
-
-impl TempDir {
-    pub fn new(what: &str) -> Self {
-        static COUNTER: AtomicUsize = AtomicUsize::new(0);
-        let path = std::env::temp_dir().join(format!(
-            "ocm-score-agent-e2e-{what}-{}-{}",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&path).expect("creating a temp dir");
-        TempDir(path)
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+pub use ocm_score_tests::support::TempDir;
 
 /// The hub user and groups OCM's registration gives the add-on agent of [`CLUSTER`].
 pub fn hub_user() -> (String, Vec<String>) {

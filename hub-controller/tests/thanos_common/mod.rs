@@ -72,30 +72,8 @@ fn find_binary(name: &str) -> Option<PathBuf> {
         .find(|path| path.is_file())
 }
 
-pub struct TempDir(pub PathBuf);
-
-impl TempDir {
-    pub fn new(what: &str) -> Self {
-        static COUNTER: AtomicUsize = AtomicUsize::new(0);
-        let path = std::env::temp_dir().join(format!(
-            "ocm-score-{what}-{}-{}",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&path).expect("creating a temp dir");
-        TempDir(path)
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use ocm_score_tests::support::Exposition;
+pub use ocm_score_tests::support::TempDir;
 
 /// A free port on 127.0.0.1 (bound and released; the window for a clash is tiny).
 pub fn free_port() -> u16 {
@@ -774,17 +752,7 @@ impl ScorerProcess {
     /// The value of a sample of the scorer's `/metrics` whose labels include `labels`.
     pub async fn metric(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
         let (_, text) = self.get("/metrics").await?;
-        let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).ok()?;
-        scrape
-            .samples
-            .iter()
-            .find(|s| s.metric == name && labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v)))
-            .map(|s| match s.value {
-                prometheus_parse::Value::Counter(v)
-                | prometheus_parse::Value::Gauge(v)
-                | prometheus_parse::Value::Untyped(v) => v,
-                _ => f64::NAN,
-            })
+        Exposition::parse(&text).ok()?.value(name, labels)
     }
 
     pub async fn wait_ready(&mut self) {

@@ -1,0 +1,89 @@
+//! Small helpers the agent's and the hub's tests share: scratch directories and reading `/metrics`.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// A fresh directory under the system temp dir, removed on drop (no extra crate for it).
+///
+/// The name holds the process id and a counter, so parallel tests never share one.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    /// Creates `ocm-score-<what>-<pid>-<n>`; panics if it cannot, as befits a test fixture.
+    pub fn new(what: &str) -> Self {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let path = std::env::temp_dir().join(format!(
+            "ocm-score-{what}-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&path).expect("creating a temp dir");
+        TempDir(path)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A parsed Prometheus text exposition, queried by metric name and a subset of labels.
+pub struct Exposition(prometheus_parse::Scrape);
+
+impl Exposition {
+    pub fn parse(text: &str) -> std::io::Result<Self> {
+        prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).map(Exposition)
+    }
+
+    /// The value of the first sample named `name` whose labels include all of `labels`;
+    /// NaN for histogram and summary samples, which have no single value.
+    pub fn value(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+        self.0
+            .samples
+            .iter()
+            .find(|s| s.metric == name && labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v)))
+            .map(|s| match s.value {
+                prometheus_parse::Value::Counter(v)
+                | prometheus_parse::Value::Gauge(v)
+                | prometheus_parse::Value::Untyped(v) => v,
+                _ => f64::NAN,
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn temp_dirs_are_distinct_and_removed_on_drop() {
+        let a = TempDir::new("support");
+        let b = TempDir::new("support");
+        assert_ne!(a.path(), b.path());
+        assert!(a.path().is_dir());
+        std::fs::write(a.path().join("file"), "x").expect("write");
+        let kept = a.path().to_owned();
+        drop(a);
+        assert!(!kept.exists());
+    }
+
+    #[test]
+    fn values_are_found_by_name_and_label_subset() {
+        let text = "# TYPE hits_total counter\n\
+                    hits_total{code=\"200\",path=\"/\"} 3\n\
+                    hits_total{code=\"500\",path=\"/\"} 1\n\
+                    # TYPE up gauge\n\
+                    up 1\n";
+        let exposition = Exposition::parse(text).expect("valid exposition");
+        assert_eq!(exposition.value("hits_total", &[("code", "500")]), Some(1.0));
+        assert_eq!(exposition.value("hits_total", &[]), Some(3.0));
+        assert_eq!(exposition.value("up", &[]), Some(1.0));
+        assert_eq!(exposition.value("up", &[("job", "x")]), None);
+        assert_eq!(exposition.value("down", &[]), None);
+    }
+}
