@@ -339,5 +339,8 @@ fn the_readme_example_snapshot_picks_east_and_edge() {
     let result = by_name(&results, "apps/most-free-cpu");
     assert_eq!(result["decisions"], serde_json::json!(["east", "edge"]));
     assert_eq!(result["filtered"], serde_json::json!(["east", "edge", "west"]));
-    assert_eq!(result["scores"], serde_json::json!({"east": 120, "edge": 0, "west": -40}));
+    assert_eq!(
+        result["scores"],
+        serde_json::json!({"east": 120, "edge": 0, "west": -40})
+    );
 }
