@@ -377,3 +377,57 @@ async fn reflector_converges_under_churn_cut_watches_and_compaction() {
     assert!(server.objects(&Gvr::of::<ConfigMap>()).len() > 1000);
     reflector_task.abort();
 }
+
+#[tokio::test]
+async fn versions_newer_than_the_server_are_not_silently_served() {
+    let server = ApiServer::builder().builtin_kinds().start().await.unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(server.admin_client(), "default");
+    // kube retries 504s (15 times, honouring Retry-After): this client shows the first answer.
+    let mut config = kube::Config::new(server.url().parse().unwrap());
+    config.default_retry = false;
+    let token = format!("Bearer {}", server.admin().token);
+    config.headers.push((
+        hyper::header::AUTHORIZATION,
+        hyper::header::HeaderValue::from_str(&token).unwrap(),
+    ));
+    let no_retry: Api<ConfigMap> = Api::namespaced(kube::Client::try_from(config).unwrap(), "default");
+    let ahead = (server.resource_version() + 2).to_string();
+
+    // A list must never claim a version it has not reached: 504 ResourceVersionTooLarge, as upstream.
+    for matching in [
+        None,
+        Some(kube::api::VersionMatch::NotOlderThan),
+        Some(kube::api::VersionMatch::Exact),
+    ] {
+        let mut params = ListParams::default().at(&ahead);
+        if let Some(m) = &matching {
+            params = params.matching(m.clone());
+        }
+        let err = no_retry.list(&params).await.unwrap_err();
+        let kube::Error::Api(status) = err else {
+            panic!("{matching:?}: an API error expected, got {err:?}")
+        };
+        assert_eq!(
+            (status.code, status.reason.as_str()),
+            (504, "Timeout"),
+            "{matching:?}"
+        );
+        assert!(
+            status.message.contains("Too large resource version"),
+            "{}",
+            status.message
+        );
+    }
+    // "0" means any version and stays valid.
+    cms.list(&ListParams::default().at("0")).await.unwrap();
+
+    // A watch from a future version delivers only what comes after that version, as the real
+    // watch cache does: the two writes that bring the server to `ahead` are not events for it.
+    let mut stream = cms.watch(&WatchParams::default(), &ahead).await.unwrap().boxed();
+    for name in ["reach-1", "reach-2", "after"] {
+        cms.create(&PostParams::default(), &config_map(name, &[]))
+            .await
+            .unwrap();
+    }
+    assert_eq!(next_events(&mut stream, 1).await, pairs(&[("ADDED", "after")]));
+}

@@ -295,8 +295,13 @@ fn list(shared: &Shared, r: &ResourceRequest, call: &Call) -> Result<Reply, ApiE
             (Some(exact), None)
         }
         _ => {
-            if let Some(v) = rv {
-                parse_rv(v)?;
+            // NotOlderThan (explicit, or the legacy meaning of a bare version): "0" is any version,
+            // anything else must have been reached.
+            if let Some(v) = rv
+                && let at = parse_rv(v)?
+                && at > store.rv
+            {
+                return Err(ApiError::too_large_resource_version(at, store.rv));
             }
             (None, None)
         }
@@ -328,10 +333,7 @@ fn list(shared: &Shared, r: &ResourceRequest, call: &Call) -> Result<Reply, ApiE
                 }
             }
         }
-        Some(at) if at > store.rv => {
-            return Err(ApiError::new(504, "Timeout", format!("Too large resource version: {at}, current: {}", store.rv))
-                .with_details(json!({"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}], "retryAfterSeconds": 1})));
-        }
+        Some(at) if at > store.rv => return Err(ApiError::too_large_resource_version(at, store.rv)),
         Some(at) => (&store.types[r.t].objects, at.max(1)),
         None => (&store.types[r.t].objects, store.rv),
     };
@@ -473,7 +475,19 @@ fn watch(shared: &Arc<Shared>, r: &ResourceRequest, call: &Call) -> Result<Reply
         let store = lock(&shared.store);
         let data = &store.types[r.t];
         let events = data.tx.subscribe();
+        let error_event = |error: ApiError| {
+            let line = format!("{{\"type\":\"ERROR\",\"object\":{}}}\n", error.to_status());
+            let body = StreamBody::new(futures::stream::iter([Ok::<_, std::io::Error>(Frame::data(
+                Bytes::from(line),
+            ))]));
+            Ok(Reply::Stream(body.boxed()))
+        };
         match (send_initial, from) {
+            // A streaming list must start at or after the version asked for (upstream waits up to
+            // 3 s for it, then ends the watch with this error).
+            (Some(true), Some(from)) if from > store.rv => {
+                return error_event(ApiError::too_large_resource_version(from, store.rv));
+            }
             (Some(true), _) | (None, None | Some(0)) => {
                 for object in data.objects.values().filter(|o| filter.matches(o)) {
                     initial.push(watch_line("ADDED", rt, &r.version, object));
@@ -483,15 +497,10 @@ fn watch(shared: &Arc<Shared>, r: &ResourceRequest, call: &Call) -> Result<Reply
                 }
             }
             (_, Some(from)) if from < data.compacted_through => {
-                let error = ApiError::expired(format!(
+                return error_event(ApiError::expired(format!(
                     "too old resource version: {from} ({})",
                     data.compacted_through
-                ));
-                let line = format!("{{\"type\":\"ERROR\",\"object\":{}}}\n", error.to_status());
-                let body = StreamBody::new(futures::stream::iter([Ok::<_, std::io::Error>(Frame::data(
-                    Bytes::from(line),
-                ))]));
-                return Ok(Reply::Stream(body.boxed()));
+                )));
             }
             // sendInitialEvents=false without a version: only what happens from now on.
             (Some(false), None | Some(0)) => {}
@@ -504,7 +513,9 @@ fn watch(shared: &Arc<Shared>, r: &ResourceRequest, call: &Call) -> Result<Reply
                 }
             }
         }
-        (events, store.rv)
+        // Events up to the version asked for are not sent, even when the server has not reached it
+        // yet (as the real watch cache filters them).
+        (events, store.rv.max(from.unwrap_or(0)))
     };
     let task = WatchTask {
         shared: shared.clone(),
@@ -573,7 +584,11 @@ impl WatchTask {
                         let store = lock(&shared.store);
                         if events.is_empty() { store.rv } else { self.last_rv }
                     };
-                    self.last_rv = self.last_rv.max(rv);
+                    // A watch from a version the server has not reached gets no bookmark before it.
+                    if rv < self.last_rv {
+                        continue;
+                    }
+                    self.last_rv = rv;
                     if tx.send(Ok(Frame::data(bookmark(rt, &self.version, rv, false)))).await.is_err() {
                         return;
                     }

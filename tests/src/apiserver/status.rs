@@ -197,6 +197,22 @@ impl ApiError {
         .with_details(json!({"causes": [{"reason": "UnexpectedServerResponse", "message": content_type}]}))
     }
 
+    /// A list or streaming watch asked for a version the server has not reached (upstream: after
+    /// waiting up to 3 s for its watch cache to catch up).
+    pub(crate) fn too_large_resource_version(requested: u64, current: u64) -> Self {
+        let mut error = Self::new(
+            504,
+            "Timeout",
+            format!("Too large resource version: {requested}, current: {current}"),
+        )
+        .with_details(json!({
+            "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+            "retryAfterSeconds": 1,
+        }));
+        error.retry_after = Some(1);
+        error
+    }
+
     pub(crate) fn internal(message: impl Into<String>) -> Self {
         Self::new(500, "InternalError", message)
     }
