@@ -24,6 +24,7 @@ const DEFAULT_INTERVAL: Duration = Duration::from_secs(60);
 const DEFAULT_QUERY_TIMEOUT: Duration = Duration::from_secs(30);
 const DEFAULT_QUERY_CONCURRENCY: usize = 4;
 const DEFAULT_QUERY_RETRIES: u32 = 2;
+const MAX_QUERY_RETRIES: u32 = 10;
 const DEFAULT_WRITE_CONCURRENCY: usize = 16;
 const DEFAULT_METRICS_ADDRESS: &str = "0.0.0.0:8080";
 const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(15);
@@ -61,7 +62,7 @@ pub struct ThanosScorerArgs {
     /// How many score queries run at the same time.
     #[arg(long, env = "OCM_SCORE_THANOS_QUERY_CONCURRENCY", value_name = "N")]
     pub query_concurrency: Option<usize>,
-    /// Retries of a failed query within one round (with exponential backoff).
+    /// Retries of a failed query within one round (with exponential backoff; at most 10).
     #[arg(long, env = "OCM_SCORE_THANOS_QUERY_RETRIES", value_name = "N")]
     pub query_retries: Option<u32>,
     /// Series label whose value names the cluster (the queries aggregate `by (<label>)`).
@@ -561,12 +562,22 @@ fn query_config(args: &ThanosScorerArgs, file: QueryFile) -> Result<QueryConfig,
     if concurrency == 0 {
         return Err(ConfigError::invalid(conc_field, 0, "must be at least 1"));
     }
-    let (_, retries) = pick(
+    let (retries_field, retries) = pick(
         "--query-retries",
         &args.query_retries,
         "query.retries",
         file.retries,
     );
+    // Each retry waits up to 5 s within one round; more than this only delays the next round.
+    if let Some(n) = retries
+        && n > MAX_QUERY_RETRIES
+    {
+        return Err(ConfigError::invalid(
+            retries_field,
+            n,
+            format!("must be at most {MAX_QUERY_RETRIES}"),
+        ));
+    }
     Ok(QueryConfig {
         url: parsed,
         bearer_token_file,
@@ -800,8 +811,15 @@ pub fn parse_duration(field: &str, text: &str) -> Result<Duration, ConfigError> 
     if signed.is_negative() || signed.is_zero() {
         return Err(ConfigError::invalid(field, text, "must be longer than zero"));
     }
+    // Far beyond any sensible setting, and small enough that sums and multiples of durations (3 ×
+    // interval, timeout × attempts × scores) cannot overflow.
+    if signed > MAX_DURATION {
+        return Err(ConfigError::invalid(field, text, "must be at most a year"));
+    }
     Duration::try_from(signed).map_err(|_| ConfigError::invalid(field, text, "is out of range"))
 }
+
+const MAX_DURATION: jiff::SignedDuration = jiff::SignedDuration::from_hours(365 * 24);
 
 /// Formats a duration for messages, e.g. `90s` or `1.5s`.
 pub fn humantime(d: Duration) -> String {
@@ -1073,6 +1091,28 @@ scores:
             let err = error(ThanosScorerArgs::default(), &yaml);
             assert_eq!(err.field(), field, "{err}");
         }
+    }
+
+    #[test]
+    fn absurd_durations_and_retries_are_refused_not_overflowed() {
+        // The round budget multiplies timeout, retries and scores, and validity defaults to
+        // 3 × interval: values this large used to overflow (a panic) instead of being reported.
+        let args = ThanosScorerArgs {
+            query_retries: Some(u32::MAX),
+            ..Default::default()
+        };
+        assert_eq!(error(args, MINIMAL).field(), "--query-retries");
+        let huge = "2562047788015215h";
+        let args = ThanosScorerArgs {
+            interval: Some(huge.into()),
+            ..Default::default()
+        };
+        assert_eq!(error(args, MINIMAL).field(), "--interval");
+        let args = ThanosScorerArgs {
+            query_timeout: Some(huge.into()),
+            ..Default::default()
+        };
+        assert_eq!(error(args, MINIMAL).field(), "--query-timeout");
     }
 
     #[test]
