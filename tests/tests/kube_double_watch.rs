@@ -351,23 +351,29 @@ async fn reflector_converges_under_churn_cut_watches_and_compaction() {
         }
     };
     tokio::join!(disturb, writers);
-    // Should the churn have ended before a resume, force one: writes and compaction land while the
-    // cut watcher waits out its backoff (~0.8 s), so its resume predates compaction.
-    for round in 0..20 {
+    // Should the churn have ended before a resume, force one deterministically: a cut watch
+    // resumes at once, so instead the server drops every connection and refuses new ones while
+    // objects are written (directly, not over HTTP) and history is compacted. Every resume the
+    // watcher attempts fails until the refusal ends, and the first one that gets through asks for
+    // a version older than the compaction: 410, relist.
+    for round in 0..5 {
         if server.request_count("list", "configmaps") >= 2 {
             break;
         }
-        server.faults().cut_watches();
+        server.faults().refuse_connections(Duration::from_millis(1500));
         for i in 0..5 {
-            cms.create(
-                &PostParams::default(),
-                &config_map(&format!("late-{round}-{i}"), &[]),
-            )
-            .await
-            .unwrap();
+            let mut object = serde_json::to_value(config_map(&format!("late-{round}-{i}"), &[])).unwrap();
+            object["apiVersion"] = json!("v1");
+            object["kind"] = json!("ConfigMap");
+            object["metadata"]["namespace"] = json!("churn");
+            server.create(object).unwrap();
         }
         server.compact();
-        tokio::time::sleep(Duration::from_millis(1500)).await;
+        // Refusal (1.5 s) plus the watcher's backoff; polled so a quick relist ends the wait early.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while server.request_count("list", "configmaps") < 2 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
     converge(&server, &store).await.unwrap();
     assert!(
