@@ -496,3 +496,32 @@ async fn binary_serves_kubeconfigs_objects_and_flag_faults() {
     assert!(status.success(), "graceful exit on SIGTERM: {status}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// RBAC object names only have to be path segments, as on a real server (OCM names its roles
+/// `open-cluster-management:...`); other objects keep the RFC 1123 subdomain rule.
+#[tokio::test]
+async fn rbac_names_may_hold_colons_other_names_may_not() {
+    let server = rbac_server().await;
+    let admin = server.admin_client();
+    let role: k8s_openapi::api::rbac::v1::ClusterRole = from(json!({
+        "metadata": {"name": "open-cluster-management:addon:reader"},
+        "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}],
+    }));
+    let created = Api::<k8s_openapi::api::rbac::v1::ClusterRole>::all(admin.clone())
+        .create(&PostParams::default(), &role)
+        .await
+        .unwrap();
+    assert_eq!(created.name_any(), "open-cluster-management:addon:reader");
+    let bad_role: k8s_openapi::api::rbac::v1::ClusterRole = from(json!({"metadata": {"name": "a/b"}}));
+    let err = Api::<k8s_openapi::api::rbac::v1::ClusterRole>::all(admin.clone())
+        .create(&PostParams::default(), &bad_role)
+        .await
+        .unwrap_err();
+    assert_eq!(code(err).0, 422);
+    let cm: ConfigMap = from(json!({"metadata": {"name": "a:b"}}));
+    let err = Api::<ConfigMap>::namespaced(admin, "default")
+        .create(&PostParams::default(), &cm)
+        .await
+        .unwrap_err();
+    assert_eq!(code(err).0, 422);
+}

@@ -795,7 +795,13 @@ fn schema_causes(object: &Value, errors: Vec<crate::crd::FieldError>) -> Vec<Cau
 }
 
 fn name_cause(rt: &ResourceType, name: &str) -> Option<Cause> {
-    let (ok, rule) = if rt.special == Special::Namespace {
+    let (ok, rule) = if rt.group == "rbac.authorization.k8s.io" {
+        // RBAC objects only need to be valid path segments (so `system:...` names are fine).
+        (
+            meta::is_path_segment(name),
+            "may not be '.' or '..' and may not contain '/' or '%'",
+        )
+    } else if rt.special == Special::Namespace {
         (
             meta::is_dns_label(name),
             "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')",

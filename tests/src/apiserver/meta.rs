@@ -68,6 +68,11 @@ pub(crate) fn is_dns_subdomain(name: &str) -> bool {
     name.len() <= 253 && !name.is_empty() && name.split('.').all(|label| is_label_shaped(label, 253))
 }
 
+/// Whether `name` is a valid path segment name (the rule for RBAC object names).
+pub(crate) fn is_path_segment(name: &str) -> bool {
+    !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '%'])
+}
+
 /// Whether `name` is a lowercase RFC 1123 label (namespace names).
 pub(crate) fn is_dns_label(name: &str) -> bool {
     is_label_shaped(name, 63)
