@@ -337,18 +337,23 @@ mod tests {
             .unwrap_or(&Value::Null)
     }
 
-    #[test]
-    fn renders_every_object_with_identity_and_namespace() {
-        let config = AgentConfig::default();
+    /// Renders the agent for add-on `a` on cluster `c1` into `namespace`, with the test defaults.
+    fn render_with(config: &AgentConfig, namespace: &str) -> Vec<Value> {
         let d = defaults();
         let input = RenderInput {
             addon: "a",
             cluster: "c1",
-            namespace: "agents",
+            namespace,
             defaults: &d,
-            config: &config,
+            config,
         };
-        let manifests = render(&input).expect("renders");
+        render(&input).expect("renders")
+    }
+
+    #[test]
+    fn renders_every_object_with_identity_and_namespace() {
+        let config = AgentConfig::default();
+        let manifests = render_with(&config, "agents");
         assert_eq!(
             kinds(&manifests),
             [
@@ -385,15 +390,7 @@ mod tests {
             flags: vec![("--validity", "5m".into())],
             ..Default::default()
         };
-        let d = defaults();
-        let input = RenderInput {
-            addon: "a",
-            cluster: "c1",
-            namespace: "agents",
-            defaults: &d,
-            config: &config,
-        };
-        let manifests = render(&input).expect("renders");
+        let manifests = render_with(&config, "agents");
         let dep = find(&manifests, "Deployment");
         let pod = &dep["spec"]["template"]["spec"];
         let container = &pod["containers"][0];
@@ -431,20 +428,12 @@ mod tests {
 
     #[test]
     fn permissions_follow_the_sources() {
-        let d = defaults();
         let rules_for = |sources: Sources| {
             let config = AgentConfig {
                 sources,
                 ..Default::default()
             };
-            let input = RenderInput {
-                addon: "a",
-                cluster: "c1",
-                namespace: "ns",
-                defaults: &d,
-                config: &config,
-            };
-            let manifests = render(&input).expect("renders");
+            let manifests = render_with(&config, "ns");
             find(&manifests, "ClusterRole")["rules"].clone()
         };
         let cluster_only = rules_for(Sources::default());
@@ -474,7 +463,6 @@ mod tests {
 
     #[test]
     fn config_placement_and_registries_reach_the_pod() {
-        let d = defaults();
         let config = AgentConfig {
             node_selector: Some(BTreeMap::from([("role".to_string(), "infra".to_string())])),
             registries: vec![ImageMirror {
@@ -483,14 +471,7 @@ mod tests {
             }],
             ..Default::default()
         };
-        let input = RenderInput {
-            addon: "a",
-            cluster: "c1",
-            namespace: "ns",
-            defaults: &d,
-            config: &config,
-        };
-        let manifests = render(&input).expect("renders");
+        let manifests = render_with(&config, "ns");
         let pod = &find(&manifests, "Deployment")["spec"]["template"]["spec"];
         assert_eq!(pod["nodeSelector"]["role"], "infra");
         assert_eq!(
@@ -501,16 +482,8 @@ mod tests {
 
     #[test]
     fn lease_role_allows_only_the_addon_lease() {
-        let d = defaults();
         let config = AgentConfig::default();
-        let input = RenderInput {
-            addon: "a",
-            cluster: "c1",
-            namespace: "ns",
-            defaults: &d,
-            config: &config,
-        };
-        let manifests = render(&input).expect("renders");
+        let manifests = render_with(&config, "ns");
         let role = find(&manifests, "Role");
         assert_eq!(role["rules"][0]["verbs"], serde_json::json!(["create"]));
         assert_eq!(role["rules"][1]["resourceNames"], serde_json::json!(["a"]));
