@@ -339,52 +339,131 @@ async fn failures_fire_for_matching_requests_only() {
 async fn latency_delays_matching_requests() {
     let server = ApiServer::builder().builtin_kinds().start().await.unwrap();
     let cms: Api<ConfigMap> = Api::namespaced(server.admin_client(), "default");
-    let delay = Duration::from_millis(1500);
+    let delay = Duration::from_millis(300);
     server
         .faults()
         .add_latency(RequestMatch::any().verb("list").resource("configmaps"), delay);
     let started = Instant::now();
     cms.list(&ListParams::default()).await.unwrap();
     assert!(started.elapsed() >= delay);
-    let started = Instant::now();
-    cms.get_opt("other").await.unwrap();
-    assert!(
-        started.elapsed() < delay,
-        "a request the latency does not match is not delayed"
-    );
+
+    // Other requests are not held up: with an hour programmed for lists, a get answers (the bound
+    // only catches a hang; nothing is timed).
     server.faults().clear();
-    let started = Instant::now();
-    cms.list(&ListParams::default()).await.unwrap();
-    assert!(started.elapsed() < delay);
+    server.faults().add_latency(
+        RequestMatch::any().verb("list").resource("configmaps"),
+        Duration::from_secs(3600),
+    );
+    tokio::time::timeout(Duration::from_secs(60), cms.get_opt("other"))
+        .await
+        .expect("a get is not delayed by a list's latency")
+        .unwrap();
+
+    // Cleared latency is gone: a list answers although an hour was programmed.
+    server.faults().clear();
+    tokio::time::timeout(Duration::from_secs(60), cms.list(&ListParams::default()))
+        .await
+        .expect("no latency after clear()")
+        .unwrap();
 }
+
+/// Sends a watch of the default namespace's ConfigMaps over a raw connection and returns it once the
+/// response head has arrived, with what was read so far.
+async fn raw_watch(server: &ApiServer, query: &str) -> (tokio::net::TcpStream, Vec<u8>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(server.address()).await.unwrap();
+    let request = format!(
+        "GET /api/v1/namespaces/default/configmaps?watch=true&{query} HTTP/1.1\r\nHost: x\r\n\
+         Authorization: Bearer {}\r\n\r\n",
+        server.admin().token
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut read = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !read.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = stream.read(&mut buf).await.unwrap();
+        assert!(n > 0, "the head arrives");
+        read.extend_from_slice(&buf[..n]);
+    }
+    (stream, read)
+}
+
+/// Reads until the body's last chunk or the end of the connection (bounded: a hang fails the test).
+async fn read_body_end(stream: &mut tokio::net::TcpStream, read: &mut Vec<u8>) {
+    use tokio::io::AsyncReadExt;
+    tokio::time::timeout(Duration::from_secs(30), async {
+        let mut buf = [0u8; 4096];
+        while !read.ends_with(LAST_CHUNK) {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => read.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await
+    .expect("the watch response ends");
+}
+
+/// The last chunk of a chunked body: its presence is a complete response.
+const LAST_CHUNK: &[u8] = b"0\r\n\r\n";
 
 #[tokio::test]
 async fn cut_watches_end_streams_mid_flight() {
     let server = ApiServer::builder().builtin_kinds().start().await.unwrap();
     let cms: Api<ConfigMap> = Api::namespaced(server.admin_client(), "default");
+
+    // A watch that ends by itself (timeoutSeconds) ends its body properly.
+    let (mut timed, mut timed_read) = raw_watch(&server, "timeoutSeconds=1").await;
+    read_body_end(&mut timed, &mut timed_read).await;
+    assert!(
+        timed_read.ends_with(LAST_CHUNK),
+        "a watch that times out completes its body: {}",
+        String::from_utf8_lossy(&timed_read)
+    );
+
+    // A cut one breaks off mid-body: events so far, then the connection closes without the last chunk.
+    let (mut raw, mut raw_read) = raw_watch(&server, "resourceVersion=0").await;
     let mut stream = cms.watch(&WatchParams::default(), "0").await.unwrap().boxed();
     cms.create(&PostParams::default(), &from(json!({"metadata": {"name": "a"}})))
         .await
         .unwrap();
-    let first = tokio::time::timeout(Duration::from_secs(5), stream.next())
+    let first = tokio::time::timeout(Duration::from_secs(30), stream.next())
         .await
         .unwrap()
         .unwrap()
         .unwrap();
     assert!(matches!(first, WatchEvent::Added(ref o) if o.name_any() == "a"));
     server.faults().cut_watches();
-    let ended = tokio::time::timeout(Duration::from_secs(5), async {
-        loop {
-            match stream.next().await {
-                None => return "ended",
-                Some(Err(_)) => return "errored",
-                Some(Ok(_)) => {}
-            }
+    read_body_end(&mut raw, &mut raw_read).await;
+    let text = String::from_utf8_lossy(&raw_read).to_string();
+    assert!(
+        text.contains("\"ADDED\"") && text.contains("\"name\":\"a\""),
+        "{text}"
+    );
+    assert!(!raw_read.ends_with(LAST_CHUNK), "the body was cut: {text}");
+    // kube's client reads the broken-off body as the end of its stream (its watcher then resumes).
+    let after = tokio::time::timeout(Duration::from_secs(30), stream.next())
+        .await
+        .expect("the cut reaches kube's client");
+    assert!(after.is_none(), "the stream ends at the cut: {after:?}");
+}
+
+/// Polls `check` every 20 ms until it holds; a hang fails the test naming `what`.
+async fn until(what: &str, mut check: impl AsyncFnMut() -> bool) {
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while !check().await {
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
     })
     .await
-    .expect("the cut stream ends");
-    assert!(ended == "errored" || ended == "ended");
+    .unwrap_or_else(|_| panic!("timed out waiting for {what}"));
+}
+
+async fn connection_refused(server: &ApiServer) -> bool {
+    matches!(
+        tokio::net::TcpStream::connect(server.address()).await,
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused
+    )
 }
 
 #[tokio::test]
@@ -392,31 +471,35 @@ async fn refused_connections_recover_on_the_same_address() {
     let server = ApiServer::builder().builtin_kinds().start().await.unwrap();
     let cms: Api<ConfigMap> = Api::namespaced(server.admin_client(), "default");
     cms.list(&ListParams::default()).await.unwrap();
-    server.faults().refuse_connections(Duration::from_secs(2));
-    let mut refused = false;
-    for _ in 0..50 {
-        match tokio::net::TcpStream::connect(server.address()).await {
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
-                refused = true;
-                break;
-            }
-            _ => tokio::time::sleep(Duration::from_millis(20)).await,
-        }
-    }
-    assert!(refused, "connections are refused while the fault lasts");
+    // A refusal far longer than the test, ended by the test once it has seen what it wants.
+    server.faults().refuse_connections(Duration::from_secs(3600));
+    until("connections to be refused", async || {
+        connection_refused(&server).await
+    })
+    .await;
     assert!(
         cms.list(&ListParams::default()).await.is_err(),
         "the client's pooled connection was closed too"
     );
-    let mut recovered = false;
-    for _ in 0..60 {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        if cms.list(&ListParams::default()).await.is_ok() {
-            recovered = true;
-            break;
-        }
-    }
-    assert!(recovered, "the server listens on the same address again");
+    server.faults().accept_connections();
+    until("the server to listen on the same address again", async || {
+        cms.list(&ListParams::default()).await.is_ok()
+    })
+    .await;
+
+    // A short refusal ends by itself.
+    server.faults().refuse_connections(Duration::from_millis(200));
+    until("connections to be refused", async || {
+        connection_refused(&server).await
+    })
+    .await;
+    until("the refusal to end by itself", async || {
+        cms.list(&ListParams::default()).await.is_ok()
+    })
+    .await;
+    // Ending a refusal that is over changes nothing.
+    server.faults().accept_connections();
+    cms.list(&ListParams::default()).await.unwrap();
 }
 
 #[tokio::test]

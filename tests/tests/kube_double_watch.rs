@@ -360,7 +360,8 @@ async fn reflector_converges_under_churn_cut_watches_and_compaction() {
         if server.request_count("list", "configmaps") >= 2 {
             break;
         }
-        server.faults().refuse_connections(Duration::from_millis(1500));
+        // Refused until the writes and the compaction are done, however long those take here.
+        server.faults().refuse_connections(Duration::from_secs(3600));
         for i in 0..5 {
             let mut object = serde_json::to_value(config_map(&format!("late-{round}-{i}"), &[])).unwrap();
             object["apiVersion"] = json!("v1");
@@ -369,7 +370,8 @@ async fn reflector_converges_under_churn_cut_watches_and_compaction() {
             server.create(object).unwrap();
         }
         server.compact();
-        // Refusal (1.5 s) plus the watcher's backoff; polled so a quick relist ends the wait early.
+        server.faults().accept_connections();
+        // The watcher's backoff; polled so a quick relist ends the wait early.
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         while server.request_count("list", "configmaps") < 2 && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(100)).await;

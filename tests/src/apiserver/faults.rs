@@ -113,6 +113,8 @@ pub struct Faults {
     pub(crate) cut: watch::Sender<u64>,
     /// Wakes the accept loop when connections must be refused.
     pub(crate) refuse: Notify,
+    /// Wakes the refusing accept loop when a test ends the refusal early.
+    pub(crate) resume: Notify,
 }
 
 impl Default for Faults {
@@ -121,6 +123,7 @@ impl Default for Faults {
             state: Mutex::default(),
             cut: watch::channel(0).0,
             refuse: Notify::new(),
+            resume: Notify::new(),
         }
     }
 }
@@ -168,6 +171,13 @@ impl Faults {
     pub fn refuse_connections(&self, period: Duration) {
         lock(&self.state).refuse_until = Some(Instant::now() + period);
         self.refuse.notify_one();
+    }
+
+    /// Ends a refusal at once: the server listens on its address again (no-op when not refusing).
+    /// A test that refuses "until the client has met the refusal" uses a long period and this.
+    pub fn accept_connections(&self) {
+        lock(&self.state).refuse_until = None;
+        self.resume.notify_one();
     }
 
     /// Removes every programmed failure and latency.

@@ -373,13 +373,21 @@ pub(crate) async fn run(shared: Arc<Shared>, listener: TcpListener) {
     let mut connections = JoinSet::new();
     loop {
         let Some(active) = listener.as_ref() else {
-            // Refusing: wait out the period (or shutdown), then listen on the same address again.
-            let until = shared.faults.refuse_until();
-            if let Some(until) = until {
+            // Refusing: wait out the period (or shutdown, or the test ending it early), then listen
+            // on the same address again. A wake-up whose period still runs only re-checks it.
+            let mut stopped = false;
+            while let Some(until) = shared.faults.refuse_until() {
                 tokio::select! {
                     _ = tokio::time::sleep_until(until.into()) => {}
-                    _ = super::raised(&mut shutdown) => break,
+                    _ = shared.faults.resume.notified() => {}
+                    _ = super::raised(&mut shutdown) => {
+                        stopped = true;
+                        break;
+                    }
                 }
+            }
+            if stopped {
+                break;
             }
             let address = *lock(&shared.address);
             for _ in 0..50 {
