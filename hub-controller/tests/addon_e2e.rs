@@ -571,6 +571,20 @@ async fn removal_cleans_up_the_work_rbac_and_score() {
     assert_eq!(controller.terminate().await, 0);
 }
 
+/// Requests that are `user`'s reads of the leader Lease, and all others.
+fn lease_reads_and_the_rest(
+    requests: Vec<ocm_score_tests::apiserver::RequestRecord>,
+) -> (usize, Vec<ocm_score_tests::apiserver::RequestRecord>) {
+    let (reads, rest): (Vec<_>, Vec<_>) = requests.into_iter().partition(|r| {
+        r.verb == "get"
+            && r.group == "coordination.k8s.io"
+            && r.resource == "leases"
+            && r.namespace == NAMESPACE
+            && r.name == "ocm-score-addon-manager"
+    });
+    (reads.len(), rest)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_replica_stays_passive_until_the_first_stops() {
     let hub = Hub::start().await;
@@ -582,18 +596,46 @@ async fn a_second_replica_stays_passive_until_the_first_stops() {
     for c in ["c1", "c2"] {
         first.wait_for("the work", || hub.work(c)).await;
     }
-    let second = hub.controller("replica-b", &[]);
+    // The second replica has its own identity (and the same roles), so the server's request log
+    // says which replica did what.
+    let standby = hub.grant_controller_roles("ocm-score-addon-manager-standby");
+    let second = hub.controller_as(&standby, "replica-b", &[]);
     second
         .wait_for("replica-b to stand by", || {
             second.logged("standing by").then_some(())
         })
         .await;
-    // While the first leads, a change is handled by the first only; the second writes nothing.
-    hub.reset_requests_after_settling(&first).await;
+
+    // While the first leads, a change is handled by the first only.
+    let mark = hub.request_mark();
     hub.add_cluster("c3");
     hub.decide(&["c1", "c2", "c3"]).await;
     first.wait_for("the work of c3", || hub.work("c3")).await;
-    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    let c3_writers: Vec<String> = hub
+        .server
+        .requests()
+        .into_iter()
+        .skip(mark)
+        .filter(|r| r.is_write() && r.namespace == "c3")
+        .map(|r| r.user)
+        .collect();
+    assert!(
+        !c3_writers.is_empty() && c3_writers.iter().all(|u| u == CONTROLLER_USER),
+        "c3's objects are written by replica-a alone: {c3_writers:?}"
+    );
+    // The positive sign that the second saw the change happen and still decided to wait: it read
+    // the Lease twice more after c3's work existed.
+    let (reads_then, _) = lease_reads_and_the_rest(hub.requests_of_since(&standby, 0));
+    second
+        .wait_for("replica-b to check the Lease twice more", || {
+            let (reads, _) = lease_reads_and_the_rest(hub.requests_of_since(&standby, 0));
+            (reads >= reads_then + 2).then_some(())
+        })
+        .await;
+    // Everything replica-b ever asked the server was the Lease: no watch, no read, no write.
+    let (reads, rest) = lease_reads_and_the_rest(hub.requests_of_since(&standby, 0));
+    assert!(reads >= 2, "replica-b polls the Lease");
+    assert_eq!(rest, vec![], "a standby replica touches nothing but the Lease");
     assert!(!second.logged("became leader"), "{}", second.tail());
     let (code, metrics) = second.get("/metrics").await;
     assert_eq!(code, 200);
@@ -620,11 +662,21 @@ async fn a_second_replica_stays_passive_until_the_first_stops() {
             second.logged("became leader").then_some(())
         })
         .await;
+    let mark = hub.request_mark();
     hub.add_cluster("c4");
     hub.decide(&["c1", "c2", "c3", "c4"]).await;
     second
         .wait_for("the work of c4, by replica-b", || hub.work("c4"))
         .await;
+    let work_creators: Vec<String> = hub
+        .server
+        .requests()
+        .into_iter()
+        .skip(mark)
+        .filter(|r| r.verb == "create" && r.resource == "manifestworks" && r.namespace == "c4")
+        .map(|r| r.user)
+        .collect();
+    assert_eq!(work_creators, vec![standby.clone()]);
     assert!(hub.forbidden().is_empty(), "{:?}", hub.forbidden());
     assert_eq!(second.terminate().await, 0);
 }
@@ -653,22 +705,26 @@ async fn a_restart_with_nothing_changed_makes_zero_writes() {
     }
     assert_eq!(controller.terminate().await, 0);
 
-    hub.server.reset_requests();
+    let mark = hub.request_mark();
     let restarted = hub.controller("replica-a", &["--health-check=deployment-availability"]);
-    restarted
-        .wait_for("the restart to sync", || {
-            restarted.logged("hub caches synced").then_some(())
-        })
-        .await;
-    // Give every controller time for its first full pass over everything.
-    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
-    let writes = hub.controller_writes();
+    // The restarted process has made its first full pass when the install strategy and every
+    // add-on have been reconciled once (there are no CSRs); a pass that wrote nothing triggers no
+    // other.
+    restarted.wait_reconciled("install", "", ADDON).await;
+    for c in clusters {
+        restarted.wait_reconciled("addon", c, ADDON).await;
+    }
+    let writes: Vec<_> = hub
+        .controller_requests_since(mark)
+        .into_iter()
+        .filter(|r| r.is_write())
+        .collect();
     assert!(
         writes.is_empty(),
         "a restart with nothing changed wrote: {writes:#?}"
     );
     let reads: Vec<_> = hub
-        .controller_requests()
+        .controller_requests_since(mark)
         .into_iter()
         .filter(|r| r.verb == "get")
         .collect();
@@ -695,17 +751,25 @@ async fn under_ocm_addon_manager_nothing_happens_before_the_owner_reference() {
         hub.add_cluster(c);
     }
     hub.decide(&["c1", "c2"]).await;
-    let controller = hub.controller("replica-a", &[]);
-    controller
-        .wait_for("sync", || controller.logged("hub caches synced").then_some(()))
-        .await;
-    hub.server
+    // An add-on made by hand (no owner reference yet), there before the controller starts, so that
+    // its first passes see everything.
+    let created = hub
+        .server
         .create(
             json!({"apiVersion": "addon.open-cluster-management.io/v1alpha1", "kind": "ManagedClusterAddOn",
                        "metadata": {"name": ADDON, "namespace": "c1"}, "spec": {}}),
         )
         .expect("a hand-made add-on");
-    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    let controller = hub.controller("replica-a", &[]);
+    controller.wait_reconciled("install", "", ADDON).await;
+    let pass = controller.wait_reconciled("addon", "c1", ADDON).await;
+    let version = created["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        pass.contains(&format!("resource_version=\"{version}\"")),
+        "the pass saw the add-on as created ({version}): {pass}"
+    );
     assert!(hub.addon("c2").is_none(), "the install strategy is OCM's here");
     assert!(
         hub.work("c1").is_none() && hub.role("c1").is_none(),
@@ -898,26 +962,180 @@ async fn the_rendered_agent_rbac_lets_the_agent_read_its_cluster_and_nothing_els
     ocm_score_agent::once::once(config)
         .await
         .expect("the agent reads its cluster and publishes");
+    // One Ready node with 8 cores and 32 GiB allocatable and no pods, under the default bounds
+    // (cpu: 0..100 cores, memory: 0..1024 GiB, devices: 0..20, truncated toward zero):
+    // 8 cores → -100 + 200 × 8/100 = -84; 32 GiB → -100 + 200 × 32/1024 = -93.75 → -93; no
+    // GPU or TPU → -100. The upstream names in upstream order, then the legacy ones.
     let score = score_object(&hub, "c1").expect("score");
-    let cpu = score["status"]["scores"]
+    let published: Vec<(String, i64)> = score["status"]["scores"]
         .as_array()
         .expect("scores")
         .iter()
-        .find(|s| s["name"] == "cpuNodeAvailable")
-        .cloned();
-    assert!(
-        cpu.is_some_and(|s| s["value"].as_i64().is_some_and(|v| v > -100)),
-        "8 free cores must score above the bottom: {score}"
-    );
+        .map(|s| {
+            (
+                s["name"].as_str().unwrap_or_default().to_string(),
+                s["value"].as_i64().unwrap_or(i64::MIN),
+            )
+        })
+        .collect();
+    let expected: Vec<(String, i64)> = [
+        ("cpuNodeAvailable", -84),
+        ("cpuClusterAvailable", -84),
+        ("memNodeAvailable", -93),
+        ("memClusterAvailable", -93),
+        ("gpuNodeAvailable", -100),
+        ("gpuClusterAvailable", -100),
+        ("tpuNodeAvailable", -100),
+        ("tpuClusterAvailable", -100),
+        ("cpuAvailable", -84),
+        ("memAvailable", -93),
+    ]
+    .iter()
+    .map(|(n, v)| (n.to_string(), *v))
+    .collect();
+    assert_eq!(published, expected, "{score}");
 
-    // Nothing more: no secrets, no writes to pods, no other namespace's Lease.
-    let client = managed.client(&sa);
-    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::all(client.clone());
-    assert!(matches!(secrets.list(&Default::default()).await, Err(kube::Error::Api(s)) if s.code == 403));
-    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), "default");
-    assert!(matches!(pods.delete("x", &Default::default()).await, Err(kube::Error::Api(s)) if s.code == 403));
-    let leases: Api<k8s_openapi::api::coordination::v1::Lease> = Api::namespaced(client, "default");
-    assert!(matches!(leases.get("resource-usage-collect").await, Err(kube::Error::Api(s)) if s.code == 403));
+    // Nothing else: every verb on every resource and subresource the managed cluster serves, in the
+    // agent's namespace, another namespace and cluster-wide, with and without an object name, is
+    // allowed exactly where the agent needs it, beyond what any authenticated user may do.
+    let allowed = allowed_requests(&managed, &sa_user, &sa_groups).await;
+    let anyone = allowed_requests(&managed, "someone-else", &["system:authenticated"]).await;
+    assert!(
+        !anyone.is_empty() && anyone.iter().all(|a| a.1.ends_with("accessreviews")),
+        "an authenticated user may only ask about its own access: {anyone:?}"
+    );
+    let mut expected = anyone.clone();
+    for name in ["", ADDON] {
+        for verb in ["get", "list", "watch"] {
+            expected.insert(access("", "nodes", verb, "", name));
+            for ns in ["", namespace, "default"] {
+                expected.insert(access("", "pods", verb, ns, name));
+            }
+        }
+        expected.insert(access("coordination.k8s.io", "leases", "create", namespace, name));
+    }
+    for verb in ["get", "update", "patch"] {
+        expected.insert(access("coordination.k8s.io", "leases", verb, namespace, ADDON));
+    }
+    assert_eq!(
+        allowed,
+        expected,
+        "allowed beyond the need: {:?}; needed but refused: {:?}",
+        allowed.difference(&expected).collect::<Vec<_>>(),
+        expected.difference(&allowed).collect::<Vec<_>>()
+    );
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(controller.terminate().await, 0);
+}
+
+/// (group, resource[/subresource], verb, namespace, name) of one access check; empty for none.
+type Access = (String, String, String, String, String);
+
+fn access(group: &str, resource: &str, verb: &str, namespace: &str, name: &str) -> Access {
+    (
+        group.into(),
+        resource.into(),
+        verb.into(),
+        namespace.into(),
+        name.into(),
+    )
+}
+
+/// Every access `user` is granted on `server`, asked through SubjectAccessReviews over everything
+/// the server's discovery lists: each resource and subresource, each verb, in the agent's
+/// namespace, in `default` and cluster-wide, with no name and with the add-on's name.
+async fn allowed_requests(
+    server: &ocm_score_tests::apiserver::ApiServer,
+    user: &str,
+    groups: &[&str],
+) -> std::collections::BTreeSet<Access> {
+    use futures::StreamExt;
+    use k8s_openapi::api::authorization::v1::SubjectAccessReview;
+    let admin = server.admin_client();
+    let mut resources: Vec<(String, String, bool)> = Vec::new();
+    let core = admin.list_core_api_resources("v1").await.expect("core discovery");
+    resources.extend(
+        core.resources
+            .into_iter()
+            .map(|r| (String::new(), r.name, r.namespaced)),
+    );
+    for group in admin.list_api_groups().await.expect("discovery").groups {
+        for version in &group.versions {
+            let list = admin
+                .list_api_group_resources(&version.group_version)
+                .await
+                .expect("group discovery");
+            resources.extend(
+                list.resources
+                    .into_iter()
+                    .map(|r| (group.name.clone(), r.name, r.namespaced)),
+            );
+        }
+    }
+    resources.sort();
+    resources.dedup();
+    assert!(
+        resources
+            .iter()
+            .any(|(g, r, _)| g.is_empty() && r == "pods/status"),
+        "discovery lists subresources: {resources:?}"
+    );
+    let verbs = [
+        "get",
+        "list",
+        "watch",
+        "create",
+        "update",
+        "patch",
+        "delete",
+        "deletecollection",
+    ];
+    let namespace = "open-cluster-management-agent-addon";
+    let mut checks = Vec::new();
+    for (group, resource, namespaced) in &resources {
+        let namespaces: &[&str] = if *namespaced {
+            &["", namespace, "default"]
+        } else {
+            &[""]
+        };
+        for verb in verbs {
+            for ns in namespaces {
+                for name in ["", ADDON] {
+                    checks.push(access(group, resource, verb, ns, name));
+                }
+            }
+        }
+    }
+    let reviews: Api<SubjectAccessReview> = Api::all(admin);
+    let groups: Vec<String> = groups.iter().map(|g| g.to_string()).collect();
+    let answers: Vec<(Access, bool)> = futures::stream::iter(checks)
+        .map(|check| {
+            let reviews = reviews.clone();
+            let groups = groups.clone();
+            async move {
+                let (resource, subresource) = check
+                    .1
+                    .split_once('/')
+                    .map_or((check.1.as_str(), ""), |(r, s)| (r, s));
+                let review: SubjectAccessReview = serde_json::from_value(json!({
+                    "spec": {"user": user, "groups": groups, "resourceAttributes": {
+                        "group": check.0, "resource": resource, "subresource": subresource,
+                        "verb": check.2, "namespace": check.3, "name": check.4}}
+                }))
+                .expect("a SubjectAccessReview");
+                let answer = reviews
+                    .create(&PostParams::default(), &review)
+                    .await
+                    .expect("a review answer");
+                let allowed = answer.status.is_some_and(|s| s.allowed);
+                (check, allowed)
+            }
+        })
+        .buffer_unordered(16)
+        .collect()
+        .await;
+    answers
+        .into_iter()
+        .filter_map(|(check, allowed)| allowed.then_some(check))
+        .collect()
 }

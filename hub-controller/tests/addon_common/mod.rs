@@ -22,6 +22,7 @@ use tokio::process::{Child, Command};
 
 pub const ADDON: &str = "resource-usage-collect";
 pub const NAMESPACE: &str = "ocm-score";
+pub const CONTROLLER_SA: &str = "ocm-score-addon-manager";
 pub const CONTROLLER_USER: &str = "system:serviceaccount:ocm-score:ocm-score-addon-manager";
 pub const AGENT_IMAGE: &str = "ocm-score:0.1.0";
 pub const WORK_NAME: &str = "addon-resource-usage-collect-deploy-0";
@@ -51,6 +52,15 @@ pub fn hub_manifests() -> Vec<Value> {
         );
     }
     out
+}
+
+/// The groups of a service account of the controller's namespace.
+fn controller_groups() -> [&'static str; 3] {
+    [
+        "system:serviceaccounts",
+        "system:serviceaccounts:ocm-score",
+        "system:authenticated",
+    ]
 }
 
 pub fn gvr<K: kube::Resource<DynamicType = ()>>() -> Gvr {
@@ -101,14 +111,7 @@ impl Hub {
                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "test-csr-requester"},
                 "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:authenticated"}]}))
             .expect("csr binding");
-        let controller_identity = server.identity(
-            CONTROLLER_USER,
-            &[
-                "system:serviceaccounts",
-                "system:serviceaccounts:ocm-score",
-                "system:authenticated",
-            ],
-        );
+        let controller_identity = server.identity(CONTROLLER_USER, &controller_groups());
         let admin = server.admin_client();
         Hub {
             server,
@@ -166,17 +169,66 @@ impl Hub {
         path
     }
 
-    /// Starts `ocm-score-hub addon-manager` as `identity` (a replica name) with short leader timings.
+    /// Starts `ocm-score-hub addon-manager` as replica `identity`, with the service account of
+    /// `manifests/hub/`.
     pub fn controller(&self, identity: &str, extra: &[&str]) -> Controller {
+        let kubeconfig = self.kubeconfig();
+        self.spawn_controller(&kubeconfig, identity, extra)
+    }
+
+    /// Starts a replica as `user` (made by [`Hub::grant_controller_roles`]), so that the server's
+    /// request log tells its requests apart from the other replica's.
+    pub fn controller_as(&self, user: &str, identity: &str, extra: &[&str]) -> Controller {
+        let kubeconfig = self.dir.0.join(format!("{identity}.kubeconfig"));
+        let id = self.server.identity(user, &controller_groups());
+        self.server
+            .write_kubeconfig(&id, &kubeconfig)
+            .expect("writing the kubeconfig");
+        self.spawn_controller(&kubeconfig, identity, extra)
+    }
+
+    /// Binds a second service account of the controller's namespace to exactly the roles that
+    /// `manifests/hub/` binds the controller's to; returns its user name.
+    pub fn grant_controller_roles(&self, service_account: &str) -> String {
+        let user = format!("system:serviceaccount:{NAMESPACE}:{service_account}");
+        for mut binding in hub_manifests()
+            .into_iter()
+            .filter(|o| o["kind"] == "ClusterRoleBinding" || o["kind"] == "RoleBinding")
+        {
+            let binds_controller = binding["subjects"].as_array().is_some_and(|s| {
+                s.iter()
+                    .any(|s| s["kind"] == "ServiceAccount" && s["name"] == CONTROLLER_SA)
+            });
+            if !binds_controller {
+                continue;
+            }
+            let name = format!(
+                "{}-{service_account}",
+                binding["metadata"]["name"].as_str().unwrap_or_default()
+            );
+            binding["metadata"]["name"] = json!(name);
+            binding["subjects"] =
+                json!([{"kind": "ServiceAccount", "name": service_account, "namespace": NAMESPACE}]);
+            self.server
+                .create(binding)
+                .unwrap_or_else(|e| panic!("binding {name}: {e:?}"));
+        }
+        user
+    }
+
+    /// The controller with short timings where the test waits on them (standby retries), and a
+    /// Lease long enough that a replica starved of CPU for seconds keeps it: no test here waits for
+    /// a Lease to expire (a stopping leader releases it).
+    fn spawn_controller(&self, kubeconfig: &std::path::Path, identity: &str, extra: &[&str]) -> Controller {
         let mut command = Command::new(env!("CARGO_BIN_EXE_ocm-score-hub"));
         command
             .arg("addon-manager")
             .arg(format!("--agent-image={AGENT_IMAGE}"))
-            .arg(format!("--kubeconfig={}", self.kubeconfig().display()))
+            .arg(format!("--kubeconfig={}", kubeconfig.display()))
             .arg("--metrics-bind-address=127.0.0.1:0")
             .arg(format!("--leader-election-namespace={NAMESPACE}"))
             .arg(format!("--leader-election-identity={identity}"))
-            .arg("--leader-election-lease-duration=3s")
+            .arg("--leader-election-lease-duration=60s")
             .arg("--leader-election-retry-period=250ms")
             .args(extra)
             .env("RUST_LOG", "info,ocm_score_hub=debug,kube=warn")
@@ -203,17 +255,16 @@ impl Hub {
         }
     }
 
-    /// Requests the controller made, leader election excluded.
+    /// Requests the controller's service account made, leader election excluded.
     pub fn controller_requests(&self) -> Vec<RequestRecord> {
-        self.server
-            .requests()
-            .into_iter()
-            .filter(|r| r.user == CONTROLLER_USER && r.group != "coordination.k8s.io")
-            .collect()
+        self.controller_requests_since(0)
     }
 
-    /// Waits until the controller has been quiet for a second, then forgets all recorded requests.
-    pub async fn reset_requests_after_settling(&self, controller: &Controller) {
+    /// For the `addon_scale` benchmark, which measures steady-state traffic: waits until the
+    /// controller has been quiet for a second, then forgets all recorded requests. Tests do not use
+    /// it (quiet for a second proves nothing); they wait for a finished pass, see
+    /// [`Controller::wait_reconciled`].
+    pub async fn reset_requests_after_settling(&self, _controller: &Controller) {
         let mut last = usize::MAX;
         loop {
             let now = self.controller_requests().len();
@@ -223,8 +274,30 @@ impl Hub {
             last = now;
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
-        let _ = controller;
         self.server.reset_requests();
+    }
+
+    /// Where the server's request log ends now; see [`Hub::controller_requests_since`].
+    pub fn request_mark(&self) -> usize {
+        self.server.requests().len()
+    }
+
+    /// As [`Hub::controller_requests`], from the `mark`-th recorded request on.
+    pub fn controller_requests_since(&self, mark: usize) -> Vec<RequestRecord> {
+        self.requests_of_since(CONTROLLER_USER, mark)
+            .into_iter()
+            .filter(|r| r.group != "coordination.k8s.io")
+            .collect()
+    }
+
+    /// Every request `user` made from the `mark`-th recorded request on, leader election included.
+    pub fn requests_of_since(&self, user: &str, mark: usize) -> Vec<RequestRecord> {
+        self.server
+            .requests()
+            .into_iter()
+            .skip(mark)
+            .filter(|r| r.user == user)
+            .collect()
     }
 
     pub fn controller_writes(&self) -> Vec<RequestRecord> {
@@ -234,12 +307,13 @@ impl Hub {
             .collect()
     }
 
-    /// Requests the controller made that RBAC refused.
+    /// Requests of any controller replica that RBAC refused.
     pub fn forbidden(&self) -> Vec<RequestRecord> {
+        let replica = format!("system:serviceaccount:{NAMESPACE}:{CONTROLLER_SA}");
         self.server
             .requests()
             .into_iter()
-            .filter(|r| r.user == CONTROLLER_USER && r.code == 403)
+            .filter(|r| r.user.starts_with(&replica) && r.code == 403)
             .collect()
     }
 
@@ -350,6 +424,27 @@ impl Controller {
         self.logs().iter().any(|l| l.contains(needle))
     }
 
+    /// Waits until `controller` (addon, install or csr) has logged the successful end of a pass over
+    /// `namespace/name`, and returns that line: the positive sign that what the controller decided
+    /// about the object so far is all it will do until something changes.
+    pub async fn wait_reconciled(&self, controller: &str, namespace: &str, name: &str) -> String {
+        let fields = [
+            format!("controller=\"{controller}\""),
+            format!("namespace=\"{namespace}\""),
+            format!("name={name} "),
+            "ok=true".to_string(),
+        ];
+        self.wait_for(
+            &format!("a finished {controller} pass over {namespace}/{name}"),
+            || {
+                self.logs()
+                    .into_iter()
+                    .find(|l| l.contains(" reconciled ") && fields.iter().all(|f| l.contains(f.as_str())))
+            },
+        )
+        .await
+    }
+
     /// The last log lines, for failure messages.
     pub fn tail(&self) -> String {
         let logs = self.logs();
@@ -434,11 +529,12 @@ impl Controller {
                 .arg(pid.to_string())
                 .status();
         }
-        let status = tokio::time::timeout(Duration::from_secs(20), self.child.wait())
+        // The grace period Kubernetes gives a pod by default before it kills it.
+        let status = tokio::time::timeout(Duration::from_secs(30), self.child.wait())
             .await
             .unwrap_or_else(|_| {
                 panic!(
-                    "{} did not stop within 20s of SIGTERM:\n{}",
+                    "{} did not stop within 30s of SIGTERM:\n{}",
                     self.name,
                     self.tail()
                 )

@@ -198,6 +198,16 @@ where
     tracing::debug!(controller, namespace = obj.namespace().unwrap_or_default(), name = %obj.name_any(), "reconciling");
     let result = run.await;
     ctx.metrics.reconciled(controller, started.elapsed());
+    // The end of a pass over one object, with the version it saw: what a reader (or a test) needs to
+    // know that "nothing happened" is a decision, not a pass that has not run yet.
+    tracing::debug!(
+        controller,
+        namespace = obj.namespace().unwrap_or_default(),
+        name = %obj.name_any(),
+        resource_version = obj.resource_version().unwrap_or_default(),
+        ok = result.is_ok(),
+        "reconciled"
+    );
     if result.is_ok() {
         ctx.succeeded(&object_key(controller, obj));
     }
