@@ -18,7 +18,7 @@ use scheduler_core::api::{AddOnPlacementScore, ManagedCluster, ObjectMeta, Time}
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
 use thanos_common::{
     FREE_CPU, FakeMode, FakeQueryApi, MEM_FREE, Prometheus, REQUEST_RATE, TempDir, TestPki, fleet_data,
-    prometheus_available, tools_available,
+    require_prometheus, require_tools,
 };
 
 fn start_time() -> i64 {
@@ -100,200 +100,6 @@ fn apply(current: &mut CurrentScores, writes: &[PlannedWrite]) {
 }
 
 #[tokio::test]
-async fn fleet_scores_match_hand_computed_normalization() {
-    if !prometheus_available("fleet_scores_match_hand_computed_normalization") {
-        return;
-    }
-    let t0 = start_time();
-    let prometheus = Prometheus::start(&fleet_data(t0, 600), "5m").await;
-    let metrics = Arc::new(Metrics::new());
-    let scorer = Scorer::new(config(&prometheus.url(), ""), metrics.clone()).expect("client builds");
-    let now = at(t0, 30);
-
-    let answers = scorer.query_all(now).await;
-    for answer in &answers {
-        assert!(answer.is_ok(), "query failed: {answer:?}\n{}", prometheus.log());
-    }
-    let plan = scorer.plan(
-        answers,
-        &managed(&["a", "b", "c", "d", "e"]),
-        &CurrentScores::new(),
-        now,
-    );
-    let RoundPlan::Ready { fleet, writes } = plan else {
-        panic!("all queries succeeded: {plan:?}")
-    };
-    let writes = by_cluster(&writes);
-
-    // cpuFree = allocatable − requests: a 12, b 2, c 22, d 7 → fleet bounds 2..22 (ghost's 99 and
-    // e's NaN are not part of the fleet).
-    // requestRate (lower is better) = slopes a 1, b 2, c 4.5, d 7 → 200·(7 − v)/6 − 100.
-    // memFree fixed 0..1: a 0.75, b 0.125, c 0.5, d 0.875 → 200·v − 100.
-    assert_eq!(
-        scores(writes["a"]),
-        expect(&[("cpuFree", 0), ("requestRate", 100), ("memFree", 50)])
-    );
-    assert_eq!(
-        scores(writes["b"]),
-        expect(&[("cpuFree", -100), ("requestRate", 66), ("memFree", -75)])
-    );
-    assert_eq!(
-        scores(writes["c"]),
-        expect(&[("cpuFree", 100), ("requestRate", -16), ("memFree", 0)])
-    );
-    assert_eq!(
-        scores(writes["d"]),
-        expect(&[("cpuFree", -50), ("requestRate", -100), ("memFree", 75)])
-    );
-    assert_eq!(
-        writes.len(),
-        4,
-        "e (NaN) and ghost (unknown) get nothing: {:?}",
-        writes.keys()
-    );
-    for write in writes.values() {
-        assert_eq!(write.reason, WriteReason::Create);
-        // validUntil counts from the sample time Prometheus reports (the evaluation instant).
-        assert_eq!(write.status.valid_until, Some(Time(at(t0, 30 + 180))));
-    }
-
-    let skipped = |score: &str, reason| {
-        fleet
-            .skipped
-            .get(&(score.to_owned(), reason))
-            .copied()
-            .unwrap_or(0)
-    };
-    assert_eq!(skipped("cpuFree", SkipReason::NotANumber), 1);
-    for score in ["cpuFree", "requestRate", "memFree"] {
-        assert_eq!(skipped(score, SkipReason::UnknownCluster), 1, "{score}");
-    }
-    let text = metrics.render();
-    assert!(
-        text.contains(r#"ocm_score_thanos_series_skipped_total{score="cpuFree",reason="nan"} 1"#),
-        "{text}"
-    );
-    assert!(
-        text.contains(r#"ocm_score_thanos_series_skipped_total{score="memFree",reason="unknown_cluster"} 1"#)
-    );
-    assert!(text.contains(r#"ocm_score_thanos_query_duration_seconds_count{score="cpuFree"} 1"#));
-}
-
-#[tokio::test]
-async fn label_and_claim_mapping_against_real_results() {
-    if !prometheus_available("label_and_claim_mapping_against_real_results") {
-        return;
-    }
-    let t0 = start_time();
-    let prometheus = Prometheus::start(&fleet_data(t0, 600), "5m").await;
-    let now = at(t0, 30);
-    let labelled = |name: &str, value: &str| {
-        Arc::new(ManagedCluster {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                labels: Some([("metrics.example.com/cluster".to_owned(), value.to_owned())].into()),
-                ..Default::default()
-            },
-            ..Default::default()
-        })
-    };
-    // prod-1 and prod-2 both claim "d": ambiguous, so neither is scored from d's series.
-    let clusters = vec![
-        labelled("prod-a", "a"),
-        labelled("prod-b", "b"),
-        labelled("prod-1", "d"),
-        labelled("prod-2", "d"),
-    ];
-    let scorer = Scorer::new(
-        config(
-            &prometheus.url(),
-            "clusterMapping: 'label:metrics.example.com/cluster'",
-        ),
-        Arc::new(Metrics::new()),
-    )
-    .expect("client builds");
-    let plan = scorer.plan(scorer.query_all(now).await, &clusters, &CurrentScores::new(), now);
-    let RoundPlan::Ready { fleet, writes } = plan else {
-        panic!("queries succeed: {plan:?}")
-    };
-    let writes = by_cluster(&writes);
-    assert_eq!(
-        writes.keys().cloned().collect::<Vec<_>>(),
-        vec!["prod-a".to_owned(), "prod-b".to_owned()]
-    );
-    // Only a (12 free) and b (2 free) are in the fleet now.
-    assert_eq!(scores(writes["prod-a"])["cpuFree"], 100);
-    assert_eq!(scores(writes["prod-b"])["cpuFree"], -100);
-    assert_eq!(
-        fleet
-            .skipped
-            .get(&("cpuFree".to_owned(), SkipReason::AmbiguousCluster)),
-        Some(&1)
-    );
-}
-
-#[tokio::test]
-async fn a_cluster_whose_series_stop_is_not_renewed_and_expires() {
-    if !prometheus_available("a_cluster_whose_series_stop_is_not_renewed_and_expires") {
-        return;
-    }
-    let t0 = start_time();
-    // c's last samples are at t0+55; with a 30 s lookback it leaves results after t0+85.
-    let prometheus = Prometheus::start(&fleet_data(t0, 60), "30s").await;
-    let scorer = Scorer::new(config(&prometheus.url(), ""), Arc::new(Metrics::new())).expect("client builds");
-    let clusters = managed(&["a", "b", "c", "d"]);
-    let mut current = CurrentScores::new();
-
-    let round = |now: Timestamp, current: &CurrentScores| {
-        let scorer = &scorer;
-        let clusters = &clusters;
-        let current = current.clone();
-        async move {
-            match scorer.plan(scorer.query_all(now).await, clusters, &current, now) {
-                RoundPlan::Ready { writes, .. } => writes,
-                failed => panic!("queries succeed: {failed:?}"),
-            }
-        }
-    };
-
-    let first = round(at(t0, 10), &current).await;
-    assert_eq!(first.len(), 4);
-    apply(&mut current, &first);
-    let c_valid_until = current["c"]
-        .status
-        .as_ref()
-        .and_then(|s| s.valid_until.clone())
-        .expect("validUntil");
-    assert_eq!(c_valid_until, Time(at(t0, 190)));
-
-    // 40 s later nothing moved and 140 s of validity are left: no writes at all.
-    assert_eq!(round(at(t0, 50), &current).await, vec![]);
-
-    // At t0+150 c has left the results. The fleet's cpu maximum is now a (12): the others' scores
-    // move, c is not renewed.
-    let later = round(at(t0, 150), &current).await;
-    let later_by = by_cluster(&later);
-    assert!(!later_by.contains_key("c"), "c must not be renewed: {later:?}");
-    assert_eq!(scores(later_by["a"])["cpuFree"], 100);
-    assert_eq!(scores(later_by["b"])["cpuFree"], -100);
-    assert_eq!(scores(later_by["d"])["cpuFree"], 0);
-    apply(&mut current, &later);
-
-    // Past c's validUntil only c has expired; the others were renewed from fresh samples.
-    let after = at(t0, 200);
-    assert_eq!(count_expired(&current, after), 1);
-    assert_eq!(
-        current["c"].status.as_ref().and_then(|s| s.valid_until.clone()),
-        Some(c_valid_until)
-    );
-    assert_eq!(
-        current["a"].status.as_ref().and_then(|s| s.valid_until.clone()),
-        Some(Time(at(t0, 330)))
-    );
-    assert!(!by_cluster(&round(after, &current).await).contains_key("c"));
-}
-
-#[tokio::test]
 async fn failing_query_apis_make_rounds_publish_nothing() {
     let fake = FakeQueryApi::start(FakeMode::ServerError).await;
     let dir = TempDir::new("thanos-token");
@@ -355,72 +161,282 @@ async fn failing_query_apis_make_rounds_publish_nothing() {
     );
 }
 
-#[tokio::test]
-async fn error_answers_name_the_problem() {
-    if !prometheus_available("error_answers_name_the_problem") {
-        return;
-    }
-    let t0 = start_time();
-    let prometheus = Prometheus::start(&fleet_data(t0, 600), "5m").await;
-    let yaml = format!(
-        "query: {{url: '{}'}}\nleaderElection: {{enabled: false}}\nscores:\n  - {{name: broken, query: 'sum by (cluster) (('}}\n  - {{name: scalar, query: 'scalar(vector(1))'}}\n",
-        prometheus.url()
-    );
-    let file: ConfigFile = serde_norway::from_str(&yaml).expect("parses");
-    let config = Config::from_parts(&ThanosScorerArgs::default(), file).expect("valid");
-    let scorer = Scorer::new(config, Arc::new(Metrics::new())).expect("client builds");
-    let answers = scorer.query_all(at(t0, 0)).await;
-    let broken = answers[0].as_ref().expect_err("a PromQL syntax error");
-    assert_eq!(broken.kind(), "api_error");
-    assert!(broken.to_string().contains("bad_data"), "{broken}");
-    let scalar = answers[1].as_ref().expect_err("a scalar is not a fleet vector");
-    assert_eq!(scalar.kind(), "not_a_vector");
-}
+/// Tests that start a real Prometheus: `.config/nextest.toml` groups them by this module name, and
+/// `OCM_SCORE_SKIP_PROMETHEUS=1` builds them as ignored.
+mod real_prometheus {
+    use super::*;
 
-#[tokio::test]
-async fn tls_with_a_ca_bundle_client_certificate_and_server_name() {
-    let test = "tls_with_a_ca_bundle_client_certificate_and_server_name";
-    if !tools_available(test, &["prometheus", "promtool", "openssl"]) {
-        return;
-    }
-    let dir = TempDir::new("thanos-pki");
-    // The certificate names prometheus.test, not the 127.0.0.1 we connect to.
-    let pki = TestPki::create(dir.path(), "prometheus.test");
-    let t0 = start_time();
-    let prometheus = Prometheus::start_with(&fleet_data(t0, 600), "5m", Some(&pki.web_config())).await;
-    let clusters = managed(&["a", "b", "c", "d"]);
-    let now = at(t0, 30);
-    let tls_config = |name: Option<&str>, client_cert: bool| {
-        let mut config = config(&prometheus.url(), "");
-        config.query.ca_file = Some(pki.ca.clone());
-        config.query.tls_server_name = name.map(str::to_owned);
-        if client_cert {
-            config.query.client_cert_file = Some(pki.client_cert.clone());
-            config.query.client_key_file = Some(pki.client_key.clone());
+    #[tokio::test]
+    #[cfg_attr(
+        skip_prometheus,
+        ignore = "OCM_SCORE_SKIP_PROMETHEUS=1: needs a real Prometheus"
+    )]
+    async fn fleet_scores_match_hand_computed_normalization() {
+        require_prometheus();
+        let t0 = start_time();
+        let prometheus = Prometheus::start(&fleet_data(t0, 600), "5m").await;
+        let metrics = Arc::new(Metrics::new());
+        let scorer = Scorer::new(config(&prometheus.url(), ""), metrics.clone()).expect("client builds");
+        let now = at(t0, 30);
+
+        let answers = scorer.query_all(now).await;
+        for answer in &answers {
+            assert!(answer.is_ok(), "query failed: {answer:?}\n{}", prometheus.log());
         }
-        config.query.retries = 0;
-        config
-    };
+        let plan = scorer.plan(
+            answers,
+            &managed(&["a", "b", "c", "d", "e"]),
+            &CurrentScores::new(),
+            now,
+        );
+        let RoundPlan::Ready { fleet, writes } = plan else {
+            panic!("all queries succeeded: {plan:?}")
+        };
+        let writes = by_cluster(&writes);
 
-    let scorer = Scorer::new(
-        tls_config(Some("prometheus.test"), true),
-        Arc::new(Metrics::new()),
-    )
-    .expect("client builds");
-    let plan = scorer.plan(scorer.query_all(now).await, &clusters, &CurrentScores::new(), now);
-    let RoundPlan::Ready { writes, .. } = plan else {
-        panic!("TLS queries succeed: {plan:?}\n{}", prometheus.log())
-    };
-    assert_eq!(scores(by_cluster(&writes)["c"])["cpuFree"], 100);
+        // cpuFree = allocatable − requests: a 12, b 2, c 22, d 7 → fleet bounds 2..22 (ghost's 99 and
+        // e's NaN are not part of the fleet).
+        // requestRate (lower is better) = slopes a 1, b 2, c 4.5, d 7 → 200·(7 − v)/6 − 100.
+        // memFree fixed 0..1: a 0.75, b 0.125, c 0.5, d 0.875 → 200·v − 100.
+        assert_eq!(
+            scores(writes["a"]),
+            expect(&[("cpuFree", 0), ("requestRate", 100), ("memFree", 50)])
+        );
+        assert_eq!(
+            scores(writes["b"]),
+            expect(&[("cpuFree", -100), ("requestRate", 66), ("memFree", -75)])
+        );
+        assert_eq!(
+            scores(writes["c"]),
+            expect(&[("cpuFree", 100), ("requestRate", -16), ("memFree", 0)])
+        );
+        assert_eq!(
+            scores(writes["d"]),
+            expect(&[("cpuFree", -50), ("requestRate", -100), ("memFree", 75)])
+        );
+        assert_eq!(
+            writes.len(),
+            4,
+            "e (NaN) and ghost (unknown) get nothing: {:?}",
+            writes.keys()
+        );
+        for write in writes.values() {
+            assert_eq!(write.reason, WriteReason::Create);
+            // validUntil counts from the sample time Prometheus reports (the evaluation instant).
+            assert_eq!(write.status.valid_until, Some(Time(at(t0, 30 + 180))));
+        }
 
-    // Without the server name the certificate does not match 127.0.0.1; without the client
-    // certificate Prometheus refuses the handshake.
-    for (name, client_cert) in [(None, true), (Some("prometheus.test"), false)] {
+        let skipped = |score: &str, reason| {
+            fleet
+                .skipped
+                .get(&(score.to_owned(), reason))
+                .copied()
+                .unwrap_or(0)
+        };
+        assert_eq!(skipped("cpuFree", SkipReason::NotANumber), 1);
+        for score in ["cpuFree", "requestRate", "memFree"] {
+            assert_eq!(skipped(score, SkipReason::UnknownCluster), 1, "{score}");
+        }
+        let text = metrics.render();
+        assert!(
+            text.contains(r#"ocm_score_thanos_series_skipped_total{score="cpuFree",reason="nan"} 1"#),
+            "{text}"
+        );
+        assert!(text.contains(
+            r#"ocm_score_thanos_series_skipped_total{score="memFree",reason="unknown_cluster"} 1"#
+        ));
+        assert!(text.contains(r#"ocm_score_thanos_query_duration_seconds_count{score="cpuFree"} 1"#));
+    }
+
+    #[tokio::test]
+    #[cfg_attr(
+        skip_prometheus,
+        ignore = "OCM_SCORE_SKIP_PROMETHEUS=1: needs a real Prometheus"
+    )]
+    async fn label_and_claim_mapping_against_real_results() {
+        require_prometheus();
+        let t0 = start_time();
+        let prometheus = Prometheus::start(&fleet_data(t0, 600), "5m").await;
+        let now = at(t0, 30);
+        let labelled = |name: &str, value: &str| {
+            Arc::new(ManagedCluster {
+                metadata: ObjectMeta {
+                    name: Some(name.into()),
+                    labels: Some([("metrics.example.com/cluster".to_owned(), value.to_owned())].into()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            })
+        };
+        // prod-1 and prod-2 both claim "d": ambiguous, so neither is scored from d's series.
+        let clusters = vec![
+            labelled("prod-a", "a"),
+            labelled("prod-b", "b"),
+            labelled("prod-1", "d"),
+            labelled("prod-2", "d"),
+        ];
+        let scorer = Scorer::new(
+            config(
+                &prometheus.url(),
+                "clusterMapping: 'label:metrics.example.com/cluster'",
+            ),
+            Arc::new(Metrics::new()),
+        )
+        .expect("client builds");
+        let plan = scorer.plan(scorer.query_all(now).await, &clusters, &CurrentScores::new(), now);
+        let RoundPlan::Ready { fleet, writes } = plan else {
+            panic!("queries succeed: {plan:?}")
+        };
+        let writes = by_cluster(&writes);
+        assert_eq!(
+            writes.keys().cloned().collect::<Vec<_>>(),
+            vec!["prod-a".to_owned(), "prod-b".to_owned()]
+        );
+        // Only a (12 free) and b (2 free) are in the fleet now.
+        assert_eq!(scores(writes["prod-a"])["cpuFree"], 100);
+        assert_eq!(scores(writes["prod-b"])["cpuFree"], -100);
+        assert_eq!(
+            fleet
+                .skipped
+                .get(&("cpuFree".to_owned(), SkipReason::AmbiguousCluster)),
+            Some(&1)
+        );
+    }
+
+    #[tokio::test]
+    #[cfg_attr(
+        skip_prometheus,
+        ignore = "OCM_SCORE_SKIP_PROMETHEUS=1: needs a real Prometheus"
+    )]
+    async fn a_cluster_whose_series_stop_is_not_renewed_and_expires() {
+        require_prometheus();
+        let t0 = start_time();
+        // c's last samples are at t0+55; with a 30 s lookback it leaves results after t0+85.
+        let prometheus = Prometheus::start(&fleet_data(t0, 60), "30s").await;
         let scorer =
-            Scorer::new(tls_config(name, client_cert), Arc::new(Metrics::new())).expect("client builds");
-        for answer in scorer.query_all(now).await {
-            let error = answer.expect_err("the TLS handshake must fail");
-            assert_eq!(error.kind(), "transport", "{name:?} {client_cert}: {error}");
+            Scorer::new(config(&prometheus.url(), ""), Arc::new(Metrics::new())).expect("client builds");
+        let clusters = managed(&["a", "b", "c", "d"]);
+        let mut current = CurrentScores::new();
+
+        let round = |now: Timestamp, current: &CurrentScores| {
+            let scorer = &scorer;
+            let clusters = &clusters;
+            let current = current.clone();
+            async move {
+                match scorer.plan(scorer.query_all(now).await, clusters, &current, now) {
+                    RoundPlan::Ready { writes, .. } => writes,
+                    failed => panic!("queries succeed: {failed:?}"),
+                }
+            }
+        };
+
+        let first = round(at(t0, 10), &current).await;
+        assert_eq!(first.len(), 4);
+        apply(&mut current, &first);
+        let c_valid_until = current["c"]
+            .status
+            .as_ref()
+            .and_then(|s| s.valid_until.clone())
+            .expect("validUntil");
+        assert_eq!(c_valid_until, Time(at(t0, 190)));
+
+        // 40 s later nothing moved and 140 s of validity are left: no writes at all.
+        assert_eq!(round(at(t0, 50), &current).await, vec![]);
+
+        // At t0+150 c has left the results. The fleet's cpu maximum is now a (12): the others' scores
+        // move, c is not renewed.
+        let later = round(at(t0, 150), &current).await;
+        let later_by = by_cluster(&later);
+        assert!(!later_by.contains_key("c"), "c must not be renewed: {later:?}");
+        assert_eq!(scores(later_by["a"])["cpuFree"], 100);
+        assert_eq!(scores(later_by["b"])["cpuFree"], -100);
+        assert_eq!(scores(later_by["d"])["cpuFree"], 0);
+        apply(&mut current, &later);
+
+        // Past c's validUntil only c has expired; the others were renewed from fresh samples.
+        let after = at(t0, 200);
+        assert_eq!(count_expired(&current, after), 1);
+        assert_eq!(
+            current["c"].status.as_ref().and_then(|s| s.valid_until.clone()),
+            Some(c_valid_until)
+        );
+        assert_eq!(
+            current["a"].status.as_ref().and_then(|s| s.valid_until.clone()),
+            Some(Time(at(t0, 330)))
+        );
+        assert!(!by_cluster(&round(after, &current).await).contains_key("c"));
+    }
+
+    #[tokio::test]
+    #[cfg_attr(
+        skip_prometheus,
+        ignore = "OCM_SCORE_SKIP_PROMETHEUS=1: needs a real Prometheus"
+    )]
+    async fn error_answers_name_the_problem() {
+        require_prometheus();
+        let t0 = start_time();
+        let prometheus = Prometheus::start(&fleet_data(t0, 600), "5m").await;
+        let yaml = format!(
+            "query: {{url: '{}'}}\nleaderElection: {{enabled: false}}\nscores:\n  - {{name: broken, query: 'sum by (cluster) (('}}\n  - {{name: scalar, query: 'scalar(vector(1))'}}\n",
+            prometheus.url()
+        );
+        let file: ConfigFile = serde_norway::from_str(&yaml).expect("parses");
+        let config = Config::from_parts(&ThanosScorerArgs::default(), file).expect("valid");
+        let scorer = Scorer::new(config, Arc::new(Metrics::new())).expect("client builds");
+        let answers = scorer.query_all(at(t0, 0)).await;
+        let broken = answers[0].as_ref().expect_err("a PromQL syntax error");
+        assert_eq!(broken.kind(), "api_error");
+        assert!(broken.to_string().contains("bad_data"), "{broken}");
+        let scalar = answers[1].as_ref().expect_err("a scalar is not a fleet vector");
+        assert_eq!(scalar.kind(), "not_a_vector");
+    }
+
+    #[tokio::test]
+    #[cfg_attr(
+        skip_prometheus,
+        ignore = "OCM_SCORE_SKIP_PROMETHEUS=1: needs a real Prometheus"
+    )]
+    async fn tls_with_a_ca_bundle_client_certificate_and_server_name() {
+        require_tools(&["prometheus", "promtool", "openssl"]);
+        let dir = TempDir::new("thanos-pki");
+        // The certificate names prometheus.test, not the 127.0.0.1 we connect to.
+        let pki = TestPki::create(dir.path(), "prometheus.test");
+        let t0 = start_time();
+        let prometheus = Prometheus::start_tls(&fleet_data(t0, 600), "5m", &pki).await;
+        let clusters = managed(&["a", "b", "c", "d"]);
+        let now = at(t0, 30);
+        let tls_config = |name: Option<&str>, client_cert: bool| {
+            let mut config = config(&prometheus.url(), "");
+            config.query.ca_file = Some(pki.ca.clone());
+            config.query.tls_server_name = name.map(str::to_owned);
+            if client_cert {
+                config.query.client_cert_file = Some(pki.client_cert.clone());
+                config.query.client_key_file = Some(pki.client_key.clone());
+            }
+            config.query.retries = 0;
+            config
+        };
+
+        let scorer = Scorer::new(
+            tls_config(Some("prometheus.test"), true),
+            Arc::new(Metrics::new()),
+        )
+        .expect("client builds");
+        let plan = scorer.plan(scorer.query_all(now).await, &clusters, &CurrentScores::new(), now);
+        let RoundPlan::Ready { writes, .. } = plan else {
+            panic!("TLS queries succeed: {plan:?}\n{}", prometheus.log())
+        };
+        assert_eq!(scores(by_cluster(&writes)["c"])["cpuFree"], 100);
+
+        // Without the server name the certificate does not match 127.0.0.1; without the client
+        // certificate Prometheus refuses the handshake.
+        for (name, client_cert) in [(None, true), (Some("prometheus.test"), false)] {
+            let scorer =
+                Scorer::new(tls_config(name, client_cert), Arc::new(Metrics::new())).expect("client builds");
+            for answer in scorer.query_all(now).await {
+                let error = answer.expect_err("the TLS handshake must fail");
+                assert_eq!(error.kind(), "transport", "{name:?} {client_cert}: {error}");
+            }
         }
     }
 }

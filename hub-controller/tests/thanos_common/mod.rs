@@ -24,44 +24,33 @@ use tokio::{
     process::{Child, Command},
 };
 
-/// Set to `1` to let the Prometheus tests pass without running when Prometheus is not installed.
+/// Set to `1` at build time to mark the tests that need a real Prometheus as ignored (see
+/// `hub-controller/build.rs`), so the runner reports them as skipped instead of running them.
 pub const SKIP_ENV: &str = "OCM_SCORE_SKIP_PROMETHEUS";
 /// How long a convergence may take before a test gives up.
 pub const CONVERGE: Duration = Duration::from_secs(60);
 
-/// True when `prometheus` and `promtool` are on PATH. When one is missing the test fails with a
-/// message naming it, unless `OCM_SCORE_SKIP_PROMETHEUS=1`, in which case it reports the skip and
-/// the caller returns.
-pub fn prometheus_available(test: &str) -> bool {
-    tools_available(test, &["prometheus", "promtool"])
-}
-
-/// As [`prometheus_available`], for any set of binaries the test runs.
-pub fn tools_available(test: &str, tools: &[&str]) -> bool {
+/// Fails the test, naming what is missing, unless every binary in `tools` is on PATH. There is no
+/// silent pass: a machine without Prometheus skips these tests by building with
+/// `OCM_SCORE_SKIP_PROMETHEUS=1`, which the runner then counts as skipped.
+pub fn require_tools(tools: &[&str]) {
     let missing: Vec<&str> = tools
         .iter()
         .copied()
         .filter(|b| find_binary(b).is_none())
         .collect();
-    if missing.is_empty() {
-        return true;
-    }
-    if std::env::var(SKIP_ENV).as_deref() == Ok("1") {
-        // Straight to stderr: the test harness captures `eprintln!`, and a skip must be visible.
-        use std::io::Write;
-        let what = if missing.iter().any(|m| m.starts_with("prom")) {
-            "prometheus"
-        } else {
-            missing[0]
-        };
-        let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {what} not installed");
-        return false;
-    }
-    panic!(
-        "{test} needs these binaries, which are not on PATH: {}. Install them (`apt-get install -y \
-         prometheus openssl`, as .ci/run does) or set {SKIP_ENV}=1 to skip.",
+    assert!(
+        missing.is_empty(),
+        "this test needs these binaries, which are not on PATH: {}. Install them (`apt-get install -y \
+         prometheus openssl`, as .ci/run does), or run with {SKIP_ENV}=1 to skip (and report as \
+         skipped) every test that needs a real Prometheus.",
         missing.join(", ")
     );
+}
+
+/// [`require_tools`] for a test that starts Prometheus from backfilled data.
+pub fn require_prometheus() {
+    require_tools(&["prometheus", "promtool"]);
 }
 
 fn find_binary(name: &str) -> Option<PathBuf> {
@@ -142,160 +131,256 @@ pub const FREE_CPU: &str = "sum by (cluster) (node_cpu_allocatable) - sum by (cl
 pub const REQUEST_RATE: &str = "sum by (cluster) (rate(http_requests[1m]))";
 pub const MEM_FREE: &str = "max by (cluster) (mem_free_ratio)";
 
+/// Allocatable CPU per (cluster, node). `e`'s is NaN; `ghost` is no ManagedCluster (and would be
+/// the best cluster on every score if it were counted).
+const ALLOCATABLE: &[(&str, &str, f64)] = &[
+    ("a", "n1", 8.0),
+    ("a", "n2", 8.0),
+    ("b", "n1", 8.0),
+    ("c", "n1", 16.0),
+    ("c", "n2", 16.0),
+    ("d", "n1", 4.0),
+    ("d", "n2", 4.0),
+    ("d", "n3", 4.0),
+    ("e", "n1", f64::NAN),
+    ("ghost", "n1", 100.0),
+];
+/// Requested CPU per cluster, all on node n1.
+const REQUESTED: &[(&str, f64)] = &[
+    ("a", 4.0),
+    ("b", 6.0),
+    ("c", 10.0),
+    ("d", 5.0),
+    ("e", 1.0),
+    ("ghost", 1.0),
+];
+/// Slopes of the `http_requests` counters, so rate() is the slope.
+const REQUEST_SLOPES: &[(&str, f64)] = &[("a", 1.0), ("b", 2.0), ("c", 4.5), ("d", 7.0), ("ghost", 0.1)];
+const MEM_FREE_RATIOS: &[(&str, f64)] = &[
+    ("a", 0.75),
+    ("b", 0.125),
+    ("c", 0.5),
+    ("d", 0.875),
+    ("ghost", 1.0),
+];
+
 /// Fleet data: clusters a–d, `e` whose allocatable CPU is NaN, and `ghost`, which is no
-/// ManagedCluster (and would be the best cluster on every score if it were counted). Cluster `c`'s
-/// series stop `c_stops_after` seconds after `t0`.
+/// ManagedCluster. Cluster `c`'s series stop `c_stops_after` seconds after `t0`.
 pub fn fleet_data(t0: i64, c_stops_after: i64) -> OpenMetrics {
     let span = (t0 - 600, t0 + 600, 5);
-    let c_alive = move |t: i64| t < t0 + c_stops_after;
+    let alive = move |cluster: &str, t: i64| cluster != "c" || t < t0 + c_stops_after;
     let mut data = OpenMetrics::default();
-    let alloc: &[(&str, &str, f64)] = &[
-        ("a", "n1", 8.0),
-        ("a", "n2", 8.0),
-        ("b", "n1", 8.0),
-        ("c", "n1", 16.0),
-        ("c", "n2", 16.0),
-        ("d", "n1", 4.0),
-        ("d", "n2", 4.0),
-        ("d", "n3", 4.0),
-        ("e", "n1", f64::NAN),
-        ("ghost", "n1", 100.0),
-    ];
-    for (cluster, node, value) in alloc {
+    for (cluster, node, value) in ALLOCATABLE {
         let (cluster, value) = (*cluster, *value);
         data.series(
             "node_cpu_allocatable",
             &[("cluster", cluster), ("node", node)],
             span,
-            move |t| (cluster != "c" || c_alive(t)).then_some(value),
+            move |t| alive(cluster, t).then_some(value),
         );
     }
-    for (cluster, value) in [
-        ("a", 4.0),
-        ("b", 6.0),
-        ("c", 10.0),
-        ("d", 5.0),
-        ("e", 1.0),
-        ("ghost", 1.0),
-    ] {
+    for (cluster, value) in REQUESTED {
+        let (cluster, value) = (*cluster, *value);
         data.series(
             "pod_cpu_requests",
             &[("cluster", cluster), ("node", "n1")],
             span,
-            move |t| (cluster != "c" || c_alive(t)).then_some(value),
+            move |t| alive(cluster, t).then_some(value),
         );
     }
-    // Counters growing linearly, so rate() is the slope.
-    for (cluster, slope) in [("a", 1.0), ("b", 2.0), ("c", 4.5), ("d", 7.0), ("ghost", 0.1)] {
+    for (cluster, slope) in REQUEST_SLOPES {
+        let (cluster, slope) = (*cluster, *slope);
         data.series("http_requests", &[("cluster", cluster)], span, move |t| {
-            (cluster != "c" || c_alive(t)).then_some(slope * (t - span.0) as f64)
+            alive(cluster, t).then_some(slope * (t - span.0) as f64)
         });
     }
-    for (cluster, value) in [
-        ("a", 0.75),
-        ("b", 0.125),
-        ("c", 0.5),
-        ("d", 0.875),
-        ("ghost", 1.0),
-    ] {
+    for (cluster, value) in MEM_FREE_RATIOS {
+        let (cluster, value) = (*cluster, *value);
         data.series("mem_free_ratio", &[("cluster", cluster)], span, move |t| {
-            (cluster != "c" || c_alive(t)).then_some(value)
+            alive(cluster, t).then_some(value)
         });
     }
     data
 }
 
-/// A Prometheus server on 127.0.0.1 with a temporary data directory holding backfilled blocks.
+/// The fleet's gauges (CPU allocatable and requested, free memory ratio) of `clusters`, in the
+/// Prometheus text format, as a scrape target serves them now.
+pub fn fleet_gauges(clusters: &[&str]) -> String {
+    let mut out = String::new();
+    let mut family = |metric: &str, samples: Vec<(String, f64)>| {
+        let _ = writeln!(out, "# TYPE {metric} gauge");
+        for (labels, value) in samples {
+            let value = if value.is_nan() {
+                "NaN".to_owned()
+            } else {
+                format!("{value}")
+            };
+            let _ = writeln!(out, "{metric}{{{labels}}} {value}");
+        }
+    };
+    let wanted = |cluster: &&str| clusters.contains(cluster);
+    family(
+        "node_cpu_allocatable",
+        ALLOCATABLE
+            .iter()
+            .filter(|(c, _, _)| wanted(c))
+            .map(|(c, n, v)| (format!("cluster=\"{c}\",node=\"{n}\""), *v))
+            .collect(),
+    );
+    family(
+        "pod_cpu_requests",
+        REQUESTED
+            .iter()
+            .filter(|(c, _)| wanted(c))
+            .map(|(c, v)| (format!("cluster=\"{c}\",node=\"n1\""), *v))
+            .collect(),
+    );
+    family(
+        "mem_free_ratio",
+        MEM_FREE_RATIOS
+            .iter()
+            .filter(|(c, _)| wanted(c))
+            .map(|(c, v)| (format!("cluster=\"{c}\""), *v))
+            .collect(),
+    );
+    out
+}
+
+/// A Prometheus server on 127.0.0.1 with a temporary data directory.
 pub struct Prometheus {
     child: std::process::Child,
     pub port: u16,
     pub scheme: &'static str,
+    /// The CA and client certificate that `/-/ready` is asked with, when serving TLS.
+    tls: Option<ReadinessTls>,
     _dir: TempDir,
+}
+
+struct ReadinessTls {
+    ca: PathBuf,
+    client_cert: PathBuf,
+    client_key: PathBuf,
+    server_name: String,
 }
 
 impl Prometheus {
     /// Backfills `data` and starts Prometheus over it. `lookback` is PromQL's lookback delta: a
     /// series with no sample for that long leaves instant query results.
     pub async fn start(data: &OpenMetrics, lookback: &str) -> Prometheus {
-        Self::start_with(data, lookback, None).await
+        let dir = TempDir::new("prometheus");
+        backfill(&dir, data);
+        Self::launch(dir, "global:\n  scrape_interval: 1m\n", lookback, None).await
     }
 
-    /// As [`Prometheus::start`], with a `--web.config.file` (TLS, client certificates).
-    pub async fn start_with(data: &OpenMetrics, lookback: &str, web_config: Option<&str>) -> Prometheus {
+    /// As [`Prometheus::start`], serving TLS with `pki`'s server certificate and requiring a client
+    /// certificate from its CA.
+    pub async fn start_tls(data: &OpenMetrics, lookback: &str, pki: &TestPki) -> Prometheus {
         let dir = TempDir::new("prometheus");
-        let input = dir.path().join("data.om");
-        std::fs::write(&input, data.render()).expect("writing OpenMetrics input");
-        let tsdb = dir.path().join("tsdb");
-        let backfill = std::process::Command::new("promtool")
-            .args(["tsdb", "create-blocks-from", "openmetrics"])
-            .arg(&input)
-            .arg(&tsdb)
-            .output()
-            .expect("running promtool");
-        assert!(
-            backfill.status.success(),
-            "promtool failed: {}{}",
-            String::from_utf8_lossy(&backfill.stdout),
-            String::from_utf8_lossy(&backfill.stderr)
+        backfill(&dir, data);
+        Self::launch(dir, "global:\n  scrape_interval: 1m\n", lookback, Some(pki)).await
+    }
+
+    /// Starts Prometheus with no data, scraping `target` every second: the test decides when a
+    /// series appears, and when it stops (a series missing from a scrape is marked stale and leaves
+    /// query results at once). Labels are kept as the target serves them.
+    pub async fn start_scraping(target: &ScrapeTarget) -> Prometheus {
+        let dir = TempDir::new("prometheus");
+        let config = format!(
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: fleet\n    \
+             honor_labels: true\n    static_configs:\n      - targets: ['{}']\n",
+            target.address
         );
-        let config = dir.path().join("prometheus.yml");
-        std::fs::write(&config, "global:\n  scrape_interval: 1m\n").expect("writing prometheus.yml");
+        Self::launch(dir, &config, "5m", None).await
+    }
+
+    async fn launch(dir: TempDir, config: &str, lookback: &str, tls: Option<&TestPki>) -> Prometheus {
+        let config_path = dir.path().join("prometheus.yml");
+        std::fs::write(&config_path, config).expect("writing prometheus.yml");
+        let tsdb = dir.path().join("tsdb");
         let port = free_port();
         let log = std::fs::File::create(dir.path().join("prometheus.log")).expect("log file");
         let mut command = std::process::Command::new("prometheus");
         command
-            .arg(format!("--config.file={}", config.display()))
+            .arg(format!("--config.file={}", config_path.display()))
             .arg(format!("--storage.tsdb.path={}", tsdb.display()))
             .arg(format!("--web.listen-address=127.0.0.1:{port}"))
             .arg(format!("--query.lookback-delta={lookback}"))
             .arg("--storage.tsdb.retention.time=10y")
             .stdout(Stdio::null())
             .stderr(log);
-        let scheme = match web_config {
-            Some(text) => {
+        let scheme = match tls {
+            Some(pki) => {
                 let path = dir.path().join("web.yml");
-                std::fs::write(&path, text).expect("writing web.yml");
+                std::fs::write(&path, pki.web_config()).expect("writing web.yml");
                 command.arg(format!("--web.config.file={}", path.display()));
                 "https"
             }
             None => "http",
         };
         let child = command.spawn().expect("starting prometheus");
-        let prometheus = Prometheus {
+        let mut prometheus = Prometheus {
             child,
             port,
             scheme,
+            tls: tls.map(|pki| ReadinessTls {
+                ca: pki.ca.clone(),
+                client_cert: pki.client_cert.clone(),
+                client_key: pki.client_key.clone(),
+                server_name: pki.server_name.clone(),
+            }),
             _dir: dir,
         };
         prometheus.wait_ready().await;
         prometheus
     }
 
-    async fn wait_ready(&self) {
+    /// Waits for `/-/ready` to answer 200 (Prometheus answers 503 until its TSDB is open), over TLS
+    /// with the client certificate when it serves TLS.
+    async fn wait_ready(&mut self) {
+        let (client, url) = self.readiness_client();
         let deadline = Instant::now() + CONVERGE;
         loop {
-            if tokio::net::TcpStream::connect(("127.0.0.1", self.port))
-                .await
-                .is_ok()
-            {
-                // Listening; with plain HTTP also wait for the TSDB to be open.
-                if self.scheme == "https" || self.http_ready().await {
-                    return;
-                }
+            let answer = client.get(&url).send().await;
+            if answer.as_ref().is_ok_and(|r| r.status().is_success()) {
+                return;
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("prometheus exited ({status}):\n{}", self.log());
             }
             assert!(
                 Instant::now() < deadline,
-                "prometheus did not become ready: {}",
+                "prometheus did not become ready within {CONVERGE:?} (last answer: {answer:?}):\n{}",
                 self.log()
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
 
-    async fn http_ready(&self) -> bool {
-        reqwest::get(format!("http://127.0.0.1:{}/-/ready", self.port))
-            .await
-            .is_ok_and(|r| r.status().is_success())
+    fn readiness_client(&self) -> (reqwest::Client, String) {
+        let Some(tls) = &self.tls else {
+            return (
+                reqwest::Client::new(),
+                format!("http://127.0.0.1:{}/-/ready", self.port),
+            );
+        };
+        let read =
+            |path: &Path| std::fs::read(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+        let ca = reqwest::Certificate::from_pem(&read(&tls.ca)).expect("the test CA");
+        let mut identity = read(&tls.client_cert);
+        identity.extend(read(&tls.client_key));
+        let identity = reqwest::Identity::from_pem(&identity).expect("the client certificate");
+        let address = SocketAddr::from(([127, 0, 0, 1], self.port));
+        let client = reqwest::Client::builder()
+            .tls_built_in_root_certs(false)
+            .add_root_certificate(ca)
+            .identity(identity)
+            .resolve(&tls.server_name, address)
+            .build()
+            .expect("a TLS client");
+        (
+            client,
+            format!("https://{}:{}/-/ready", tls.server_name, self.port),
+        )
     }
 
     pub fn url(&self) -> String {
@@ -307,9 +392,95 @@ impl Prometheus {
     }
 }
 
+/// Writes `data` as TSDB blocks into `dir/tsdb` with promtool.
+fn backfill(dir: &TempDir, data: &OpenMetrics) {
+    let input = dir.path().join("data.om");
+    std::fs::write(&input, data.render()).expect("writing OpenMetrics input");
+    let backfill = std::process::Command::new("promtool")
+        .args(["tsdb", "create-blocks-from", "openmetrics"])
+        .arg(&input)
+        .arg(dir.path().join("tsdb"))
+        .output()
+        .expect("running promtool");
+    assert!(
+        backfill.status.success(),
+        "promtool failed: {}{}",
+        String::from_utf8_lossy(&backfill.stdout),
+        String::from_utf8_lossy(&backfill.stderr)
+    );
+}
+
+/// A scrape target for [`Prometheus::start_scraping`]: serves whatever text the test set last.
+pub struct ScrapeTarget {
+    pub address: SocketAddr,
+    exposition: Arc<Mutex<String>>,
+    scrapes: Arc<AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl ScrapeTarget {
+    pub async fn start(exposition: String) -> ScrapeTarget {
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("binding the scrape target");
+        let address = listener.local_addr().expect("address");
+        let exposition = Arc::new(Mutex::new(exposition));
+        let scrapes = Arc::new(AtomicUsize::new(0));
+        let (text, count) = (exposition.clone(), scrapes.clone());
+        let task = tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let (text, count) = (text.clone(), count.clone());
+                tokio::spawn(async move {
+                    // Prometheus sends a GET with no body: read up to the end of the head.
+                    let mut head = Vec::new();
+                    let mut buf = [0u8; 2048];
+                    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match stream.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => head.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    let body = text.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                    let response = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    if stream.write_all(response.as_bytes()).await.is_ok() {
+                        count.fetch_add(1, Ordering::SeqCst);
+                    }
+                    let _ = stream.shutdown().await;
+                });
+            }
+        });
+        ScrapeTarget {
+            address,
+            exposition,
+            scrapes,
+            task,
+        }
+    }
+
+    /// What the next scrapes get.
+    pub fn set(&self, exposition: String) {
+        *self.exposition.lock().unwrap_or_else(|p| p.into_inner()) = exposition;
+    }
+
+    /// Scrapes answered so far.
+    pub fn scrapes(&self) -> usize {
+        self.scrapes.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for ScrapeTarget {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
 /// A throwaway CA with a server certificate for `server_name` and a client certificate, made with
 /// the `openssl` command line (PEM files in `dir`).
 pub struct TestPki {
+    pub server_name: String,
     pub ca: PathBuf,
     pub server_cert: PathBuf,
     pub server_key: PathBuf,
@@ -408,6 +579,7 @@ impl TestPki {
             ]);
         }
         TestPki {
+            server_name: server_name.to_owned(),
             ca: dir.join("ca.crt"),
             server_cert: dir.join("server.crt"),
             server_key: dir.join("server.key"),
@@ -786,9 +958,10 @@ impl ScorerProcess {
                 .arg(pid.to_string())
                 .status();
         }
-        match tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await {
+        // The grace period Kubernetes gives a pod by default before it kills it.
+        match tokio::time::timeout(Duration::from_secs(30), self.child.wait()).await {
             Ok(Ok(status)) => status.code(),
-            _ => panic!("the scorer did not stop within 10s of SIGTERM:\n{}", self.log()),
+            _ => panic!("the scorer did not stop within 30s of SIGTERM:\n{}", self.log()),
         }
     }
 }
