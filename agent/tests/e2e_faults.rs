@@ -10,14 +10,29 @@ use support::*;
 
 const SCORES: &str = "addonplacementscores";
 const SCORE_STATUS: &str = "addonplacementscores/status";
+/// A refusal longer than any test: each one ends when the test has seen the agent meet it.
+const REFUSED_UNTIL_ENDED: Duration = Duration::from_secs(3600);
+
+/// Hub writes that failed because the hub refused the connection.
+fn refused_writes(agent: &Agent) -> usize {
+    agent
+        .logged("hub write failed")
+        .iter()
+        .filter(|l| {
+            l["fields"]["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("client error"))
+        })
+        .count()
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_hub_is_retried_while_the_agent_keeps_running_and_it_publishes_once_it_recovers() {
     let clusters = Clusters::start("hub-faults").await;
     let faults = clusters.hub.faults();
-    // From the first request on: no connection for a while, then errors on every step of a first
-    // publication (read, create, status write).
-    faults.refuse_connections(Duration::from_secs(3));
+    // From the first request on: no connection until the agent has met the refusal, then errors on
+    // every step of a first publication (read, create, status write).
+    faults.refuse_connections(REFUSED_UNTIL_ENDED);
     faults.fail_next(2, RequestMatch::any().verb("get").resource(SCORES), 500);
     faults.throttle_next(2, RequestMatch::any().verb("create").resource(SCORES), 1);
     faults.fail_next(2, RequestMatch::any().resource(SCORE_STATUS), 503);
@@ -34,8 +49,8 @@ async fn a_failing_hub_is_retried_while_the_agent_keeps_running_and_it_publishes
             ],
         )
         .await;
-    eventually("failed hub writes to be counted", STARTUP, async || {
-        (agent.hub_writes("failed").await >= 2.0).then_some(())
+    eventually("a hub write refused at the connection", STARTUP, async || {
+        (refused_writes(&agent) >= 1).then_some(())
     })
     .await;
     assert!(agent.is_running());
@@ -49,6 +64,7 @@ async fn a_failing_hub_is_retried_while_the_agent_keeps_running_and_it_publishes
         503,
         "nothing accepted by the hub yet"
     );
+    faults.accept_connections();
 
     let status = clusters
         .wait_published("a publication after the faults", -26, STARTUP)
@@ -58,7 +74,10 @@ async fn a_failing_hub_is_retried_while_the_agent_keeps_running_and_it_publishes
     // The 500s fail two attempts for sure; kube's client retries 429 and 503 itself (honouring
     // Retry-After), so those fail an attempt only when the retries outlast --hub-timeout.
     let failed = agent.hub_writes("failed").await;
-    assert!(failed >= 2.0, "the 500s failed attempts ({failed})");
+    assert!(
+        failed >= 3.0,
+        "the refusal and the 500s failed attempts ({failed})"
+    );
     let codes: Vec<u16> = clusters.hub.requests().iter().map(|r| r.code).collect();
     for code in [500, 429, 503] {
         assert!(codes.contains(&code), "the agent met a {code}: {codes:?}");
@@ -68,35 +87,32 @@ async fn a_failing_hub_is_retried_while_the_agent_keeps_running_and_it_publishes
     })
     .await;
 
-    // Later trouble: every watch (hub and managed cluster) cut mid-stream, the hub unreachable again,
-    // then failing status writes. Changes made after the cut must still arrive: a big pod on node-a
-    // and node-b cordoned (cluster 24.75 − 20 = 4.75 cores → −90).
+    // Later trouble: every watch (hub and managed cluster) cut mid-stream, the hub unreachable again
+    // until the agent has met that, then failing status writes. Changes made after the cut must
+    // still arrive: a big pod on node-a and node-b cordoned (cluster 24.75 − 20 = 4.75 cores → −90).
+    let refused_before = refused_writes(&agent);
     clusters.managed.faults().cut_watches();
     faults.cut_watches();
-    faults.refuse_connections(Duration::from_secs(2));
+    faults.refuse_connections(REFUSED_UNTIL_ENDED);
     faults.fail_next(2, RequestMatch::any().resource(SCORE_STATUS), 500);
     faults.throttle_next(1, RequestMatch::any().resource(SCORE_STATUS), 1);
     clusters.create(pod("late", Some("node-a"), json!({"cpu": "20", "memory": "1Gi"})));
     clusters.cordon("node-b").await;
+    eventually("a hub write refused again", STARTUP, async || {
+        (refused_writes(&agent) > refused_before).then_some(())
+    })
+    .await;
+    faults.accept_connections();
     let status = clusters
-        .wait_published("the changes made after the cut", -90, Duration::from_secs(25))
+        .wait_published("the changes made after the cut", -90, STARTUP)
         .await;
     assert_eq!(status.score("cpuNodeAvailable"), Some(-90));
     assert!(agent.is_running());
     assert!(
-        agent.hub_writes("failed").await >= failed + 2.0,
-        "the second round's 500s failed writes too"
+        agent.hub_writes("failed").await >= failed + 3.0,
+        "the second refusal and its 500s failed writes too"
     );
-    // Both refusal periods began while the agent had work for the hub; at least one met it.
-    let errors: Vec<String> = agent
-        .logged("hub write failed")
-        .iter()
-        .filter_map(|l| l["fields"]["error"].as_str().map(str::to_owned))
-        .collect();
-    assert!(
-        errors.iter().any(|e| e.contains("client error")),
-        "a refused connection: {errors:?}"
-    );
+    assert_eq!(faults.pending(), 0, "every programmed failure was met");
 
     agent.stop().await;
 }
@@ -133,18 +149,11 @@ async fn with_the_managed_cluster_unreachable_scores_are_not_renewed_and_expire(
     .await;
 
     let down_at = jiff::Timestamp::now();
-    clusters
-        .managed
-        .faults()
-        .refuse_connections(Duration::from_secs(60));
-    let failed = eventually(
-        "the condition to report the failure",
-        Duration::from_secs(10),
-        async || {
-            let status = clusters.score()?.status?;
-            (condition(&status)?.status == "False").then_some(status)
-        },
-    )
+    clusters.managed.faults().refuse_connections(REFUSED_UNTIL_ENDED);
+    let failed = eventually("the condition to report the failure", STARTUP, async || {
+        let status = clusters.score()?.status?;
+        (condition(&status)?.status == "False").then_some(status)
+    })
     .await;
     let condition = condition(&failed).expect("condition").clone();
     assert_eq!(condition.reason, "SourceFailed");
@@ -153,10 +162,24 @@ async fn with_the_managed_cluster_unreachable_scores_are_not_renewed_and_expire(
         "{}",
         condition.message
     );
+    // No renewal computed once the agent knew: validUntil is at most its first word of the failure
+    // plus the validity (renewals computed between the cut and that word are legitimate).
+    let noticed = agent
+        .logs()
+        .iter()
+        .filter(|l| {
+            l["fields"]["source"] == "cluster"
+                && l["fields"]["message"]
+                    .as_str()
+                    .is_some_and(|m| m.starts_with("source not current") || m.starts_with("source failed"))
+        })
+        .filter_map(|l| l["timestamp"].as_str()?.parse::<jiff::Timestamp>().ok())
+        .find(|t| *t >= down_at)
+        .expect("the agent logged the source failure");
     let valid_until = failed.valid_until.clone().expect("validUntil").0;
     assert!(
-        valid_until.as_second() <= down_at.as_second() + VALIDITY + 1,
-        "validUntil {valid_until} was renewed after the managed cluster went down at {down_at}"
+        valid_until.as_second() <= noticed.as_second() + VALIDITY,
+        "validUntil {valid_until} was renewed after the agent noticed the failure at {noticed}"
     );
     assert_eq!(
         scores_of(&failed),

@@ -14,6 +14,7 @@ use support::*;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_score_object_appears_with_hand_computed_values_and_a_future_valid_until() {
     let clusters = Clusters::start("values").await;
+    let started = jiff::Timestamp::now();
     let agent = clusters
         .agent(
             "values",
@@ -31,10 +32,14 @@ async fn the_score_object_appears_with_hand_computed_values_and_a_future_valid_u
         .wait_published("the first publication", -26, STARTUP)
         .await;
     assert_eq!(scores_of(&status), owned(&expected_scores(true)));
-    let left = seconds_left(&status);
+    // Written while the agent ran: validUntil is the 60s validity after a moment between its start
+    // and now (whole seconds).
+    let valid_until = status.valid_until.clone().expect("validUntil").0.as_second();
+    let now = jiff::Timestamp::now().as_second();
     assert!(
-        (50..=60).contains(&left),
-        "validUntil is {left}s ahead, expected about the 60s validity"
+        (started.as_second() + 60..=now + 60).contains(&valid_until),
+        "validUntil {valid_until} is not 60s after a moment in {}..={now}",
+        started.as_second()
     );
     let condition = condition(&status).expect("the agent's condition");
     assert_eq!(condition.reason, "ScoresPublished");
@@ -96,7 +101,10 @@ async fn the_score_object_appears_with_hand_computed_values_and_a_future_valid_u
     let spec = lease.spec.expect("spec");
     assert_eq!(spec.lease_duration_seconds, Some(60));
     let renewed = spec.renew_time.expect("renewTime").0;
-    assert!((jiff::Timestamp::now() - renewed).get_seconds().abs() <= 5);
+    assert!(
+        started <= renewed && renewed <= jiff::Timestamp::now(),
+        "renewTime {renewed} is not a moment since the agent started at {started}"
+    );
 
     agent.stop().await;
 }
@@ -104,16 +112,16 @@ async fn the_score_object_appears_with_hand_computed_values_and_a_future_valid_u
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pod_changes_reach_the_hub_after_the_debounce_window_in_one_write() {
     const DEBOUNCE: Duration = Duration::from_secs(2);
-    // Slack for a loaded machine; still far below the 30s refresh, so only the change can explain it.
-    const SLACK: Duration = Duration::from_secs(6);
+    // The periodic refresh is an hour away, so only the change can explain a write during the test,
+    // however slowly a loaded machine gets there.
     let clusters = Clusters::start("debounce").await;
     let agent = clusters
         .agent(
             "debounce",
             &[
-                "--refresh-interval=30s",
+                "--refresh-interval=1h",
                 "--debounce=2s",
-                "--validity=5m",
+                "--validity=3h",
                 "--min-write-interval=1s",
             ],
         )
@@ -132,7 +140,7 @@ async fn pod_changes_reach_the_hub_after_the_debounce_window_in_one_write() {
     }
     // node-a keeps 0.75 cpu free: cluster 12.75 cores → −74.5, best node (node-b) 12 → −76.
     let status = clusters
-        .wait_published("the burst on the hub", -74, DEBOUNCE + SLACK)
+        .wait_published("the burst on the hub", -74, STARTUP)
         .await;
     let took = changed_at.elapsed();
     assert!(
@@ -152,7 +160,7 @@ async fn pod_changes_reach_the_hub_after_the_debounce_window_in_one_write() {
         clusters.delete_pod(name).await;
     }
     let status = clusters
-        .wait_published("the deletions on the hub", -26, DEBOUNCE + SLACK)
+        .wait_published("the deletions on the hub", -26, STARTUP)
         .await;
     assert!(changed_at.elapsed() >= DEBOUNCE);
     assert_eq!(scores_of(&status), owned(&expected_scores(false)));
@@ -194,7 +202,7 @@ async fn nothing_is_written_when_nothing_moved_by_a_step_not_even_after_a_restar
     .await;
     // Several more refreshes, each one deciding not to write.
     let skipped = agent.hub_writes("skipped").await;
-    eventually("four more refreshes", Duration::from_secs(15), async || {
+    eventually("four more refreshes", STARTUP, async || {
         (agent.hub_writes("skipped").await >= skipped + 4.0).then_some(())
     })
     .await;

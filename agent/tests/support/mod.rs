@@ -30,10 +30,12 @@ pub const SCORE_NAME: &str = "resource-usage-score";
 /// The agent's service account on the managed cluster.
 pub const AGENT_SA: &str = "resource-usage-collect-agent";
 
-/// How long the agent may take to start, list both watches and publish for the first time.
-pub const STARTUP: Duration = Duration::from_secs(20);
-/// How long any SIGTERM may take to stop the agent.
-pub const STOP_WITHIN: Duration = Duration::from_secs(5);
+/// How long the agent may take to start, list both watches and publish for the first time (or
+/// reach any other state a test waits for): only a bound on a hang, generous for a loaded machine.
+pub const STARTUP: Duration = Duration::from_secs(60);
+/// How long a SIGTERM may take to stop the agent: the grace period Kubernetes gives a pod by
+/// default (the agent's Deployment sets none) before it kills it.
+pub const STOP_WITHIN: Duration = Duration::from_secs(30);
 
 pub use ocm_score_tests::support::TempDir;
 
