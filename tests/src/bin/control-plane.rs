@@ -1,0 +1,119 @@
+//! `control-plane`: a real OCM hub and managed clusters on 127.0.0.1, for tests and for people.
+//!
+//! `build` compiles the upstream Go components once (cached under `target/control-plane/`);
+//! `up` starts everything, writes kubeconfigs, prints `ready`, and runs until SIGINT/SIGTERM,
+//! then stops every process it started.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use ocm_score_tests::control_plane::{ControlPlane, go_components};
+use tokio::signal::unix::{SignalKind, signal};
+
+#[derive(Parser, Debug)]
+#[command(
+    about = "A real OCM control plane (kube-apiserver, etcd, kube-controller-manager, OCM hub and klusterlets) as local processes"
+)]
+struct Args {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Compile the Go components (Kubernetes and OCM at the versions pinned in tests/control-plane/go.mod), cached.
+    Build,
+    /// Start the control plane and run until SIGINT/SIGTERM.
+    Up {
+        /// Directory for kubeconfigs (hub.kubeconfig, <cluster>.kubeconfig), logs and data; created if missing.
+        #[arg(long, value_name = "DIR")]
+        dir: PathBuf,
+        /// Managed clusters: cluster1 is the hub itself, cluster2.. get their own API server.
+        #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=50))]
+        clusters: u16,
+        /// Do not run OCM's own addon-manager on the hub.
+        #[arg(long)]
+        without_ocm_addon_manager: bool,
+        /// Seconds start-up may take before it fails naming what it waited for.
+        #[arg(long, default_value_t = 240)]
+        timeout: u64,
+    },
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,kube_client=off")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match run(Args::parse()).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("control-plane: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: Args) -> anyhow::Result<()> {
+    let progress = |line: &str| eprintln!("{line}");
+    match args.command {
+        Command::Build => {
+            let components = go_components::ensure_built(&progress)?;
+            println!("{}", components.root().display());
+            print!("{}", components.versions());
+            Ok(())
+        }
+        Command::Up {
+            dir,
+            clusters,
+            without_ocm_addon_manager,
+            timeout,
+        } => {
+            let mut interrupt = signal(SignalKind::interrupt())?;
+            let mut terminate = signal(SignalKind::terminate())?;
+            let builder = ControlPlane::builder()
+                .clusters(usize::from(clusters))
+                .dir(&dir)
+                .ocm_addon_manager(!without_ocm_addon_manager)
+                .timeout(Duration::from_secs(timeout));
+            // Start-up may itself be interrupted: the partly started control plane is dropped,
+            // which stops what had started.
+            let mut cp = tokio::select! {
+                cp = builder.start_with_progress(&progress) => cp?,
+                _ = interrupt.recv() => anyhow::bail!("interrupted during start-up; stopped everything"),
+                _ = terminate.recv() => anyhow::bail!("terminated during start-up; stopped everything"),
+            };
+            eprintln!("{}", cp.versions().trim_end());
+            eprintln!(
+                "hub:       kubectl --kubeconfig {} get managedclusters",
+                cp.hub_kubeconfig().display()
+            );
+            for name in cp.cluster_names() {
+                eprintln!("{name}: {}", cp.kubeconfig(name).display());
+            }
+            eprintln!("logs:      {}", dir.join("logs").display());
+            println!("ready");
+            let mut health = tokio::time::interval(Duration::from_secs(2));
+            let outcome = loop {
+                tokio::select! {
+                    _ = interrupt.recv() => break Ok(()),
+                    _ = terminate.recv() => break Ok(()),
+                    _ = health.tick() => {
+                        if let Err(e) = cp.check_running() {
+                            break Err(anyhow::anyhow!(e));
+                        }
+                    }
+                }
+            };
+            eprintln!("stopping");
+            cp.stop();
+            outcome
+        }
+    }
+}

@@ -1,0 +1,170 @@
+//! One Kubernetes cluster as processes: etcd, kube-apiserver and kube-controller-manager, with its
+//! own CA, on free loopback ports.
+
+use std::path::{Path, PathBuf};
+
+use super::go_components::Components;
+use super::pki::{self, ClusterCa};
+use super::process::{Component, Tier};
+use super::{Error, free_port};
+
+/// What a started cluster offers: where it listens, who may talk to it, and its CA.
+pub struct KubeCluster {
+    pub name: String,
+    pub server: String,
+    pub ca: ClusterCa,
+    /// `system:masters` kubeconfig.
+    pub admin_kubeconfig: PathBuf,
+    dir: PathBuf,
+}
+
+impl KubeCluster {
+    /// Writes the cluster's certificates and starts its three processes (not waiting for them).
+    pub fn start(
+        name: &str,
+        components: &Components,
+        dir: &Path,
+        log_dir: &Path,
+        started: &mut Vec<Component>,
+    ) -> Result<Self, Error> {
+        let dir = dir.join(name);
+        let pki_dir = dir.join("pki");
+        std::fs::create_dir_all(&pki_dir).map_err(|source| Error::Io {
+            what: format!("creating {}", pki_dir.display()),
+            source,
+        })?;
+
+        let ca = ClusterCa::new(name)?;
+        let ca_file = pki_dir.join("ca.crt");
+        let ca_key_file = pki_dir.join("ca.key");
+        pki::write(&ca_file, &ca.cert_pem())?;
+        pki::write(&ca_key_file, ca.key_pem())?;
+        let sa_key = pki_dir.join("service-account.key");
+        let sa_pub = pki_dir.join("service-account.pub");
+        let (private, public) = pki::service_account_key(name)?;
+        pki::write(&sa_key, &private)?;
+        pki::write(&sa_pub, &public)?;
+        let (serving_cert, serving_key) = ca.serving_cert("kube-apiserver")?.write(&pki_dir, "apiserver")?;
+        // The front-proxy CA of API aggregation, as kubeadm sets it up: controllers that serve
+        // their own endpoints (OCM's do) read it from kube-system/extension-apiserver-authentication.
+        let front_proxy = ClusterCa::new(&format!("{name}-front-proxy"))?;
+        let front_proxy_ca = pki_dir.join("front-proxy-ca.crt");
+        pki::write(&front_proxy_ca, &front_proxy.cert_pem())?;
+        let (proxy_cert, proxy_key) = front_proxy
+            .client_cert("front-proxy-client", None)?
+            .write(&pki_dir, "front-proxy-client")?;
+
+        let etcd_port = free_port()?;
+        let etcd_peer_port = free_port()?;
+        let api_port = free_port()?;
+        let server = format!("https://127.0.0.1:{api_port}");
+
+        let admin_kubeconfig = dir.join("admin.kubeconfig");
+        let admin = ca.client_cert("kubernetes-admin", Some("system:masters"))?;
+        pki::write(
+            &admin_kubeconfig,
+            &pki::kubeconfig(name, &server, &ca, "kubernetes-admin", &admin),
+        )?;
+        // The controller manager runs every controller under its own name; membership of
+        // system:masters spares us the per-controller service accounts kubeadm sets up.
+        let kcm_kubeconfig = dir.join("kube-controller-manager.kubeconfig");
+        let kcm = ca.client_cert("system:kube-controller-manager", Some("system:masters"))?;
+        pki::write(
+            &kcm_kubeconfig,
+            &pki::kubeconfig(name, &server, &ca, "system:kube-controller-manager", &kcm),
+        )?;
+
+        let etcd_data = dir.join("etcd");
+        started.push(Component::spawn(
+            &format!("{name}-etcd"),
+            Tier::Storage,
+            &components.bin("etcd"),
+            &[
+                format!("--data-dir={}", etcd_data.display()),
+                format!("--listen-client-url=http://127.0.0.1:{etcd_port}"),
+                format!("--listen-peer-url=http://127.0.0.1:{etcd_peer_port}"),
+            ],
+            &[],
+            log_dir,
+        )?);
+
+        let p = |path: &Path| path.display().to_string();
+        started.push(Component::spawn(
+            &format!("{name}-kube-apiserver"),
+            Tier::ApiServer,
+            &components.bin("kube-apiserver"),
+            &[
+                format!("--etcd-servers=http://127.0.0.1:{etcd_port}"),
+                "--bind-address=127.0.0.1".into(),
+                "--advertise-address=127.0.0.1".into(),
+                format!("--secure-port={api_port}"),
+                format!("--cert-dir={}", p(&dir.join("apiserver-certs"))),
+                format!("--tls-cert-file={}", p(&serving_cert)),
+                format!("--tls-private-key-file={}", p(&serving_key)),
+                format!("--client-ca-file={}", p(&ca_file)),
+                "--authorization-mode=Node,RBAC".into(),
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
+                format!("--service-account-key-file={}", p(&sa_pub)),
+                format!("--service-account-signing-key-file={}", p(&sa_key)),
+                "--service-cluster-ip-range=10.96.0.0/16".into(),
+                format!("--requestheader-client-ca-file={}", p(&front_proxy_ca)),
+                "--requestheader-allowed-names=front-proxy-client".into(),
+                "--requestheader-username-headers=X-Remote-User".into(),
+                "--requestheader-group-headers=X-Remote-Group".into(),
+                "--requestheader-extra-headers-prefix=X-Remote-Extra-".into(),
+                format!("--proxy-client-cert-file={}", p(&proxy_cert)),
+                format!("--proxy-client-key-file={}", p(&proxy_key)),
+                "--allow-privileged=true".into(),
+                "--profiling=false".into(),
+                // Keeps the apiserver's watch cache small: test clusters hold few objects.
+                "--default-watch-cache-size=50".into(),
+            ],
+            &[],
+            log_dir,
+        )?);
+
+        started.push(Component::spawn(
+            &format!("{name}-kube-controller-manager"),
+            Tier::Client,
+            &components.bin("kube-controller-manager"),
+            &[
+                format!("--kubeconfig={}", p(&kcm_kubeconfig)),
+                // No kubelets run here: nodes created through the API must not turn NotReady
+                // and have their pods evicted.
+                "--controllers=*,-node-lifecycle-controller,-cloud-node-lifecycle-controller".into(),
+                format!("--cluster-signing-cert-file={}", p(&ca_file)),
+                format!("--cluster-signing-key-file={}", p(&ca_key_file)),
+                format!("--root-ca-file={}", p(&ca_file)),
+                format!("--service-account-private-key-file={}", p(&sa_key)),
+                "--use-service-account-credentials=false".into(),
+                "--leader-elect=false".into(),
+                "--secure-port=0".into(),
+                "--profiling=false".into(),
+            ],
+            &[],
+            log_dir,
+        )?);
+
+        Ok(KubeCluster {
+            name: name.to_owned(),
+            server,
+            ca,
+            admin_kubeconfig,
+            dir,
+        })
+    }
+
+    /// Writes a kubeconfig for `user` (optionally in `group`) signed by this cluster's CA.
+    pub fn write_kubeconfig(&self, user: &str, group: Option<&str>, path: &Path) -> Result<(), Error> {
+        let cert = self.ca.client_cert(user, group)?;
+        pki::write(
+            path,
+            &pki::kubeconfig(&self.name, &self.server, &self.ca, user, &cert),
+        )
+    }
+
+    /// The cluster's own scratch directory (certificates, etcd data).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+}

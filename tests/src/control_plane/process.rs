@@ -1,0 +1,198 @@
+//! The processes of a control plane: started with their output in a log file, checked for an
+//! early exit, and stopped (SIGTERM, then SIGKILL) so that nothing outlives the launcher.
+//!
+//! Each child runs in its own process group, so a terminal's Ctrl-C reaches only the launcher,
+//! which then stops the children in order. Where `setpriv` exists (util-linux, on every Debian),
+//! the child also gets `PDEATHSIG=KILL`: if the launcher itself is killed, the kernel ends the
+//! children too. That signal follows the thread that spawned the child, so components are
+//! spawned from the thread that owns the [`ControlPlane`](super::ControlPlane).
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use rustix::process::{Pid, Signal};
+
+use super::Error;
+
+/// How much of a log an error message quotes.
+const TAIL_LINES: usize = 25;
+
+/// When a component stops relative to the others: clients first, then API servers, then etcd,
+/// so that no API server spends its shutdown retrying a storage that is already gone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Tier {
+    Storage,
+    ApiServer,
+    Client,
+}
+
+/// One running component.
+pub struct Component {
+    name: String,
+    tier: Tier,
+    child: Child,
+    log: PathBuf,
+    exited: Option<ExitStatus>,
+}
+
+impl Component {
+    /// Starts `program args` with stdout and stderr appended to `<log_dir>/<name>.log`.
+    pub fn spawn(
+        name: &str,
+        tier: Tier,
+        program: &Path,
+        args: &[String],
+        env: &[(&str, String)],
+        log_dir: &Path,
+    ) -> Result<Self, Error> {
+        let log = log_dir.join(format!("{name}.log"));
+        let out = File::options()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .map_err(|source| Error::Io {
+                what: format!("opening {}", log.display()),
+                source,
+            })?;
+        let err = out.try_clone().map_err(|source| Error::Io {
+            what: format!("opening {}", log.display()),
+            source,
+        })?;
+
+        let mut command = match setpriv() {
+            Some(setpriv) => {
+                let mut c = Command::new(setpriv);
+                c.arg("--pdeathsig").arg("KILL").arg("--").arg(program);
+                c
+            }
+            None => Command::new(program),
+        };
+        command.args(args).stdin(Stdio::null()).stdout(out).stderr(err);
+        for (key, value) in env {
+            command.env(key, value);
+        }
+        std::os::unix::process::CommandExt::process_group(&mut command, 0);
+        let child = command.spawn().map_err(|source| Error::Spawn {
+            component: name.to_owned(),
+            program: program.to_path_buf(),
+            source,
+        })?;
+        tracing::debug!(component = name, pid = child.id(), log = %log.display(), "started");
+        Ok(Component {
+            name: name.to_owned(),
+            tier,
+            child,
+            log,
+            exited: None,
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn tier(&self) -> Tier {
+        self.tier
+    }
+
+    pub fn log_path(&self) -> &Path {
+        &self.log
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Fails with the component's name, exit status and log tail if it has exited.
+    pub fn check_running(&mut self) -> Result<(), Error> {
+        if self.exited.is_none() {
+            self.exited = self.child.try_wait().ok().flatten();
+        }
+        match self.exited {
+            None => Ok(()),
+            Some(status) => Err(Error::Exited {
+                component: self.name.clone(),
+                status: status.to_string(),
+                log: self.log.clone(),
+                tail: self.tail(),
+            }),
+        }
+    }
+
+    /// The last lines of the component's log.
+    pub fn tail(&self) -> String {
+        tail(&self.log, TAIL_LINES)
+    }
+
+    /// Sends SIGTERM to the component's process group.
+    pub fn terminate(&mut self) {
+        self.signal(Signal::TERM);
+    }
+
+    /// Waits up to `grace` for the component to exit after [`terminate`](Self::terminate),
+    /// then kills its process group.
+    pub fn wait_or_kill(&mut self, grace: Duration) {
+        let deadline = Instant::now() + grace;
+        while self.exited.is_none() && Instant::now() < deadline {
+            match self.child.try_wait() {
+                Ok(Some(status)) => self.exited = Some(status),
+                Ok(None) => std::thread::sleep(Duration::from_millis(50)),
+                Err(_) => break,
+            }
+        }
+        if self.exited.is_none() {
+            tracing::warn!(component = %self.name, "did not stop within {grace:?}; killing it");
+            self.signal(Signal::KILL);
+            self.exited = self.child.wait().ok();
+        }
+        // The group may hold helpers the component started; none may outlive it.
+        self.signal(Signal::KILL);
+    }
+
+    fn signal(&self, signal: Signal) {
+        let Some(pgid) = i32::try_from(self.child.id()).ok().and_then(Pid::from_raw) else {
+            return;
+        };
+        // ESRCH once the group is gone is the expected outcome, not an error.
+        let _ = rustix::process::kill_process_group(pgid, signal);
+    }
+}
+
+impl Drop for Component {
+    fn drop(&mut self) {
+        if self.exited.is_none() {
+            self.terminate();
+            self.wait_or_kill(Duration::from_secs(10));
+        }
+    }
+}
+
+/// The last `lines` lines of a file (reads at most its last 64 KiB).
+pub fn tail(path: &Path, lines: usize) -> String {
+    let Ok(mut file) = File::open(path) else {
+        return format!("(no log at {})", path.display());
+    };
+    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let start = len.saturating_sub(64 * 1024);
+    let mut text = String::new();
+    if file.seek(SeekFrom::Start(start)).is_err() {
+        return String::new();
+    }
+    let mut bytes = Vec::new();
+    if file.read_to_end(&mut bytes).is_err() {
+        return String::new();
+    }
+    text.push_str(&String::from_utf8_lossy(&bytes));
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+fn setpriv() -> Option<PathBuf> {
+    ["/usr/bin/setpriv", "/bin/setpriv"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
+}
