@@ -1,0 +1,191 @@
+//! The add-on manager's ManifestWork, as it renders it, on the real control plane: the real API
+//! server accepts it with OCM's own CRD, and OCM's real work agent applies every manifest to the
+//! managed cluster and reports it Applied and Available.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::ResourceRequirements;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{Api, DynamicObject, PostParams};
+use kube::core::GroupVersionKind;
+use kube::discovery::pinned_kind;
+use ocm_score_hub::addon::agent_manifests::{AgentDefaults, RenderInput, render};
+use ocm_score_hub::addon::deployment_config::AgentConfig;
+use ocm_score_hub::addon::names;
+use ocm_score_hub::addon::work::deploy_work;
+use ocm_score_tests::control_plane::ControlPlane;
+use scheduler_core::api::ManifestWork;
+use serde_json::{Value, json};
+
+async fn dynamic(
+    client: &kube::Client,
+    group: &str,
+    version: &str,
+    kind: &str,
+    ns: &str,
+) -> Api<DynamicObject> {
+    let (resource, _) = pinned_kind(client, &GroupVersionKind::gvk(group, version, kind))
+        .await
+        .expect("kind served");
+    Api::namespaced_with(client.clone(), ns, &resource)
+}
+
+/// Whether `conditions` (a list of Kubernetes conditions) holds `kind` with status True.
+fn condition_true(conditions: Option<&Value>, kind: &str) -> bool {
+    conditions
+        .and_then(Value::as_array)
+        .is_some_and(|cs| cs.iter().any(|c| c["type"] == kind && c["status"] == "True"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_real_work_agent_applies_our_manifest_work() {
+    let cp = match ControlPlane::builder()
+        .clusters(1)
+        .start_with_progress(&|l| eprintln!("{l}"))
+        .await
+    {
+        Ok(cp) => cp,
+        Err(e) => panic!("the control plane did not start: {e}"),
+    };
+    let hub = cp.hub_client().await.expect("hub client");
+    let addon = names::DEFAULT_ADDON_NAME;
+
+    // The work is owned by its ManagedClusterAddOn (the garbage collector is real here: an owner
+    // that does not exist would take the work with it).
+    let mcas = dynamic(
+        &hub,
+        "addon.open-cluster-management.io",
+        "v1alpha1",
+        "ManagedClusterAddOn",
+        "cluster1",
+    )
+    .await;
+    let mca: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "addon.open-cluster-management.io/v1alpha1", "kind": "ManagedClusterAddOn",
+        "metadata": {"name": addon, "namespace": "cluster1"},
+        "spec": {"installNamespace": names::DEFAULT_INSTALL_NAMESPACE},
+    }))
+    .expect("object");
+    let mca = mcas
+        .create(&PostParams::default(), &mca)
+        .await
+        .expect("ManagedClusterAddOn accepted");
+    let owner = OwnerReference {
+        api_version: "addon.open-cluster-management.io/v1alpha1".into(),
+        kind: "ManagedClusterAddOn".into(),
+        name: addon.into(),
+        uid: mca.metadata.uid.clone().expect("uid"),
+        block_owner_deletion: Some(true),
+        controller: Some(true),
+    };
+
+    let defaults = AgentDefaults {
+        image: "quay.io/ocm-score/ocm-score:v0.1.0".into(),
+        image_pull_policy: "IfNotPresent".into(),
+        resources: ResourceRequirements::default(),
+    };
+    let config = AgentConfig::default();
+    let input = RenderInput {
+        addon,
+        cluster: "cluster1",
+        namespace: names::DEFAULT_INSTALL_NAMESPACE,
+        defaults: &defaults,
+        config: &config,
+    };
+    let manifests = render(&input).expect("renders");
+    let kinds: Vec<String> = manifests
+        .iter()
+        .map(|m| m["kind"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    let work = deploy_work(addon, "cluster1", &owner, manifests, &BTreeMap::new());
+    let works: Api<ManifestWork> = Api::namespaced(hub.clone(), "cluster1");
+    let created = works
+        .create(&PostParams::default(), &work)
+        .await
+        .expect("the real server accepts our ManifestWork");
+    let name = created.metadata.name.clone().expect("name");
+
+    // OCM's work agent (in cluster1's klusterlet) applies it and says so per manifest.
+    let works_dyn = dynamic(
+        &hub,
+        "work.open-cluster-management.io",
+        "v1",
+        "ManifestWork",
+        "cluster1",
+    )
+    .await;
+    let started = Instant::now();
+    let applied = loop {
+        let w = works_dyn.get(&name).await.expect("get work");
+        let conditions = w.data.pointer("/status/conditions");
+        // The Deployment's WellKnownStatus feedback (the rule we configure) arrives with the
+        // agent's next status sync.
+        let feedback = w
+            .data
+            .pointer("/status/resourceStatus/manifests")
+            .and_then(Value::as_array)
+            .is_some_and(|ms| {
+                ms.iter().any(|m| {
+                    m["resourceMeta"]["kind"] == "Deployment"
+                        && m.pointer("/statusFeedback/values")
+                            .and_then(Value::as_array)
+                            .is_some_and(|v| !v.is_empty())
+                })
+            });
+        if condition_true(conditions, "Applied") && condition_true(conditions, "Available") && feedback {
+            break w;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "work not Applied, Available, with Deployment feedback: {}\nwork agent log:\n{}",
+            serde_json::to_string_pretty(&w.data["status"]).unwrap_or_default(),
+            cp.log_tail("cluster1-klusterlet", 30)
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let manifests_status = applied
+        .data
+        .pointer("/status/resourceStatus/manifests")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        manifests_status.len(),
+        kinds.len(),
+        "one status per manifest: {manifests_status:?}"
+    );
+    for (m, kind) in manifests_status.iter().zip(&kinds) {
+        assert_eq!(m["resourceMeta"]["kind"], kind.as_str());
+        assert!(
+            condition_true(m.get("conditions"), "Applied"),
+            "{kind} applied: {m}"
+        );
+    }
+
+    // The agent Deployment exists on the managed cluster, exactly as rendered.
+    let managed = cp.cluster_client("cluster1").await.expect("cluster1 client");
+    let deployments: Api<Deployment> = Api::namespaced(managed, names::DEFAULT_INSTALL_NAMESPACE);
+    let list = deployments
+        .list(&Default::default())
+        .await
+        .expect("list deployments");
+    let agent = list
+        .items
+        .first()
+        .unwrap_or_else(|| panic!("no agent Deployment on cluster1"));
+    let container = &agent
+        .spec
+        .as_ref()
+        .expect("spec")
+        .template
+        .spec
+        .as_ref()
+        .expect("pod spec")
+        .containers[0];
+    assert_eq!(
+        container.image.as_deref(),
+        Some("quay.io/ocm-score/ocm-score:v0.1.0")
+    );
+}
