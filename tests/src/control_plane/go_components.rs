@@ -381,7 +381,7 @@ fn is_complete(components: &Components) -> bool {
 /// Bump when the way we build changes (flags, copied files), so old caches are not reused.
 const RECIPE: &str = "2: -trimpath, stripped, release versions stamped, CRDs of hub and klusterlet";
 
-/// SHA-256 over the recipe, the Go version and every file of the module (paths sorted), hex.
+/// SHA-256 over the recipe, the Go version, go.mod, go.sum and the Go sources (paths sorted), hex.
 fn inputs_hash(module: &Path, go_version: &str) -> Result<String, Error> {
     let mut files = Vec::new();
     collect_files(module, module, &mut files)?;
@@ -407,7 +407,11 @@ fn collect_files(base: &Path, dir: &Path, out: &mut Vec<String>) -> Result<(), E
         if path.is_dir() {
             collect_files(base, &path, out)?;
         } else if let Ok(rel) = path.strip_prefix(base) {
-            out.push(rel.to_string_lossy().into_owned());
+            // What the build reads: the module files and Go sources, not docs beside them.
+            let rel = rel.to_string_lossy().into_owned();
+            if rel == "go.mod" || rel == "go.sum" || rel.ends_with(".go") {
+                out.push(rel);
+            }
         }
     }
     Ok(())

@@ -271,6 +271,58 @@ impl ControlPlane {
         }
     }
 
+    /// Writes a kubeconfig that authenticates to `cluster` (`hub`, `cluster1`, `cluster2`, ...) as
+    /// ServiceAccount `namespace/name`, with a token from the TokenRequest API valid for `valid_for`:
+    /// what a pod running under that account would use.
+    pub async fn write_service_account_kubeconfig(
+        &self,
+        cluster: &str,
+        namespace: &str,
+        name: &str,
+        valid_for: Duration,
+        path: &Path,
+    ) -> Result<(), Error> {
+        let target = self.kube_cluster(cluster)?;
+        let admin = client(&target.admin_kubeconfig).await?;
+        let what = || format!("requesting a token for ServiceAccount {namespace}/{name} on {cluster}");
+        let body = json!({
+            "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+            "spec": {"expirationSeconds": valid_for.as_secs()},
+        });
+        let request = http::Request::post(format!(
+            "/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token"
+        ))
+        .header("content-type", "application/json")
+        .body(serde_json::to_vec(&body).unwrap_or_default())
+        .map_err(|e| Error::Options(format!("{}: {e}", what())))?;
+        let answer: Value = admin
+            .request(request)
+            .await
+            .map_err(|source| Error::Kube { what: what(), source })?;
+        let token = answer
+            .pointer("/status/token")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if token.is_empty() {
+            return Err(Error::Options(format!("{}: no token in the answer", what())));
+        }
+        let user = format!("system:serviceaccount:{namespace}:{name}");
+        pki::write(
+            path,
+            &pki::token_kubeconfig(&target.name, &target.server, &target.ca, &user, token),
+        )
+    }
+
+    fn kube_cluster(&self, cluster: &str) -> Result<&KubeCluster, Error> {
+        if cluster == "hub" || cluster == "cluster1" {
+            return self.hub();
+        }
+        self.spokes
+            .iter()
+            .find(|s| s.name == cluster)
+            .ok_or_else(|| Error::Options(format!("no cluster named {cluster}")))
+    }
+
     /// The last lines of a component's log (`hub-placement-controller`, `cluster2-klusterlet`, ...).
     pub fn log_tail(&self, component: &str, lines: usize) -> String {
         process::tail(&self.log_dir.join(format!("{component}.log")), lines)

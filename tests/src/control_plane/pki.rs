@@ -154,6 +154,19 @@ pub fn kubeconfig(cluster: &str, server: &str, ca: &ClusterCa, user: &str, clien
     serde_json::to_string_pretty(&doc).unwrap_or_default()
 }
 
+/// A kubeconfig that reaches `server` with a bearer token (a ServiceAccount's, for example).
+pub fn token_kubeconfig(cluster: &str, server: &str, ca: &ClusterCa, user: &str, token: &str) -> String {
+    let doc = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": cluster, "cluster": {"server": server, "certificate-authority-data": ca.bundle_base64()}}],
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [{"name": cluster, "context": {"cluster": cluster, "user": user}}],
+        "current-context": cluster,
+    });
+    serde_json::to_string_pretty(&doc).unwrap_or_default()
+}
+
 pub(crate) fn write(path: &Path, contents: &str) -> Result<(), Error> {
     std::fs::write(path, contents).map_err(|source| Error::Io {
         what: format!("writing {}", path.display()),
