@@ -334,7 +334,7 @@ impl ClusterMatcher {
         self.cel
             .iter()
             .find_map(|(_, p)| p.as_ref().err())
-            .map(|e| format!("compilation failed: {e}"))
+            .cloned()
     }
 
     pub fn matches(&self, snapshot: &HubSnapshot, id: ClusterId) -> bool {

@@ -1,144 +1,84 @@
-//! The CEL subset OCM's `celSelector` needs, written for this crate (no external CEL engine).
+//! CEL as OCM's placement controller evaluates a `celSelector`, function for function.
 //!
-//! OCM evaluates each expression with one variable, `managedCluster` (the cluster as unstructured
-//! JSON), plus the member function `managedCluster.scores("<AddOnPlacementScore name>")`, which
-//! returns the score items `{name, value}` and ignores `validUntil`. An expression selects the
-//! cluster only when it evaluates to boolean `true`; runtime errors and non-bool results count as
-//! false.
+//! The environment matched is OCM v1.2.1's `pkg/placement/helpers/cel.go` (`NewEnv`) with
+//! open-cluster-management sdk-go v1.2.0, cel-go v0.26.1 and k8s.io/apiserver v0.34.3 (the
+//! versions OCM v1.2.1 builds with; the conformance answers in `../shared/conformance/cel/` come
+//! from OCM commit 00f84c3 and agree with it on every case). That environment is:
+//! - the variable `managedCluster` (`map(string, dyn)`, the cluster as unstructured JSON) and
+//!   `managedCluster.scores(name)` (sdk-go `ManagedClusterLib`): the items `{name, value}` of the
+//!   cluster's AddOnPlacementScore `name`, `validUntil` ignored; an error when there is none;
+//! - `parseJSON` (sdk-go `JsonLib`);
+//! - sdk-go's `BaseEnvOpts`: cel-go's standard library, `cel.OptionalTypes()`, `ext.Strings()`
+//!   (latest version), and the Kubernetes libraries `Lists`, `Regex`, `URLs`, `Quantity`, `IP`,
+//!   `CIDR`, `Format` and `SemverLib` (version 0: no normalising `semver(s, true)`).
 //!
-//! Supported: literals (null, bool, int, uint, double, strings with escapes, raw and triple-quoted
-//! strings), lists, maps, field selection, indexing, all operators, the macros `has`, `all`,
-//! `exists`, `exists_one`, `filter`, `map`, the functions `size`, `int`, `uint`, `double`,
-//! `string`, `bool`, `dyn`, the string methods `contains`, `startsWith`, `endsWith`,
-//! `lowerAscii`, `upperAscii`, `trim`, `split`, `indexOf`, and list `join`.
-//! Not supported (they fail to compile here, where upstream would accept them): bytes literals,
-//! `matches` (regular expressions), timestamps/durations, message construction and the Kubernetes
-//! extension libraries (semver, quantity, url, ...). Type errors that cel-go's checker reports at
-//! compile time (e.g. `"a" + 1`) are runtime errors here, so they count as "no match" instead
-//! of making the placement misconfigured. The expressions of one selector share a cost budget
-//! per cluster ([`COST_BUDGET`]); running past it counts as false. Like cel-go, an expression may be at
-//! most 100,000 code points long and `&&`/`||` chains are balanced; it may nest at most
-//! 100 levels deep (cel-go: 250), so that no input can exhaust the stack.
+//! Not in it, so refused like upstream: cel-go's math, sets, encoders and two-variable
+//! comprehensions, cross-type numeric comparisons (`1 < 1.5`), and the Kubernetes authz library.
+//!
+//! An expression is parsed ([`syntax`]), then checked and planned ([`check`]) against the
+//! function table ([`library`]) with cel-go's typing rules ([`types`]), so what cel-go's checker
+//! refuses (`'a' + 1`, `isSemver(s, true)`, `math.greatest(1, 2)`) fails to compile with OCM's
+//! message shape, `compilation failed: ERROR: <input>: ...` (without cel-go's line:column and
+//! source excerpt). A cluster matches only when the expression evaluates to `true`; runtime
+//! errors and non-bool results count as false.
+//!
+//! Why our own interpreter and not a CEL crate: the `cel` crate (0.15) has no type checker, so
+//! it would accept what OCM refuses (cases cel-09 and cel-60), and no cost limit, so a hostile
+//! comprehension would run unbounded.
+//!
+//! What protects the controller: the expressions of one selector share a cost budget per cluster
+//! ([`COST_BUDGET`]; running past it counts as false); an expression is at most 100,000 code
+//! points long; `&&`/`||` chains are balanced; nesting is capped at 100 levels (cel-go: 250) so
+//! that no input can exhaust the stack; regular expressions are linear-time with bounded size.
+//!
+//! Known differences: quantities are exact only up to about 10^29 (larger ones are refused);
+//! the `format` library's validation messages are worded by us; regex error texts follow the
+//! `regex` crate's wording after Go's `error parsing regexp:` prefix.
 
+mod check;
 mod eval;
+mod library;
 mod syntax;
+mod types;
+mod value;
 
 use super::snapshot::{ClusterId, HubSnapshot};
-use eval::{Environment, EvalResult, Evaluator, Key, Macro, Value};
+use check::{Checker, CompileError};
+use eval::{Environment, Evaluator, Node};
 use std::cell::{Cell, OnceCell};
 use std::collections::BTreeMap;
-use std::rc::Rc;
-use syntax::Expr;
+use std::sync::Arc;
+use value::{EvalResult, Key, Value};
 
 /// The cost budget of the expressions evaluated for one cluster: the API server's
 /// `RuntimeCELCostBudget`, which OCM applies. The units here (evaluation steps, plus the size
 /// of every string, list or map built or scanned) approximate cel-go's cost model.
 pub const COST_BUDGET: u64 = 10_000_000;
 
-/// A compiled (parsed and reference-checked) CEL expression.
+/// A compiled (parsed, checked and planned) CEL expression.
 #[derive(Clone, Debug)]
 pub struct Program {
-    ast: Expr,
+    node: Node,
 }
 
-const GLOBAL_FUNCTIONS: [&str; 7] = ["size", "int", "uint", "double", "string", "bool", "dyn"];
-const MEMBER_FUNCTIONS: [&str; 11] = [
-    "scores",
-    "size",
-    "contains",
-    "startsWith",
-    "endsWith",
-    "lowerAscii",
-    "upperAscii",
-    "trim",
-    "split",
-    "indexOf",
-    "join",
-];
-
 impl Program {
-    /// Parses and checks `src`; the error is the text OCM puts after `compilation failed: `.
+    /// Parses, checks and plans `src`. The error is what OCM reports for it:
+    /// `compilation failed: ERROR: <input>: ...`, or `instantiation failed: ...` for what cel-go
+    /// only finds when it builds the program (a bad constant pattern of `find`/`findAll`).
     pub fn compile(src: &str) -> Result<Program, String> {
-        let ast = syntax::parse(src).map_err(|e| format!("ERROR: <input>: {e}"))?;
-        let mut scope = vec!["managedCluster".to_string()];
-        check(&ast, &mut scope).map_err(|e| format!("ERROR: <input>: {e}"))?;
-        Ok(Program { ast })
+        let ast = syntax::parse(src).map_err(|e| format!("compilation failed: ERROR: <input>: {e}"))?;
+        match Checker::new().check(&ast) {
+            Ok((node, _)) => Ok(Program { node }),
+            Err(CompileError::Check(e)) => Err(format!("compilation failed: ERROR: <input>: {e}")),
+            Err(CompileError::Instantiate(e)) => Err(format!("instantiation failed: {e}")),
+        }
     }
 
     /// Evaluates to a bool; anything else (or a runtime error) is an `Err` with the reason.
     pub fn eval_bool(&self, activation: &ClusterActivation<'_>) -> Result<bool, String> {
-        match Evaluator::new(activation, &activation.budget).eval(&self.ast)? {
+        match Evaluator::new(activation, &activation.budget).eval(&self.node)? {
             Value::Bool(b) => Ok(b),
             other => Err(format!("returned a {} instead of a bool", other.type_name())),
-        }
-    }
-}
-
-/// Resolves identifiers and function names like cel-go's checker does for a `dyn` variable.
-fn check(e: &Expr, scope: &mut Vec<String>) -> Result<(), String> {
-    let undeclared = |name: &str| format!("undeclared reference to '{name}' (in container '')");
-    match e {
-        Expr::Literal(_) => Ok(()),
-        Expr::Ident(name) => {
-            if scope.iter().any(|s| s == name) {
-                Ok(())
-            } else {
-                Err(undeclared(name))
-            }
-        }
-        Expr::Select(t, _) => check(t, scope),
-        Expr::Index(t, i) => {
-            check(t, scope)?;
-            check(i, scope)
-        }
-        Expr::List(items) => items.iter().try_for_each(|i| check(i, scope)),
-        Expr::Map(entries) => entries.iter().try_for_each(|(k, v)| {
-            check(k, scope)?;
-            check(v, scope)
-        }),
-        Expr::Not(i) | Expr::Neg(i) => check(i, scope),
-        Expr::Binary(_, l, r) => {
-            check(l, scope)?;
-            check(r, scope)
-        }
-        Expr::Conditional(c, t, f) => {
-            check(c, scope)?;
-            check(t, scope)?;
-            check(f, scope)
-        }
-        Expr::Call(name, args) => {
-            if name == "has" {
-                return match args.as_slice() {
-                    [Expr::Select(t, _)] => check(t, scope),
-                    _ => Err("invalid argument to has() macro".into()),
-                };
-            }
-            if !GLOBAL_FUNCTIONS.contains(&name.as_str()) {
-                return Err(undeclared(name));
-            }
-            if args.len() != 1 {
-                return Err(format!(
-                    "found no matching overload for '{name}' applied to {} arguments",
-                    args.len()
-                ));
-            }
-            args.iter().try_for_each(|a| check(a, scope))
-        }
-        Expr::Method(target, name, args) => {
-            check(target, scope)?;
-            if Macro::of(name, args.len()).is_some() {
-                let Expr::Ident(var) = &args[0] else {
-                    return Err(format!("argument must be a simple name in {name}()"));
-                };
-                scope.push(var.clone());
-                let result = args[1..].iter().try_for_each(|a| check(a, scope));
-                scope.pop();
-                return result;
-            }
-            if !MEMBER_FUNCTIONS.contains(&name.as_str()) {
-                return Err(undeclared(name));
-            }
-            args.iter().try_for_each(|a| check(a, scope))
         }
     }
 }
@@ -175,14 +115,14 @@ impl<'s> ClusterActivation<'s> {
 }
 
 impl Environment for ClusterActivation<'_> {
-    fn variable(&self, name: &str) -> Option<Value> {
-        (name == "managedCluster").then(|| self.cluster_value())
+    fn root(&self) -> Value {
+        self.cluster_value()
     }
 
     fn scores(&self, target: &Value, resource: &str) -> EvalResult {
         let cluster_name = match target {
-            Value::Map(m) => match m.get(&Key::String(Rc::from("metadata"))) {
-                Some(Value::Map(meta)) => match meta.get(&Key::String(Rc::from("name"))) {
+            Value::Map(m) => match m.get(&Key::String(Arc::from("metadata"))) {
+                Some(Value::Map(meta)) => match meta.get(&Key::String(Arc::from("name"))) {
                     Some(Value::String(n)) => n.clone(),
                     _ => return Err("scores() needs a cluster with metadata.name".into()),
                 },
@@ -203,26 +143,27 @@ impl Environment for ClusterActivation<'_> {
             .flat_map(|s| s.scores.iter())
             .map(|item| {
                 let mut m = BTreeMap::new();
-                m.insert(Key::String(Rc::from("name")), Value::str(&item.name));
-                m.insert(Key::String(Rc::from("value")), Value::Int(i64::from(item.value)));
-                Value::Map(Rc::new(m))
+                m.insert(Key::String(Arc::from("name")), Value::str(&item.name));
+                m.insert(Key::String(Arc::from("value")), Value::Int(i64::from(item.value)));
+                Value::Map(Arc::new(m))
             })
             .collect();
-        Ok(Value::List(Rc::new(items)))
+        Ok(Value::List(Arc::new(items)))
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::eval::{Environment, EvalResult, Evaluator, Value};
+    use super::eval::{Environment, Evaluator};
+    use super::value::{EvalResult, Value};
     use super::*;
     use std::cell::Cell;
 
     struct Json(serde_json::Value);
 
     impl Environment for Json {
-        fn variable(&self, name: &str) -> Option<Value> {
-            (name == "managedCluster").then(|| Value::from_json(&self.0))
+        fn root(&self) -> Value {
+            Value::from_json(&self.0)
         }
         fn scores(&self, _: &Value, _: &str) -> EvalResult {
             Err("no scores".into())
@@ -231,7 +172,7 @@ mod tests {
 
     fn eval(src: &str, data: serde_json::Value) -> Result<Value, String> {
         let p = Program::compile(src)?;
-        Evaluator::new(&Json(data), &Cell::new(COST_BUDGET)).eval(&p.ast)
+        Evaluator::new(&Json(data), &Cell::new(COST_BUDGET)).eval(&p.node)
     }
 
     fn truth(src: &str) -> Result<bool, String> {
@@ -285,8 +226,14 @@ mod tests {
             truth(r#"int(managedCluster.metadata.labels.n) * 2 == 6"#),
             Ok(true)
         );
-        assert_eq!(truth(r#""prod" in ["dev", "prod"] ? 1 == 1.0 : false"#), Ok(true));
-        assert_eq!(truth("1u < 2 && 2.5 > 2"), Ok(true));
+        assert_eq!(
+            truth(r#""prod" in ["dev", "prod"] ? dyn(1) == 1.0 : false"#),
+            Ok(true)
+        );
+        assert_eq!(truth("dyn(1u) < 2 && dyn(2.5) > 2"), Ok(true));
+        // Like cel-go's checker: no cross-type numeric operators on statically typed operands.
+        assert!(Program::compile("1 == 1.0").is_err());
+        assert!(Program::compile("1u < 2").is_err());
         assert_eq!(truth(r#"'env' in managedCluster.metadata.labels"#), Ok(true));
     }
 
@@ -322,7 +269,7 @@ mod tests {
         let levels = syntax::MAX_DEPTH / 2 - 1;
         let src = format!("{}true{}", "[1].all(x, ".repeat(levels), ")".repeat(levels));
         let p = Program::compile(&src).expect("within the nesting limit");
-        let result = Evaluator::new(&Json(serde_json::json!({})), &Cell::new(COST_BUDGET)).eval(&p.ast);
+        let result = Evaluator::new(&Json(serde_json::json!({})), &Cell::new(COST_BUDGET)).eval(&p.node);
         assert!(matches!(result, Ok(Value::Bool(true))), "{result:?}");
         let deeper = format!(
             "{}true{}",
@@ -343,7 +290,7 @@ mod tests {
         );
         let p = Program::compile(&src).expect("compiles");
         let budget = Cell::new(100_000);
-        let result = Evaluator::new(&Json(serde_json::json!({})), &budget).eval(&p.ast);
+        let result = Evaluator::new(&Json(serde_json::json!({})), &budget).eval(&p.node);
         assert_eq!(result.err().as_deref(), Some(eval::COST_LIMIT_EXCEEDED));
         assert_eq!(budget.get(), 0);
         // Building ever larger values is charged by their size.
@@ -354,7 +301,7 @@ mod tests {
         );
         let p = Program::compile(&src).expect("compiles");
         let budget = Cell::new(100_000);
-        let result = Evaluator::new(&Json(serde_json::json!({})), &budget).eval(&p.ast);
+        let result = Evaluator::new(&Json(serde_json::json!({})), &budget).eval(&p.node);
         assert_eq!(result.err().as_deref(), Some(eval::COST_LIMIT_EXCEEDED));
     }
 

@@ -1,5 +1,5 @@
-//! CEL lexer and parser (the expression grammar of the CEL language definition, without
-//! message construction or bytes literals).
+//! CEL lexer and parser: the expression grammar of the CEL language definition with cel-go's
+//! optional syntax (`x.?f`, `x[?k]`, `[?e]`, `{?k: v}`), without message construction.
 
 use std::fmt;
 
@@ -11,6 +11,7 @@ pub enum Literal {
     Uint(u64),
     Double(f64),
     String(String),
+    Bytes(Vec<u8>),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,13 +58,19 @@ pub enum Expr {
     Literal(Literal),
     Ident(String),
     Select(Box<Expr>, String),
+    /// `target.?field`.
+    OptSelect(Box<Expr>, String),
     Index(Box<Expr>, Box<Expr>),
+    /// `target[?index]`.
+    OptIndex(Box<Expr>, Box<Expr>),
     /// A global call `f(args)`.
     Call(String, Vec<Expr>),
     /// A receiver call `target.f(args)`.
     Method(Box<Expr>, String, Vec<Expr>),
-    List(Vec<Expr>),
-    Map(Vec<(Expr, Expr)>),
+    /// Elements, each marked when written `?e` (included only when the optional has a value).
+    List(Vec<(Expr, bool)>),
+    /// Entries, each marked when written `?k: v`.
+    Map(Vec<(Expr, Expr, bool)>),
     Not(Box<Expr>),
     Neg(Box<Expr>),
     Binary(BinaryOp, Box<Expr>, Box<Expr>),
@@ -132,10 +139,14 @@ fn lex(src: &str) -> Result<Vec<(Token, usize)>, String> {
             i = next;
             continue;
         }
-        if (c == b'b' || c == b'B') && matches!(bytes.get(i + 1), Some(b'"' | b'\'')) {
-            return Err(format!(
-                "Syntax error: bytes literals are not supported (at offset {i})"
-            ));
+        // Bytes literals: b"..", optionally raw (br".." / rb"..").
+        let prefix = bytes_prefix(&bytes[i..]);
+        if prefix > 0 {
+            let raw = prefix == 2;
+            let (b, next) = lex_bytes(src, i + prefix, raw)?;
+            out.push((Token::Lit(Literal::Bytes(b)), start));
+            i = next;
+            continue;
         }
         if c.is_ascii_alphabetic() || c == b'_' {
             while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
@@ -235,6 +246,73 @@ fn lex_number(src: &str, start: usize) -> Result<(Token, usize), String> {
     }
     let v: i64 = text.parse().map_err(|_| format!("invalid int literal {text}"))?;
     Ok((Token::Lit(Literal::Int(v)), i))
+}
+
+/// The length of a bytes-literal prefix at the start of `b` (`b`: 1, `br`/`rb`: 2), or 0.
+fn bytes_prefix(b: &[u8]) -> usize {
+    let quote = |i: usize| matches!(b.get(i), Some(b'"' | b'\''));
+    let is = |i: usize, set: &[u8]| b.get(i).is_some_and(|c| set.contains(c));
+    if is(0, b"bB") && quote(1) {
+        1
+    } else if ((is(0, b"bB") && is(1, b"rR")) || (is(0, b"rR") && is(1, b"bB"))) && quote(2) {
+        2
+    } else {
+        0
+    }
+}
+
+/// A bytes literal: like a string literal, except that `\x`, octal escapes and raw text give
+/// bytes, not code points.
+fn lex_bytes(src: &str, start: usize, raw: bool) -> Result<(Vec<u8>, usize), String> {
+    let quote = &src[start..start + 1];
+    let triple = src[start..].starts_with(&quote.repeat(3));
+    let delim = if triple {
+        quote.repeat(3)
+    } else {
+        quote.to_string()
+    };
+    let mut i = start + delim.len();
+    let mut out = Vec::new();
+    loop {
+        if i >= src.len() {
+            return Err(format!(
+                "Syntax error: unterminated bytes literal (offset {start})"
+            ));
+        }
+        if src[i..].starts_with(&delim) {
+            return Ok((out, i + delim.len()));
+        }
+        let ch = src[i..].chars().next().unwrap_or('\0');
+        if !triple && (ch == '\n' || ch == '\r') {
+            return Err(format!("Syntax error: newline in bytes literal (offset {i})"));
+        }
+        if ch == '\\' && !raw {
+            let next = src[i + 1..].chars().next();
+            if let Some(c @ ('x' | 'X' | '0'..='3')) = next {
+                let (len, radix, skip) = if matches!(c, 'x' | 'X') {
+                    (2, 16, 1)
+                } else {
+                    (3, 8, 0)
+                };
+                let digits = src
+                    .get(i + 1 + skip..i + 1 + skip + len)
+                    .ok_or("Syntax error: short escape sequence")?;
+                let byte = u8::from_str_radix(digits, radix)
+                    .map_err(|_| format!("Syntax error: invalid escape \\{c}{digits}"))?;
+                out.push(byte);
+                i += 1 + skip + len;
+                continue;
+            }
+            let (decoded, next) = lex_escape(src, i)?;
+            let mut buf = [0u8; 4];
+            out.extend_from_slice(decoded.encode_utf8(&mut buf).as_bytes());
+            i = next;
+            continue;
+        }
+        let mut buf = [0u8; 4];
+        out.extend_from_slice(ch.encode_utf8(&mut buf).as_bytes());
+        i += ch.len_utf8();
+    }
 }
 
 fn lex_string(src: &str, start: usize, raw: bool) -> Result<(String, usize), String> {
@@ -516,17 +594,25 @@ impl Parser {
                 self.nest()?;
             }
             if self.eat(".") {
+                let optional = self.eat("?");
                 let name = self.ident()?;
-                if self.eat("(") {
+                if optional {
+                    e = Expr::OptSelect(Box::new(e), name);
+                } else if self.eat("(") {
                     let args = self.list_until(")")?;
                     e = Expr::Method(Box::new(e), name, args);
                 } else {
                     e = Expr::Select(Box::new(e), name);
                 }
             } else if self.eat("[") {
+                let optional = self.eat("?");
                 let index = self.expr()?;
                 self.expect("]")?;
-                e = Expr::Index(Box::new(e), Box::new(index));
+                e = if optional {
+                    Expr::OptIndex(Box::new(e), Box::new(index))
+                } else {
+                    Expr::Index(Box::new(e), Box::new(index))
+                };
             } else {
                 self.depth = base;
                 return Ok(e);
@@ -591,7 +677,7 @@ impl Parser {
             }
             Token::Punct("[") => {
                 self.pos += 1;
-                Ok(Expr::List(self.list_until("]")?))
+                self.list_literal()
             }
             Token::Punct("{") => {
                 self.pos += 1;
@@ -607,17 +693,37 @@ impl Parser {
         Ok(e)
     }
 
-    /// `{k: v, ...}` after the opening brace.
+    /// `[e, ?e, ...]` after the opening bracket.
+    fn list_literal(&mut self) -> Result<Expr, String> {
+        let mut items = Vec::new();
+        if self.eat("]") {
+            return Ok(Expr::List(items));
+        }
+        loop {
+            let optional = self.eat("?");
+            items.push((self.expr()?, optional));
+            if self.eat("]") {
+                return Ok(Expr::List(items));
+            }
+            self.expect(",")?;
+            if self.eat("]") {
+                return Ok(Expr::List(items));
+            }
+        }
+    }
+
+    /// `{k: v, ?k: v, ...}` after the opening brace.
     fn map_literal(&mut self) -> Result<Expr, String> {
         let mut entries = Vec::new();
         if self.eat("}") {
             return Ok(Expr::Map(entries));
         }
         loop {
+            let optional = self.eat("?");
             let k = self.expr()?;
             self.expect(":")?;
             let v = self.expr()?;
-            entries.push((k, v));
+            entries.push((k, v, optional));
             if self.eat("}") {
                 return Ok(Expr::Map(entries));
             }
@@ -743,8 +849,26 @@ mod tests {
 
     #[test]
     fn rejects_bad_syntax() {
-        for bad in ["a ==", "(a", "a.", "1 +* 2", "if", "a = b", "'open"] {
+        for bad in [
+            "a ==", "(a", "a.", "1 +* 2", "if", "a = b", "'open", "a.?", "a[?]", "b'open",
+        ] {
             assert!(parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn parses_optional_syntax_and_bytes() {
+        assert!(matches!(parse("a.?b"), Ok(Expr::OptSelect(_, ref f)) if f == "b"));
+        assert!(matches!(parse("a[?'k']"), Ok(Expr::OptIndex(..))));
+        assert!(matches!(parse("[?a, b]"), Ok(Expr::List(ref items)) if items[0].1 && !items[1].1));
+        assert!(matches!(parse("{?'k': v}"), Ok(Expr::Map(ref entries)) if entries[0].2));
+        assert_eq!(
+            parse(r"b'\xff\u00e9a'"),
+            Ok(Expr::Literal(Literal::Bytes(vec![0xff, 0xc3, 0xa9, b'a'])))
+        );
+        assert_eq!(
+            parse(r"br'\x'"),
+            Ok(Expr::Literal(Literal::Bytes(b"\\x".to_vec())))
+        );
     }
 }

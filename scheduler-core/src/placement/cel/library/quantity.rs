@@ -1,0 +1,258 @@
+//! The Kubernetes `quantity` library over quantities parsed like apimachinery's
+//! `ParseQuantity` (rounded up to nano units). Values are held exactly as nano units in 128
+//! bits, so quantities beyond about 10^29 are refused as too large where apimachinery keeps
+//! arbitrary precision; `asApproximateFloat` of a parsed quantity is apimachinery's float.
+
+use super::super::super::quantity::approximate_f64;
+use super::super::types::{Opaque as OpaqueType, Type};
+use super::super::value::{EvalResult, Object, Value};
+use super::{Library, args::mismatch, opaque};
+use std::sync::Arc;
+
+const NANOS: i128 = 1_000_000_000;
+
+#[derive(Clone, Debug)]
+pub struct Quantity {
+    nanos: i128,
+    /// The text it was parsed from (None once computed by `add`/`sub`).
+    text: Option<Arc<str>>,
+}
+
+impl PartialEq for Quantity {
+    fn eq(&self, other: &Self) -> bool {
+        self.nanos == other.nanos
+    }
+}
+
+fn format_error() -> String {
+    "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'".into()
+}
+
+fn too_large() -> String {
+    "quantity too large".into()
+}
+
+/// `10^e` in 128 bits, if it fits.
+fn pow10(e: u32) -> Option<i128> {
+    10i128.checked_pow(e)
+}
+
+impl Quantity {
+    pub fn parse(s: &str) -> Result<Quantity, String> {
+        let (negative, body) = match s.as_bytes().first() {
+            Some(b'-') => (true, &s[1..]),
+            Some(b'+') => (false, &s[1..]),
+            _ => (false, s),
+        };
+        let number_end = body
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(body.len());
+        let (number, suffix) = body.split_at(number_end);
+        let (int_part, frac_part) = number.split_once('.').unwrap_or((number, ""));
+        if (int_part.is_empty() && frac_part.is_empty()) || frac_part.contains('.') {
+            return Err(format_error());
+        }
+        let (exp10, exp2): (i64, u32) = match suffix {
+            "" => (0, 0),
+            "n" => (-9, 0),
+            "u" => (-6, 0),
+            "m" => (-3, 0),
+            "k" => (3, 0),
+            "M" => (6, 0),
+            "G" => (9, 0),
+            "T" => (12, 0),
+            "P" => (15, 0),
+            "E" => (18, 0),
+            "Ki" => (0, 10),
+            "Mi" => (0, 20),
+            "Gi" => (0, 30),
+            "Ti" => (0, 40),
+            "Pi" => (0, 50),
+            "Ei" => (0, 60),
+            other => {
+                let digits = other.strip_prefix(['e', 'E']).ok_or_else(format_error)?;
+                let unsigned = digits.trim_start_matches(['+', '-']);
+                if unsigned.is_empty()
+                    || !unsigned.bytes().all(|b| b.is_ascii_digit())
+                    || digits.len() - unsigned.len() > 1
+                {
+                    return Err(format_error());
+                }
+                (digits.parse::<i64>().map_err(|_| too_large())?, 0)
+            }
+        };
+        let mut mantissa: i128 = 0;
+        for b in int_part.bytes().chain(frac_part.bytes()) {
+            mantissa = mantissa
+                .checked_mul(10)
+                .and_then(|m| m.checked_add(i128::from(b - b'0')))
+                .ok_or_else(too_large)?;
+        }
+        mantissa = mantissa.checked_mul(1i128 << exp2).ok_or_else(too_large)?;
+        // nanos = mantissa * 10^(exp10 + 9 - fraction digits), rounded up away from zero.
+        let shift = exp10 + 9 - frac_part.len() as i64;
+        let magnitude = if mantissa == 0 {
+            0
+        } else if shift >= 0 {
+            let factor = u32::try_from(shift).ok().and_then(pow10).ok_or_else(too_large)?;
+            mantissa.checked_mul(factor).ok_or_else(too_large)?
+        } else {
+            match u32::try_from(-shift).ok().and_then(pow10) {
+                Some(divisor) => (mantissa + divisor - 1) / divisor,
+                // Smaller than a nano unit: rounds up to one.
+                None => 1,
+            }
+        };
+        // apimachinery caps binary quantities at the largest int64.
+        let cap = i128::from(i64::MAX) * NANOS;
+        let magnitude = if exp2 > 0 && magnitude > cap {
+            cap
+        } else {
+            magnitude
+        };
+        Ok(Quantity {
+            nanos: if negative { -magnitude } else { magnitude },
+            text: Some(Arc::from(s)),
+        })
+    }
+
+    fn computed(nanos: Option<i128>) -> Result<Value, String> {
+        let nanos = nanos.ok_or_else(too_large)?;
+        Ok(Value::object(Object::Quantity(Quantity { nanos, text: None })))
+    }
+
+    fn as_int(&self) -> Option<i64> {
+        if self.nanos % NANOS != 0 {
+            return None;
+        }
+        i64::try_from(self.nanos / NANOS).ok()
+    }
+
+    fn approximate(&self) -> f64 {
+        self.text
+            .as_deref()
+            .and_then(|t| approximate_f64(t).ok())
+            .unwrap_or(self.nanos as f64 / 1e9)
+    }
+}
+
+pub fn declare(lib: &mut Library) {
+    use Type::*;
+    let q = || opaque(OpaqueType::Quantity);
+    lib.global("quantity", vec![String], q(), to_quantity);
+    lib.global("isQuantity", vec![String], Bool, is_quantity);
+    lib.global("sign", vec![q()], Int, sign);
+    lib.member("isGreaterThan", vec![q(), q()], Bool, is_greater_than);
+    lib.member("isLessThan", vec![q(), q()], Bool, is_less_than);
+    lib.member("compareTo", vec![q(), q()], Int, compare_to);
+    lib.member("asApproximateFloat", vec![q()], Double, as_approximate_float);
+    lib.member("asInteger", vec![q()], Int, as_integer);
+    lib.member("isInteger", vec![q()], Bool, is_integer);
+    lib.member("add", vec![q(), q()], q(), add);
+    lib.member("add", vec![q(), Int], q(), add);
+    lib.member("sub", vec![q(), q()], q(), sub);
+    lib.member("sub", vec![q(), Int], q(), sub);
+}
+
+fn quantity_at<'v>(f: &str, a: &'v [Value], i: usize) -> Result<&'v Quantity, String> {
+    match a.get(i) {
+        Some(Value::Object(o)) => match &**o {
+            Object::Quantity(q) => Ok(q),
+            _ => Err(mismatch(f, a)),
+        },
+        _ => Err(mismatch(f, a)),
+    }
+}
+
+/// The second operand in nano units: a quantity, or an int taken as a whole quantity.
+fn operand_nanos(f: &str, a: &[Value]) -> Result<i128, String> {
+    match a.get(1) {
+        Some(Value::Int(i)) => Ok(i128::from(*i) * NANOS),
+        _ => quantity_at(f, a, 1).map(|q| q.nanos),
+    }
+}
+
+fn to_quantity(a: &[Value]) -> EvalResult {
+    match a {
+        [Value::String(s)] => Quantity::parse(s).map(|q| Value::object(Object::Quantity(q))),
+        _ => Err(mismatch("quantity", a)),
+    }
+}
+
+fn is_quantity(a: &[Value]) -> EvalResult {
+    match a {
+        [Value::String(s)] => Ok(Value::Bool(Quantity::parse(s).is_ok())),
+        _ => Err(mismatch("isQuantity", a)),
+    }
+}
+
+fn sign(a: &[Value]) -> EvalResult {
+    quantity_at("sign", a, 0).map(|q| Value::Int(q.nanos.signum() as i64))
+}
+
+fn ordering(f: &str, a: &[Value]) -> Result<std::cmp::Ordering, String> {
+    Ok(quantity_at(f, a, 0)?.nanos.cmp(&quantity_at(f, a, 1)?.nanos))
+}
+
+fn is_greater_than(a: &[Value]) -> EvalResult {
+    ordering("isGreaterThan", a).map(|o| Value::Bool(o.is_gt()))
+}
+
+fn is_less_than(a: &[Value]) -> EvalResult {
+    ordering("isLessThan", a).map(|o| Value::Bool(o.is_lt()))
+}
+
+fn compare_to(a: &[Value]) -> EvalResult {
+    ordering("compareTo", a).map(|o| Value::Int(o as i64))
+}
+
+fn as_approximate_float(a: &[Value]) -> EvalResult {
+    quantity_at("asApproximateFloat", a, 0).map(|q| Value::Double(q.approximate()))
+}
+
+fn as_integer(a: &[Value]) -> EvalResult {
+    quantity_at("asInteger", a, 0)?
+        .as_int()
+        .map(Value::Int)
+        .ok_or_else(|| "cannot convert value to integer".to_string())
+}
+
+fn is_integer(a: &[Value]) -> EvalResult {
+    quantity_at("isInteger", a, 0).map(|q| Value::Bool(q.as_int().is_some()))
+}
+
+fn add(a: &[Value]) -> EvalResult {
+    let q = quantity_at("add", a, 0)?;
+    Quantity::computed(q.nanos.checked_add(operand_nanos("add", a)?))
+}
+
+fn sub(a: &[Value]) -> EvalResult {
+    let q = quantity_at("sub", a, 0)?;
+    Quantity::computed(q.nanos.checked_sub(operand_nanos("sub", a)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nanos(s: &str) -> Result<i128, String> {
+        Quantity::parse(s).map(|q| q.nanos)
+    }
+
+    #[test]
+    fn parses_like_apimachinery() {
+        assert_eq!(nanos("64Gi"), Ok(64 * (1 << 30) * NANOS));
+        assert_eq!(nanos("750Mi"), Ok(750 * (1 << 20) * NANOS));
+        assert_eq!(nanos("1.5k"), Ok(1_500 * NANOS));
+        assert_eq!(nanos("-1m"), Ok(-1_000_000));
+        assert_eq!(nanos("1e-12"), Ok(1), "rounded up to a nano unit");
+        assert_eq!(nanos("1E3"), Ok(1_000 * NANOS));
+        assert_eq!(nanos(".5"), Ok(NANOS / 2));
+        for bad in ["", "big", "1.2.3", "1Q", ".", "1e", "1e+-2", "Gi"] {
+            assert!(Quantity::parse(bad).is_err(), "{bad}");
+        }
+        let q = Quantity::parse("1m").expect("valid");
+        assert_eq!(q.as_int(), None);
+        assert_eq!(Quantity::parse("1k").expect("valid").as_int(), Some(1000));
+    }
+}
