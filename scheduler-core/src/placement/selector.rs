@@ -331,10 +331,7 @@ impl ClusterMatcher {
 
     /// The first CEL compile error, formatted as OCM reports it.
     pub fn cel_compile_error(&self) -> Option<String> {
-        self.cel
-            .iter()
-            .find_map(|(_, p)| p.as_ref().err())
-            .cloned()
+        self.cel.iter().find_map(|(_, p)| p.as_ref().err()).cloned()
     }
 
     pub fn matches(&self, snapshot: &HubSnapshot, id: ClusterId) -> bool {

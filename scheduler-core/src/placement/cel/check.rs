@@ -3,7 +3,7 @@
 //! and plans it into a [`Node`] tree the evaluator runs without looking anything up by name.
 
 use super::eval::{Macro, Node, RegexOp};
-use super::library::strings::{format_string, parse_format};
+use super::library::strings::{check_verb_type, format_string, parse_format, verbs};
 use super::library::{self, Overload, regex, standard};
 use super::syntax::{BinaryOp, Expr, Literal};
 use super::types::{Bindings, Type, assignable};
@@ -82,10 +82,7 @@ impl Checker {
                 let mut elem: Option<Type> = None;
                 for (item, optional) in items {
                     let (n, t) = self.check(item)?;
-                    let t = match (optional, t) {
-                        (true, Type::Optional(inner)) => *inner,
-                        (_, t) => t,
-                    };
+                    let t = optional_element(*optional, t)?;
                     elem = Some(elem.map_or(t.clone(), |e| Type::join(&e, &t)));
                     nodes.push((n, *optional));
                 }
@@ -103,10 +100,7 @@ impl Checker {
                         return Err(check_err(format!("unsupported map key type: {ktype}")));
                     }
                     let (vn, vtype) = self.check(v)?;
-                    let vtype = match (optional, vtype) {
-                        (true, Type::Optional(inner)) => *inner,
-                        (_, t) => t,
-                    };
+                    let vtype = optional_element(*optional, vtype)?;
                     kt = Some(kt.map_or(ktype.clone(), |e| Type::join(&e, &ktype)));
                     vt = Some(vt.map_or(vtype.clone(), |e| Type::join(&e, &vtype)));
                     nodes.push((kn, vn, *optional));
@@ -303,6 +297,10 @@ impl Checker {
             return Ok((node, result));
         }
         if name == "format" {
+            if let (Some(f), [Expr::List(items)]) = (nodes.first().and_then(string_constant), args) {
+                let f = f.to_string();
+                self.check_format_types(&f, items)?;
+            }
             check_constant_format(&nodes)?;
         }
         if matches!(name, "or" | "orValue") && matches!(types[0], Type::Optional(_) | Type::Dyn) {
@@ -320,6 +318,30 @@ impl Checker {
             return Err(check_err(format!("invalid arguments to {name}()")));
         }
         Ok((call_node(name, overloads, nodes), result))
+    }
+
+    /// cel-go checks a literal format string against the static types of a literal argument
+    /// list: their number, and what each clause accepts.
+    fn check_format_types(&mut self, f: &str, items: &[(Expr, bool)]) -> Result<(), CompileError> {
+        if items.iter().any(|(_, optional)| *optional) {
+            return Ok(());
+        }
+        let verbs = verbs(&parse_format(f).map_err(check_err)?);
+        if items.len() < verbs.len() {
+            return Err(check_err(format!("index {} out of range", items.len())));
+        }
+        if items.len() > verbs.len() {
+            return Err(check_err(format!(
+                "too many arguments supplied to string.format (expected {}, got {})",
+                verbs.len(),
+                items.len()
+            )));
+        }
+        for (verb, (item, _)) in verbs.iter().zip(items) {
+            let (_, t) = self.check(item)?;
+            check_verb_type(*verb, &t).map_err(|e| check_err(format!("error during formatting: {e}")))?;
+        }
+        Ok(())
     }
 
     fn comprehension(&mut self, kind: Macro, target: &Expr, args: &[Expr]) -> Checked {
@@ -402,6 +424,19 @@ impl Checker {
             },
             result,
         ))
+    }
+}
+
+/// The type an element contributes to its list or map literal; an element written `?e` must be
+/// an optional (or `dyn`).
+fn optional_element(optional: bool, t: Type) -> Result<Type, CompileError> {
+    match (optional, t) {
+        (true, Type::Optional(inner)) => Ok(*inner),
+        (true, Type::Dyn) => Ok(Type::Dyn),
+        (true, other) => Err(check_err(format!(
+            "expected type 'optional_type(dyn)' but found '{other}'"
+        ))),
+        (false, t) => Ok(t),
     }
 }
 

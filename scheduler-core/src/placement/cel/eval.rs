@@ -237,9 +237,11 @@ impl<'e> Evaluator<'e> {
                 let t = self.eval(target)?;
                 select(&t, field, *optional)
             }
+            // cel-go: a field test on a list fails, on any other non-map value is false.
             Node::Has { target, field } => match self.eval(target)? {
                 Value::Map(m) => Ok(Value::Bool(m.contains_key(field))),
-                other => Err(no_overload("has", &[&other])),
+                Value::List(_) => Err("unsupported index type 'string' in list".into()),
+                _ => Ok(Value::Bool(false)),
             },
             Node::Index {
                 target,
@@ -287,12 +289,8 @@ impl<'e> Evaluator<'e> {
                         }
                         (v, false) => v,
                     };
-                    if map.insert(key.clone(), value).is_some() {
-                        return Err(format!(
-                            "Failed with repeated key: {}",
-                            missing_key(&key).trim_start_matches("no such key: ")
-                        ));
-                    }
+                    // A repeated key keeps its last value, as in cel-go.
+                    map.insert(key, value);
                 }
                 self.charge(map.len())?;
                 Ok(Value::Map(Arc::new(map)))

@@ -303,6 +303,11 @@ fn lex_bytes(src: &str, start: usize, raw: bool) -> Result<(Vec<u8>, usize), Str
                 i += 1 + skip + len;
                 continue;
             }
+            if matches!(next, Some('u' | 'U')) {
+                return Err(format!(
+                    "Syntax error: unicode escapes are not allowed in bytes literals (offset {i})"
+                ));
+            }
             let (decoded, next) = lex_escape(src, i)?;
             let mut buf = [0u8; 4];
             out.extend_from_slice(decoded.encode_utf8(&mut buf).as_bytes());
@@ -863,9 +868,10 @@ mod tests {
         assert!(matches!(parse("[?a, b]"), Ok(Expr::List(ref items)) if items[0].1 && !items[1].1));
         assert!(matches!(parse("{?'k': v}"), Ok(Expr::Map(ref entries)) if entries[0].2));
         assert_eq!(
-            parse(r"b'\xff\u00e9a'"),
+            parse(r"b'\xffé\141'"),
             Ok(Expr::Literal(Literal::Bytes(vec![0xff, 0xc3, 0xa9, b'a'])))
         );
+        assert!(parse(r"b'\u00e9'").is_err());
         assert_eq!(
             parse(r"br'\x'"),
             Ok(Expr::Literal(Literal::Bytes(b"\\x".to_vec())))

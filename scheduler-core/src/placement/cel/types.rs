@@ -137,9 +137,9 @@ pub fn assignable(param: &Type, arg: &Type, bindings: &mut Bindings) -> bool {
             bind_params_to_dyn(param, bindings);
             true
         }
-        (Type::List(p), Type::List(a))
-        | (Type::Optional(p), Type::Optional(a))
-        | (Type::Kind(p), Type::Kind(a)) => assignable(p, a, bindings),
+        (Type::List(p), Type::List(a)) | (Type::Optional(p), Type::Optional(a)) => assignable(p, a, bindings),
+        // Type values are all of one kind to cel-go: `type(1) != type(1u)` compiles.
+        (Type::Kind(_), Type::Kind(_)) => true,
         (Type::Map(pk, pv), Type::Map(ak, av)) => {
             assignable(pk, ak, bindings) && assignable(pv, av, bindings)
         }

@@ -34,8 +34,10 @@ fn items<'v>(f: &str, a: &'v [Value]) -> Result<&'v [Value], String> {
 
 fn is_sorted(a: &[Value]) -> EvalResult {
     let l = items("isSorted", a)?;
+    // cel-go compares neighbours and only an answer of "greater" counts; an incomparable pair
+    // (an error there) does not.
     for pair in l.windows(2) {
-        if compare(&pair[0], &pair[1])? == Ordering::Greater {
+        if compare(&pair[0], &pair[1]) == Ok(Ordering::Greater) {
             return Ok(Value::Bool(false));
         }
     }
@@ -47,8 +49,9 @@ fn extreme(f: &str, a: &[Value], keep: Ordering) -> EvalResult {
     let Some(mut best) = l.first() else {
         return Err(format!("{f} called on empty list"));
     };
+    // As in cel-go, an element that cannot be compared with the best so far is skipped.
     for v in &l[1..] {
-        if compare(v, best)? == keep {
+        if compare(v, best) == Ok(keep) {
             best = v;
         }
     }

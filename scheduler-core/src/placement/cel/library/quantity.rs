@@ -1,7 +1,9 @@
 //! The Kubernetes `quantity` library over quantities parsed like apimachinery's
 //! `ParseQuantity` (rounded up to nano units). Values are held exactly as nano units in 128
 //! bits, so quantities beyond about 10^29 are refused as too large where apimachinery keeps
-//! arbitrary precision; `asApproximateFloat` of a parsed quantity is apimachinery's float.
+//! arbitrary precision. Which of apimachinery's two representations a quantity has (an int64
+//! with a decimal scale, or an arbitrary-precision decimal) is tracked too, because it decides
+//! `asInteger`/`isInteger` (`1000m` is not an integer there) and `asApproximateFloat`.
 
 use super::super::super::quantity::approximate_f64;
 use super::super::types::{Opaque as OpaqueType, Type};
@@ -16,6 +18,89 @@ pub struct Quantity {
     nanos: i128,
     /// The text it was parsed from (None once computed by `add`/`sub`).
     text: Option<Arc<str>>,
+    repr: Repr,
+}
+
+/// apimachinery's representation of a quantity.
+#[derive(Clone, Copy, Debug)]
+enum Repr {
+    /// `value * 10^scale` in an int64 (`int64Amount`).
+    Int { value: i64, scale: i32 },
+    /// An arbitrary-precision decimal (`inf.Dec`).
+    Dec,
+}
+
+/// `value * 10^diff` (diff >= 0) without overflowing an int64.
+fn scale_up(value: i64, diff: i32) -> Option<i64> {
+    let factor = 10i64.checked_pow(u32::try_from(diff).ok()?)?;
+    value.checked_mul(factor)
+}
+
+impl Repr {
+    /// apimachinery's `int64Amount.Add`; `Dec` when either side is one or the sum overflows.
+    fn add(self, other: Repr) -> Repr {
+        let (Repr::Int { value: a, scale: sa }, Repr::Int { value: b, scale: sb }) = (self, other) else {
+            return Repr::Dec;
+        };
+        if b == 0 {
+            return self;
+        }
+        if a == 0 {
+            return other;
+        }
+        let sum = if sa == sb {
+            a.checked_add(b).map(|v| (v, sa))
+        } else if sa > sb {
+            scale_up(a, sa - sb)
+                .and_then(|x| x.checked_add(b))
+                .map(|v| (v, sb))
+        } else {
+            scale_up(b, sb - sa)
+                .and_then(|x| a.checked_add(x))
+                .map(|v| (v, sa))
+        };
+        sum.map_or(Repr::Dec, |(value, scale)| Repr::Int { value, scale })
+    }
+
+    fn negated(self) -> Repr {
+        match self {
+            Repr::Int { value, scale } => value
+                .checked_neg()
+                .map_or(Repr::Dec, |value| Repr::Int { value, scale }),
+            Repr::Dec => Repr::Dec,
+        }
+    }
+}
+
+/// apimachinery's fast path: the `int64Amount` a quantity string parses to, if it has one.
+fn int_repr(negative: bool, int_part: &str, frac_part: &str, exp10: i64, exp2: u32) -> Option<Repr> {
+    let trimmed = int_part.trim_start_matches('0');
+    let num = if trimmed.is_empty() { "0" } else { trimmed };
+    let digits = (num.len() + frac_part.len()) as i64;
+    let (scale, precision, mantissa) = if exp2 == 0 {
+        (exp10, 18 - digits, 1i64)
+    } else if frac_part.is_empty() {
+        (
+            0,
+            15 - num.len() as i64 - i64::from(exp2) * 3 / 10 - 1,
+            1i64 << exp2,
+        )
+    } else {
+        (0, -1, 1)
+    };
+    if precision < 0 {
+        return None;
+    }
+    let scale = scale - frac_part.len() as i64;
+    if scale < -9 {
+        return None;
+    }
+    let value: i64 = format!("{num}{frac_part}").parse().ok()?;
+    let value = value.checked_mul(mantissa)?;
+    Some(Repr::Int {
+        value: if negative { -value } else { value },
+        scale: i32::try_from(scale).ok()?,
+    })
 }
 
 impl PartialEq for Quantity {
@@ -48,8 +133,12 @@ impl Quantity {
             .find(|c: char| !(c.is_ascii_digit() || c == '.'))
             .unwrap_or(body.len());
         let (number, suffix) = body.split_at(number_end);
+        if s.is_empty() {
+            return Err(format_error());
+        }
+        // apimachinery reads a missing number (`e3`, `.`, `-`) as zero.
         let (int_part, frac_part) = number.split_once('.').unwrap_or((number, ""));
-        if (int_part.is_empty() && frac_part.is_empty()) || frac_part.contains('.') {
+        if frac_part.contains('.') {
             return Err(format_error());
         }
         let (exp10, exp2): (i64, u32) = match suffix {
@@ -110,29 +199,48 @@ impl Quantity {
         } else {
             magnitude
         };
+        let repr = if mantissa == 0 {
+            Repr::Int { value: 0, scale: 0 }
+        } else {
+            int_repr(negative, int_part, frac_part, exp10, exp2).unwrap_or(Repr::Dec)
+        };
         Ok(Quantity {
             nanos: if negative { -magnitude } else { magnitude },
             text: Some(Arc::from(s)),
+            repr,
         })
     }
 
-    fn computed(nanos: Option<i128>) -> Result<Value, String> {
+    fn computed(nanos: Option<i128>, repr: Repr) -> Result<Value, String> {
         let nanos = nanos.ok_or_else(too_large)?;
-        Ok(Value::object(Object::Quantity(Quantity { nanos, text: None })))
+        Ok(Value::object(Object::Quantity(Quantity {
+            nanos,
+            text: None,
+            repr,
+        })))
     }
 
+    /// apimachinery's `AsInt64`: only an `int64Amount` with a non-negative scale converts.
     fn as_int(&self) -> Option<i64> {
-        if self.nanos % NANOS != 0 {
-            return None;
+        match self.repr {
+            Repr::Int { value, scale: 0 } => Some(value),
+            Repr::Int { value, scale } if scale > 0 => scale_up(value, scale),
+            _ => None,
         }
-        i64::try_from(self.nanos / NANOS).ok()
     }
 
+    /// apimachinery's `AsApproximateFloat64`: `base * math.Pow10(exponent)` of its
+    /// representation (a parsed quantity's digits, as `approximate_f64` computes them).
     fn approximate(&self) -> f64 {
-        self.text
-            .as_deref()
-            .and_then(|t| approximate_f64(t).ok())
-            .unwrap_or(self.nanos as f64 / 1e9)
+        if let Some(f) = self.text.as_deref().and_then(|t| approximate_f64(t).ok()) {
+            return f;
+        }
+        let pow10 = |e: i64| format!("1e{e}").parse::<f64>().unwrap_or(f64::NAN);
+        match self.repr {
+            Repr::Int { value, scale: 0 } => value as f64,
+            Repr::Int { value, scale } => value as f64 * pow10(i64::from(scale)),
+            Repr::Dec => self.nanos as f64 * pow10(-9),
+        }
     }
 }
 
@@ -164,11 +272,12 @@ fn quantity_at<'v>(f: &str, a: &'v [Value], i: usize) -> Result<&'v Quantity, St
     }
 }
 
-/// The second operand in nano units: a quantity, or an int taken as a whole quantity.
-fn operand_nanos(f: &str, a: &[Value]) -> Result<i128, String> {
+/// The second operand in nano units and its representation: a quantity, or an int taken as a
+/// whole quantity.
+fn operand(f: &str, a: &[Value]) -> Result<(i128, Repr), String> {
     match a.get(1) {
-        Some(Value::Int(i)) => Ok(i128::from(*i) * NANOS),
-        _ => quantity_at(f, a, 1).map(|q| q.nanos),
+        Some(Value::Int(i)) => Ok((i128::from(*i) * NANOS, Repr::Int { value: *i, scale: 0 })),
+        _ => quantity_at(f, a, 1).map(|q| (q.nanos, q.repr)),
     }
 }
 
@@ -223,12 +332,14 @@ fn is_integer(a: &[Value]) -> EvalResult {
 
 fn add(a: &[Value]) -> EvalResult {
     let q = quantity_at("add", a, 0)?;
-    Quantity::computed(q.nanos.checked_add(operand_nanos("add", a)?))
+    let (nanos, repr) = operand("add", a)?;
+    Quantity::computed(q.nanos.checked_add(nanos), q.repr.add(repr))
 }
 
 fn sub(a: &[Value]) -> EvalResult {
     let q = quantity_at("sub", a, 0)?;
-    Quantity::computed(q.nanos.checked_sub(operand_nanos("sub", a)?))
+    let (nanos, repr) = operand("sub", a)?;
+    Quantity::computed(q.nanos.checked_sub(nanos), q.repr.add(repr.negated()))
 }
 
 #[cfg(test)]
@@ -248,11 +359,19 @@ mod tests {
         assert_eq!(nanos("1e-12"), Ok(1), "rounded up to a nano unit");
         assert_eq!(nanos("1E3"), Ok(1_000 * NANOS));
         assert_eq!(nanos(".5"), Ok(NANOS / 2));
-        for bad in ["", "big", "1.2.3", "1Q", ".", "1e", "1e+-2", "Gi"] {
+        assert_eq!(nanos("e3"), Ok(0));
+        assert_eq!(nanos("."), Ok(0));
+        for bad in ["", "big", "1.2.3", "1Q", "1e", "1e+-2"] {
             assert!(Quantity::parse(bad).is_err(), "{bad}");
         }
-        let q = Quantity::parse("1m").expect("valid");
-        assert_eq!(q.as_int(), None);
-        assert_eq!(Quantity::parse("1k").expect("valid").as_int(), Some(1000));
+        let int = |s: &str| Quantity::parse(s).expect("valid").as_int();
+        assert_eq!(int("1m"), None);
+        assert_eq!(int("1k"), Some(1000));
+        assert_eq!(int("1.5k"), Some(1500));
+        assert_eq!(int("64Gi"), Some(64 << 30));
+        // Whole values that apimachinery holds at a negative scale or as a decimal are not ints.
+        assert_eq!(int("1000m"), None);
+        assert_eq!(int("1.0"), None);
+        assert_eq!(int("1.5Gi"), None);
     }
 }

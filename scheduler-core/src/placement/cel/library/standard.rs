@@ -330,7 +330,8 @@ pub fn to_uint(a: &[Value]) -> EvalResult {
                 Err("range error".into())
             }
         }
-        Value::String(s) => s
+        // Go's ParseUint takes no sign.
+        Value::String(s) if !s.starts_with('+') => s
             .parse()
             .map(Value::Uint)
             .map_err(|_| conversion_error(v, "uint")),
@@ -344,12 +345,77 @@ pub fn to_double(a: &[Value]) -> EvalResult {
         Value::Double(d) => Ok(Value::Double(*d)),
         Value::Int(i) => Ok(Value::Double(*i as f64)),
         Value::Uint(u) => Ok(Value::Double(*u as f64)),
-        Value::String(s) => s
-            .parse()
+        Value::String(s) => parse_go_float(s)
             .map(Value::Double)
-            .map_err(|_| conversion_error(v, "double")),
+            .ok_or_else(|| conversion_error(v, "double")),
         other => Err(no_overload("double", &[other])),
     }
+}
+
+/// Go's `strconv.ParseFloat`: decimal or hexadecimal (`0x1p-2`) floats, `_` between digits,
+/// `inf`/`infinity`/`nan` in any case.
+fn parse_go_float(s: &str) -> Option<f64> {
+    let (negative, body) = match s.as_bytes().first() {
+        Some(b'-') => (true, &s[1..]),
+        Some(b'+') => (false, &s[1..]),
+        _ => (false, s),
+    };
+    let lower = body.to_ascii_lowercase();
+    let magnitude = match lower.as_str() {
+        "inf" | "infinity" => f64::INFINITY,
+        "nan" => f64::NAN,
+        _ => {
+            let digits = strip_underscores(body)?;
+            match digits.strip_prefix("0x").or_else(|| digits.strip_prefix("0X")) {
+                Some(hex) => parse_hex_float(hex)?,
+                None if digits
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || b".eE+-".contains(&b)) =>
+                {
+                    digits.parse().ok()?
+                }
+                None => return None,
+            }
+        }
+    };
+    Some(if negative { -magnitude } else { magnitude })
+}
+
+/// Removes `_` digit separators, which Go allows only between digits (or after a base prefix).
+fn strip_underscores(s: &str) -> Option<String> {
+    if !s.contains('_') {
+        return Some(s.to_string());
+    }
+    let b = s.as_bytes();
+    for (i, c) in b.iter().enumerate() {
+        if *c == b'_' {
+            let before = i.checked_sub(1).and_then(|j| b.get(j));
+            let after = b.get(i + 1);
+            let ok_before = before.is_some_and(|p| p.is_ascii_hexdigit() || *p == b'x' || *p == b'X');
+            let ok_after = after.is_some_and(u8::is_ascii_hexdigit);
+            if !(ok_before && ok_after) {
+                return None;
+            }
+        }
+    }
+    Some(s.replace('_', ""))
+}
+
+/// The part of a hexadecimal float after `0x`: hex digits with an optional point, then the
+/// binary exponent `p±N`, which Go requires.
+fn parse_hex_float(s: &str) -> Option<f64> {
+    let (mantissa, exp) = s.split_once(['p', 'P'])?;
+    let exp: i32 = exp.parse().ok()?;
+    let (int_part, frac_part) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    if int_part.is_empty() && frac_part.is_empty() {
+        return None;
+    }
+    let mut value = 0f64;
+    for c in int_part.chars().chain(frac_part.chars()) {
+        value = value * 16.0 + f64::from(c.to_digit(16)?);
+    }
+    let shift = exp.checked_sub(4 * i32::try_from(frac_part.len()).ok()?)?;
+    Some(value * 2f64.powi(shift))
 }
 
 pub fn to_string(a: &[Value]) -> EvalResult {

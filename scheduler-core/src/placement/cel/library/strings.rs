@@ -66,13 +66,14 @@ fn index_of(a: &[Value]) -> EvalResult {
         _ => return Err(mismatch("indexOf", a)),
     };
     let (hay, needle) = (chars(s), chars(sub));
+    // cel-go answers an empty needle before it checks the offset.
+    if needle.is_empty() {
+        return Ok(Value::Int(offset));
+    }
     let start = usize::try_from(offset)
         .ok()
         .filter(|o| *o <= hay.len())
         .ok_or_else(|| out_of_range(offset))?;
-    if needle.is_empty() {
-        return Ok(Value::Int(offset));
-    }
     let found = (start..=hay.len().saturating_sub(needle.len()))
         .find(|i| occurs_at(&hay, &needle, *i))
         .map_or(-1, |i| i as i64);
@@ -94,12 +95,12 @@ fn last_index_of(a: &[Value]) -> EvalResult {
             hay.len()
         }
         Some(o) => {
-            let at = usize::try_from(o)
-                .ok()
-                .filter(|u| *u < hay.len())
-                .ok_or_else(|| out_of_range(o))?;
             if needle.is_empty() {
                 return Ok(Value::Int(o));
+            }
+            let at = usize::try_from(o).map_err(|_| out_of_range(o))?;
+            if at >= hay.len() {
+                return Ok(Value::Int(-1));
             }
             at
         }
@@ -275,7 +276,67 @@ fn format(a: &[Value]) -> EvalResult {
     let [Value::String(f), Value::List(args)] = a else {
         return Err(mismatch("format", a));
     };
-    format_string(f, args).map(|s| Value::String(Arc::from(s)))
+    format_string(f, args)
+        .map(|s| Value::String(Arc::from(s)))
+        .map_err(|e| {
+            if e.contains("can only be used") || e.contains("can be formatted") {
+                format!("error during formatting: {e}")
+            } else {
+                e
+            }
+        })
+}
+
+/// Whether a value of static type `t` may be formatted by `verb` (cel-go checks literal
+/// argument lists when it compiles); the error is cel-go's text.
+pub fn check_verb_type(verb: char, t: &Type) -> Result<(), String> {
+    use Type::*;
+    let ok = match (verb, t) {
+        (_, Dyn) => true,
+        ('s', List(e)) => return check_verb_type('s', e),
+        ('s', Map(k, v)) => return check_verb_type('s', k).and_then(|()| check_verb_type('s', v)),
+        ('s', Null | Bool | Int | Uint | Double | String | Bytes | Kind(_) | Duration | Timestamp) => true,
+        ('d' | 'f' | 'e', Int | Uint | Double) => true,
+        ('b', Int | Uint | Bool) => true,
+        ('o', Int | Uint) => true,
+        ('x' | 'X', Int | Uint | Bytes | String) => true,
+        _ => false,
+    };
+    if ok {
+        return Ok(());
+    }
+    let value_name = match t {
+        List(_) => "list".to_string(),
+        Map(..) => "map".to_string(),
+        Optional(_) => "optional_type".to_string(),
+        other => other.to_string(),
+    };
+    Err(verb_error(verb, &value_name))
+}
+
+fn verb_error(verb: char, given: &str) -> String {
+    match verb {
+        's' => format!(
+            "string clause can only be used on strings, bools, bytes, ints, doubles, maps, lists, types, durations, and timestamps, was given {given}"
+        ),
+        'd' => format!("decimal clause can only be used on ints, uints, and doubles, was given {given}"),
+        'f' => format!("fixed-point clause can only be used on ints, uints, and doubles, was given {given}"),
+        'e' => format!("scientific clause can only be used on ints, uints, and doubles, was given {given}"),
+        'b' => format!("only ints, uints, and bools can be formatted as binary, was given {given}"),
+        'o' => format!("octal clause can only be used on ints and uints, was given {given}"),
+        _ => format!("only ints, uints, bytes, and strings can be formatted as hex, was given {given}"),
+    }
+}
+
+/// The verbs of a parsed format string, in order.
+pub fn verbs(clauses: &[Clause]) -> Vec<char> {
+    clauses
+        .iter()
+        .filter_map(|c| match c {
+            Clause::Verb { verb, .. } => Some(*verb),
+            Clause::Literal(_) => None,
+        })
+        .collect()
 }
 
 /// A clause of a format string.
@@ -389,7 +450,7 @@ fn as_string(v: &Value) -> Result<String, String> {
             }
             format!("{{{}}}", parts.join(", "))
         }
-        Value::Timestamp(t) => t.to_string(),
+        Value::Timestamp(t) => t.utc().to_string(),
         Value::Duration(d) => d.to_string(),
         Value::Type(t) => t.to_string(),
         other => {
@@ -458,12 +519,30 @@ fn special(d: f64) -> Option<String> {
     }
 }
 
+/// cel-go hands integers to Go's `%f`/`%e`, which prints its bad-verb form with the digits
+/// zero-padded to the precision: `%!f(int64=000001)`.
+fn integer_bad_verb(v: &Value, verb: char, precision: usize) -> Option<String> {
+    let (kind, negative, magnitude) = match v {
+        Value::Int(i) => ("int64", *i < 0, i.unsigned_abs()),
+        Value::Uint(u) => ("uint64", false, *u),
+        _ => return None,
+    };
+    let sign = if negative { "-" } else { "" };
+    Some(format!("%!{verb}({kind}={sign}{magnitude:0precision$})"))
+}
+
 fn fixed(v: &Value, precision: usize) -> Result<String, String> {
+    if let Some(s) = integer_bad_verb(v, 'f', precision) {
+        return Ok(s);
+    }
     let d = number(v, "fixed-point")?;
     Ok(special(d).unwrap_or_else(|| format!("{d:.precision$}")))
 }
 
 fn scientific(v: &Value, precision: usize) -> Result<String, String> {
+    if let Some(s) = integer_bad_verb(v, 'e', precision) {
+        return Ok(s);
+    }
     let d = number(v, "scientific")?;
     if let Some(s) = special(d) {
         return Ok(s);
@@ -505,20 +584,7 @@ fn radix(v: &Value, verb: char) -> Result<String, String> {
             }
             Ok(out)
         }
-        other => Err(format!(
-            "{} clause can only be used on {}, was given {}",
-            match verb {
-                'b' => "binary",
-                'o' => "octal",
-                _ => "hex",
-            },
-            if matches!(verb, 'x' | 'X') {
-                "ints, uints, bytes, and strings"
-            } else {
-                "ints and uints"
-            },
-            other.type_name()
-        )),
+        other => Err(verb_error(verb, other.type_name())),
     }
 }
 

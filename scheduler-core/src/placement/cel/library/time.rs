@@ -7,18 +7,44 @@ use super::super::types::Type;
 use super::super::value::{EvalResult, Value, no_overload};
 use super::Library;
 use super::standard::{place_point, shortest_digits};
-use k8s_openapi::jiff;
 use std::fmt;
+use std::sync::LazyLock;
+
+/// The IANA time zone database compiled into the binary.
+static TIME_ZONES: LazyLock<jiff::tz::TimeZoneDatabase> = LazyLock::new(jiff::tz::TimeZoneDatabase::bundled);
 
 /// `0001-01-01T00:00:00Z` and `9999-12-31T23:59:59Z` in Unix seconds.
 const MIN_SECONDS: i64 = -62_135_596_800;
 const MAX_SECONDS: i64 = 253_402_300_799;
 const NANOS_PER_SECOND: i64 = 1_000_000_000;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+/// An instant, and the UTC offset it was written with (Go keeps it: it is what `string()` and
+/// the accessors without a time zone show). Equality and order ignore the offset.
+#[derive(Clone, Copy, Debug)]
 pub struct Timestamp {
     seconds: i64,
     nanos: u32,
+    offset: i64,
+}
+
+impl PartialEq for Timestamp {
+    fn eq(&self, other: &Self) -> bool {
+        (self.seconds, self.nanos) == (other.seconds, other.nanos)
+    }
+}
+
+impl Eq for Timestamp {}
+
+impl PartialOrd for Timestamp {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Timestamp {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.seconds, self.nanos).cmp(&(other.seconds, other.nanos))
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -27,11 +53,25 @@ pub struct Duration(i64);
 const OVERFLOW: &str = "timestamp overflow";
 
 impl Timestamp {
-    pub const EPOCH: Timestamp = Timestamp { seconds: 0, nanos: 0 };
+    /// Go's zero time, 0001-01-01T00:00:00Z: the zero value `optional.ofNonZeroValue` skips.
+    pub const GO_ZERO: Timestamp = Timestamp {
+        seconds: MIN_SECONDS,
+        nanos: 0,
+        offset: 0,
+    };
 
-    fn new(seconds: i64, nanos: u32) -> Result<Timestamp, String> {
+    /// The same instant in UTC (what cel-go's accessors and `format` see).
+    pub fn utc(self) -> Timestamp {
+        Timestamp { offset: 0, ..self }
+    }
+
+    fn new(seconds: i64, nanos: u32, offset: i64) -> Result<Timestamp, String> {
         if (MIN_SECONDS..=MAX_SECONDS).contains(&seconds) {
-            Ok(Timestamp { seconds, nanos })
+            Ok(Timestamp {
+                seconds,
+                nanos,
+                offset,
+            })
         } else {
             Err(OVERFLOW.into())
         }
@@ -45,20 +85,20 @@ impl Timestamp {
         i128::from(self.seconds) * i128::from(NANOS_PER_SECOND) + i128::from(self.nanos)
     }
 
-    fn from_total_nanos(n: i128) -> Result<Timestamp, String> {
+    fn from_total_nanos(n: i128, offset: i64) -> Result<Timestamp, String> {
         let seconds =
             i64::try_from(n.div_euclid(i128::from(NANOS_PER_SECOND))).map_err(|_| OVERFLOW.to_string())?;
         let nanos =
             u32::try_from(n.rem_euclid(i128::from(NANOS_PER_SECOND))).map_err(|_| OVERFLOW.to_string())?;
-        Timestamp::new(seconds, nanos)
+        Timestamp::new(seconds, nanos, offset)
     }
 
     pub fn plus(self, d: Duration) -> Result<Timestamp, String> {
-        Timestamp::from_total_nanos(self.total_nanos() + i128::from(d.0))
+        Timestamp::from_total_nanos(self.total_nanos() + i128::from(d.0), self.offset)
     }
 
     pub fn minus(self, d: Duration) -> Result<Timestamp, String> {
-        Timestamp::from_total_nanos(self.total_nanos() - i128::from(d.0))
+        Timestamp::from_total_nanos(self.total_nanos() - i128::from(d.0), self.offset)
     }
 
     /// `self - other` as a duration.
@@ -127,11 +167,11 @@ impl Timestamp {
         }
         let seconds =
             days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second - offset;
-        Timestamp::new(seconds, nanos)
+        Timestamp::new(seconds, nanos, offset)
     }
 
     pub fn from_unix(seconds: i64) -> Result<Timestamp, String> {
-        Timestamp::new(seconds, 0)
+        Timestamp::new(seconds, 0, 0)
     }
 
     /// The civil fields in the zone `tz` (None: UTC).
@@ -159,10 +199,12 @@ impl Timestamp {
 }
 
 impl fmt::Display for Timestamp {
-    /// RFC 3339 in UTC with the fraction trimmed of trailing zeros (Go's `RFC3339Nano`).
+    /// RFC 3339 at the offset it was written with, the fraction trimmed of trailing zeros, `Z`
+    /// for UTC (Go's `RFC3339Nano`).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let days = self.seconds.div_euclid(86_400);
-        let secs = self.seconds.rem_euclid(86_400);
+        let local = self.seconds + self.offset;
+        let days = local.div_euclid(86_400);
+        let secs = local.rem_euclid(86_400);
         let (y, mo, d) = civil_from_days(days);
         write!(
             f,
@@ -175,7 +217,12 @@ impl fmt::Display for Timestamp {
             let frac = format!("{:09}", self.nanos);
             write!(f, ".{}", frac.trim_end_matches('0'))?;
         }
-        f.write_str("Z")
+        if self.offset == 0 {
+            return f.write_str("Z");
+        }
+        let sign = if self.offset < 0 { '-' } else { '+' };
+        let o = self.offset.abs();
+        write!(f, "{sign}{:02}:{:02}", o / 3600, o % 3600 / 60)
     }
 }
 
@@ -216,7 +263,9 @@ fn zone_offset(name: &str, seconds: i64) -> Result<i64, String> {
     if name == "UTC" {
         return Ok(0);
     }
-    let zone = jiff::tz::TimeZone::get(name).map_err(|_| format!("unknown time zone {name}"))?;
+    let zone = TIME_ZONES
+        .get(name)
+        .map_err(|_| format!("unknown time zone {name}"))?;
     let instant = jiff::Timestamp::from_second(seconds).map_err(|e| e.to_string())?;
     Ok(i64::from(zone.to_offset(instant).seconds()))
 }
@@ -484,7 +533,11 @@ mod tests {
     #[test]
     fn timestamps_parse_print_and_bound_like_cel_go() {
         let t = Timestamp::parse("2026-06-01T00:00:00.1234567891+02:00").expect("valid");
-        assert_eq!(t.to_string(), "2026-05-31T22:00:00.123456789Z");
+        assert_eq!(t.to_string(), "2026-06-01T00:00:00.123456789+02:00");
+        assert_eq!(
+            t,
+            Timestamp::parse("2026-05-31T22:00:00.123456789Z").expect("valid")
+        );
         assert!(Timestamp::parse("2026-06-01t00:00:00Z").is_err());
         assert!(Timestamp::parse("2026-02-29T00:00:00Z").is_err());
         assert!(Timestamp::parse("2024-02-29T00:00:00Z").is_ok());

@@ -67,8 +67,15 @@ fn unescape(s: &str, plus_is_space: bool) -> Option<String> {
 }
 
 impl Url {
-    /// Go's `url.ParseRequestURI`; the error follows Go's text.
+    /// Validates `raw` as Go's `url.ParseRequestURI` does, then reads it without its fragment
+    /// (Kubernetes keeps `url.Parse`'s result); the error follows Go's text.
     pub fn parse(raw: &str) -> Result<Url, String> {
+        Url::parse_request_uri(raw)?;
+        let without_fragment = raw.split_once('#').map_or(raw, |(u, _)| u);
+        Url::parse_request_uri(without_fragment).or_else(|_| Url::parse_request_uri(raw))
+    }
+
+    fn parse_request_uri(raw: &str) -> Result<Url, String> {
         let fail =
             |why: &str| format!("URL parse error during conversion from string: parse \"{raw}\": {why}");
         if raw.bytes().any(|b| b < 0x20 || b == 0x7f) {

@@ -1,0 +1,82 @@
+//! Every line of `cel_vectors.tsv` through the public selector: one CEL expression, compiled by
+//! `ClusterMatcher` and evaluated on one cluster, must give the outcome cel-go gives in OCM's
+//! environment (selected, not selected, runtime error, or misconfigured). Prints
+//! `N passed, M failed` and fails unless every vector passes.
+
+use scheduler_core::api::{ClusterCelSelector, ClusterSelector};
+use scheduler_core::placement::selector::{ClusterMatcher, SelectorMiss};
+use scheduler_core::placement::{HubObjects, HubSnapshot};
+
+fn snapshot() -> HubSnapshot {
+    let cluster = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "alpha-1", "labels": {
+            "version": "1.29.4", "zone": "us-east-1a", "mem": "64Gi",
+            "addr": "10.0.3.7", "env": "prod", "owner": "team-a"}},
+        "spec": {"hubAcceptsClient": true},
+        "status": {"clusterClaims": [{"name": "cloud", "value": "Amazon"}, {"name": "region", "value": "eu"}]}
+    }))
+    .expect("a valid ManagedCluster");
+    let score = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "res", "namespace": "alpha-1"},
+        "status": {"scores": [{"name": "cpu", "value": 60}, {"name": "mem", "value": -5}]}
+    }))
+    .expect("a valid AddOnPlacementScore");
+    HubSnapshot::new(HubObjects {
+        clusters: vec![cluster],
+        scores: vec![score],
+        ..HubObjects::default()
+    })
+    .expect("a valid snapshot")
+}
+
+/// The outcome of one expression, in the vocabulary of the vectors file.
+fn outcome(snap: &HubSnapshot, expression: &str) -> String {
+    let matcher = ClusterMatcher::new(&ClusterSelector {
+        cel_selector: Some(ClusterCelSelector {
+            cel_expressions: vec![expression.to_string()],
+        }),
+        ..ClusterSelector::default()
+    })
+    .expect("a CEL-only selector always builds");
+    if let Some(e) = matcher.cel_compile_error() {
+        return format!("misconfigured ({e})");
+    }
+    let id = snap.cluster_id("alpha-1").expect("the cluster");
+    match matcher.miss(snap, id) {
+        None => "true".into(),
+        Some(SelectorMiss::Cel { reason, .. }) if reason == "evaluated to false" => "false".into(),
+        Some(SelectorMiss::Cel { reason, .. }) if reason.starts_with("failed: returned a ") => "false".into(),
+        Some(SelectorMiss::Cel { reason, .. }) => format!("error ({reason})"),
+        Some(other) => format!("unexpected miss {other}"),
+    }
+}
+
+#[test]
+fn every_vector_gives_cel_go_outcome() {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/cel_vectors.tsv"))
+        .expect("read cel_vectors.tsv");
+    let snap = snapshot();
+    let (mut passed, mut failures) = (0usize, Vec::new());
+    for line in text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+    {
+        let (expected, expression) = line.split_once('\t').expect("outcome<TAB>expression");
+        let got = outcome(&snap, expression);
+        if got.split(' ').next() == Some(expected) {
+            passed += 1;
+        } else {
+            failures.push(format!("{expression}\n    expected {expected}, got {got}"));
+        }
+    }
+    for f in &failures {
+        println!("FAILED {f}");
+    }
+    println!("{passed} passed, {} failed", failures.len());
+    assert!(
+        failures.is_empty(),
+        "{} vectors differ from cel-go",
+        failures.len()
+    );
+    assert!(passed > 400, "the vectors file lost lines: {passed}");
+}
