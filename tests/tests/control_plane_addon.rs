@@ -210,7 +210,8 @@ async fn add_capacity(managed: &kube::Client, cluster: &str, nodes: usize) {
     }
 }
 
-async fn load(managed: &kube::Client, cluster: &str, node: usize, cpu: &str, count: usize) {
+/// One pod bound to `<cluster>-node-<node>` requesting `cpu` and `memory`.
+async fn load(managed: &kube::Client, cluster: &str, node: usize, cpu: &str, memory: &str) {
     let ns: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(managed.clone());
     let _ = ns
         .create(
@@ -227,19 +228,17 @@ async fn load(managed: &kube::Client, cluster: &str, node: usize, cpu: &str, cou
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let pods: Api<Pod> = Api::namespaced(managed.clone(), "load");
-    for i in 0..count {
-        let pod: Pod = serde_json::from_value(json!({
-            "metadata": {"generateName": "busy-"},
-            "spec": {
-                "nodeName": format!("{cluster}-node-{node}"),
-                "containers": [{"name": "c", "image": "busy", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}],
-            },
-        }))
-        .expect("pod");
-        pods.create(&PostParams::default(), &pod)
-            .await
-            .unwrap_or_else(|e| panic!("pod {i}: {e}"));
-    }
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"generateName": "busy-"},
+        "spec": {
+            "nodeName": format!("{cluster}-node-{node}"),
+            "containers": [{"name": "c", "image": "busy", "resources": {"requests": {"cpu": cpu, "memory": memory}}}],
+        },
+    }))
+    .expect("pod");
+    pods.create(&PostParams::default(), &pod)
+        .await
+        .unwrap_or_else(|e| panic!("pod on {cluster}: {e}"));
 }
 
 async fn score_of(hub: &kube::Client, cluster: &str, name: &str) -> Option<i64> {
@@ -624,44 +623,52 @@ async fn installed_from_manifests_the_addon_registers_deploys_publishes_and_plac
         "cluster1's agent writes its own score"
     );
 
-    // 6. A user's Placement on those scores: OCM decides, and simulate on a snapshot agrees.
+    // 6. A user's Placement on those scores: OCM decides by them.
     kubectl(&hub_kc, &["apply", "-k", "manifests/examples"]);
-    // 7. Load on cluster1: its free CPU drops below cluster2's, and OCM follows.
-    let c1 = cp.cluster_client("cluster1").await.expect("client");
-    load(&c1, "cluster1", 0, "7", 1).await;
-    load(&c1, "cluster1", 1, "7", 1).await;
-    let moved = eventually(
-        "cluster1's score drops",
+    let first = eventually("OCM decides most-free-memory", wait, String::new, || {
+        let hub = hub.clone();
+        async move {
+            let d = decided(&hub, "ocm-score-examples", "most-free-memory").await;
+            (d.len() == 1).then_some(d)
+        }
+    })
+    .await;
+    let chosen = first[0].clone();
+    let other = if chosen == "cluster1" {
+        "cluster2"
+    } else {
+        "cluster1"
+    };
+
+    // 7. Load on the chosen cluster (every node 30 of 32 Gi requested): its memory score drops
+    //    below the other's, its agent publishes, and OCM moves the decision.
+    let loaded = cp.cluster_client(&chosen).await.expect("client");
+    for node in 0..2 {
+        load(&loaded, &chosen, node, "100m", "30Gi").await;
+    }
+    let (low, high) = eventually(
+        &format!("{chosen}'s memory score drops below {other}'s"),
         wait,
-        || agents["cluster1"].report(),
+        || agents[chosen.as_str()].report(),
         || {
             let hub = hub.clone();
+            let (chosen, other) = (chosen.clone(), other.to_owned());
             async move {
-                let c1 = score_of(&hub, "cluster1", "cpuClusterAvailable").await?;
-                let c2 = score_of(&hub, "cluster2", "cpuClusterAvailable").await?;
-                (c1 < c2).then_some((c1, c2))
+                let low = score_of(&hub, &chosen, "memClusterAvailable").await?;
+                let high = score_of(&hub, &other, "memClusterAvailable").await?;
+                (low < high).then_some((low, high))
             }
         },
     )
     .await;
-    eprintln!(
-        "cpuClusterAvailable after load: cluster1 {} < cluster2 {}",
-        moved.0, moved.1
-    );
-    let decision = eventually("OCM places cpu-steady's clusters", wait, String::new, || {
+    eprintln!("memClusterAvailable after load: {chosen} {low} < {other} {high}");
+    eventually(&format!("OCM moves most-free-memory to {other}"), wait, String::new, || {
         let hub = hub.clone();
-        async move {
-            let d = decided(&hub, "ocm-score-examples", "most-free-cpu").await;
-            (!d.is_empty()).then_some(d)
-        }
+        async move { (decided(&hub, "ocm-score-examples", "most-free-memory").await == [other]).then_some(()) }
     })
     .await;
-    assert_eq!(
-        decision,
-        ["cluster1", "cluster2"],
-        "most-free-cpu takes two clusters"
-    );
 
+    // simulate, on a snapshot taken the way the README says, predicts every decision OCM made.
     let snapshot = kubectl(
         &hub_kc,
         &[
@@ -715,4 +722,183 @@ async fn installed_from_manifests_the_addon_registers_deploys_publishes_and_plac
             "{ns}/{placement}: simulate predicts what OCM decided; simulate says {ours}"
         );
     }
+
+    // 8. Steady state beside OCM's own addon-manager: one minute without a single write to the
+    //    add-on's objects (resourceVersions unchanged). Scores are left out: renewing validUntil is
+    //    their contract.
+    let before = addon_object_versions(&hub, &clusters).await;
+    assert!(
+        before.len() >= 7,
+        "CMA, ADC, two add-ons, two works and hub RBAC: {before:?}"
+    );
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    let after = addon_object_versions(&hub, &clusters).await;
+    let changed: Vec<_> = before
+        .iter()
+        .filter(|(k, v)| after.get(*k) != Some(*v))
+        .map(|(k, _)| k.clone())
+        .collect();
+    assert!(
+        changed.is_empty(),
+        "written during a minute of steady state: {changed:?}\n{}",
+        manager.report()
+    );
+
+    // 9. Removal: with a manual install strategy, deleting cluster2's add-on removes its work, the
+    //    agent from cluster2, its hub RBAC and (once the agent is gone, as the kubelet would stop
+    //    it) its score.
+    kubectl(
+        &hub_kc,
+        &[
+            "patch",
+            "clustermanagementaddon",
+            ADDON,
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"installStrategy":{"type":"Manual","placements":null}}}"#,
+        ],
+    );
+    kubectl(
+        &hub_kc,
+        &[
+            "delete",
+            "managedclusteraddon",
+            ADDON,
+            "-n",
+            "cluster2",
+            "--timeout=90s",
+        ],
+    );
+    let c2 = cp.cluster_client("cluster2").await.expect("client");
+    eventually(
+        "the agent leaves cluster2",
+        wait,
+        || cp.log_tail("cluster2-klusterlet", 20),
+        || {
+            let c2 = c2.clone();
+            async move { agent_deployment(&c2).await.is_none().then_some(()) }
+        },
+    )
+    .await;
+    if let Some(mut agent) = agents.remove("cluster2") {
+        agent.stop();
+    }
+    let works = dynamic(
+        &hub,
+        "work.open-cluster-management.io",
+        "v1",
+        "ManifestWork",
+        Some("cluster2"),
+    )
+    .await;
+    let work_name = format!("addon-{ADDON}-deploy-0");
+    eventually(
+        "cluster2's ManifestWork goes",
+        wait,
+        || manager.report(),
+        || {
+            let works = works.clone();
+            let name = work_name.clone();
+            async move { works.get_opt(&name).await.ok().flatten().is_none().then_some(()) }
+        },
+    )
+    .await;
+    eventually(
+        "cluster2's score and hub RBAC go",
+        wait,
+        || manager.report(),
+        || {
+            let hub = hub.clone();
+            async move {
+                let versions = addon_object_versions(&hub, &["cluster2"]).await;
+                let score = score_of(&hub, "cluster2", "cpuClusterAvailable").await;
+                (versions.keys().all(|k| !k.contains("cluster2")) && score.is_none()).then_some(())
+            }
+        },
+    )
+    .await;
+}
+
+/// resourceVersions of the add-on's hub objects: the ClusterManagementAddOn, the
+/// AddOnDeploymentConfig, each cluster's ManagedClusterAddOn, ManifestWorks and hub Roles and
+/// RoleBindings named for the add-on.
+async fn addon_object_versions(hub: &kube::Client, clusters: &[&str]) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let mut record = |what: String, obj: Option<DynamicObject>| {
+        if let Some(o) = obj {
+            out.insert(what, o.metadata.resource_version.unwrap_or_default());
+        }
+    };
+    let cma = dynamic(
+        hub,
+        "addon.open-cluster-management.io",
+        "v1alpha1",
+        "ClusterManagementAddOn",
+        None,
+    )
+    .await;
+    record(
+        "ClusterManagementAddOn".into(),
+        cma.get_opt(ADDON).await.ok().flatten(),
+    );
+    let adc = dynamic(
+        hub,
+        "addon.open-cluster-management.io",
+        "v1alpha1",
+        "AddOnDeploymentConfig",
+        Some("ocm-score"),
+    )
+    .await;
+    record(
+        "AddOnDeploymentConfig".into(),
+        adc.get_opt(ADDON).await.ok().flatten(),
+    );
+    for cluster in clusters {
+        let mca = dynamic(
+            hub,
+            "addon.open-cluster-management.io",
+            "v1alpha1",
+            "ManagedClusterAddOn",
+            Some(cluster),
+        )
+        .await;
+        record(
+            format!("{cluster}/ManagedClusterAddOn"),
+            mca.get_opt(ADDON).await.ok().flatten(),
+        );
+        let works = dynamic(
+            hub,
+            "work.open-cluster-management.io",
+            "v1",
+            "ManifestWork",
+            Some(cluster),
+        )
+        .await;
+        for w in works
+            .list(&ListParams::default())
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default()
+        {
+            let name = w.metadata.name.clone().unwrap_or_default();
+            if name.contains(ADDON) {
+                record(format!("{cluster}/ManifestWork/{name}"), Some(w));
+            }
+        }
+        for kind in ["Role", "RoleBinding"] {
+            let api = dynamic(hub, "rbac.authorization.k8s.io", "v1", kind, Some(cluster)).await;
+            for o in api
+                .list(&ListParams::default())
+                .await
+                .map(|l| l.items)
+                .unwrap_or_default()
+            {
+                let name = o.metadata.name.clone().unwrap_or_default();
+                if name.contains(ADDON) {
+                    record(format!("{cluster}/{kind}/{name}"), Some(o));
+                }
+            }
+        }
+    }
+    out
 }
