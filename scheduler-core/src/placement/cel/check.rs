@@ -54,14 +54,7 @@ impl Checker {
                 }
                 let (t, tt) = self.check(target)?;
                 let result = select_type(&tt, false)?;
-                Ok((
-                    Node::Select {
-                        target: Box::new(t),
-                        field: field_key(field),
-                        optional: false,
-                    },
-                    result,
-                ))
+                Ok((extend_root_path(t, field_key(field), false), result))
             }
             Expr::OptSelect(target, field) => {
                 let (t, tt) = self.check(target)?;
@@ -198,6 +191,12 @@ impl Checker {
         } else {
             elem
         };
+        if !optional
+            && let Node::Const(Value::String(key)) = &inn
+            && matches!(tn, Node::Root | Node::RootPath(_))
+        {
+            return Ok((extend_root_path(tn, Key::String(key.clone()), true), result));
+        }
         Ok((
             Node::Index {
                 target: Box::new(tn),
@@ -456,6 +455,22 @@ fn literal(l: &Literal) -> (Node, Type) {
 fn type_constant(t: Type) -> (Node, Type) {
     let name = standard::type_value_name(&t);
     (Node::Const(Value::Type(Arc::from(name))), Type::Kind(Box::new(t)))
+}
+
+/// `target.field` (or `target['key']`), folded into a root path when `target` is one.
+fn extend_root_path(target: Node, key: Key, is_index: bool) -> Node {
+    match target {
+        Node::Root => Node::RootPath(vec![(key, is_index)]),
+        Node::RootPath(mut path) => {
+            path.push((key, is_index));
+            Node::RootPath(path)
+        }
+        other => Node::Select {
+            target: Box::new(other),
+            field: key,
+            optional: false,
+        },
+    }
 }
 
 fn field_key(field: &str) -> Key {

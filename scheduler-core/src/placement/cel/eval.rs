@@ -66,6 +66,10 @@ pub enum Node {
     Const(Value),
     /// `managedCluster`.
     Root,
+    /// `managedCluster.a.b['c']...`: field selections and constant-key indexes from the root,
+    /// each step marked `true` when it is an index. The environment may answer it without
+    /// building the whole cluster value.
+    RootPath(Vec<(Key, bool)>),
     /// A comprehension variable, by slot.
     Local(usize),
     Select {
@@ -133,8 +137,18 @@ impl std::fmt::Debug for Overload {
 pub trait Environment {
     /// The value of `managedCluster`.
     fn root(&self) -> Value;
-    /// OCM's `managedCluster.scores(name)`.
+    /// `managedCluster` followed by `path` (see [`Node::RootPath`]), when the environment can
+    /// answer it directly; `None` to have it walked from [`Environment::root`]. A shortcut must
+    /// give exactly what the walk would.
+    fn root_path(&self, _path: &[(Key, bool)]) -> Option<EvalResult> {
+        None
+    }
+    /// OCM's `target.scores(name)`.
     fn scores(&self, target: &Value, resource: &str) -> EvalResult;
+    /// OCM's `managedCluster.scores(name)`, without building the cluster value.
+    fn root_scores(&self, resource: &str) -> EvalResult {
+        self.scores(&self.root(), resource)
+    }
 }
 
 pub struct Evaluator<'e> {
@@ -224,6 +238,21 @@ impl<'e> Evaluator<'e> {
         match n {
             Node::Const(v) => Ok(v.clone()),
             Node::Root => Ok(self.env.root()),
+            Node::RootPath(path) => {
+                self.charge(path.len())?;
+                if let Some(result) = self.env.root_path(path) {
+                    return result;
+                }
+                let mut v = self.env.root();
+                for (key, is_index) in path {
+                    v = if *is_index {
+                        standard::index_value(&v, &key_value(key))?
+                    } else {
+                        select(&v, key, false)?
+                    };
+                }
+                Ok(v)
+            }
             Node::Local(slot) => self
                 .locals
                 .get(*slot)
@@ -384,12 +413,22 @@ impl<'e> Evaluator<'e> {
                 Ok(result)
             }
             Node::Scores { target, resource } => {
-                let t = self.eval(target)?;
+                // On `managedCluster` itself the environment needs only the cluster's identity.
+                let t = match **target {
+                    Node::Root => {
+                        self.charge(1)?;
+                        None
+                    }
+                    _ => Some(self.eval(target)?),
+                };
                 let r = self.eval(resource)?;
                 let Value::String(name) = &r else {
-                    return Err(no_overload("scores", &[&t, &r]));
+                    return Err(no_overload("scores", &[&r]));
                 };
-                let scores = self.env.scores(&t, name)?;
+                let scores = match &t {
+                    None => self.env.root_scores(name)?,
+                    Some(t) => self.env.scores(t, name)?,
+                };
                 self.charge(scores.cost_size())?;
                 Ok(scores)
             }
@@ -449,9 +488,13 @@ impl<'e> Evaluator<'e> {
         if matches!(kind, Macro::OptMap | Macro::OptFlatMap) {
             return self.optional_macro(kind, range, slot, &body[0]);
         }
-        let items: Vec<Value> = match range {
-            Value::List(l) => l.iter().cloned().collect(),
-            Value::Map(m) => m.keys().map(key_value).collect(),
+        let keys: Vec<Value>;
+        let items: &[Value] = match range {
+            Value::List(l) => l,
+            Value::Map(m) => {
+                keys = m.keys().map(key_value).collect();
+                &keys
+            }
             other => return Err(no_overload(kind.name(), &[other])),
         };
         self.charge(items.len())?;
@@ -494,7 +537,7 @@ impl<'e> Evaluator<'e> {
                     }
                 },
                 Macro::Filter => match result? {
-                    Some(Value::Bool(true)) => out.push(item),
+                    Some(Value::Bool(true)) => out.push(item.clone()),
                     Some(Value::Bool(false)) | None => {}
                     Some(other) => return Err(no_overload("filter", &[&other])),
                 },

@@ -47,7 +47,7 @@ use check::{Checker, CompileError};
 use eval::{Environment, Evaluator, Node};
 use std::cell::{Cell, OnceCell};
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use value::{EvalResult, Key, Value};
 
 /// The cost budget of the expressions evaluated for one cluster: the API server's
@@ -119,6 +119,35 @@ impl Environment for ClusterActivation<'_> {
         self.cluster_value()
     }
 
+    /// The paths selectors use most, read from the typed cluster: `metadata.name`,
+    /// `metadata.labels[k]`. Anything else (and any case where the JSON might differ, such as
+    /// absent labels) is walked from the full value.
+    fn root_path(&self, path: &[(Key, bool)]) -> Option<EvalResult> {
+        let meta = &self.snapshot.cluster(self.id).metadata;
+        let field = |i: usize| match path.get(i) {
+            Some((Key::String(s), _)) => Some(&**s),
+            _ => None,
+        };
+        match (path.len(), field(0), field(1)) {
+            (2, Some("metadata"), Some("name")) => meta.name.as_deref().map(|n| Ok(Value::str(n))),
+            (3, Some("metadata"), Some("labels")) => {
+                let key = field(2)?;
+                let labels = meta.labels.as_ref()?;
+                Some(
+                    labels
+                        .get(key)
+                        .map(|v| Value::str(v))
+                        .ok_or_else(|| format!("no such key: {key}")),
+                )
+            }
+            _ => None,
+        }
+    }
+
+    fn root_scores(&self, resource: &str) -> EvalResult {
+        self.score_items(self.id, resource)
+    }
+
     fn scores(&self, target: &Value, resource: &str) -> EvalResult {
         let cluster_name = match target {
             Value::Map(m) => match m.get(&Key::String(Arc::from("metadata"))) {
@@ -130,10 +159,25 @@ impl Environment for ClusterActivation<'_> {
             },
             other => return Err(format!("no such overload: scores({}, string)", other.type_name())),
         };
+        match self.snapshot.cluster_id(&cluster_name) {
+            Some(id) => self.score_items(id, resource),
+            None => Err(format!(
+                "failed to get score: addonplacementscores.cluster.open-cluster-management.io \"{resource}\" not found"
+            )),
+        }
+    }
+}
+
+/// The keys of a score item, allocated once.
+static NAME_KEY: LazyLock<Key> = LazyLock::new(|| Key::String(Arc::from("name")));
+static VALUE_KEY: LazyLock<Key> = LazyLock::new(|| Key::String(Arc::from("value")));
+
+impl ClusterActivation<'_> {
+    /// The items of cluster `id`'s AddOnPlacementScore `resource` as CEL maps `{name, value}`.
+    fn score_items(&self, id: ClusterId, resource: &str) -> EvalResult {
         let score = self
             .snapshot
-            .cluster_id(&cluster_name)
-            .and_then(|id| self.snapshot.score_of(id, resource))
+            .score_of(id, resource)
             .ok_or_else(|| {
                 format!("failed to get score: addonplacementscores.cluster.open-cluster-management.io \"{resource}\" not found")
             })?;
@@ -143,8 +187,8 @@ impl Environment for ClusterActivation<'_> {
             .flat_map(|s| s.scores.iter())
             .map(|item| {
                 let mut m = BTreeMap::new();
-                m.insert(Key::String(Arc::from("name")), Value::str(&item.name));
-                m.insert(Key::String(Arc::from("value")), Value::Int(i64::from(item.value)));
+                m.insert(NAME_KEY.clone(), Value::str(&item.name));
+                m.insert(VALUE_KEY.clone(), Value::Int(i64::from(item.value)));
                 Value::Map(Arc::new(m))
             })
             .collect();
