@@ -126,13 +126,6 @@ pub enum Node {
     },
 }
 
-impl std::fmt::Debug for Overload {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let params: Vec<String> = self.params.iter().map(|p| p.to_string()).collect();
-        write!(f, "({}) -> {}", params.join(", "), self.result)
-    }
-}
-
 /// What the evaluator needs from its environment.
 pub trait Environment {
     /// The value of `managedCluster`.

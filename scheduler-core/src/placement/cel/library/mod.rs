@@ -38,6 +38,13 @@ pub struct Overload {
     pub imp: Impl,
 }
 
+impl std::fmt::Debug for Overload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let params: Vec<String> = self.params.iter().map(|p| p.to_string()).collect();
+        write!(f, "({}) -> {}", params.join(", "), self.result)
+    }
+}
+
 pub struct Function {
     pub name: &'static str,
     pub overloads: Vec<Overload>,

@@ -34,6 +34,9 @@ pub fn declare(lib: &mut Library) {
     lib.global("strings.quote", vec![String], String, quote);
 }
 
+/// The largest string `replace` builds (the cost budget's size in units).
+const MAX_RESULT_BYTES: usize = 10_000_000;
+
 fn out_of_range(i: i64) -> String {
     format!("index out of range: {i}")
 }
@@ -144,6 +147,20 @@ fn replace(a: &[Value]) -> EvalResult {
         _ => return Err(mismatch("replace", a)),
     };
     let limit = usize::try_from(n).unwrap_or(usize::MAX);
+    // The result can be the product of the inputs' sizes; refuse it before building it, so a
+    // hostile expression cannot exhaust memory before the cost budget sees the result.
+    let matches = if old.is_empty() {
+        s.chars().count() + 1
+    } else {
+        s.matches(&**old).count()
+    };
+    let growth = new
+        .len()
+        .saturating_sub(old.len())
+        .saturating_mul(matches.min(limit));
+    if s.len().saturating_add(growth) > MAX_RESULT_BYTES {
+        return Err(format!("replace: result larger than {MAX_RESULT_BYTES} bytes"));
+    }
     if old.is_empty() {
         let mut out = String::new();
         let mut done = 0usize;
@@ -635,5 +652,7 @@ mod tests {
         assert!(substring(&[s("abc"), Value::Int(2), Value::Int(1)]).is_err());
         let replaced = replace(&[s("aaa"), s(""), s("b")]).map(|v| format!("{v:?}"));
         assert_eq!(replaced, Ok(format!("{:?}", s("bababab"))));
+        let big = "x".repeat(5_000);
+        assert!(replace(&[s(&big), s(""), s(&big)]).is_err_and(|e| e.contains("larger than")));
     }
 }
