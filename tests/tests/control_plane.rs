@@ -5,46 +5,27 @@
 //! Each test starts its own control plane (about half a minute warm); the nextest group
 //! `control-plane` runs them one at a time.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
-use kube::core::GroupVersionKind;
-use kube::discovery::pinned_kind;
-use ocm_score_tests::control_plane::{ControlPlane, go_components};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use ocm_score_tests::control_plane::ControlPlane;
+use ocm_score_tests::control_plane::addon::{decided, kubectl_binary, workspace_dir};
 use scheduler_core::api::{
     AddOnPlacementScore, AddOnPlacementScoreItem, AddOnPlacementScoreStatus, ManifestWork, Placement,
 };
 use serde_json::{Value, json};
 
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// The `kubectl` a user has, else the one built with the control plane (same release as the server).
-fn kubectl() -> PathBuf {
-    let on_path = std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-        .map(|d| d.join("kubectl"))
-        .find(|p| p.is_file());
-    on_path.unwrap_or_else(|| {
-        go_components::ensure_built(&|l| eprintln!("{l}"))
-            .expect("Go components")
-            .bin("kubectl")
-    })
-}
-
 /// Runs kubectl against `kubeconfig`; returns (success, stdout, stderr).
 fn run_kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(kubectl())
+    let out = Command::new(kubectl_binary().expect("kubectl"))
         .arg("--kubeconfig")
         .arg(kubeconfig)
         .args(args)
-        .current_dir(workspace())
+        .current_dir(workspace_dir())
         .output()
         .expect("running kubectl");
     (
@@ -131,38 +112,6 @@ where
     }
 }
 
-async fn decided_clusters(client: &kube::Client, namespace: &str, placement: &str) -> Vec<String> {
-    let gvk = GroupVersionKind::gvk(
-        "cluster.open-cluster-management.io",
-        "v1beta1",
-        "PlacementDecision",
-    );
-    let (resource, _) = pinned_kind(client, &gvk)
-        .await
-        .expect("PlacementDecision is served");
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &resource);
-    let list = api
-        .list(&ListParams::default().labels(&format!(
-            "cluster.open-cluster-management.io/placement={placement}"
-        )))
-        .await
-        .expect("list decisions");
-    let mut clusters: Vec<String> = list
-        .items
-        .iter()
-        .flat_map(|d| {
-            d.data
-                .pointer("/status/decisions")
-                .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default()
-        })
-        .filter_map(|d| d["clusterName"].as_str().map(str::to_owned))
-        .collect();
-    clusters.sort();
-    clusters
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_api_server_accepts_our_objects_and_refuses_a_score_of_101() {
     let cp = start(1).await;
@@ -224,7 +173,7 @@ async fn real_api_server_accepts_our_objects_and_refuses_a_score_of_101() {
     .await
     .expect("namespace");
     let mut placements = 0;
-    for entry in std::fs::read_dir(workspace().join("manifests/examples")).expect("examples") {
+    for entry in std::fs::read_dir(workspace_dir().join("manifests/examples")).expect("examples") {
         let path = entry.expect("entry").path();
         let text = std::fs::read_to_string(&path).expect("read");
         for doc in serde_norway::Deserializer::from_str(&text) {
@@ -305,7 +254,7 @@ async fn ocm_placement_controller_decides_on_our_scores() {
     let first = eventually("OCM picks cluster2 (more free memory)", wait, || {
         let hub = hub.clone();
         async move {
-            let d = decided_clusters(&hub, "ocm-score-examples", "most-free-memory").await;
+            let d = decided(&hub, "ocm-score-examples", "most-free-memory").await;
             (d == ["cluster2"]).then_some(d)
         }
     })
@@ -325,14 +274,13 @@ async fn ocm_placement_controller_decides_on_our_scores() {
     eventually("the decision moves to cluster1", wait, || {
         let hub = hub.clone();
         async move {
-            (decided_clusters(&hub, "ocm-score-examples", "most-free-memory").await == ["cluster1"])
-                .then_some(())
+            (decided(&hub, "ocm-score-examples", "most-free-memory").await == ["cluster1"]).then_some(())
         }
     })
     .await;
 
     // Both clusters joined the `global` set the examples bind: the two-cluster Placement takes both.
-    let both = decided_clusters(&hub, "ocm-score-examples", "most-free-cpu").await;
+    let both = decided(&hub, "ocm-score-examples", "most-free-cpu").await;
     assert_eq!(both, ["cluster1", "cluster2"], "most-free-cpu wants two clusters");
 }
 

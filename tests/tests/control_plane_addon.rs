@@ -2,133 +2,29 @@
 //! our add-on manager running with exactly the identity those manifests give it, OCM's klusterlet
 //! registering the add-on (CSR approved by us, signed by kube-controller-manager), OCM's work
 //! agent deploying the agent, the agent run as its Deployment says with the certificate OCM issued,
-//! its scores published, and OCM's placement controller choosing by them as `simulate` predicts.
+//! its scores published, OCM's placement controller choosing by them as `simulate` predicts, a
+//! quiet minute beside OCM's own addon-manager, and removal.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Node, Pod, Secret};
-use kube::api::{Api, DynamicObject, ListParams, PostParams};
-use kube::core::GroupVersionKind;
-use kube::discovery::pinned_kind;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, DynamicObject, ListParams};
 use ocm_score_tests::control_plane::ControlPlane;
+use ocm_score_tests::control_plane::addon::{
+    ADDON, INSTALL_NAMESPACE, add_nodes, add_pod, agent_deployment, condition_true, decided, dynamic,
+    install_and_start_manager, kubectl, kubectl_binary, score, start_agent, workspace_binary,
+};
+use ocm_score_tests::control_plane::process::Component;
 use ocm_score_tests::support::TempDir;
-use serde_json::{Value, json};
+use serde_json::Value;
 
-const ADDON: &str = "resource-usage-collect";
-const INSTALL_NAMESPACE: &str = "open-cluster-management-agent-addon";
+const WAIT: Duration = Duration::from_secs(120);
 
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// A binary of the workspace, built (once, by cargo) if this test run did not build it already.
-fn workspace_binary(package: &str, name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary path");
-    // target/<profile>/deps/<test> -> target/<profile>/<name>
-    let profile_dir = exe.parent().and_then(Path::parent).expect("target dir");
-    let path = profile_dir.join(name);
-    if !path.is_file() {
-        let status = Command::new(env!("CARGO"))
-            .args(["build", "--quiet", "-p", package, "--bin", name])
-            .current_dir(workspace())
-            .status()
-            .expect("running cargo build");
-        assert!(status.success(), "cargo build -p {package} --bin {name} failed");
-    }
-    path
-}
-
-fn kubectl(kubeconfig: &Path, args: &[&str]) -> String {
-    let out = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .current_dir(workspace())
-        .output()
-        .expect("running kubectl");
-    assert!(
-        out.status.success(),
-        "kubectl {} failed:\n{}\n{}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// A child process that is killed when the test ends, whatever the outcome.
-struct Process {
-    child: std::sync::Mutex<Child>,
-    log: PathBuf,
-}
-
-impl Process {
-    fn spawn(program: &Path, args: &[String], env: &[(String, String)], log: PathBuf) -> Self {
-        let out = std::fs::File::create(&log).expect("log file");
-        let child = Command::new(program)
-            .args(args)
-            .envs(env.iter().cloned())
-            .env("NO_COLOR", "1")
-            .stdin(Stdio::null())
-            .stdout(out.try_clone().expect("log"))
-            .stderr(out)
-            .spawn()
-            .unwrap_or_else(|e| panic!("starting {}: {e}", program.display()));
-        Process {
-            child: std::sync::Mutex::new(child),
-            log,
-        }
-    }
-
-    /// The log tail, led by the exit status if the process has ended.
-    fn report(&self) -> String {
-        let status = self
-            .child
-            .lock()
-            .map(|mut c| c.try_wait().ok().flatten())
-            .ok()
-            .flatten();
-        match status {
-            Some(status) => format!("exited ({status}):\n{}", self.tail()),
-            _ => self.tail(),
-        }
-    }
-
-    fn tail(&self) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        lines[lines.len().saturating_sub(30)..].join("\n")
-    }
-
-    fn stop(&mut self) {
-        let Ok(child) = self.child.get_mut() else { return };
-        let _ = Command::new("kill")
-            .arg("-TERM")
-            .arg(child.id().to_string())
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = child.kill();
-        let _ = child.wait();
-    }
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
-async fn eventually<T, F, Fut>(what: &str, timeout: Duration, context: impl Fn() -> String, mut f: F) -> T
+/// Polls `f` until it gives a value; on timeout fails with `what` and `context()` (a log tail).
+async fn eventually<T, F, Fut>(what: &str, context: impl Fn() -> String, mut f: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
@@ -139,257 +35,28 @@ where
             return v;
         }
         assert!(
-            started.elapsed() < timeout,
-            "{what}: not within {timeout:?}\n{}",
+            started.elapsed() < WAIT,
+            "{what}: not within {WAIT:?}\n{}",
             context()
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
 
-async fn dynamic(
+async fn api(
     client: &kube::Client,
     group: &str,
     version: &str,
     kind: &str,
     ns: Option<&str>,
 ) -> Api<DynamicObject> {
-    let (resource, _) = pinned_kind(client, &GroupVersionKind::gvk(group, version, kind))
+    dynamic(client, group, version, kind, ns)
         .await
-        .expect("kind served");
-    match ns {
-        Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
-        None => Api::all_with(client.clone(), &resource),
-    }
+        .expect("kind served")
 }
 
-fn condition_true(object: &Value, kind: &str) -> bool {
-    object
-        .pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .is_some_and(|cs| cs.iter().any(|c| c["type"] == kind && c["status"] == "True"))
-}
-
-/// The Deployment's container, as OCM's work agent created it on the managed cluster.
-async fn agent_deployment(managed: &kube::Client) -> Option<Deployment> {
-    let api: Api<Deployment> = Api::namespaced(managed.clone(), INSTALL_NAMESPACE);
-    api.list(&ListParams::default())
-        .await
-        .ok()?
-        .items
-        .into_iter()
-        .next()
-}
-
-/// Nodes (no kubelet runs them; the API object is what the agent counts) and a pod bound to one.
-async fn add_capacity(managed: &kube::Client, cluster: &str, nodes: usize) {
-    let api: Api<Node> = Api::all(managed.clone());
-    for i in 0..nodes {
-        let node: Node = serde_json::from_value(json!({
-            "metadata": {"name": format!("{cluster}-node-{i}"), "labels": {"kubernetes.io/os": "linux"}},
-            "status": {
-                "capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"},
-                "allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"},
-                "conditions": [{"type": "Ready", "status": "True"}],
-            },
-        }))
-        .expect("node");
-        let created = api
-            .create(&PostParams::default(), &node)
-            .await
-            .expect("create node");
-        // Status is a subresource: create ignores it.
-        let status = json!({"status": node.status});
-        api.patch_status(
-            created.metadata.name.as_deref().unwrap_or_default(),
-            &kube::api::PatchParams::default(),
-            &kube::api::Patch::Merge(&status),
-        )
-        .await
-        .expect("node status");
-    }
-}
-
-/// One pod bound to `<cluster>-node-<node>` requesting `cpu` and `memory`.
-async fn load(managed: &kube::Client, cluster: &str, node: usize, cpu: &str, memory: &str) {
-    let ns: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(managed.clone());
-    let _ = ns
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": "load"}})).expect("ns"),
-        )
-        .await;
-    // kube-controller-manager creates `default` in the new namespace; pods need it.
-    let sas: Api<k8s_openapi::api::core::v1::ServiceAccount> = Api::namespaced(managed.clone(), "load");
-    for _ in 0..100 {
-        if sas.get_opt("default").await.ok().flatten().is_some() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    let pods: Api<Pod> = Api::namespaced(managed.clone(), "load");
-    let pod: Pod = serde_json::from_value(json!({
-        "metadata": {"generateName": "busy-"},
-        "spec": {
-            "nodeName": format!("{cluster}-node-{node}"),
-            "containers": [{"name": "c", "image": "busy", "resources": {"requests": {"cpu": cpu, "memory": memory}}}],
-        },
-    }))
-    .expect("pod");
-    pods.create(&PostParams::default(), &pod)
-        .await
-        .unwrap_or_else(|e| panic!("pod on {cluster}: {e}"));
-}
-
-async fn score_of(hub: &kube::Client, cluster: &str, name: &str) -> Option<i64> {
-    let scores = dynamic(
-        hub,
-        "cluster.open-cluster-management.io",
-        "v1alpha1",
-        "AddOnPlacementScore",
-        Some(cluster),
-    )
-    .await;
-    let s = scores.get_opt("resource-usage-score").await.ok().flatten()?;
-    s.data
-        .pointer("/status/scores")
-        .and_then(Value::as_array)?
-        .iter()
-        .find(|i| i["name"] == name)
-        .and_then(|i| i["value"].as_i64())
-}
-
-async fn decided(hub: &kube::Client, namespace: &str, placement: &str) -> Vec<String> {
-    let api = dynamic(
-        hub,
-        "cluster.open-cluster-management.io",
-        "v1beta1",
-        "PlacementDecision",
-        Some(namespace),
-    )
-    .await;
-    let list = api
-        .list(&ListParams::default().labels(&format!(
-            "cluster.open-cluster-management.io/placement={placement}"
-        )))
-        .await
-        .expect("decisions");
-    let mut out: Vec<String> = list
-        .items
-        .iter()
-        .flat_map(|d| {
-            d.data
-                .pointer("/status/decisions")
-                .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default()
-        })
-        .filter_map(|d| d["clusterName"].as_str().map(str::to_owned))
-        .collect();
-    out.sort();
-    out
-}
-
-/// Starts the agent of `cluster` exactly as its Deployment's container says: same args and env,
-/// the mounted hub-kubeconfig Secret copied to a directory, the in-cluster identity replaced by a
-/// token of the pod's ServiceAccount.
-async fn run_agent_like_its_deployment(cp: &ControlPlane, cluster: &str, dir: &Path) -> Process {
-    let managed = cp.cluster_client(cluster).await.expect("managed client");
-    let deployment = agent_deployment(&managed).await.expect("agent Deployment");
-    let pod = deployment.spec.expect("spec").template.spec.expect("pod spec");
-    let container = pod.containers.first().expect("container").clone();
-
-    // The Secret OCM's registration agent wrote, where the pod would mount it.
-    let agent_dir = dir.join(cluster);
-    let mount_dir = agent_dir.join("hub-kubeconfig");
-    std::fs::create_dir_all(&mount_dir).expect("dir");
-    let volume_mount = container
-        .volume_mounts
-        .as_ref()
-        .and_then(|m| m.iter().find(|m| m.name == "hub-kubeconfig"))
-        .expect("hub-kubeconfig mount")
-        .clone();
-    let secret_name = pod
-        .volumes
-        .as_ref()
-        .and_then(|vs| vs.iter().find(|v| v.name == volume_mount.name))
-        .and_then(|v| v.secret.as_ref())
-        .and_then(|s| s.secret_name.clone())
-        .expect("secret volume");
-    let secrets: Api<Secret> = Api::namespaced(managed.clone(), INSTALL_NAMESPACE);
-    let secret = secrets.get(&secret_name).await.expect("hub kubeconfig secret");
-    for (key, value) in secret.data.unwrap_or_default() {
-        let mut text = value.0;
-        if key == "kubeconfig" {
-            // The kubeconfig names its certificate files by their path in the pod.
-            text = String::from_utf8_lossy(&text)
-                .replace(&volume_mount.mount_path, &mount_dir.display().to_string())
-                .into_bytes();
-        }
-        std::fs::write(mount_dir.join(&key), text).expect("write secret key");
-    }
-
-    let managed_kubeconfig = agent_dir.join("managed.kubeconfig");
-    let sa = pod.service_account_name.clone().expect("service account");
-    cp.write_service_account_kubeconfig(
-        cluster,
-        INSTALL_NAMESPACE,
-        &sa,
-        Duration::from_secs(3600),
-        &managed_kubeconfig,
-    )
-    .await
-    .expect("agent's managed-cluster identity");
-
-    let args: Vec<String> = container
-        .args
-        .unwrap_or_default()
-        .into_iter()
-        .map(|a| a.replace(&volume_mount.mount_path, &mount_dir.display().to_string()))
-        .collect();
-    let mut env: Vec<(String, String)> = container
-        .env
-        .unwrap_or_default()
-        .into_iter()
-        .filter_map(|e| match (e.value, e.value_from) {
-            (Some(v), _) => Some((e.name, v)),
-            // The downward API, resolved as the kubelet would for a pod of this Deployment.
-            (None, Some(from)) => from.field_ref.map(|f| {
-                let value = match f.field_path.as_str() {
-                    "metadata.namespace" => INSTALL_NAMESPACE.to_owned(),
-                    "metadata.name" => format!("{ADDON}-agent-{cluster}"),
-                    "spec.nodeName" => format!("{cluster}-node-0"),
-                    other => panic!("unexpected fieldRef {other}"),
-                };
-                (e.name, value)
-            }),
-            _ => None,
-        })
-        .collect();
-    env.push(("KUBECONFIG".into(), managed_kubeconfig.display().to_string()));
-    env.push(("RUST_LOG".into(), "info,kube=warn".into()));
-    // The metrics port inside the pod is free there, not necessarily on this machine.
-    let metrics_port = ocm_score_tests::control_plane::free_port().expect("port");
-    let argv: Vec<String> = args
-        .into_iter()
-        .map(|a| {
-            if a.starts_with("--metrics-addr") {
-                format!("--metrics-addr=127.0.0.1:{metrics_port}")
-            } else {
-                a
-            }
-        })
-        .collect();
-    let program = workspace_binary(
-        "ocm-score-agent",
-        container
-            .command
-            .as_ref()
-            .and_then(|c| c.first())
-            .map(String::as_str)
-            .unwrap_or("ocm-score-agent"),
-    );
-    Process::spawn(&program, &argv, &env, agent_dir.join("agent.log"))
+fn run(kubeconfig: &Path, args: &[&str]) -> String {
+    kubectl(kubeconfig, args).unwrap_or_else(|e| panic!("{e}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -405,40 +72,16 @@ async fn installed_from_manifests_the_addon_registers_deploys_publishes_and_plac
     let hub = cp.hub_client().await.expect("hub client");
     let hub_kc = cp.hub_kubeconfig();
     let dir = TempDir::new("addon-real");
+    let clusters = ["cluster1", "cluster2"];
 
     // 1. The install a user runs; our add-on manager as that Deployment's container, with its
     //    ServiceAccount's token and nothing more.
-    kubectl(&hub_kc, &["apply", "-k", "manifests/hub"]);
-    let manager_kubeconfig = dir.path().join("addon-manager.kubeconfig");
-    cp.write_service_account_kubeconfig(
-        "hub",
-        "ocm-score",
-        "ocm-score-addon-manager",
-        Duration::from_secs(3600),
-        &manager_kubeconfig,
-    )
-    .await
-    .expect("the add-on manager's identity");
-    let deployments: Api<Deployment> = Api::namespaced(hub.clone(), "ocm-score");
-    let manager = deployments
-        .get("ocm-score-addon-manager")
+    let manager = install_and_start_manager(&cp, dir.path())
         .await
-        .expect("the Deployment was applied");
-    let container = manager.spec.expect("spec").template.spec.expect("pod").containers[0].clone();
-    let mut args: Vec<String> = container.args.unwrap_or_default();
-    args.retain(|a| !a.starts_with("--metrics-bind-address"));
-    args.push("--metrics-bind-address=127.0.0.1:0".into());
-    args.push(format!("--kubeconfig={}", manager_kubeconfig.display()));
-    let env = vec![
-        ("POD_NAMESPACE".to_owned(), "ocm-score".to_owned()),
-        ("POD_NAME".to_owned(), "ocm-score-addon-manager-0".to_owned()),
-        ("RUST_LOG".to_owned(), "info,kube=warn".to_owned()),
-    ];
-    let hub_binary = workspace_binary("ocm-score-hub", "ocm-score-hub");
-    let manager = Process::spawn(&hub_binary, &args, &env, dir.path().join("addon-manager.log"));
+        .expect("the add-on manager starts");
 
     // 2. The install strategy (Placement all-clusters over `global`) gives both clusters the add-on.
-    let mcas = dynamic(
+    let mcas = api(
         &hub,
         "addon.open-cluster-management.io",
         "v1alpha1",
@@ -446,12 +89,9 @@ async fn installed_from_manifests_the_addon_registers_deploys_publishes_and_plac
         None,
     )
     .await;
-    let wait = Duration::from_secs(120);
-    let clusters = ["cluster1", "cluster2"];
     eventually(
         "a ManagedClusterAddOn per cluster",
-        wait,
-        || manager.report(),
+        || manager.tail(),
         || {
             let mcas = mcas.clone();
             async move {
@@ -469,41 +109,38 @@ async fn installed_from_manifests_the_addon_registers_deploys_publishes_and_plac
     )
     .await;
 
-    // 3. OCM's registration agent asks for a certificate, we approve, kube-controller-manager signs,
-    //    and the agent's hub kubeconfig lands in the install namespace of each managed cluster.
+    // 3. OCM's registration agent asks for a certificate, we approve, kube-controller-manager
+    //    signs, and the agent's hub kubeconfig lands in the install namespace of each cluster.
     for cluster in clusters {
         let managed = cp.cluster_client(cluster).await.expect("managed client");
         let secrets: Api<Secret> = Api::namespaced(managed, INSTALL_NAMESPACE);
         let secret_name = format!("{ADDON}-hub-kubeconfig");
-        let secret = eventually(
-            &format!("{cluster}: {secret_name}"),
-            wait,
-            || {
-                format!(
-                    "{}\n--- klusterlet:\n{}",
-                    manager.tail(),
-                    cp.log_tail(&format!("{cluster}-klusterlet"), 20)
-                )
-            },
+        let context = || {
+            format!(
+                "{}\n--- klusterlet:\n{}",
+                manager.tail(),
+                cp.log_tail(&format!("{cluster}-klusterlet"), 20)
+            )
+        };
+        eventually(
+            &format!("{cluster}: {secret_name} with a certificate"),
+            context,
             || {
                 let secrets = secrets.clone();
                 let name = secret_name.clone();
                 async move {
-                    let s = secrets.get_opt(&name).await.ok().flatten()?;
-                    let data = s.data.clone()?;
-                    (data.contains_key("tls.crt") && data.contains_key("kubeconfig")).then_some(s)
+                    let data = secrets.get_opt(&name).await.ok().flatten()?.data?;
+                    let cert = String::from_utf8_lossy(&data.get("tls.crt")?.0).into_owned();
+                    (cert.contains("BEGIN CERTIFICATE") && data.contains_key("kubeconfig")).then_some(())
                 }
             },
         )
         .await;
-        // Signed by the hub's CA for the add-on's agent user.
-        let cert = String::from_utf8_lossy(&secret.data.expect("data")["tls.crt"].0).into_owned();
-        assert!(cert.contains("BEGIN CERTIFICATE"), "{cluster}: a certificate");
     }
 
     // 4. OCM's work agent applies our ManifestWork on each cluster.
     for cluster in clusters {
-        let works = dynamic(
+        let works = api(
             &hub,
             "work.open-cluster-management.io",
             "v1",
@@ -512,16 +149,18 @@ async fn installed_from_manifests_the_addon_registers_deploys_publishes_and_plac
         )
         .await;
         let work_name = format!("addon-{ADDON}-deploy-0");
+        let context = || cp.log_tail(&format!("{cluster}-klusterlet"), 20);
         eventually(
             &format!("{cluster}: {work_name} Applied and Available"),
-            wait,
-            || cp.log_tail(&format!("{cluster}-klusterlet"), 20),
+            context,
             || {
                 let works = works.clone();
                 let name = work_name.clone();
                 async move {
                     let w = works.get_opt(&name).await.ok().flatten()?;
-                    (condition_true(&w.data, "Applied") && condition_true(&w.data, "Available")).then_some(())
+                    let conditions = w.data.pointer("/status/conditions");
+                    (condition_true(conditions, "Applied") && condition_true(conditions, "Available"))
+                        .then_some(())
                 }
             },
         )
@@ -533,27 +172,26 @@ async fn installed_from_manifests_the_addon_registers_deploys_publishes_and_plac
         );
     }
 
-    // 5. Capacity to count, then each agent run as its Deployment says.
-    for (cluster, nodes) in [("cluster1", 2), ("cluster2", 2)] {
+    // 5. Capacity to count, then each agent run as its Deployment says; scores published.
+    for cluster in clusters {
         let managed = cp.cluster_client(cluster).await.expect("managed client");
-        add_capacity(&managed, cluster, nodes).await;
+        add_nodes(&managed, cluster, 2).await.expect("nodes");
     }
-    let mut agents = BTreeMap::new();
+    let mut agents: BTreeMap<&str, Component> = BTreeMap::new();
     for cluster in clusters {
         agents.insert(
             cluster,
-            run_agent_like_its_deployment(&cp, cluster, dir.path()).await,
+            start_agent(&cp, cluster, dir.path()).await.expect("agent starts"),
         );
     }
     for cluster in clusters {
         let agent = &agents[cluster];
         eventually(
             &format!("{cluster}: resource-usage-score published"),
-            wait,
-            || agent.report(),
+            || agent.tail(),
             || {
                 let hub = hub.clone();
-                async move { score_of(&hub, cluster, "cpuClusterAvailable").await }
+                async move { score(&hub, cluster, "cpuClusterAvailable").await }
             },
         )
         .await;
@@ -561,7 +199,7 @@ async fn installed_from_manifests_the_addon_registers_deploys_publishes_and_plac
 
     // The klusterlet's lease controller sees each agent's Lease: the add-on is Available.
     for cluster in clusters {
-        let mcas = dynamic(
+        let mcas = api(
             &hub,
             "addon.open-cluster-management.io",
             "v1alpha1",
@@ -571,13 +209,12 @@ async fn installed_from_manifests_the_addon_registers_deploys_publishes_and_plac
         .await;
         eventually(
             &format!("{cluster}: ManagedClusterAddOn Available"),
-            wait,
-            || agents[cluster].report(),
+            || agents[cluster].tail(),
             || {
                 let mcas = mcas.clone();
                 async move {
                     let m = mcas.get_opt(ADDON).await.ok().flatten()?;
-                    condition_true(&m.data, "Available").then_some(())
+                    condition_true(m.data.pointer("/status/conditions"), "Available").then_some(())
                 }
             },
         )
@@ -585,47 +222,26 @@ async fn installed_from_manifests_the_addon_registers_deploys_publishes_and_plac
     }
 
     // With cluster1's certificate, cluster2's namespace is out of reach.
-    let c1_kubeconfig = dir.path().join("cluster1/hub-kubeconfig/kubeconfig");
-    let out = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(&c1_kubeconfig)
-        .args([
-            "auth",
-            "can-i",
-            "patch",
-            "addonplacementscores/status",
-            "-n",
-            "cluster2",
-        ])
-        .output()
-        .expect("kubectl");
+    let c1_kubeconfig = dir.path().join("agent-cluster1/hub-kubeconfig/kubeconfig");
+    let can_i = |ns: &str| {
+        let out = Command::new(kubectl_binary().expect("kubectl"))
+            .arg("--kubeconfig")
+            .arg(&c1_kubeconfig)
+            .args(["auth", "can-i", "patch", "addonplacementscores/status", "-n", ns])
+            .output()
+            .expect("kubectl");
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    assert_eq!(can_i("cluster1"), "yes", "cluster1's agent writes its own score");
     assert_eq!(
-        String::from_utf8_lossy(&out.stdout).trim(),
+        can_i("cluster2"),
         "no",
         "cluster1's agent may not write cluster2's score"
     );
-    let out = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(&c1_kubeconfig)
-        .args([
-            "auth",
-            "can-i",
-            "patch",
-            "addonplacementscores/status",
-            "-n",
-            "cluster1",
-        ])
-        .output()
-        .expect("kubectl");
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout).trim(),
-        "yes",
-        "cluster1's agent writes its own score"
-    );
 
     // 6. A user's Placement on those scores: OCM decides by them.
-    kubectl(&hub_kc, &["apply", "-k", "manifests/examples"]);
-    let first = eventually("OCM decides most-free-memory", wait, String::new, || {
+    run(&hub_kc, &["apply", "-k", "manifests/examples"]);
+    let first = eventually("OCM decides most-free-memory", String::new, || {
         let hub = hub.clone();
         async move {
             let d = decided(&hub, "ocm-score-examples", "most-free-memory").await;
@@ -640,36 +256,37 @@ async fn installed_from_manifests_the_addon_registers_deploys_publishes_and_plac
         "cluster1"
     };
 
-    // 7. Load on the chosen cluster (every node 30 of 32 Gi requested): its memory score drops
+    // 7. Load on the chosen cluster (each node 30 of 32 Gi requested): its memory score drops
     //    below the other's, its agent publishes, and OCM moves the decision.
     let loaded = cp.cluster_client(&chosen).await.expect("client");
     for node in 0..2 {
-        load(&loaded, &chosen, node, "100m", "30Gi").await;
+        add_pod(&loaded, &chosen, node, "100m", "30Gi")
+            .await
+            .expect("pod");
     }
     let (low, high) = eventually(
         &format!("{chosen}'s memory score drops below {other}'s"),
-        wait,
-        || agents[chosen.as_str()].report(),
+        || agents[chosen.as_str()].tail(),
         || {
             let hub = hub.clone();
             let (chosen, other) = (chosen.clone(), other.to_owned());
             async move {
-                let low = score_of(&hub, &chosen, "memClusterAvailable").await?;
-                let high = score_of(&hub, &other, "memClusterAvailable").await?;
+                let low = score(&hub, &chosen, "memClusterAvailable").await?;
+                let high = score(&hub, &other, "memClusterAvailable").await?;
                 (low < high).then_some((low, high))
             }
         },
     )
     .await;
     eprintln!("memClusterAvailable after load: {chosen} {low} < {other} {high}");
-    eventually(&format!("OCM moves most-free-memory to {other}"), wait, String::new, || {
+    eventually(&format!("OCM moves most-free-memory to {other}"), String::new, || {
         let hub = hub.clone();
         async move { (decided(&hub, "ocm-score-examples", "most-free-memory").await == [other]).then_some(()) }
     })
     .await;
 
     // simulate, on a snapshot taken the way the README says, predicts every decision OCM made.
-    let snapshot = kubectl(
+    let snapshot = run(
         &hub_kc,
         &[
             "get",
@@ -681,7 +298,7 @@ async fn installed_from_manifests_the_addon_registers_deploys_publishes_and_plac
     );
     let snapshot_file = dir.path().join("snapshot.yaml");
     std::fs::write(&snapshot_file, &snapshot).expect("snapshot");
-    let out = Command::new(&hub_binary)
+    let out = Command::new(workspace_binary("ocm-score-hub", "ocm-score-hub").expect("ocm-score-hub"))
         .args(["simulate", "-f"])
         .arg(&snapshot_file)
         .args(["-o", "json"])
@@ -693,18 +310,13 @@ async fn installed_from_manifests_the_addon_registers_deploys_publishes_and_plac
         String::from_utf8_lossy(&out.stderr)
     );
     let simulated: Vec<Value> = serde_json::from_slice(&out.stdout).expect("simulate json");
-    for placement in [
-        "most-free-cpu",
-        "most-free-memory",
-        "cpu-steady",
-        "gpu",
-        "all-clusters",
+    for (ns, placement) in [
+        ("ocm-score-examples", "most-free-cpu"),
+        ("ocm-score-examples", "most-free-memory"),
+        ("ocm-score-examples", "cpu-steady"),
+        ("ocm-score-examples", "gpu"),
+        ("ocm-score", "all-clusters"),
     ] {
-        let ns = if placement == "all-clusters" {
-            "ocm-score"
-        } else {
-            "ocm-score-examples"
-        };
         let ocm = decided(&hub, ns, placement).await;
         let ours = simulated
             .iter()
@@ -741,13 +353,13 @@ async fn installed_from_manifests_the_addon_registers_deploys_publishes_and_plac
     assert!(
         changed.is_empty(),
         "written during a minute of steady state: {changed:?}\n{}",
-        manager.report()
+        manager.tail()
     );
 
     // 9. Removal: with a manual install strategy, deleting cluster2's add-on removes its work, the
     //    agent from cluster2, its hub RBAC and (once the agent is gone, as the kubelet would stop
     //    it) its score.
-    kubectl(
+    run(
         &hub_kc,
         &[
             "patch",
@@ -758,7 +370,7 @@ async fn installed_from_manifests_the_addon_registers_deploys_publishes_and_plac
             r#"{"spec":{"installStrategy":{"type":"Manual","placements":null}}}"#,
         ],
     );
-    kubectl(
+    run(
         &hub_kc,
         &[
             "delete",
@@ -772,7 +384,6 @@ async fn installed_from_manifests_the_addon_registers_deploys_publishes_and_plac
     let c2 = cp.cluster_client("cluster2").await.expect("client");
     eventually(
         "the agent leaves cluster2",
-        wait,
         || cp.log_tail("cluster2-klusterlet", 20),
         || {
             let c2 = c2.clone();
@@ -781,9 +392,10 @@ async fn installed_from_manifests_the_addon_registers_deploys_publishes_and_plac
     )
     .await;
     if let Some(mut agent) = agents.remove("cluster2") {
-        agent.stop();
+        agent.terminate();
+        agent.wait_or_kill(Duration::from_secs(10));
     }
-    let works = dynamic(
+    let works = api(
         &hub,
         "work.open-cluster-management.io",
         "v1",
@@ -794,8 +406,7 @@ async fn installed_from_manifests_the_addon_registers_deploys_publishes_and_plac
     let work_name = format!("addon-{ADDON}-deploy-0");
     eventually(
         "cluster2's ManifestWork goes",
-        wait,
-        || manager.report(),
+        || manager.tail(),
         || {
             let works = works.clone();
             let name = work_name.clone();
@@ -805,13 +416,12 @@ async fn installed_from_manifests_the_addon_registers_deploys_publishes_and_plac
     .await;
     eventually(
         "cluster2's score and hub RBAC go",
-        wait,
-        || manager.report(),
+        || manager.tail(),
         || {
             let hub = hub.clone();
             async move {
                 let versions = addon_object_versions(&hub, &["cluster2"]).await;
-                let score = score_of(&hub, "cluster2", "cpuClusterAvailable").await;
+                let score = score(&hub, "cluster2", "cpuClusterAvailable").await;
                 (versions.keys().all(|k| !k.contains("cluster2")) && score.is_none()).then_some(())
             }
         },
@@ -829,7 +439,7 @@ async fn addon_object_versions(hub: &kube::Client, clusters: &[&str]) -> BTreeMa
             out.insert(what, o.metadata.resource_version.unwrap_or_default());
         }
     };
-    let cma = dynamic(
+    let cma = api(
         hub,
         "addon.open-cluster-management.io",
         "v1alpha1",
@@ -841,7 +451,7 @@ async fn addon_object_versions(hub: &kube::Client, clusters: &[&str]) -> BTreeMa
         "ClusterManagementAddOn".into(),
         cma.get_opt(ADDON).await.ok().flatten(),
     );
-    let adc = dynamic(
+    let adc = api(
         hub,
         "addon.open-cluster-management.io",
         "v1alpha1",
@@ -854,7 +464,7 @@ async fn addon_object_versions(hub: &kube::Client, clusters: &[&str]) -> BTreeMa
         adc.get_opt(ADDON).await.ok().flatten(),
     );
     for cluster in clusters {
-        let mca = dynamic(
+        let mca = api(
             hub,
             "addon.open-cluster-management.io",
             "v1alpha1",
@@ -866,28 +476,14 @@ async fn addon_object_versions(hub: &kube::Client, clusters: &[&str]) -> BTreeMa
             format!("{cluster}/ManagedClusterAddOn"),
             mca.get_opt(ADDON).await.ok().flatten(),
         );
-        let works = dynamic(
-            hub,
-            "work.open-cluster-management.io",
-            "v1",
-            "ManifestWork",
-            Some(cluster),
-        )
-        .await;
-        for w in works
-            .list(&ListParams::default())
-            .await
-            .map(|l| l.items)
-            .unwrap_or_default()
-        {
-            let name = w.metadata.name.clone().unwrap_or_default();
-            if name.contains(ADDON) {
-                record(format!("{cluster}/ManifestWork/{name}"), Some(w));
-            }
-        }
-        for kind in ["Role", "RoleBinding"] {
-            let api = dynamic(hub, "rbac.authorization.k8s.io", "v1", kind, Some(cluster)).await;
-            for o in api
+        let named = [
+            ("work.open-cluster-management.io", "ManifestWork"),
+            ("rbac.authorization.k8s.io", "Role"),
+            ("rbac.authorization.k8s.io", "RoleBinding"),
+        ];
+        for (group, kind) in named {
+            let list = api(hub, group, "v1", kind, Some(cluster)).await;
+            for o in list
                 .list(&ListParams::default())
                 .await
                 .map(|l| l.items)

@@ -21,6 +21,7 @@
 //! Dropping a [`ControlPlane`] stops every process it started (SIGTERM, then SIGKILL) and removes
 //! its directory unless the caller chose one.
 
+pub mod addon;
 pub mod go_components;
 pub mod kube;
 pub mod ocm;

@@ -1,0 +1,450 @@
+//! Our add-on on a running [`ControlPlane`], the way a user installs it: `manifests/hub` applied with
+//! `kubectl`, the add-on manager run as that Deployment's container with its ServiceAccount's token,
+//! each agent run as the Deployment OCM's work agent created says. Shared by the end-to-end tests
+//! and `control-plane demo`.
+//!
+//! No kubelet runs here, so a Deployment never gets pods: [`start_agent`] plays the kubelet for the
+//! agent (same args and env, the mounted Secret copied to a directory, the pod's ServiceAccount as
+//! a token), and [`add_nodes`] / [`add_pod`] create the API objects the agent counts.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, Secret, ServiceAccount};
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::core::GroupVersionKind;
+use kube::discovery::pinned_kind;
+use serde_json::{Value, json};
+
+use super::process::{Component, Tier};
+use super::{ControlPlane, Error, free_port, go_components};
+
+/// The add-on's name in `manifests/hub` (drop-in for OCM's `resource-usage-collect`).
+pub const ADDON: &str = "resource-usage-collect";
+/// Where the agent runs on a managed cluster.
+pub const INSTALL_NAMESPACE: &str = "open-cluster-management-agent-addon";
+/// The namespace `manifests/hub` installs the add-on manager into.
+pub const HUB_NAMESPACE: &str = "ocm-score";
+
+/// The workspace root (manifests, examples).
+pub fn workspace_dir() -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    dir.canonicalize().unwrap_or(dir)
+}
+
+/// A binary of this workspace (`ocm-score-hub`, `ocm-score-agent`) in the target directory of the
+/// running executable, built with cargo first if it is not there.
+pub fn workspace_binary(package: &str, name: &str) -> Result<PathBuf, Error> {
+    let exe = std::env::current_exe().map_err(|source| Error::Io {
+        what: "locating this executable".into(),
+        source,
+    })?;
+    // target/<profile>/<exe> or target/<profile>/deps/<test exe>
+    let mut dir = exe.parent().map(Path::to_path_buf).unwrap_or_default();
+    if dir.ends_with("deps") {
+        dir.pop();
+    }
+    let path = dir.join(name);
+    if path.is_file() {
+        return Ok(path);
+    }
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = Command::new(cargo)
+        .args(["build", "--quiet", "-p", package, "--bin", name])
+        .current_dir(workspace_dir())
+        .status()
+        .map_err(|source| Error::Io {
+            what: format!("running cargo build -p {package}"),
+            source,
+        })?;
+    if !status.success() || !path.is_file() {
+        return Err(Error::Options(format!(
+            "cargo build -p {package} --bin {name} did not produce {}",
+            path.display()
+        )));
+    }
+    Ok(path)
+}
+
+/// The `kubectl` on `PATH`, else the one built with the control plane (same release as the servers).
+pub fn kubectl_binary() -> Result<PathBuf, Error> {
+    let on_path = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|d| d.join("kubectl"))
+        .find(|p| p.is_file());
+    match on_path {
+        Some(p) => Ok(p),
+        None => Ok(go_components::ensure_built(&|_| {})?.bin("kubectl")),
+    }
+}
+
+/// Runs `kubectl --kubeconfig <kubeconfig> <args>` in the workspace; its stdout, or an error with
+/// both outputs.
+pub fn kubectl(kubeconfig: &Path, args: &[&str]) -> Result<String, Error> {
+    let out = Command::new(kubectl_binary()?)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .current_dir(workspace_dir())
+        .output()
+        .map_err(|source| Error::Io {
+            what: "running kubectl".into(),
+            source,
+        })?;
+    if !out.status.success() {
+        return Err(Error::Options(format!(
+            "kubectl {} failed: {}{}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// A namespaced or cluster-scoped dynamic API for a kind, found by discovery.
+pub async fn dynamic(
+    client: &kube::Client,
+    group: &str,
+    version: &str,
+    kind: &str,
+    namespace: Option<&str>,
+) -> Result<Api<DynamicObject>, Error> {
+    let (resource, _) = pinned_kind(client, &GroupVersionKind::gvk(group, version, kind))
+        .await
+        .map_err(|source| Error::Kube {
+            what: format!("discovering {kind}"),
+            source,
+        })?;
+    Ok(match namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+        None => Api::all_with(client.clone(), &resource),
+    })
+}
+
+/// `kubectl apply -k manifests/hub`, then the add-on manager as the applied Deployment's container:
+/// its args (metrics on a free loopback port instead of the pod's), the downward-API env, and a
+/// token of its ServiceAccount, so it has exactly the RBAC the manifests grant.
+pub async fn install_and_start_manager(cp: &ControlPlane, dir: &Path) -> Result<Component, Error> {
+    kubectl(&cp.hub_kubeconfig(), &["apply", "-k", "manifests/hub"])?;
+    let kubeconfig = dir.join("addon-manager.kubeconfig");
+    cp.write_service_account_kubeconfig(
+        "hub",
+        HUB_NAMESPACE,
+        "ocm-score-addon-manager",
+        Duration::from_secs(4 * 3600),
+        &kubeconfig,
+    )
+    .await?;
+    let hub = cp.hub_client().await?;
+    let deployments: Api<Deployment> = Api::namespaced(hub, HUB_NAMESPACE);
+    let deployment = deployments
+        .get("ocm-score-addon-manager")
+        .await
+        .map_err(|source| Error::Kube {
+            what: "reading the add-on manager's Deployment".into(),
+            source,
+        })?;
+    let container = deployment
+        .spec
+        .and_then(|s| s.template.spec)
+        .and_then(|p| p.containers.into_iter().next())
+        .ok_or_else(|| Error::Options("the add-on manager's Deployment has no container".into()))?;
+    let mut args: Vec<String> = container.args.unwrap_or_default();
+    args.retain(|a| !a.starts_with("--metrics-bind-address"));
+    args.push(format!("--metrics-bind-address=127.0.0.1:{}", free_port()?));
+    args.push(format!("--kubeconfig={}", kubeconfig.display()));
+    let program = workspace_binary("ocm-score-hub", "ocm-score-hub")?;
+    Component::spawn(
+        "ocm-score-addon-manager",
+        Tier::Client,
+        &program,
+        &args,
+        &[
+            ("POD_NAMESPACE", HUB_NAMESPACE.to_owned()),
+            ("POD_NAME", "ocm-score-addon-manager-0".to_owned()),
+            ("RUST_LOG", "info,kube=warn".to_owned()),
+            ("NO_COLOR", "1".to_owned()),
+        ],
+        dir,
+    )
+}
+
+/// The agent Deployment OCM's work agent created on a managed cluster, if any.
+pub async fn agent_deployment(managed: &kube::Client) -> Option<Deployment> {
+    let api: Api<Deployment> = Api::namespaced(managed.clone(), INSTALL_NAMESPACE);
+    api.list(&ListParams::default())
+        .await
+        .ok()?
+        .items
+        .into_iter()
+        .next()
+}
+
+/// Plays the kubelet for the agent of `cluster`: runs `ocm-score-agent` with its Deployment's args
+/// and env, the hub-kubeconfig Secret copied where the args expect the mount, and a token of the
+/// pod's ServiceAccount as its managed-cluster identity.
+pub async fn start_agent(cp: &ControlPlane, cluster: &str, dir: &Path) -> Result<Component, Error> {
+    let managed = cp.cluster_client(cluster).await?;
+    let deployment = agent_deployment(&managed)
+        .await
+        .ok_or_else(|| Error::Options(format!("no agent Deployment on {cluster} yet")))?;
+    let pod = deployment
+        .spec
+        .and_then(|s| s.template.spec)
+        .ok_or_else(|| Error::Options("no pod template".into()))?;
+    let container = pod
+        .containers
+        .first()
+        .cloned()
+        .ok_or_else(|| Error::Options("no container".into()))?;
+
+    let agent_dir = dir.join(format!("agent-{cluster}"));
+    let mount_dir = agent_dir.join("hub-kubeconfig");
+    std::fs::create_dir_all(&mount_dir).map_err(|source| Error::Io {
+        what: format!("creating {}", mount_dir.display()),
+        source,
+    })?;
+    let mount = container
+        .volume_mounts
+        .as_ref()
+        .and_then(|m| m.iter().find(|m| m.name == "hub-kubeconfig"))
+        .cloned()
+        .ok_or_else(|| Error::Options("the agent container mounts no hub-kubeconfig".into()))?;
+    let secret_name = pod
+        .volumes
+        .as_ref()
+        .and_then(|vs| vs.iter().find(|v| v.name == mount.name))
+        .and_then(|v| v.secret.as_ref())
+        .and_then(|s| s.secret_name.clone())
+        .ok_or_else(|| Error::Options("the hub-kubeconfig volume is not a Secret".into()))?;
+    let secrets: Api<Secret> = Api::namespaced(managed.clone(), INSTALL_NAMESPACE);
+    let secret = secrets.get(&secret_name).await.map_err(|source| Error::Kube {
+        what: format!("reading Secret {secret_name} on {cluster}"),
+        source,
+    })?;
+    let mount_path = mount_dir.display().to_string();
+    for (key, value) in secret.data.unwrap_or_default() {
+        let mut bytes = value.0;
+        if key == "kubeconfig" {
+            // The kubeconfig names its certificate files by their path in the pod.
+            bytes = String::from_utf8_lossy(&bytes)
+                .replace(&mount.mount_path, &mount_path)
+                .into_bytes();
+        }
+        let file = mount_dir.join(&key);
+        std::fs::write(&file, bytes).map_err(|source| Error::Io {
+            what: format!("writing {}", file.display()),
+            source,
+        })?;
+    }
+
+    let managed_kubeconfig = agent_dir.join("managed.kubeconfig");
+    let sa = pod
+        .service_account_name
+        .clone()
+        .unwrap_or_else(|| "default".into());
+    cp.write_service_account_kubeconfig(
+        cluster,
+        INSTALL_NAMESPACE,
+        &sa,
+        Duration::from_secs(4 * 3600),
+        &managed_kubeconfig,
+    )
+    .await?;
+
+    let metrics_port = free_port()?;
+    let args: Vec<String> = container
+        .args
+        .unwrap_or_default()
+        .into_iter()
+        .map(|a| a.replace(&mount.mount_path, &mount_path))
+        // The pod's port is free in the pod, not necessarily on this machine.
+        .map(|a| {
+            if a.starts_with("--metrics-addr") {
+                format!("--metrics-addr=127.0.0.1:{metrics_port}")
+            } else {
+                a
+            }
+        })
+        .collect();
+    let mut env: Vec<(String, String)> = Vec::new();
+    for var in container.env.unwrap_or_default() {
+        let value = match (var.value, var.value_from.and_then(|f| f.field_ref)) {
+            (Some(v), _) => v,
+            // The downward API, as the kubelet resolves it for a pod of this Deployment.
+            (None, Some(field)) => match field.field_path.as_str() {
+                "metadata.namespace" => INSTALL_NAMESPACE.to_owned(),
+                "metadata.name" => format!("{ADDON}-agent-{cluster}"),
+                other => {
+                    return Err(Error::Options(format!(
+                        "the agent's env asks for fieldRef {other}, which this harness does not resolve"
+                    )));
+                }
+            },
+            (None, None) => continue,
+        };
+        env.push((var.name, value));
+    }
+    env.push(("KUBECONFIG".into(), managed_kubeconfig.display().to_string()));
+    env.push(("RUST_LOG".into(), "info,kube=warn".into()));
+    env.push(("NO_COLOR".into(), "1".into()));
+    let command = container
+        .command
+        .as_ref()
+        .and_then(|c| c.first())
+        .cloned()
+        .unwrap_or_else(|| "ocm-score-agent".into());
+    let program = workspace_binary("ocm-score-agent", &command)?;
+    let env_refs: Vec<(&str, String)> = env.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+    Component::spawn(
+        &format!("ocm-score-agent-{cluster}"),
+        Tier::Client,
+        &program,
+        &args,
+        &env_refs,
+        dir,
+    )
+}
+
+/// Creates `count` Ready nodes of 8 CPUs and 32 GiB on a managed cluster (API objects only).
+pub async fn add_nodes(managed: &kube::Client, cluster: &str, count: usize) -> Result<(), Error> {
+    let api: Api<Node> = Api::all(managed.clone());
+    let status = json!({"status": {
+        "capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"},
+        "allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"},
+        "conditions": [{"type": "Ready", "status": "True"}],
+    }});
+    for i in 0..count {
+        let name = format!("{cluster}-node-{i}");
+        let node: Node = serde_json::from_value(
+            json!({"metadata": {"name": name, "labels": {"kubernetes.io/os": "linux"}}}),
+        )
+        .map_err(|e| Error::Options(e.to_string()))?;
+        api.create(&PostParams::default(), &node)
+            .await
+            .map_err(|source| Error::Kube {
+                what: format!("creating node {name}"),
+                source,
+            })?;
+        // Status is a subresource: create ignores it.
+        api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+            .await
+            .map_err(|source| Error::Kube {
+                what: format!("node {name} status"),
+                source,
+            })?;
+    }
+    Ok(())
+}
+
+/// One pod in namespace `load`, bound to `<cluster>-node-<node>`, requesting `cpu` and `memory`.
+pub async fn add_pod(
+    managed: &kube::Client,
+    cluster: &str,
+    node: usize,
+    cpu: &str,
+    memory: &str,
+) -> Result<(), Error> {
+    let namespaces: Api<Namespace> = Api::all(managed.clone());
+    if namespaces.get_opt("load").await.ok().flatten().is_none() {
+        let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "load"}}))
+            .map_err(|e| Error::Options(e.to_string()))?;
+        namespaces
+            .create(&PostParams::default(), &ns)
+            .await
+            .map_err(|source| Error::Kube {
+                what: "creating namespace load".into(),
+                source,
+            })?;
+    }
+    // kube-controller-manager creates `default` in a new namespace; pods are refused until then.
+    let accounts: Api<ServiceAccount> = Api::namespaced(managed.clone(), "load");
+    for _ in 0..150 {
+        if accounts.get_opt("default").await.ok().flatten().is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let pods: Api<Pod> = Api::namespaced(managed.clone(), "load");
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"generateName": "busy-"},
+        "spec": {
+            "nodeName": format!("{cluster}-node-{node}"),
+            "containers": [{"name": "c", "image": "busy", "resources": {"requests": {"cpu": cpu, "memory": memory}}}],
+        },
+    }))
+    .map_err(|e| Error::Options(e.to_string()))?;
+    pods.create(&PostParams::default(), &pod)
+        .await
+        .map_err(|source| Error::Kube {
+            what: format!("creating a pod on {cluster}"),
+            source,
+        })?;
+    Ok(())
+}
+
+/// A published score of `resource-usage-score` in a cluster's namespace.
+pub async fn score(hub: &kube::Client, cluster: &str, name: &str) -> Option<i64> {
+    let api = dynamic(
+        hub,
+        "cluster.open-cluster-management.io",
+        "v1alpha1",
+        "AddOnPlacementScore",
+        Some(cluster),
+    )
+    .await
+    .ok()?;
+    let object = api.get_opt("resource-usage-score").await.ok().flatten()?;
+    object
+        .data
+        .pointer("/status/scores")
+        .and_then(Value::as_array)?
+        .iter()
+        .find(|s| s["name"] == name)
+        .and_then(|s| s["value"].as_i64())
+}
+
+/// The clusters OCM's PlacementDecisions list for a Placement, sorted.
+pub async fn decided(hub: &kube::Client, namespace: &str, placement: &str) -> Vec<String> {
+    let Ok(api) = dynamic(
+        hub,
+        "cluster.open-cluster-management.io",
+        "v1beta1",
+        "PlacementDecision",
+        Some(namespace),
+    )
+    .await
+    else {
+        return Vec::new();
+    };
+    let selector = format!("cluster.open-cluster-management.io/placement={placement}");
+    let items = api
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default();
+    let mut clusters: Vec<String> = items
+        .iter()
+        .flat_map(|d| {
+            d.data
+                .pointer("/status/decisions")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter_map(|d| d["clusterName"].as_str().map(str::to_owned))
+        .collect();
+    clusters.sort();
+    clusters
+}
+
+/// Whether a list of Kubernetes conditions holds `kind` with status True.
+pub fn condition_true(conditions: Option<&Value>, kind: &str) -> bool {
+    conditions
+        .and_then(Value::as_array)
+        .is_some_and(|cs| cs.iter().any(|c| c["type"] == kind && c["status"] == "True"))
+}
