@@ -12,6 +12,8 @@ use clap::{Parser, Subcommand};
 use ocm_score_tests::control_plane::{ControlPlane, go_components};
 use tokio::signal::unix::{SignalKind, signal};
 
+mod demo;
+
 #[derive(Parser, Debug)]
 #[command(
     about = "A real OCM control plane (kube-apiserver, etcd, kube-controller-manager, OCM hub and klusterlets) as local processes"
@@ -39,6 +41,13 @@ enum Command {
         /// Seconds start-up may take before it fails naming what it waited for.
         #[arg(long, default_value_t = 240)]
         timeout: u64,
+    },
+    /// Start a hub with two clusters, install the add-on from manifests/hub, load one cluster,
+    /// place the example Placements, print scores, OCM's decisions and simulate's explanation, stop.
+    Demo {
+        /// Keep kubeconfigs, logs and the snapshot here (default: a temp dir, removed at the end).
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
     },
 }
 
@@ -68,6 +77,16 @@ async fn run(args: Args) -> anyhow::Result<()> {
             println!("{}", components.root().display());
             print!("{}", components.versions());
             Ok(())
+        }
+        Command::Demo { dir } => {
+            let mut interrupt = signal(SignalKind::interrupt())?;
+            let mut terminate = signal(SignalKind::terminate())?;
+            // Whatever has started is dropped, and so stopped, when the demo ends or is interrupted.
+            tokio::select! {
+                outcome = demo::run(dir, &progress) => outcome,
+                _ = interrupt.recv() => anyhow::bail!("interrupted; stopped everything"),
+                _ = terminate.recv() => anyhow::bail!("terminated; stopped everything"),
+            }
         }
         Command::Up {
             dir,
