@@ -32,6 +32,32 @@ impl Drop for TempDir {
     }
 }
 
+/// Polls `check` every 300 ms until it gives a value; after `timeout` panics naming `what`, with
+/// `context()` (a log tail, say) to show why. For tests of real processes, whose timing is not ours.
+pub async fn eventually<T, F, Fut>(
+    what: &str,
+    timeout: std::time::Duration,
+    context: impl Fn() -> String,
+    mut check: F,
+) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let started = std::time::Instant::now();
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            started.elapsed() < timeout,
+            "{what}: not within {timeout:?}\n{}",
+            context()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    }
+}
+
 /// A parsed Prometheus text exposition, queried by metric name and a subset of labels.
 pub struct Exposition(prometheus_parse::Scrape);
 

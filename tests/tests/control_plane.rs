@@ -7,13 +7,14 @@
 
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use ocm_score_tests::control_plane::ControlPlane;
 use ocm_score_tests::control_plane::addon::{decided, kubectl_binary, workspace_dir};
+use ocm_score_tests::support::eventually;
 use scheduler_core::api::{
     AddOnPlacementScore, AddOnPlacementScoreItem, AddOnPlacementScoreStatus, ManifestWork, Placement,
 };
@@ -95,21 +96,6 @@ async fn publish(client: &kube::Client, score: &AddOnPlacementScore) {
     api.patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
         .await
         .expect("write score status");
-}
-
-async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let started = Instant::now();
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(started.elapsed() < timeout, "{what}: not within {timeout:?}");
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -251,7 +237,7 @@ async fn ocm_placement_controller_decides_on_our_scores() {
     .await;
 
     let wait = Duration::from_secs(120);
-    let first = eventually("OCM picks cluster2 (more free memory)", wait, || {
+    let first = eventually("OCM picks cluster2 (more free memory)", wait, String::new, || {
         let hub = hub.clone();
         async move {
             let d = decided(&hub, "ocm-score-examples", "most-free-memory").await;
@@ -271,7 +257,7 @@ async fn ocm_placement_controller_decides_on_our_scores() {
         ),
     )
     .await;
-    eventually("the decision moves to cluster1", wait, || {
+    eventually("the decision moves to cluster1", wait, String::new, || {
         let hub = hub.clone();
         async move {
             (decided(&hub, "ocm-score-examples", "most-free-memory").await == ["cluster1"]).then_some(())

@@ -8,39 +8,27 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DynamicObject, ListParams};
 use ocm_score_tests::control_plane::ControlPlane;
 use ocm_score_tests::control_plane::addon::{
     ADDON, INSTALL_NAMESPACE, add_nodes, add_pod, agent_deployment, condition_true, decided, dynamic,
-    install_and_start_manager, kubectl, kubectl_binary, score, start_agent, workspace_binary,
+    hub_snapshot, install_and_start_manager, kubectl, kubectl_binary, score, start_agent, workspace_binary,
 };
 use ocm_score_tests::control_plane::process::Component;
-use ocm_score_tests::support::TempDir;
+use ocm_score_tests::support::{TempDir, eventually};
 use serde_json::Value;
 
 const WAIT: Duration = Duration::from_secs(120);
 
-/// Polls `f` until it gives a value; on timeout fails with `what` and `context()` (a log tail).
-async fn eventually<T, F, Fut>(what: &str, context: impl Fn() -> String, mut f: F) -> T
+/// [`eventually`] with this test's patience.
+async fn wait_for<T, Fut>(what: &str, context: impl Fn() -> String, check: impl FnMut() -> Fut) -> T
 where
-    F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
 {
-    let started = Instant::now();
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(
-            started.elapsed() < WAIT,
-            "{what}: not within {WAIT:?}\n{}",
-            context()
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    eventually(what, WAIT, context, check).await
 }
 
 async fn api(
@@ -89,7 +77,7 @@ async fn installed_from_manifests_the_addon_registers_deploys_publishes_and_plac
         None,
     )
     .await;
-    eventually(
+    wait_for(
         "a ManagedClusterAddOn per cluster",
         || manager.tail(),
         || {
@@ -122,7 +110,7 @@ async fn installed_from_manifests_the_addon_registers_deploys_publishes_and_plac
                 cp.log_tail(&format!("{cluster}-klusterlet"), 20)
             )
         };
-        eventually(
+        wait_for(
             &format!("{cluster}: {secret_name} with a certificate"),
             context,
             || {
@@ -150,7 +138,7 @@ async fn installed_from_manifests_the_addon_registers_deploys_publishes_and_plac
         .await;
         let work_name = format!("addon-{ADDON}-deploy-0");
         let context = || cp.log_tail(&format!("{cluster}-klusterlet"), 20);
-        eventually(
+        wait_for(
             &format!("{cluster}: {work_name} Applied and Available"),
             context,
             || {
@@ -186,7 +174,7 @@ async fn installed_from_manifests_the_addon_registers_deploys_publishes_and_plac
     }
     for cluster in clusters {
         let agent = &agents[cluster];
-        eventually(
+        wait_for(
             &format!("{cluster}: resource-usage-score published"),
             || agent.tail(),
             || {
@@ -207,7 +195,7 @@ async fn installed_from_manifests_the_addon_registers_deploys_publishes_and_plac
             Some(cluster),
         )
         .await;
-        eventually(
+        wait_for(
             &format!("{cluster}: ManagedClusterAddOn Available"),
             || agents[cluster].tail(),
             || {
@@ -241,7 +229,7 @@ async fn installed_from_manifests_the_addon_registers_deploys_publishes_and_plac
 
     // 6. A user's Placement on those scores: OCM decides by them.
     run(&hub_kc, &["apply", "-k", "manifests/examples"]);
-    let first = eventually("OCM decides most-free-memory", String::new, || {
+    let first = wait_for("OCM decides most-free-memory", String::new, || {
         let hub = hub.clone();
         async move {
             let d = decided(&hub, "ocm-score-examples", "most-free-memory").await;
@@ -264,7 +252,7 @@ async fn installed_from_manifests_the_addon_registers_deploys_publishes_and_plac
             .await
             .expect("pod");
     }
-    let (low, high) = eventually(
+    let (low, high) = wait_for(
         &format!("{chosen}'s memory score drops below {other}'s"),
         || agents[chosen.as_str()].tail(),
         || {
@@ -279,23 +267,14 @@ async fn installed_from_manifests_the_addon_registers_deploys_publishes_and_plac
     )
     .await;
     eprintln!("memClusterAvailable after load: {chosen} {low} < {other} {high}");
-    eventually(&format!("OCM moves most-free-memory to {other}"), String::new, || {
+    wait_for(&format!("OCM moves most-free-memory to {other}"), String::new, || {
         let hub = hub.clone();
         async move { (decided(&hub, "ocm-score-examples", "most-free-memory").await == [other]).then_some(()) }
     })
     .await;
 
     // simulate, on a snapshot taken the way the README says, predicts every decision OCM made.
-    let snapshot = run(
-        &hub_kc,
-        &[
-            "get",
-            "managedclusters,managedclustersets,managedclustersetbindings,placements,placementdecisions,addonplacementscores",
-            "-A",
-            "-o",
-            "yaml",
-        ],
-    );
+    let snapshot = hub_snapshot(&hub_kc).expect("snapshot");
     let snapshot_file = dir.path().join("snapshot.yaml");
     std::fs::write(&snapshot_file, &snapshot).expect("snapshot");
     let out = Command::new(workspace_binary("ocm-score-hub", "ocm-score-hub").expect("ocm-score-hub"))
@@ -382,7 +361,7 @@ async fn installed_from_manifests_the_addon_registers_deploys_publishes_and_plac
         ],
     );
     let c2 = cp.cluster_client("cluster2").await.expect("client");
-    eventually(
+    wait_for(
         "the agent leaves cluster2",
         || cp.log_tail("cluster2-klusterlet", 20),
         || {
@@ -404,7 +383,7 @@ async fn installed_from_manifests_the_addon_registers_deploys_publishes_and_plac
     )
     .await;
     let work_name = format!("addon-{ADDON}-deploy-0");
-    eventually(
+    wait_for(
         "cluster2's ManifestWork goes",
         || manager.tail(),
         || {
@@ -414,7 +393,7 @@ async fn installed_from_manifests_the_addon_registers_deploys_publishes_and_plac
         },
     )
     .await;
-    eventually(
+    wait_for(
         "cluster2's score and hub RBAC go",
         || manager.tail(),
         || {

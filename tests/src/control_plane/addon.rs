@@ -173,6 +173,20 @@ pub async fn install_and_start_manager(cp: &ControlPlane, dir: &Path) -> Result<
     )
 }
 
+/// The hub snapshot `simulate -f` reads, taken with `kubectl get ... -A -o yaml` as the README says.
+pub fn hub_snapshot(hub_kubeconfig: &Path) -> Result<String, Error> {
+    kubectl(
+        hub_kubeconfig,
+        &[
+            "get",
+            "managedclusters,managedclustersets,managedclustersetbindings,placements,placementdecisions,addonplacementscores",
+            "-A",
+            "-o",
+            "yaml",
+        ],
+    )
+}
+
 /// The agent Deployment OCM's work agent created on a managed cluster, if any.
 pub async fn agent_deployment(managed: &kube::Client) -> Option<Deployment> {
     let api: Api<Deployment> = Api::namespaced(managed.clone(), INSTALL_NAMESPACE);

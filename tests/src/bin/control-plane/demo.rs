@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use ocm_score_tests::control_plane::ControlPlane;
 use ocm_score_tests::control_plane::addon::{
-    ADDON, add_nodes, add_pod, agent_deployment, decided, install_and_start_manager, kubectl, score,
-    start_agent, workspace_binary,
+    ADDON, add_nodes, add_pod, agent_deployment, decided, hub_snapshot, install_and_start_manager, kubectl,
+    score, start_agent, workspace_binary,
 };
 use ocm_score_tests::support::TempDir;
 
@@ -125,16 +125,7 @@ pub async fn run(dir: Option<PathBuf>, progress: &dyn Fn(&str)) -> anyhow::Resul
     println!("\nOCM's placement controller: most-free-memory -> {after:?} (was {before:?})");
 
     // simulate on a snapshot taken the way the README says: the same choice, and why.
-    let snapshot = kubectl(
-        &hub_kc,
-        &[
-            "get",
-            "managedclusters,managedclustersets,managedclustersetbindings,placements,placementdecisions,addonplacementscores",
-            "-A",
-            "-o",
-            "yaml",
-        ],
-    )?;
+    let snapshot = hub_snapshot(&hub_kc)?;
     let snapshot_file = dir.join("snapshot.yaml");
     std::fs::write(&snapshot_file, snapshot)
         .with_context(|| format!("writing {}", snapshot_file.display()))?;
