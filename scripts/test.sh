@@ -76,7 +76,7 @@ install_go() {
 }
 
 build_control_plane() {
-  cargo run --quiet --locked -p ocm-score-tests --bin control-plane -- build
+  cargo run --locked -p ocm-score-tests --bin control-plane -- build
 }
 
 started=$(date +%s)
