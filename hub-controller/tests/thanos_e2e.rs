@@ -356,11 +356,13 @@ async fn failing_queries_publish_nothing_and_the_scorer_keeps_running() {
 
     // The API recovers with new values: published at once, with a fresh validUntil.
     fake.set(FakeMode::Vector(samples(&[("a", 5.0), ("b", 1.0)])));
+    // One write per cluster: wait for both, not for a and then look at b.
     eventually("recovered scores", || {
-        (scores_of(&hub, "a", SCORE)? == pairs(&[("load", -100)])).then_some(())
+        (scores_of(&hub, "a", SCORE)? == pairs(&[("load", -100)])
+            && scores_of(&hub, "b", SCORE)? == pairs(&[("load", 100)]))
+        .then_some(())
     })
     .await;
-    assert_eq!(scores_of(&hub, "b", SCORE), Some(pairs(&[("load", 100)])));
     assert!(valid_until(&hub, "a").is_some_and(|t| t > Timestamp::now()));
     assert_eq!(scorer.terminate().await, Some(0));
 }
