@@ -123,8 +123,33 @@ pub fn ensure_built(progress: &dyn Fn(&str)) -> Result<Components, Error> {
         started.elapsed().as_secs_f64(),
         root.display()
     ));
+    remove_other_builds(&cache, &hash[..16]);
     drop(lock);
     Ok(components)
+}
+
+/// Each build is about 700 MiB: keep only the one just made (a running process keeps using files
+/// it has open, so an older control plane still running is not disturbed).
+fn remove_other_builds(cache: &Path, keep: &str) {
+    let Ok(entries) = std::fs::read_dir(cache) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let build = name
+            .strip_prefix("build-")
+            .and_then(|n| n.strip_suffix(".log"))
+            .unwrap_or(&name);
+        let is_build = build.len() == 16 && build.chars().all(|c| c.is_ascii_hexdigit());
+        if is_build && build != keep {
+            let path = entry.path();
+            let _ = if path.is_dir() {
+                std::fs::remove_dir_all(&path)
+            } else {
+                std::fs::remove_file(&path)
+            };
+        }
+    }
 }
 
 /// `target/control-plane`, honouring `CARGO_TARGET_DIR` as cargo does.
@@ -419,4 +444,44 @@ fn collect_files(base: &Path, dir: &Path, out: &mut Vec<String>) -> Result<(), E
 
 fn io(what: String, source: std::io::Error) -> Error {
     Error::Io { what, source }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::support::TempDir;
+
+    #[test]
+    fn only_the_kept_build_and_its_log_remain() {
+        let dir = TempDir::new("go-cache");
+        let keep = "0123456789abcdef";
+        let old = "fedcba9876543210";
+        for d in [keep, old, "not-a-build", "0123456789abcdef.partial-7"] {
+            std::fs::create_dir_all(dir.path().join(d).join("bin")).expect("dir");
+        }
+        for f in [
+            format!("build-{keep}.log"),
+            format!("build-{old}.log"),
+            "build.lock".into(),
+        ] {
+            std::fs::write(dir.path().join(f), "x").expect("file");
+        }
+        remove_other_builds(dir.path(), keep);
+        let mut left: Vec<String> = std::fs::read_dir(dir.path())
+            .expect("read")
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(
+            left,
+            [
+                "0123456789abcdef",
+                "0123456789abcdef.partial-7",
+                "build-0123456789abcdef.log",
+                "build.lock",
+                "not-a-build"
+            ]
+        );
+    }
 }
