@@ -2,8 +2,8 @@
 # Both binaries (ocm-score-agent, ocm-score-hub), statically linked against musl, in a distroless
 # image that runs as a non-root user. The Deployments choose the binary with `command`.
 #
-#   docker build -t ocm-score:0.1.0 .
-#   docker run --rm ocm-score:0.1.0 ocm-score-agent once --source host
+#   docker build -t localhost/ocm-score:0.1.0 .     (the name manifests/hub/kustomization.yaml uses)
+#   docker run --rm localhost/ocm-score:0.1.0 ocm-score-agent once --source host
 
 FROM rust:1.95-bookworm AS build
 RUN apt-get update \

@@ -10,7 +10,8 @@ set -euo pipefail
 
 HUB=ocm-score-hub
 CLUSTERS=(cluster1 cluster2)
-IMAGE=ocm-score:0.1.0
+# The reference manifests/hub/kustomization.yaml ships; kind loads it into every node.
+IMAGE=localhost/ocm-score:0.1.0
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 say() { printf '\n==> %s\n' "$*"; }

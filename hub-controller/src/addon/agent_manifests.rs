@@ -42,9 +42,6 @@ pub struct RenderInput<'a> {
     pub config: &'a AgentConfig,
 }
 
-/// Non-root user and group of the agent container (the distroless "nonroot" ids).
-const AGENT_UID: i64 = 65532;
-
 /// Renders the agent's manifests, each a complete object with apiVersion and kind.
 pub fn render(input: &RenderInput<'_>) -> Result<Vec<Value>, serde_json::Error> {
     let mut out = vec![
@@ -276,10 +273,10 @@ fn deployment(input: &RenderInput<'_>) -> Deployment {
                 spec: Some(PodSpec {
                     service_account_name: Some(name),
                     containers: vec![container],
+                    // Non-root, as the image's numeric USER; no fixed ids: OpenShift's restricted
+                    // SCC assigns each namespace its own range and refuses pods that pin one.
                     security_context: Some(PodSecurityContext {
                         run_as_non_root: Some(true),
-                        run_as_user: Some(AGENT_UID),
-                        run_as_group: Some(AGENT_UID),
                         seccomp_profile: Some(SeccompProfile {
                             type_: "RuntimeDefault".into(),
                             localhost_profile: None,
@@ -395,6 +392,12 @@ mod tests {
         let pod = &dep["spec"]["template"]["spec"];
         let container = &pod["containers"][0];
         assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+        for context in [&pod["securityContext"], &container["securityContext"]] {
+            assert!(
+                context.get("runAsUser").is_none() && context.get("runAsGroup").is_none(),
+                "no fixed ids (OpenShift's restricted SCC refuses them): {context}"
+            );
+        }
         assert_eq!(container["securityContext"]["readOnlyRootFilesystem"], true);
         assert_eq!(container["securityContext"]["allowPrivilegeEscalation"], false);
         assert_eq!(container["securityContext"]["capabilities"]["drop"][0], "ALL");

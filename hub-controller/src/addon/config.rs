@@ -19,7 +19,8 @@ pub struct AddonManagerArgs {
     #[arg(long, env = "ADDON_NAME", default_value = names::DEFAULT_ADDON_NAME, value_parser = parse_dns_label)]
     pub addon_name: String,
 
-    /// Image of the agent deployed to every managed cluster (AddOnDeploymentConfig registries may rewrite it).
+    /// Image of the agent deployed to every managed cluster, with its registry (`quay.io/org/ocm-score:0.1.0`);
+    /// AddOnDeploymentConfig registries may rewrite it.
     #[arg(long, env = "AGENT_IMAGE")]
     pub agent_image: String,
 
@@ -136,6 +137,21 @@ impl AddonManagerArgs {
     }
 }
 
+/// Why an image reference may not be pulled the same way on every managed cluster, if it may not: a
+/// short name (no registry host) is resolved by each container runtime its own way (containerd
+/// prepends `docker.io/`, CRI-O in enforcing mode refuses it).
+pub fn short_image_name(image: &str) -> Option<String> {
+    let first = image.split_once('/').map(|(first, _)| first);
+    let has_registry =
+        first.is_some_and(|host| host.contains('.') || host.contains(':') || host == "localhost");
+    (!has_registry).then(|| {
+        format!(
+            "--agent-image={image:?} names no registry; container runtimes resolve short names \
+             differently (CRI-O may refuse them): give the full reference, e.g. quay.io/org/{image}"
+        )
+    })
+}
+
 fn parse_dns_label(value: &str) -> Result<String, String> {
     let ok = !value.is_empty()
         && value.len() <= 63
@@ -242,6 +258,25 @@ mod tests {
                 .expect_err("retry >= lease")
                 .contains("--leader-election-retry-period")
         );
+    }
+
+    #[test]
+    fn short_image_names_are_told_apart_from_full_references() {
+        for full in [
+            "quay.io/o/ocm-score:0.1.0",
+            "localhost/ocm-score:0.1.0",
+            "registry:5000/ocm-score",
+            "docker.io/library/ocm-score@sha256:0123",
+        ] {
+            assert_eq!(short_image_name(full), None, "{full}");
+        }
+        for short in ["ocm-score:0.1.0", "org/ocm-score:0.1.0", "ocm-score"] {
+            let warning = short_image_name(short).expect(short);
+            assert!(
+                warning.contains(short) && warning.contains("registry"),
+                "{warning}"
+            );
+        }
     }
 
     #[test]

@@ -63,6 +63,9 @@ pub async fn run(args: AddonManagerArgs) -> ExitCode {
         eprintln!("error: invalid configuration: {message}");
         return ExitCode::from(EXIT_CONFIG);
     }
+    if let Some(warning) = super::config::short_image_name(&args.agent_image) {
+        tracing::warn!("{warning}");
+    }
     let settings = args.settings();
     let client = match hub_client(&args).await {
         Ok(client) => client,

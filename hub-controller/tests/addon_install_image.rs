@@ -1,0 +1,115 @@
+//! The hub install as `kubectl apply -k manifests/hub` builds it: the image is a fully qualified
+//! reference, it is set in one place (`images:` in the kustomization) and the agent's image follows
+//! the controller's; no pod pins a user or group id (OpenShift's restricted SCC refuses that).
+//!
+//! Built with the `kubectl` of the real control plane's Go components (its embedded kustomize), so
+//! what is checked is what a user's `kubectl apply -k` sends.
+
+use clap::Parser;
+use ocm_score_hub::addon::AddonManagerArgs;
+use ocm_score_hub::addon::config::short_image_name;
+use ocm_score_tests::control_plane::go_components;
+use ocm_score_tests::support::TempDir;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+#[derive(Parser, Debug)]
+struct AddonManagerCommand {
+    #[command(flatten)]
+    args: AddonManagerArgs,
+}
+
+fn hub_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifests/hub")
+}
+
+/// `kubectl kustomize DIR`, as objects.
+fn kustomize(dir: &Path) -> Vec<Value> {
+    let components = go_components::ensure_built(&|line| eprintln!("{line}"))
+        .unwrap_or_else(|e| panic!("the control plane's kubectl: {e}"));
+    let out = Command::new(components.bin("kubectl"))
+        .arg("kustomize")
+        .arg(dir)
+        .output()
+        .expect("running kubectl kustomize");
+    assert!(
+        out.status.success(),
+        "kubectl kustomize {}: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    ocm_score_tests::apiserver::parse_objects("kustomize output", &text).expect("YAML objects")
+}
+
+/// The controller's image and its parsed command line, from the built Deployment.
+fn controller(objects: &[Value]) -> (String, AddonManagerArgs) {
+    let deployment = objects
+        .iter()
+        .find(|o| o["kind"] == "Deployment" && o["metadata"]["name"] == "ocm-score-addon-manager")
+        .expect("the controller's Deployment");
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    let args: Vec<&str> = container["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(args.first(), Some(&"addon-manager"));
+    let parsed = AddonManagerCommand::try_parse_from(
+        std::iter::once("ocm-score-hub").chain(args[1..].iter().copied()),
+    )
+    .unwrap_or_else(|e| panic!("the built Deployment's args do not parse: {e}"));
+    parsed.args.validate().expect("valid flags");
+    let image = container["image"].as_str().expect("an image").to_owned();
+    (image, parsed.args)
+}
+
+#[test]
+fn the_shipped_image_is_fully_qualified_and_the_agent_runs_the_same() {
+    let objects = kustomize(&hub_dir());
+    let (image, args) = controller(&objects);
+    assert_eq!(image, "localhost/ocm-score:0.1.0");
+    assert_eq!(short_image_name(&image), None, "{image} names its registry");
+    assert_eq!(args.agent_image, image, "one image holds both binaries");
+    for deployment in objects.iter().filter(|o| o["kind"] == "Deployment") {
+        let pod = &deployment["spec"]["template"]["spec"];
+        let contexts = std::iter::once(&pod["securityContext"]).chain(
+            pod["containers"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|c| &c["securityContext"]),
+        );
+        for context in contexts {
+            assert!(
+                context.get("runAsUser").is_none() && context.get("runAsGroup").is_none(),
+                "{}: a fixed id in {context}",
+                deployment["metadata"]["name"]
+            );
+        }
+        assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    }
+}
+
+#[test]
+fn setting_the_image_in_the_kustomization_moves_the_agent_image_too() {
+    let dir = TempDir::new("hub-kustomization");
+    for entry in std::fs::read_dir(hub_dir()).expect("manifests/hub") {
+        let path = entry.expect("entry").path();
+        std::fs::copy(&path, dir.path().join(path.file_name().expect("a name"))).expect("copy");
+    }
+    let file = dir.path().join("kustomization.yaml");
+    let mut kustomization: Value =
+        serde_norway::from_str(&std::fs::read_to_string(&file).expect("read")).expect("YAML");
+    let images = kustomization["images"].as_array_mut().expect("an images: list");
+    assert_eq!(images.len(), 1, "one image reference to set");
+    images[0]["newName"] = "quay.io/someone/ocm-score".into();
+    images[0]["newTag"] = "1.2.3".into();
+    std::fs::write(&file, serde_norway::to_string(&kustomization).expect("YAML")).expect("write");
+
+    let (image, args) = controller(&kustomize(dir.path()));
+    assert_eq!(image, "quay.io/someone/ocm-score:1.2.3");
+    assert_eq!(args.agent_image, image);
+}
