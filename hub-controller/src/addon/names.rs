@@ -32,6 +32,8 @@ pub const ADDON_DEPLOYMENT_CONFIG_RESOURCE: &str = "addondeploymentconfigs";
 
 /// Requester of CSRs that the OCM gRPC server creates on a cluster's behalf.
 pub const GRPC_SERVER_REQUESTER: &str = "system:serviceaccount:open-cluster-management-hub:grpc-server-sa";
+/// On a CSR the OCM gRPC server created: the user it authenticated, who asked for the CSR.
+pub const CSR_USER_ANNOTATION: &str = "open-cluster-management.io/csr-user";
 
 /// Name of the (only) deploy ManifestWork: our manifests always fit in one.
 pub fn deploy_work_name(addon: &str) -> String {

@@ -4,7 +4,9 @@
 //! with the cluster and add-on names. We approve it only when every identity in it points at the same
 //! cluster: the labels, the requester (the klusterlet's own hub identity) and the certificate subject.
 //! A request that claims one cluster while coming from another is forged and is denied, so it cannot
-//! linger and be approved by mistake later.
+//! linger and be approved by mistake later. A klusterlet that registers through OCM's gRPC server
+//! does not create its CSR itself: the server's account does, and names the klusterlet in an
+//! annotation, which counts only on CSRs that account created.
 
 pub mod request;
 
@@ -18,6 +20,9 @@ pub struct CsrFacts<'a> {
     pub signer_name: &'a str,
     /// `spec.username`: who created the CSR, as authenticated by the API server.
     pub requester: &'a str,
+    /// The `open-cluster-management.io/csr-user` annotation: who asked the OCM gRPC server for the
+    /// CSR. Trusted only when the requester is that server's own account.
+    pub grpc_user: Option<&'a str>,
     /// `spec.request`: the PEM-encoded PKCS#10 request.
     pub request: &'a [u8],
     pub addon_label: Option<&'a str>,
@@ -55,18 +60,26 @@ pub fn decide(addon: &str, csr: &CsrFacts<'_>) -> Decision {
     let Some(cluster) = csr.cluster_label.filter(|c| !c.is_empty()) else {
         return Decision::Skip(format!("no {} label", names::CLUSTER_NAME_LABEL));
     };
-    if csr.requester == names::GRPC_SERVER_REQUESTER {
-        // The gRPC server forwards requests for the klusterlet; the original requester is not
-        // checkable from the CSR alone, so a person decides.
-        return Decision::Skip("created through the OCM gRPC server".into());
-    }
-    if !csr
-        .requester
-        .starts_with(&names::cluster_requester_prefix(cluster))
-    {
+    // The OCM gRPC server creates CSRs for the klusterlets it serves and names, in an annotation, the
+    // klusterlet it authenticated. Only that server's account can make the API server record it as
+    // the requester, so only then does the annotation speak for the requester; anyone else's
+    // annotation is ignored.
+    let (requester, via) = if csr.requester == names::GRPC_SERVER_REQUESTER {
+        match csr.grpc_user.filter(|u| !u.is_empty()) {
+            Some(user) => (user, " (through the OCM gRPC server)"),
+            None => {
+                return Decision::Skip(format!(
+                    "created through the OCM gRPC server without the {} annotation",
+                    names::CSR_USER_ANNOTATION
+                ));
+            }
+        }
+    } else {
+        (csr.requester, "")
+    };
+    if !requester.starts_with(&names::cluster_requester_prefix(cluster)) {
         return Decision::Deny(format!(
-            "requester {:?} is not a klusterlet of cluster {cluster:?}",
-            csr.requester
+            "requester {requester:?}{via} is not a klusterlet of cluster {cluster:?}"
         ));
     }
     if !csr.cluster_has_addon {
@@ -138,6 +151,7 @@ mod tests {
             name: "addon-prod-resource-usage-collect-abcde",
             signer_name: names::KUBE_APISERVER_CLIENT_SIGNER,
             requester,
+            grpc_user: None,
             request: pem,
             addon_label: Some(ADDON),
             cluster_label: Some(cluster),
@@ -168,6 +182,31 @@ mod tests {
             ),
             Decision::Approve
         );
+    }
+
+    #[test]
+    fn through_the_grpc_server_the_annotated_klusterlet_is_the_requester() {
+        let pem = csr_pem(&subject("prod"));
+        let through = |user: &'static str| CsrFacts {
+            grpc_user: Some(user),
+            ..facts("prod", names::GRPC_SERVER_REQUESTER, &pem)
+        };
+        assert_eq!(
+            decide(ADDON, &through("system:open-cluster-management:prod:x7k2p")),
+            Decision::Approve
+        );
+        let d = decide(ADDON, &through("system:open-cluster-management:prod-2:x7k2p"));
+        assert!(
+            matches!(&d, Decision::Deny(m) if m.contains("prod-2") && m.contains("gRPC")),
+            "{d:?}"
+        );
+        // The annotation of anyone but the gRPC server's account counts for nothing.
+        let claimed = CsrFacts {
+            grpc_user: Some("system:open-cluster-management:prod:x7k2p"),
+            ..facts("prod", "system:serviceaccount:default:mallory", &pem)
+        };
+        let d = decide(ADDON, &claimed);
+        assert!(matches!(&d, Decision::Deny(m) if m.contains("mallory")), "{d:?}");
     }
 
     #[test]
@@ -251,6 +290,11 @@ mod tests {
             },
             CsrFacts {
                 requester: names::GRPC_SERVER_REQUESTER,
+                ..base.clone()
+            },
+            CsrFacts {
+                requester: names::GRPC_SERVER_REQUESTER,
+                grpc_user: Some(""),
                 ..base.clone()
             },
         ];

@@ -66,6 +66,10 @@ async fn reconcile_inner(csr: Arc<CertificateSigningRequest>, ctx: Arc<Context>)
         name: &name,
         signer_name: &csr.spec.signer_name,
         requester: csr.spec.username.as_deref().unwrap_or_default(),
+        grpc_user: csr
+            .annotations()
+            .get(names::CSR_USER_ANNOTATION)
+            .map(String::as_str),
         request: &csr.spec.request.0,
         addon_label: labels.get(names::ADDON_NAME_LABEL).map(String::as_str),
         cluster_label,
