@@ -377,7 +377,8 @@ fn addon_manager_needs() -> BTreeSet<Permission> {
         &["get", "list", "watch"],
         "*",
     );
-    // Install strategy (create/delete), finalizer and adoption (patch), conflict re-reads (get).
+    // Install strategy (create/delete), adoption and the legacy finalizer's removal (patch), conflict
+    // re-reads (get).
     add(
         "cluster",
         addon,
@@ -388,7 +389,7 @@ fn addon_manager_needs() -> BTreeSet<Permission> {
     add(
         "cluster",
         addon,
-        &["managedclusteraddons/status"],
+        &["managedclusteraddons/status", "clustermanagementaddons/status"],
         &["patch"],
         "*",
     );
@@ -403,27 +404,29 @@ fn addon_manager_needs() -> BTreeSet<Permission> {
         &["update"],
         "*",
     );
-    // The agent's ManifestWork and hub Role/RoleBinding: created, replaced, removed.
+    // The agent's ManifestWork and hub Role/RoleBinding: created and replaced (the garbage collector
+    // removes them with their add-on).
     add(
         "cluster",
         "work.open-cluster-management.io",
         &["manifestworks"],
-        &["get", "list", "watch", "create", "update", "delete"],
+        &["get", "list", "watch", "create", "update"],
         "*",
     );
     add(
         "cluster",
         "rbac.authorization.k8s.io",
         &["roles", "rolebindings"],
-        &["get", "list", "watch", "create", "update", "delete"],
+        &["get", "list", "watch", "create", "update"],
         "*",
     );
-    // Granting the agent's Role requires holding what it grants; removal deletes the score.
+    // Granting the agent's Role requires holding what it grants; the scores are watched and get
+    // their owner reference by patch.
     add(
         "cluster",
         cluster,
         &["addonplacementscores"],
-        &["get", "list", "watch", "create", "update", "patch", "delete"],
+        &["get", "list", "watch", "create", "update", "patch"],
         "*",
     );
     add(

@@ -159,7 +159,7 @@ pub fn adopted_owner_references(
 
 /// A new add-on for `cluster`, as OCM's install strategy creates it: empty spec, owned by the
 /// ClusterManagementAddOn, carrying the cluster's `addon.open-cluster-management.io*` annotations.
-/// It is born with our cleanup finalizer, which saves adding it in a second write.
+/// No finalizer: whatever belongs to it goes by owner reference, with or without our controller.
 pub fn new_addon(cma: &ClusterManagementAddOn, cluster: &ManagedCluster) -> ManagedClusterAddOn {
     let annotations: BTreeMap<String, String> = cluster
         .annotations()
@@ -173,7 +173,6 @@ pub fn new_addon(cma: &ClusterManagementAddOn, cluster: &ManagedCluster) -> Mana
             namespace: Some(cluster.name_any()),
             annotations: (!annotations.is_empty()).then_some(annotations),
             owner_references: Some(vec![cma_owner_reference(cma, true)]),
-            finalizers: Some(vec![names::CLEANUP_FINALIZER.to_string()]),
             ..Default::default()
         },
         ..Default::default()
@@ -319,10 +318,7 @@ mod tests {
         assert_eq!(m.metadata.namespace.as_deref(), Some("c1"));
         assert_eq!(m.metadata.annotations.as_ref().map(|a| a.len()), Some(1));
         assert!(owned_by_cma(&m, "a"));
-        assert_eq!(
-            m.metadata.finalizers,
-            Some(vec![names::CLEANUP_FINALIZER.to_string()])
-        );
+        assert_eq!(m.metadata.finalizers, None, "nothing may wait for our controller");
         let owner = &m.metadata.owner_references.as_ref().expect("owner")[0];
         assert_eq!(
             (owner.api_version.as_str(), owner.controller),

@@ -10,6 +10,7 @@
 
 pub mod agent_cli;
 pub mod agent_manifests;
+pub mod cma_config;
 pub mod conditions;
 pub mod config;
 pub mod config_refs;
@@ -21,6 +22,7 @@ pub mod install;
 pub mod leader;
 pub mod metrics;
 pub mod names;
+pub mod ownership;
 pub mod reconcile;
 pub mod registration;
 pub mod run;

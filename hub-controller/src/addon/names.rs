@@ -23,8 +23,10 @@ pub const INSTALL_NAMESPACE_ANNOTATION: &str = "addon.open-cluster-management.io
 pub const CONFIG_SPEC_HASH_ANNOTATION: &str = "open-cluster-management.io/config-spec-hash";
 /// A manifest carrying this annotation is left on the managed cluster when the work is deleted.
 pub const DELETION_ORPHAN_ANNOTATION: &str = "addon.open-cluster-management.io/deletion-orphan";
-/// Our finalizer on ManagedClusterAddOns: removal deletes the hub RBAC and the cluster's score.
-pub const CLEANUP_FINALIZER: &str = "ocm-score.io/addon-cleanup";
+/// The finalizer earlier builds of this controller put on ManagedClusterAddOns. It held a deletion until our
+/// controller had cleaned up, so without the controller it blocked uninstall and cluster detach;
+/// owner references do that job now, and the controller removes this finalizer wherever it finds it.
+pub const LEGACY_CLEANUP_FINALIZER: &str = "ocm-score.io/addon-cleanup";
 
 /// Group and resource of AddOnDeploymentConfig, as config references name it.
 pub const ADDON_GROUP: &str = "addon.open-cluster-management.io";

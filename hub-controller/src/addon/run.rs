@@ -5,7 +5,7 @@ use super::config::{AddonManagerArgs, Settings};
 use super::leader::{LeaderConfig, LeaderElector};
 use super::metrics::Metrics;
 use super::reconcile::{self, Context, Stores, csr::csrs_of_cluster};
-use super::{names, work};
+use super::{names, ownership, work};
 use crate::serve::{self, Probes};
 use futures::channel::mpsc;
 use futures::{Stream, StreamExt};
@@ -17,8 +17,8 @@ use kube::runtime::reflector::{self, ObjectRef, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use scheduler_core::api::{
-    AddOnDeploymentConfig, ClusterManagementAddOn, ManagedCluster, ManagedClusterAddOn, ManifestWork,
-    PlacementDecision,
+    AddOnDeploymentConfig, AddOnPlacementScore, ClusterManagementAddOn, ManagedCluster, ManagedClusterAddOn,
+    ManifestWork, PlacementDecision, well_known,
 };
 use serde::de::DeserializeOwned;
 use std::fmt::Debug;
@@ -244,6 +244,11 @@ fn whole<K: Clone>(object: &K) -> K {
 /// Caches objects as they come (apart from managedFields).
 fn as_is<K>(_: &mut K) {}
 
+/// Scores change with every publication; only their owner references matter here.
+fn without_status(score: &mut AddOnPlacementScore) {
+    score.status = None;
+}
+
 /// One watch of a kind: it feeds a store the reconcilers read, and a channel per controller that
 /// wants its events as triggers. The channels are unbounded so a busy controller never stalls the
 /// watch (or the other controllers); they only ever hold what arrived since the consumer's last poll.
@@ -362,6 +367,7 @@ async fn run_controllers(
     let mut roles = Watched::<Role>::new();
     let mut bindings = Watched::<RoleBinding>::new();
     let mut csrs = Watched::<CertificateSigningRequest>::new();
+    let mut scores = Watched::<AddOnPlacementScore>::new();
     // Config objects are read raw (their spec hash must cover exactly what the server holds).
     let config_resource = ApiResource::erase::<AddOnDeploymentConfig>(&());
     let mut configs = Watched::<DynamicObject>::with_type(config_resource.clone());
@@ -376,6 +382,7 @@ async fn run_controllers(
         roles: roles.store.clone(),
         bindings: bindings.store.clone(),
         csrs: csrs.store.clone(),
+        scores: scores.store.clone(),
     };
     let ctx = Arc::new(Context::new(
         client.clone(),
@@ -417,6 +424,16 @@ async fn run_controllers(
                     .map(move |c| ObjectRef::<ManagedClusterAddOn>::new(&addon_name).within(&c))
             }
         })
+        // A score without its owner reference gets one from its add-on's next pass.
+        .watches_stream(scores.subscribe(metadata_only), {
+            let addon_name = addon.clone();
+            move |score: AddOnPlacementScore| {
+                (!ownership::names_addon_owner(&score.metadata, &addon_name)).then(|| {
+                    ObjectRef::<ManagedClusterAddOn>::new(&addon_name)
+                        .within(&score.namespace().unwrap_or_default())
+                })
+            }
+        })
         .reconcile_all_on(everything_changed)
         .graceful_shutdown_on(shutdown())
         .run(
@@ -440,9 +457,12 @@ async fn run_controllers(
             let the_cma = the_cma.clone();
             move |_: ManagedCluster| the_cma()
         })
-        .watches_stream(decisions.subscribe(metadata_only), move |_: PlacementDecision| {
-            the_cma()
+        .watches_stream(decisions.subscribe(metadata_only), {
+            let the_cma = the_cma.clone();
+            move |_: PlacementDecision| the_cma()
         })
+        // The spec hashes in its status follow the configs (the store holds only our CMA).
+        .reconcile_all_on(configs.subscribe(config_metadata).map(drop))
         .graceful_shutdown_on(shutdown())
         .run(
             reconcile::install::reconcile,
@@ -483,6 +503,11 @@ async fn run_controllers(
         roles.spawn(Api::all(client.clone()), by_label(), as_is),
         bindings.spawn(Api::all(client.clone()), by_label(), as_is),
         csrs.spawn(Api::all(client.clone()), by_label(), as_is),
+        scores.spawn(
+            Api::all(client.clone()),
+            watcher::Config::default().fields(&format!("metadata.name={}", well_known::RESOURCE_USAGE_SCORE)),
+            without_status,
+        ),
         configs.spawn(
             Api::all_with(client.clone(), &config_resource),
             watcher::Config::default(),

@@ -26,6 +26,13 @@ pub fn spec_hash(object: &Value) -> String {
         })
 }
 
+/// [`spec_hash`] of a config object read through the dynamic API (exactly what the server holds).
+pub fn spec_hash_of_object(object: &kube::api::DynamicObject) -> String {
+    serde_json::to_value(object)
+        .map(|v| spec_hash(&v))
+        .unwrap_or_default()
+}
+
 /// Encodes a JSON value byte-for-byte as Go's `json.Marshal` encodes the same unstructured object.
 pub fn go_json(value: &Value) -> String {
     let mut out = String::new();

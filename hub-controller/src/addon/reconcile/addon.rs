@@ -1,24 +1,25 @@
-//! One ManagedClusterAddOn: registration, hub RBAC, the agent ManifestWork and the add-on status.
-//! Removal (through our finalizer) deletes the hub RBAC, the cluster's score and the work.
+//! One ManagedClusterAddOn: registration, hub RBAC, the agent ManifestWork, the score's owner
+//! reference and the add-on status. Removal is the garbage collector's: everything here is owned by
+//! the add-on (see `ownership`).
 
-use super::{Context, Error, delete_if_present, ensure, error_policy, observed};
+use super::{Context, Error, adopt_score, ensure, error_policy, observed};
 use crate::addon::conditions::{CONFIGURED, Change, DEGRADED, Desired, REGISTRATION_APPLIED, Status};
 use crate::addon::config_refs::{self, ConfigKey, ObservedConfig};
 use crate::addon::deployment_config::{AgentConfig, agent_config};
 use crate::addon::health::{self, HealthMode};
 use crate::addon::install::{self, Lifecycle};
 use crate::addon::status::{OwnedStatus, status_patch};
-use crate::addon::{agent_manifests, hub_rbac, names, registration, work};
+use crate::addon::{agent_manifests, hub_rbac, names, ownership, registration, work};
 use jiff::Timestamp;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::ResourceExt;
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, ApiResource, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use scheduler_core::api::{
-    AddOnDeploymentConfig, AddOnDeploymentConfigSpec, AddOnPlacementScore, ClusterManagementAddOn,
-    ManagedClusterAddOn, ManifestWork, OcmKind, well_known,
+    AddOnDeploymentConfig, AddOnDeploymentConfigSpec, ClusterManagementAddOn, ManagedClusterAddOn,
+    ManifestWork, OcmKind,
 };
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -48,8 +49,27 @@ async fn reconcile_inner(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>) -> 
     if name != ctx.settings.addon {
         return Ok(Action::await_change());
     }
-    let ours = addon.finalizers().iter().any(|f| f == names::CLEANUP_FINALIZER);
     let deleting = addon.metadata.deletion_timestamp.is_some();
+    // Upgrade from a version that held deletions with a finalizer: make sure the score goes with the
+    // add-on, then let go. Done whatever the gates say, so nothing stays stuck.
+    if let Some(patch) = ownership::legacy_finalizer_removal(&addon) {
+        adopt_score(&ctx, &addon, &cluster).await?;
+        patch_addon(
+            &ctx,
+            &addon,
+            &cluster,
+            &patch,
+            "removing the legacy finalizer from",
+        )
+        .await?;
+        tracing::info!(%cluster, "legacy cleanup finalizer removed; owner references take over");
+        return Ok(Action::await_change());
+    }
+    // The garbage collector removes what the add-on owns; a deleted add-on needs nothing from us.
+    if deleting {
+        ctx.set_config_invalid(&cluster, false);
+        return Ok(Action::await_change());
+    }
     let cma = ctx.stores.cmas.get(&ObjectRef::new(&ctx.settings.addon));
     // A cluster being deleted gets nothing (re)applied, as in addon-framework.
     let cluster_exists = ctx
@@ -58,67 +78,57 @@ async fn reconcile_inner(addon: Arc<ManagedClusterAddOn>, ctx: Arc<Context>) -> 
         .get(&ObjectRef::new(&cluster))
         .is_some_and(|c| c.metadata.deletion_timestamp.is_none());
     // OCM's gates: nothing happens for an add-on its ClusterManagementAddOn does not own, or on a
-    // cluster that does not exist. A removal we already committed to still completes.
-    let gated = cma.is_none() || !install::owned_by_cma(&addon, &ctx.settings.addon) || !cluster_exists;
-    if gated && !(deleting && ours) {
-        tracing::debug!(%cluster, "waiting: no owning ClusterManagementAddOn or no ManagedCluster");
-        return Ok(Action::await_change());
-    }
-    let api: Api<ManagedClusterAddOn> = Api::namespaced(ctx.client.clone(), &cluster);
-    if deleting {
-        if ours {
-            cleanup(&addon, &cluster, &ctx).await?;
-            set_finalizer(&ctx, &api, &addon, false).await?;
-        }
-        return Ok(Action::await_change());
-    }
-    if !ours {
-        // The next event (this very patch) applies; the finalizer must be in place first so a
-        // deletion can never skip the cleanup.
-        set_finalizer(&ctx, &api, &addon, true).await?;
-        return Ok(Action::await_change());
-    }
+    // cluster that does not exist.
+    let gated = !install::owned_by_cma(&addon, &ctx.settings.addon) || !cluster_exists;
     match cma {
-        Some(cma) => apply(&addon, &cma, &cluster, &ctx).await,
-        None => Ok(Action::await_change()),
+        Some(cma) if !gated => apply(&addon, &cma, &cluster, &ctx).await,
+        _ => {
+            tracing::debug!(%cluster, "waiting: no owning ClusterManagementAddOn or no ManagedCluster");
+            Ok(Action::await_change())
+        }
     }
 }
 
-/// Adds or removes our finalizer with a merge patch carrying the resourceVersion we read, so a
-/// concurrent change of the list fails (409) instead of being overwritten.
-async fn set_finalizer(
-    ctx: &Context,
-    api: &Api<ManagedClusterAddOn>,
-    addon: &ManagedClusterAddOn,
-    present: bool,
-) -> Result<(), Error> {
-    let mut finalizers: Vec<String> = addon
-        .finalizers()
-        .iter()
-        .filter(|f| *f != names::CLEANUP_FINALIZER)
-        .cloned()
-        .collect();
-    if present {
-        finalizers.push(names::CLEANUP_FINALIZER.to_string());
-    }
-    let patch = serde_json::json!({"metadata": {"finalizers": finalizers, "resourceVersion": addon.resource_version()}});
-    ctx.metrics.wrote(ManagedClusterAddOn::KIND, "patch");
+/// Whether the add-on (this very object, by uid) still exists and is not being deleted, as the
+/// server says.
+async fn still_exists(ctx: &Context, addon: &ManagedClusterAddOn, cluster: &str) -> Result<bool, Error> {
+    let api: Api<ManagedClusterAddOn> = Api::namespaced(ctx.client.clone(), cluster);
     let name = addon.name_any();
+    let live = api.get_opt(&name).await.map_err(|e| {
+        Error::api(
+            "reading",
+            ManagedClusterAddOn::KIND,
+            format!("{cluster}/{name}"),
+            e,
+        )
+    })?;
+    Ok(live.is_some_and(|live| {
+        live.metadata.uid == addon.metadata.uid && live.metadata.deletion_timestamp.is_none()
+    }))
+}
+
+/// A merge patch of the add-on's metadata. A 404 or 409 means it changed meanwhile: the watch brings
+/// the new version and we decide again.
+async fn patch_addon(
+    ctx: &Context,
+    addon: &ManagedClusterAddOn,
+    cluster: &str,
+    patch: &serde_json::Value,
+    action: &'static str,
+) -> Result<(), Error> {
+    let api: Api<ManagedClusterAddOn> = Api::namespaced(ctx.client.clone(), cluster);
+    let name = addon.name_any();
+    ctx.metrics.wrote(ManagedClusterAddOn::KIND, "patch");
     match api
-        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
         .await
     {
         Ok(_) => Ok(()),
-        // Changed meanwhile (or gone): the watch brings the new version and we decide again.
         Err(e) if matches!(super::status_code(&e), Some(404 | 409)) => Ok(()),
         Err(e) => Err(Error::api(
-            if present {
-                "adding our finalizer to"
-            } else {
-                "removing our finalizer from"
-            },
+            action,
             ManagedClusterAddOn::KIND,
-            format!("{}/{name}", addon.namespace().unwrap_or_default()),
+            format!("{cluster}/{name}"),
             e,
         )),
     }
@@ -174,7 +184,7 @@ fn resolve_configuration(
         };
     };
     let found = Some((
-        spec_hash_of(&object),
+        crate::addon::spec_hash::spec_hash_of_object(&object),
         object.metadata.generation.unwrap_or_default(),
     ));
     let observed = Some(ObservedConfig {
@@ -186,13 +196,6 @@ fn resolve_configuration(
         .map_err(|e| format!("AddOnDeploymentConfig {key}: spec: {e}"))
         .and_then(|spec| agent_config(&spec).map_err(|e| format!("AddOnDeploymentConfig {key}: {e}")));
     Configuration { observed, result }
-}
-
-/// Spec hash of a config object exactly as the server returned it.
-fn spec_hash_of(object: &DynamicObject) -> String {
-    serde_json::to_value(object)
-        .map(|v| crate::addon::spec_hash::spec_hash(&v))
-        .unwrap_or_default()
 }
 
 async fn apply(
@@ -217,6 +220,30 @@ async fn apply(
         Err(_) => addon.status.as_ref().and_then(|s| s.namespace.clone()),
     };
 
+    // Creating an owned object for an add-on that is already gone would outlive it until the garbage
+    // collector notices. The cache may still hold an add-on whose deletion it has not seen (the
+    // deletion of what it owned can arrive first), so before creating anything, ask the server.
+    let role_name = names::hub_role_name(addon_name);
+    let creates = ctx
+        .stores
+        .roles
+        .get(&ObjectRef::new(&role_name).within(cluster))
+        .is_none()
+        || ctx
+            .stores
+            .bindings
+            .get(&ObjectRef::new(&role_name).within(cluster))
+            .is_none()
+        || ctx
+            .stores
+            .works
+            .get(&ObjectRef::new(&names::deploy_work_name(addon_name)).within(cluster))
+            .is_none();
+    if creates && !still_exists(ctx, addon, cluster).await? {
+        tracing::debug!(%cluster, "the add-on is gone; nothing to create for it");
+        return Ok(Action::await_change());
+    }
+
     let mut changes = Vec::new();
     let mut failure = None;
 
@@ -238,6 +265,9 @@ async fn apply(
     }));
     if let Err(e) = rbac {
         failure = Some(e);
+    }
+    if let Err(e) = adopt_score(ctx, addon, cluster).await {
+        failure.get_or_insert(e);
     }
 
     // The agent ManifestWork: rendered only from a valid config; otherwise the last good one stays.
@@ -289,25 +319,30 @@ async fn apply(
     changes.push(Change::Set(config_condition(lifecycle, &configuration)));
 
     let applied_hash = applied_config_hash(work_now.as_ref(), configuration.observed.as_ref());
-    let existing_refs = addon
-        .status
-        .as_ref()
-        .map(|s| s.config_references.clone())
-        .unwrap_or_default();
+    // Under OCM's addon-manager the references are OCM's list with our hashes in it: always derived
+    // from the list the write goes into, never from an older read.
+    let references = |existing: &ManagedClusterAddOn| {
+        let existing = existing
+            .status
+            .as_ref()
+            .map(|s| s.config_references.clone())
+            .unwrap_or_default();
+        config_refs::config_references(
+            lifecycle,
+            &existing,
+            configuration.observed.as_ref(),
+            applied_hash.as_deref(),
+        )
+    };
     let owned = OwnedStatus {
         supported_configs: config_refs::supported_configs(),
         registrations,
         namespace,
         health_mode: settings.health.status_mode(),
-        config_references: config_refs::config_references(
-            lifecycle,
-            &existing_refs,
-            configuration.observed.as_ref(),
-            applied_hash.as_deref(),
-        ),
+        config_references: references(addon),
         conditions: changes,
     };
-    write_status(ctx, addon, cluster, &owned).await?;
+    write_status(ctx, addon, cluster, owned, references).await?;
     match failure {
         Some(e) => Err(e),
         None => Ok(Action::requeue(settings.resync)),
@@ -455,19 +490,21 @@ fn merge_metadata(
     }
 }
 
-/// Writes our part of the status, merging into the latest object on every conflict.
+/// Writes our part of the status, merging into the latest object on every conflict (the config
+/// references are recomputed from the latest ones by `references`).
 async fn write_status(
     ctx: &Context,
     addon: &ManagedClusterAddOn,
     cluster: &str,
-    owned: &OwnedStatus,
+    mut owned: OwnedStatus,
+    references: impl Fn(&ManagedClusterAddOn) -> Vec<scheduler_core::api::ConfigReference>,
 ) -> Result<(), Error> {
     let api: Api<ManagedClusterAddOn> = Api::namespaced(ctx.client.clone(), cluster);
     let name = addon.name_any();
     let mut latest = addon.clone();
     const ATTEMPTS: u32 = 5;
     for _ in 0..ATTEMPTS {
-        let Some(patch) = status_patch(&latest, owned, Timestamp::now()) else {
+        let Some(patch) = status_patch(&latest, &owned, Timestamp::now()) else {
             return Ok(());
         };
         ctx.metrics.wrote(ManagedClusterAddOn::KIND, "patch");
@@ -485,6 +522,7 @@ async fn write_status(
                         e,
                     )
                 })?;
+                owned.config_references = references(&latest);
             }
             Err(e) => {
                 return Err(Error::api(
@@ -501,32 +539,4 @@ async fn write_status(
         name: format!("{cluster}/{name}"),
         attempts: ATTEMPTS,
     })
-}
-
-/// Removal: first revoke the agent's hub access (so it cannot re-create its score), then delete the
-/// score and the agent's ManifestWork (the work agent uninstalls the agent from the cluster).
-async fn cleanup(addon: &ManagedClusterAddOn, cluster: &str, ctx: &Context) -> Result<Action, Error> {
-    let name = names::hub_role_name(&ctx.settings.addon);
-    delete_if_present(
-        ctx,
-        &Api::<RoleBinding>::namespaced(ctx.client.clone(), cluster),
-        &name,
-    )
-    .await?;
-    delete_if_present(ctx, &Api::<Role>::namespaced(ctx.client.clone(), cluster), &name).await?;
-    delete_if_present(
-        ctx,
-        &Api::<AddOnPlacementScore>::namespaced(ctx.client.clone(), cluster),
-        well_known::RESOURCE_USAGE_SCORE,
-    )
-    .await?;
-    delete_if_present(
-        ctx,
-        &Api::<ManifestWork>::namespaced(ctx.client.clone(), cluster),
-        &names::deploy_work_name(&ctx.settings.addon),
-    )
-    .await?;
-    ctx.set_config_invalid(cluster, false);
-    tracing::info!(%cluster, addon = %addon.name_any(), "add-on removed: hub RBAC, score and agent work deleted");
-    Ok(Action::await_change())
 }

@@ -1,12 +1,15 @@
-//! The ClusterManagementAddOn's install strategy, when we run the add-on's lifecycle ourselves.
+//! The ClusterManagementAddOn: the spec hashes in its status (always), and its install strategy when
+//! we run the add-on's lifecycle ourselves.
 
-use super::{Context, Error, delete_if_present, error_policy, observed, status_code};
+use super::{Context, Error, adopt_score, delete_if_present, error_policy, observed, status_code};
+use crate::addon::config_refs::ConfigKey;
 use crate::addon::install::{self, Lifecycle};
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use crate::addon::{cma_config, spec_hash};
+use kube::api::{Api, ApiResource, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
-use scheduler_core::api::{ClusterManagementAddOn, ManagedClusterAddOn};
+use scheduler_core::api::{AddOnDeploymentConfig, ClusterManagementAddOn, ManagedClusterAddOn, OcmKind};
 use serde_json::json;
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -32,6 +35,7 @@ async fn reconcile_inner(cma: Arc<ClusterManagementAddOn>, ctx: Arc<Context>) ->
     if cma.name_any() != ctx.settings.addon || cma.meta().deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
+    fill_config_hashes(&cma, &ctx).await?;
     if install::lifecycle(&cma) == Lifecycle::AddonManager {
         tracing::debug!("OCM's addon-manager runs this add-on's install strategy");
         return Ok(Action::await_change());
@@ -74,6 +78,13 @@ async fn reconcile_inner(cma: Arc<ClusterManagementAddOn>, ctx: Arc<Context>) ->
         }
     }
     for cluster in &plan.delete {
+        // A score published since the add-on's last pass must still go with it.
+        if let Some(addon) = addons
+            .iter()
+            .find(|a| a.namespace().as_deref() == Some(cluster.as_str()))
+        {
+            adopt_score(&ctx, addon, cluster).await?;
+        }
         let api: Api<ManagedClusterAddOn> = Api::namespaced(ctx.client.clone(), cluster);
         delete_if_present(&ctx, &api, &ctx.settings.addon).await?;
         tracing::info!(%cluster, "add-on disabled: the install strategy no longer selects the cluster");
@@ -112,4 +123,39 @@ async fn reconcile_inner(cma: Arc<ClusterManagementAddOn>, ctx: Arc<Context>) ->
         }
     }
     Ok(Action::requeue(ctx.settings.resync))
+}
+
+/// Writes the spec hashes of the configs the ClusterManagementAddOn's status names (see
+/// `cma_config`). A 404 or 409 means it changed meanwhile: the watch brings it back here.
+async fn fill_config_hashes(cma: &ClusterManagementAddOn, ctx: &Context) -> Result<(), Error> {
+    let resource = ApiResource::erase::<AddOnDeploymentConfig>(&());
+    let hash_of = |key: &ConfigKey| {
+        ctx.stores
+            .configs
+            .get(&ObjectRef::new_with(&key.name, resource.clone()).within(&key.namespace))
+            .map(|object| spec_hash::spec_hash_of_object(&object))
+    };
+    let status = serde_json::to_value(&cma.status).ok();
+    let Some(patch) = cma_config::hash_patch(status.as_ref(), cma.resource_version().as_deref(), hash_of)
+    else {
+        return Ok(());
+    };
+    let api: Api<ClusterManagementAddOn> = Api::all(ctx.client.clone());
+    ctx.metrics.wrote(ClusterManagementAddOn::KIND, "patch");
+    match api
+        .patch_status(&cma.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => {
+            tracing::info!("config spec hashes written into the ClusterManagementAddOn's status");
+            Ok(())
+        }
+        Err(e) if matches!(status_code(&e), Some(404 | 409)) => Ok(()),
+        Err(e) => Err(Error::api(
+            "writing the config spec hashes of",
+            ClusterManagementAddOn::KIND,
+            cma.name_any(),
+            e,
+        )),
+    }
 }

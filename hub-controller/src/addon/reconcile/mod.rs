@@ -1,9 +1,10 @@
 //! The controllers: I/O around the pure decisions of the sibling modules.
 //!
 //! Three `kube::runtime::Controller`s share one watch per kind through shared reflector stores:
-//! - `addon` reconciles each ManagedClusterAddOn (registration, hub RBAC, agent ManifestWork,
-//!   status; removal through a finalizer);
-//! - `install` reconciles the ClusterManagementAddOn's install strategy;
+//! - `addon` reconciles each ManagedClusterAddOn (registration, hub RBAC, agent ManifestWork, the
+//!   score's owner reference, status; removal is the garbage collector's);
+//! - `install` reconciles the ClusterManagementAddOn: the config spec hashes in its status, and its
+//!   install strategy when we run the lifecycle;
 //! - `csr` approves or denies the add-on's certificate signing requests.
 
 pub mod addon;
@@ -12,14 +13,16 @@ pub mod install;
 
 use super::config::Settings;
 use super::metrics::Metrics;
+use super::ownership;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
-use kube::api::{Api, DynamicObject, PostParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::Store;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 use scheduler_core::api::{
-    ClusterManagementAddOn, ManagedCluster, ManagedClusterAddOn, ManifestWork, PlacementDecision,
+    AddOnPlacementScore, ClusterManagementAddOn, ManagedCluster, ManagedClusterAddOn, ManifestWork, OcmKind,
+    PlacementDecision, well_known,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -95,6 +98,8 @@ pub struct Stores {
     pub roles: Store<Role>,
     pub bindings: Store<RoleBinding>,
     pub csrs: Store<CertificateSigningRequest>,
+    /// The add-on's scores (`resource-usage-score` in every namespace), metadata only.
+    pub scores: Store<AddOnPlacementScore>,
 }
 
 impl Stores {
@@ -111,6 +116,7 @@ impl Stores {
             self.roles.wait_until_ready().await,
             self.bindings.wait_until_ready().await,
             self.csrs.wait_until_ready().await,
+            self.scores.wait_until_ready().await,
         ];
         if results.iter().any(Result::is_err) {
             Err(Error::CachesGone)
@@ -170,6 +176,14 @@ impl Context {
         } else {
             set.remove(cluster);
         }
+        // An add-on deleted outright is never reconciled again: forget its cluster here.
+        let addon = &self.settings.addon;
+        set.retain(|c| {
+            self.stores
+                .addons
+                .get(&ObjectRef::<ManagedClusterAddOn>::new(addon).within(c))
+                .is_some()
+        });
         self.metrics.set_config_invalid(set.len());
     }
 }
@@ -289,6 +303,40 @@ where
         name: full_name,
         attempts: ATTEMPTS,
     })
+}
+
+/// Gives the cluster's score (written by the agent) an owner reference to the add-on, so it goes
+/// with the add-on. A 404 or 409 means the score changed meanwhile; its watch brings it back here.
+pub async fn adopt_score(ctx: &Context, addon: &ManagedClusterAddOn, cluster: &str) -> Result<(), Error> {
+    let cached = ctx
+        .stores
+        .scores
+        .get(&ObjectRef::new(well_known::RESOURCE_USAGE_SCORE).within(cluster));
+    let Some(patch) = cached.and_then(|score| ownership::score_adoption_patch(&score.metadata, addon)) else {
+        return Ok(());
+    };
+    let api: Api<AddOnPlacementScore> = Api::namespaced(ctx.client.clone(), cluster);
+    ctx.metrics.wrote(AddOnPlacementScore::KIND, "patch");
+    match api
+        .patch(
+            well_known::RESOURCE_USAGE_SCORE,
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+    {
+        Ok(_) => {
+            tracing::info!(%cluster, "score adopted: it now goes with the add-on");
+            Ok(())
+        }
+        Err(e) if matches!(status_code(&e), Some(404 | 409)) => Ok(()),
+        Err(e) => Err(Error::api(
+            "adopting",
+            AddOnPlacementScore::KIND,
+            format!("{cluster}/{}", well_known::RESOURCE_USAGE_SCORE),
+            e,
+        )),
+    }
 }
 
 /// Deletes an object; absent is fine.
