@@ -800,15 +800,37 @@ async fn machine_lock(deadline: Instant, progress: &dyn Fn(&str)) -> Result<std:
     }
 }
 
-/// A free TCP port on 127.0.0.1 (free when asked; a process that binds it later may still race).
+/// A free TCP port on 127.0.0.1 for a component to listen on, chosen *below* the kernel's
+/// ephemeral range: ports the kernel hands out (to `bind(0)` in parallel tests, and as source ports
+/// of outgoing connections) can then never take it between this check and the component's bind.
+/// Within this process no port is handed out twice.
 pub fn free_port() -> Result<u16, Error> {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .map_err(|source| Error::Io {
-            what: "finding a free port on 127.0.0.1".into(),
-            source,
-        })
+    use std::collections::BTreeSet;
+    use std::hash::{BuildHasher, RandomState};
+    use std::sync::Mutex;
+    static GIVEN: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+
+    let ephemeral_start = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|t| t.split_whitespace().next().and_then(|p| p.parse::<u16>().ok()))
+        .unwrap_or(32768);
+    let (low, high) = (10_000u16, ephemeral_start.max(10_001));
+    let seed = RandomState::new();
+    for attempt in 0u64..2_000 {
+        let port = low + (seed.hash_one((std::process::id(), attempt)) % u64::from(high - low)) as u16;
+        let Ok(mut given) = GIVEN.lock() else { break };
+        if given.contains(&port) {
+            continue;
+        }
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            given.insert(port);
+            return Ok(port);
+        }
+    }
+    Err(Error::Io {
+        what: format!("finding a free port on 127.0.0.1 in {low}..{high}"),
+        source: std::io::Error::new(std::io::ErrorKind::AddrInUse, "every port tried is in use"),
+    })
 }
 
 fn copy(from: &Path, to: &Path) -> Result<(), Error> {
