@@ -60,7 +60,8 @@ async fn three_clusters_get_registration_rbac_and_work_as_the_contract_says() {
 
     for c in clusters {
         let addon = hub.addon(c).expect("add-on");
-        // Created by the install strategy, owned by the ClusterManagementAddOn, with our finalizer.
+        // Created by the install strategy, owned by the ClusterManagementAddOn, and with no finalizer:
+        // owner references do the cleanup, so nothing waits for our controller.
         let owners = addon["metadata"]["ownerReferences"].as_array().expect("owners");
         assert!(
             owners
@@ -68,10 +69,9 @@ async fn three_clusters_get_registration_rbac_and_work_as_the_contract_says() {
                 .any(|o| o["kind"] == "ClusterManagementAddOn" && o["uid"] == cma_uid),
             "{addon}"
         );
-        // Seen once without finalizers under a CPU hog (not understood yet): say everything.
         assert_eq!(
             addon["metadata"]["finalizers"],
-            json!(["ocm-score.io/addon-cleanup"]),
+            Value::Null,
             "{addon}\nrequests on {c}'s add-on: {:?}\ncontroller log:\n{}",
             hub.server
                 .requests()
