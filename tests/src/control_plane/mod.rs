@@ -187,8 +187,7 @@ impl Builder {
             source,
         })?;
         let started = Instant::now();
-        let deadline = started + self.timeout;
-        cp.boot(&components, &self, deadline, progress).await?;
+        cp.boot(&components, &self, progress).await?;
         progress(&format!(
             "control plane ready in {:.1} s",
             started.elapsed().as_secs_f64()
@@ -361,12 +360,13 @@ impl ControlPlane {
         &mut self,
         components: &Components,
         opts: &Builder,
-        deadline: Instant,
         progress: &dyn Fn(&str),
     ) -> Result<(), Error> {
         // OCM's addon webhook binds two fixed ports on every interface, so one control plane
-        // runs on a machine at a time: later ones (parallel tests) wait their turn.
-        self._machine_lock = Some(machine_lock(deadline, progress).await?);
+        // runs on a machine at a time: later ones (parallel tests) wait their turn, up to 20
+        // minutes, and only then does the start-up timeout begin.
+        self._machine_lock = Some(machine_lock(Instant::now() + Duration::from_secs(1200), progress).await?);
+        let deadline = Instant::now() + opts.timeout;
         for (port, what) in ocm::WEBHOOK_FIXED_PORTS {
             if std::net::TcpListener::bind(("0.0.0.0", port)).is_err() {
                 return Err(Error::PortInUse {
