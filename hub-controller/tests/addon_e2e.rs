@@ -830,8 +830,11 @@ async fn under_ocm_addon_manager_nothing_happens_before_the_owner_reference() {
     let work = controller.wait_for("the work of c1", || hub.work("c1")).await;
     let addon = controller
         .wait_for("the spec hash filled in", || {
-            hub.addon("c1")
-                .filter(|a| a["status"]["configReferences"][0]["desiredConfig"]["specHash"] != "")
+            hub.addon("c1").filter(|a| {
+                a["status"]["configReferences"][0]["desiredConfig"]["specHash"]
+                    .as_str()
+                    .is_some_and(|h| !h.is_empty())
+            })
         })
         .await;
     assert_eq!(
