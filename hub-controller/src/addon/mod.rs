@@ -2,9 +2,11 @@
 //!
 //! It plays the part addon-framework plays for a Go add-on (see `../shared/design/addon-contract.md`):
 //! registration (`status.registrations`, CSR approval), hub RBAC for the agent, the agent's
-//! ManifestWork, configuration from AddOnDeploymentConfig, status and health — and, when the
+//! ManifestWork, configuration from AddOnDeploymentConfig (with the spec hashes OCM's addon-manager
+//! reads from the ClusterManagementAddOn's status), status and health — and, when the
 //! ClusterManagementAddOn says its lifecycle is `self`, the install strategy OCM's addon-manager
-//! would otherwise run.
+//! would otherwise run. Everything it creates for an add-on is owned by the add-on (`ownership`), so
+//! removal is the garbage collector's and never waits for this process.
 //!
 //! Decisions are pure functions in the concept modules below; `reconcile` and `run` do the I/O.
 
