@@ -1,0 +1,273 @@
+//! Parsing a mode's command line with the deprecated spellings of the naming-scheme change still
+//! accepted for one release: old flag names are hidden clap aliases (every hidden alias is a
+//! deprecated spelling), old environment variables are listed in [`RENAMED_ENV`] and read when the
+//! new one is unset. Each use yields a warning, logged once logging is up ([`warn_deprecated`]).
+
+use clap::{Command, Parser};
+use std::ffi::{OsStr, OsString};
+
+/// Environment variables renamed to the `OCM_SCORE_<FLAG>` scheme: (new name, old name). An old name
+/// applies to whichever argument of the running mode reads the new one.
+pub const RENAMED_ENV: &[(&str, &str)] = &[
+    ("OCM_SCORE_METRICS_BIND_ADDRESS", "OCM_SCORE_METRICS_ADDR"),
+    ("OCM_SCORE_METRICS_BIND_ADDRESS", "METRICS_BIND_ADDRESS"),
+    (
+        "OCM_SCORE_METRICS_BIND_ADDRESS",
+        "OCM_SCORE_THANOS_METRICS_BIND_ADDRESS",
+    ),
+    ("OCM_SCORE_LEADER_ELECT", "OCM_SCORE_THANOS_LEADER_ELECT"),
+    ("OCM_SCORE_LEADER_ELECTION_NAMESPACE", "POD_NAMESPACE"),
+    (
+        "OCM_SCORE_LEADER_ELECTION_NAMESPACE",
+        "OCM_SCORE_THANOS_LEADER_ELECTION_NAMESPACE",
+    ),
+    ("OCM_SCORE_LEADER_ELECTION_ID", "LEADER_ELECTION_ID"),
+    (
+        "OCM_SCORE_LEADER_ELECTION_ID",
+        "OCM_SCORE_THANOS_LEADER_ELECTION_ID",
+    ),
+    ("OCM_SCORE_LEADER_ELECTION_IDENTITY", "POD_NAME"),
+    (
+        "OCM_SCORE_LEADER_ELECTION_IDENTITY",
+        "OCM_SCORE_THANOS_LEADER_IDENTITY",
+    ),
+    (
+        "OCM_SCORE_LEADER_ELECTION_LEASE_DURATION",
+        "LEADER_ELECTION_LEASE_DURATION",
+    ),
+    (
+        "OCM_SCORE_LEADER_ELECTION_LEASE_DURATION",
+        "OCM_SCORE_THANOS_LEASE_DURATION",
+    ),
+    (
+        "OCM_SCORE_LEADER_ELECTION_RENEW_DEADLINE",
+        "OCM_SCORE_THANOS_RENEW_DEADLINE",
+    ),
+    (
+        "OCM_SCORE_LEADER_ELECTION_RETRY_PERIOD",
+        "LEADER_ELECTION_RETRY_PERIOD",
+    ),
+    (
+        "OCM_SCORE_LEADER_ELECTION_RETRY_PERIOD",
+        "OCM_SCORE_THANOS_RETRY_PERIOD",
+    ),
+];
+
+/// Parses like `C::parse_from` (a usage error exits 2 with clap's message), accepting the old
+/// spellings; returns the deprecation warnings to log.
+pub fn parse<C: Parser>(args: impl IntoIterator<Item = OsString>) -> (C, Vec<String>) {
+    match try_parse_with_env(args, |name| std::env::var_os(name)) {
+        Ok(parsed) => parsed,
+        Err(error) => error.exit(),
+    }
+}
+
+/// [`parse`] with the environment given, for tests.
+pub fn try_parse_with_env<C: Parser>(
+    args: impl IntoIterator<Item = OsString>,
+    env: impl Fn(&str) -> Option<OsString>,
+) -> Result<(C, Vec<String>), clap::Error> {
+    let args: Vec<OsString> = args.into_iter().collect();
+    let mut command = C::command();
+    let mut warnings = Vec::new();
+    for (new, old) in RENAMED_ENV {
+        let Some(value) = env(old) else { continue };
+        if env(new).is_some() {
+            continue;
+        }
+        let Some(value) = value.to_str() else {
+            warnings.push(format!(
+                "environment variable {old} is ignored: its value is not UTF-8"
+            ));
+            continue;
+        };
+        let (renamed, found) = default_from_old_env(command, new, value);
+        command = renamed;
+        if found {
+            warnings.push(format!(
+                "environment variable {old} is deprecated and will be ignored in the next release; set {new}"
+            ));
+        }
+    }
+    let mut deprecated = Vec::new();
+    hidden_aliases(&command, &mut deprecated);
+    for arg in &args {
+        let Some(flag) = arg.to_str().and_then(|a| a.strip_prefix("--")) else {
+            continue;
+        };
+        let name = flag.split_once('=').map_or(flag, |(name, _)| name);
+        if let Some((_, new)) = deprecated.iter().find(|(old, _)| old == name) {
+            warnings.push(format!(
+                "--{name} is deprecated and will be removed in the next release; use --{new}"
+            ));
+        }
+    }
+    let matches = command.clone().try_get_matches_from(args)?;
+    let parsed = C::from_arg_matches(&matches).map_err(|e| e.format(&mut command))?;
+    Ok((parsed, warnings))
+}
+
+/// Logs each deprecation warning (call after [`crate::logging::init`]).
+pub fn warn_deprecated(warnings: &[String]) {
+    for warning in warnings {
+        tracing::warn!("{warning}");
+    }
+}
+
+/// Gives every argument of `command` (and its subcommands) that reads `new` the old variable's
+/// `value` as its default: the command line still wins, and `new` is unset (or we would not be here).
+fn default_from_old_env(mut command: Command, new: &str, value: &str) -> (Command, bool) {
+    let ids: Vec<_> = command
+        .get_arguments()
+        .filter(|a| a.get_env() == Some(OsStr::new(new)))
+        .map(|a| a.get_id().clone())
+        .collect();
+    let mut found = !ids.is_empty();
+    for id in ids {
+        command = command.mut_arg(id, |a| a.default_value(value.to_owned()));
+    }
+    let subcommands: Vec<String> = command
+        .get_subcommands()
+        .map(|s| s.get_name().to_owned())
+        .collect();
+    for name in subcommands {
+        command = command.mut_subcommand(name, |sub| {
+            let (sub, sub_found) = default_from_old_env(sub, new, value);
+            found |= sub_found;
+            sub
+        });
+    }
+    (command, found)
+}
+
+/// (hidden alias, flag name) of every argument in `command` and its subcommands.
+fn hidden_aliases(command: &Command, out: &mut Vec<(String, String)>) {
+    for arg in command.get_arguments() {
+        let (Some(long), Some(all)) = (arg.get_long(), arg.get_all_aliases()) else {
+            continue;
+        };
+        let visible = arg.get_visible_aliases().unwrap_or_default();
+        for alias in all.into_iter().filter(|a| !visible.contains(a)) {
+            out.push((alias.to_owned(), long.to_owned()));
+        }
+    }
+    for sub in command.get_subcommands() {
+        hidden_aliases(sub, out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::args::{LeaderElectionArgs, ProbeArgs};
+    use clap::Subcommand;
+    use std::collections::BTreeMap;
+
+    #[derive(Parser, Debug)]
+    struct Cli {
+        #[command(subcommand)]
+        mode: Mode,
+    }
+
+    #[derive(Subcommand, Debug)]
+    enum Mode {
+        Serve {
+            #[command(flatten)]
+            probes: ProbeArgs,
+            #[command(flatten)]
+            leader: LeaderElectionArgs,
+        },
+    }
+
+    fn run(args: &[&str], env: &[(&str, &str)]) -> (ProbeArgs, LeaderElectionArgs, Vec<String>) {
+        let env: BTreeMap<String, OsString> =
+            env.iter().map(|(k, v)| ((*k).to_owned(), (*v).into())).collect();
+        let argv = std::iter::once("x")
+            .chain(args.iter().copied())
+            .map(OsString::from);
+        let (cli, warnings) = try_parse_with_env::<Cli>(argv, |name| env.get(name).cloned()).expect("parses");
+        let Mode::Serve { probes, leader } = cli.mode;
+        (probes, leader, warnings)
+    }
+
+    #[test]
+    fn new_spellings_parse_without_warnings() {
+        let (probes, leader, warnings) = run(
+            &[
+                "serve",
+                "--metrics-bind-address=127.0.0.1:1",
+                "--leader-election-identity",
+                "me",
+            ],
+            &[],
+        );
+        assert_eq!(
+            probes.metrics_bind_address,
+            Some("127.0.0.1:1".parse().expect("addr"))
+        );
+        assert_eq!(leader.identity.as_deref(), Some("me"));
+        assert!(warnings.is_empty(), "{warnings:?}");
+    }
+
+    #[test]
+    fn old_flag_names_work_with_a_warning() {
+        let (probes, leader, warnings) = run(
+            &["serve", "--metrics-addr=127.0.0.1:1", "--lease-duration", "20s"],
+            &[],
+        );
+        assert_eq!(
+            probes.metrics_bind_address,
+            Some("127.0.0.1:1".parse().expect("addr"))
+        );
+        assert_eq!(leader.lease_duration, Some(std::time::Duration::from_secs(20)));
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert!(warnings[0].contains("--metrics-addr") && warnings[0].contains("--metrics-bind-address"));
+        assert!(
+            warnings[1].contains("--lease-duration")
+                && warnings[1].contains("--leader-election-lease-duration")
+        );
+    }
+
+    #[test]
+    fn old_environment_variables_work_with_a_warning_unless_the_new_one_is_set() {
+        let (_, leader, warnings) = run(&["serve"], &[("POD_NAME", "pod-0"), ("POD_NAMESPACE", "ns")]);
+        assert_eq!(leader.identity.as_deref(), Some("pod-0"));
+        assert_eq!(leader.namespace.as_deref(), Some("ns"));
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.contains("POD_NAME ") && w.contains("OCM_SCORE_LEADER_ELECTION_IDENTITY"))
+        );
+
+        let (_, leader, warnings) = run(
+            &["serve"],
+            &[
+                ("POD_NAME", "pod-0"),
+                ("OCM_SCORE_LEADER_ELECTION_IDENTITY", "new"),
+            ],
+        );
+        // clap itself reads the new variable (from the real environment, where it is unset here);
+        // the old one must not be used as a fallback.
+        assert_ne!(leader.identity.as_deref(), Some("pod-0"));
+        assert!(warnings.is_empty(), "{warnings:?}");
+
+        let (_, leader, _) = run(
+            &["serve", "--leader-election-identity=flag"],
+            &[("POD_NAME", "pod-0")],
+        );
+        assert_eq!(
+            leader.identity.as_deref(),
+            Some("flag"),
+            "the command line wins over any variable"
+        );
+    }
+
+    #[test]
+    fn usage_errors_keep_clap_exit_code() {
+        let argv = ["x", "serve", "--leader-election-retry-period", "often"].map(OsString::from);
+        let err = try_parse_with_env::<Cli>(argv, |_| None).expect_err("bad value");
+        assert_eq!(err.exit_code(), 2);
+        assert!(err.to_string().contains("often"), "{err}");
+    }
+}

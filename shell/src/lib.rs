@@ -1,0 +1,25 @@
+//! The process shell every `ocm-score` binary mode runs in (agent `run`, hub `addon-manager`,
+//! `thanos-scorer`, and the controllers to come), so that each mode's `main` is wiring only:
+//!
+//! - [`cli`]: parsing with one naming scheme for flags and environment variables (`--some-thing` /
+//!   `OCM_SCORE_SOME_THING`), old spellings accepted for one release with a warning;
+//! - [`args`]: the flags every mode shares (probe address, leader election), flattened into each
+//!   mode's own; [`logging`]: `--log-format` and the one `tracing` setup;
+//! - [`shutdown`]: one cancellation token per process, cancelled by SIGTERM or Ctrl-C;
+//! - [`probes`]: one HTTP server (hyper) for `/metrics`, `/healthz` and `/readyz`, and the
+//!   [`probes::Heartbeat`] liveness is judged by; [`metrics`]: registries from `prometheus-client`;
+//! - [`leader`]: one Lease leader elector (a pure [`leader::Election`] plus its I/O) that steps down on
+//!   loss; a mode that must not continue after a loss stops itself;
+//! - [`client`]: the Kubernetes client from a kubeconfig flag or the environment.
+
+pub mod args;
+pub mod cli;
+pub mod client;
+pub mod leader;
+pub mod logging;
+pub mod metrics;
+pub mod names;
+pub mod probes;
+pub mod shutdown;
+
+pub use tokio_util::sync::CancellationToken;

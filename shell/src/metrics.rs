@@ -1,0 +1,43 @@
+//! Metrics through `prometheus-client`: each mode registers its families in a [`Registry`] under its
+//! prefix (`ocm_score_agent`, `ocm_score_addon`, `ocm_score_thanos`, ...), and `/metrics` serves
+//! [`encode`]'s OpenMetrics text. Counters are registered without `_total`; the library adds it.
+
+pub use prometheus_client::registry::Registry;
+
+/// Content type of [`encode`]'s output.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// The registry's families in the OpenMetrics text format.
+pub fn encode(registry: &Registry) -> String {
+    let mut out = String::with_capacity(4096);
+    if let Err(error) = prometheus_client::encoding::text::encode(&mut out, registry) {
+        // Only a failing writer errs, and a String does not fail; keep whatever was written.
+        tracing::warn!(%error, "encoding metrics failed");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prometheus_client::metrics::counter::Counter;
+    use prometheus_client::metrics::family::Family;
+
+    #[test]
+    fn encodes_families_prometheus_parses() {
+        let mut registry = Registry::with_prefix("ocm_score_test");
+        let hits = Family::<Vec<(&'static str, String)>, Counter>::default();
+        registry.register("hits", "Hits by path.", hits.clone());
+        hits.get_or_create(&vec![("path", "we\"ird".to_owned())])
+            .inc_by(3);
+        let text = encode(&registry);
+        assert!(text.contains("# TYPE ocm_score_test_hits counter"), "{text}");
+        assert!(
+            text.contains(r#"ocm_score_test_hits_total{path="we\"ird"} 3"#),
+            "{text}"
+        );
+        assert!(text.ends_with("# EOF\n"), "{text}");
+        let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).expect("parses");
+        assert_eq!(scrape.samples.len(), 1);
+    }
+}
