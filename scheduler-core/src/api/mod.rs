@@ -4,6 +4,8 @@
 //! (AddOnPlacementScore, PlacementDecision) have no `spec` at all, and several others make `spec`
 //! optional, which the derive cannot express. Each root type implements [`kube_core::Resource`] so it
 //! works with `kube::Api`, and [`OcmKind`] so tests can compare its identity with the upstream CRDs.
+//! Our own kind, [`tiering::TieredPlacement`], is declared with kube's `CustomResource` derive
+//! instead: its CRD is generated from the types.
 //!
 //! Fields we do not model are kept in an `extra` map on every spec and status, so a
 //! read-modify-write never drops what another controller wrote.
@@ -12,12 +14,14 @@ mod addon;
 mod cluster;
 mod placement;
 mod score;
+pub mod tiering;
 mod work;
 
 pub use addon::*;
 pub use cluster::*;
 pub use placement::*;
 pub use score::*;
+pub use tiering::{TieredPlacement, TieredPlacementSpec, TieredPlacementStatus};
 pub use work::*;
 
 pub use k8s_openapi::apimachinery::pkg::api::resource::Quantity;

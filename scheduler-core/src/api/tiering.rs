@@ -1,0 +1,945 @@
+//! `TieredPlacement` (`tiering.ocm-score.io/v1alpha1`): ordered cluster tiers with failover,
+//! overflow and opt-in failback, steered through one ordinary OCM Placement (the "child").
+//!
+//! Unlike the OCM kinds beside it, this is our own kind, so it is declared with kube's
+//! `CustomResource` derive and its CRD is generated from these types (the YAML under
+//! `manifests/hub/crds/` is checked against them by `scheduler-core/tests/tiering_crd.rs`).
+//! Fields that embed OCM's own Placement structures (`tiers[].predicates`, `template`) are typed
+//! with our OCM models; their schema keeps unknown fields, and [`validate`] plus the rendered
+//! child's check against the upstream Placement CRD do the validation the API server cannot.
+//!
+//! The schema carries what a structural schema can say (enums, ranges, list lengths); the rules
+//! that relate several fields (§4.1 of the design) live in [`validate`], which the planner runs
+//! first: an invalid spec becomes `Ready=False, reason=InvalidSpec` naming the field, and the
+//! child Placement is left as it was.
+
+use super::{ClusterPredicate, Condition, PlacementSpec, Time};
+use crate::duration;
+use kube_derive::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// The API group of the kinds ocm-score owns.
+pub const TIERING_GROUP: &str = "tiering.ocm-score.io";
+
+/// Ordered tiers of clusters; the controller keeps one OCM Placement (the child) selecting from
+/// the active tier(s).
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "tiering.ocm-score.io",
+    version = "v1alpha1",
+    kind = "TieredPlacement",
+    plural = "tieredplacements",
+    shortname = "tp",
+    namespaced,
+    status = "TieredPlacementStatus",
+    derive = "PartialEq",
+    derive = "Default",
+    printcolumn = r#"{"name":"Mode","type":"string","jsonPath":".spec.mode"}"#,
+    printcolumn = r#"{"name":"Active","type":"string","jsonPath":".status.activeTiers"}"#,
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
+    crates(
+        kube_core = "::kube_core",
+        k8s_openapi = "::k8s_openapi",
+        schemars = "::schemars",
+        serde = "::serde",
+        serde_json = "::serde_json"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct TieredPlacementSpec {
+    /// Name of the child Placement consumers read (default: the TieredPlacement's name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement_name: Option<String>,
+    /// `Failover`: exactly one tier is active. `Overflow`: tiers fill in order, cluster by cluster.
+    #[serde(default)]
+    pub mode: TieringMode,
+    /// Clusters to select. Required for `Overflow`; in `Failover` omitted means every qualifying
+    /// cluster of the active tier.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub number_of_clusters: Option<i32>,
+    /// Order = preference. A cluster belongs to the first tier it matches.
+    #[schemars(length(min = 1, max = 16))]
+    pub tiers: Vec<Tier>,
+    /// Rules on AddOnPlacementScores a cluster must meet to qualify; without them a cluster
+    /// qualifies when OCM would find it feasible.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<CapacityPolicy>,
+    /// What one placement puts on each selected cluster (reservations; `fits` self-credit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload: Option<WorkloadFootprint>,
+    /// Copied into the child Placement: tolerations, prioritizerPolicy, decisionStrategy. It may
+    /// not set clusterSets, predicates or numberOfClusters.
+    #[serde(default)]
+    #[schemars(schema_with = "placement_template_schema")]
+    pub template: PlacementSpec,
+    #[serde(default)]
+    pub failback: FailbackPolicy,
+    #[serde(default)]
+    pub stabilization: Stabilization,
+    /// Maintenance pin.
+    #[serde(rename = "override", default, skip_serializing_if = "Option::is_none")]
+    pub override_: Option<TierOverride>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum TieringMode {
+    #[default]
+    Failover,
+    Overflow,
+}
+
+/// One tier: the clusters of `clusterSets` (bound to the namespace) that `predicates` select.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Tier {
+    /// A DNS label, unique among the tiers.
+    #[schemars(length(min = 1, max = 63))]
+    pub name: String,
+    /// Same meaning as `Placement.spec.clusterSets` (empty: every bound set).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cluster_sets: Vec<String>,
+    /// OCM ClusterPredicates, verbatim; OCM ORs them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "predicates_schema")]
+    pub predicates: Vec<ClusterPredicate>,
+    /// `Failover`: the tier is satisfied with at least this many qualifying clusters
+    /// (default `numberOfClusters`, or 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub min_clusters: Option<i32>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CapacityPolicy {
+    /// All rules must hold.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 8))]
+    pub rules: Vec<CapacityRule>,
+    /// A verdict change takes effect after it persisted this long (Go duration, at most 1h).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub debounce: Option<String>,
+    #[serde(default)]
+    pub when_stale: WhenStale,
+    /// `Disqualify`: how long a cluster's scores may be Unknown before it loses its verdict.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stale_grace: Option<String>,
+}
+
+/// Exactly one of `fits` and `score`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CapacityRule {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fits: Option<FitsRule>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub score: Option<ScoreRule>,
+}
+
+/// "The cluster fits at least N replicas of shape S": the `fits.<shape>` score of the
+/// agent's `resource-usage-score`, decoded to replicas (`(value + 100) × scale`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FitsRule {
+    #[schemars(length(min = 1, max = 63))]
+    pub shape: String,
+    /// Enter threshold.
+    #[schemars(range(min = 0))]
+    pub at_least_replicas: i32,
+    /// Leave threshold (default `atLeastReplicas`: no band).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub exit_below_replicas: Option<i32>,
+    /// The shape's `scale` (replicas per score point; default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub scale: Option<i32>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ScoreRule {
+    #[schemars(length(min = 1))]
+    pub resource_name: String,
+    #[schemars(length(min = 1))]
+    pub score_name: String,
+    /// Enter threshold.
+    #[schemars(range(min = -100, max = 100))]
+    pub at_least: i32,
+    /// Leave threshold (default `atLeast - 20`, floored at -100).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = -100, max = 100))]
+    pub exit_below: Option<i32>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum WhenStale {
+    /// An Unknown cluster keeps its last verdict (it can never *enter* on stale data).
+    #[default]
+    KeepLastVerdict,
+    /// An Unknown cluster loses its verdict after `staleGrace`.
+    Disqualify,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkloadFootprint {
+    #[schemars(length(min = 1, max = 63))]
+    pub shape: String,
+    #[schemars(range(min = 1))]
+    pub replicas_per_cluster: i32,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FailbackPolicy {
+    #[serde(default)]
+    pub policy: FailbackMode,
+    /// Preferred capacity must be healthy this long, continuously (default 15m).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold_down: Option<String>,
+    /// Cap of the relapse doubling (default 4h, at most 24h).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_hold_down: Option<String>,
+    /// Overflow consolidation pace: swaps per `minDwell` (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub max_clusters_per_step: Option<i32>,
+    /// Make-before-break on voluntary moves. Only `0s` is supported by this version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overlap: Option<String>,
+    /// `Manual`: change to any new value to request one failback evaluation.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub trigger: String,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum FailbackMode {
+    #[default]
+    Never,
+    Manual,
+    Automatic,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Stabilization {
+    /// No voluntary move sooner than this after any transition (default 5m).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_dwell: Option<String>,
+    /// Above this many transitions in the trailing hour: `Frozen` for one hour (default 4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 9))]
+    pub max_transitions_per_hour: Option<i32>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TierOverride {
+    /// Failover: force this tier. Overflow: fill no further than this tier. Empty: no override.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub tier: String,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Status
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TieredPlacementStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Failover: one entry. Overflow: the tiers with selected clusters, in tier order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub active_tiers: Vec<String>,
+    /// The first tier in the order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preferred_tier: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<ChildPlacementStatus>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tiers: Vec<TierStatus>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failback: Option<FailbackStatus>,
+    /// Newest first, at most 10.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub transitions: Vec<Transition>,
+    /// Per-cluster capacity verdicts that carry memory (hysteresis, debounce, staleness), so a
+    /// restarted controller continues exactly where the last one stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<CapacityState>,
+    /// Voluntary moves are blocked until then (transition budget exceeded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frozen_until: Option<Time>,
+    /// In-flight capacity reservations (design §10; written by a later version).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reservations: Vec<Reservation>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ChildPlacementStatus {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub number_of_selected_clusters: Option<i32>,
+    /// The child's `PlacementSatisfied` condition status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub satisfied: Option<String>,
+    /// What the planner expects OCM to select, sorted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub predicted: Vec<String>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum TierState {
+    Active,
+    #[default]
+    Standby,
+    Unavailable,
+    Recovering,
+    Quarantined,
+    Unknown,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TierStatus {
+    pub name: String,
+    #[serde(default)]
+    pub state: TierState,
+    /// Clusters passing cluster sets, predicates, taints and tolerations (OCM-exact).
+    #[serde(default)]
+    pub feasible: i32,
+    /// Feasible clusters that also pass the capacity rules.
+    #[serde(default)]
+    pub qualifying: i32,
+    /// Clusters of this tier the plan selects.
+    #[serde(default)]
+    pub selected: i32,
+    /// Failover: satisfied-for-entry since. Overflow: has had unused qualifying clusters since.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub healthy_since: Option<Time>,
+    /// Relapses (forced failovers off this tier after a failback to it); doubles the hold-down.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub penalty: i32,
+    /// When `penalty` last changed (quarantine and decay are measured from it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub penalty_since: Option<Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effective_hold_down: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failback_eligible_at: Option<Time>,
+}
+
+fn is_zero(v: &i32) -> bool {
+    *v == 0
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FailbackStatus {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub observed_trigger: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending: Option<PendingFailback>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingFailback {
+    pub from: String,
+    pub to: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eligible_at: Option<Time>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum TransitionKind {
+    Initial,
+    Failover,
+    Overflow,
+    Contract,
+    Failback,
+    Override,
+    SpecChange,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Transition {
+    pub time: Time,
+    pub kind: TransitionKind,
+    #[serde(default)]
+    pub from: Vec<String>,
+    #[serde(default)]
+    pub to: Vec<String>,
+    pub reason: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CapacityState {
+    /// Clusters whose effective verdict is "qualifies", sorted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub qualified: Vec<String>,
+    /// Raw verdict changes waiting out the debounce.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending: Vec<PendingVerdict>,
+    /// Clusters whose scores are Unknown, and since when.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stale: Vec<StaleSince>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingVerdict {
+    pub cluster: String,
+    /// The verdict that takes effect at `since + debounce`.
+    pub qualified: bool,
+    pub since: Time,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StaleSince {
+    pub cluster: String,
+    pub since: Time,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Reservation {
+    pub cluster: String,
+    pub shape: String,
+    pub replicas: i32,
+    pub created_at: Time,
+    pub expires_at: Time,
+    /// `InFlight`.
+    pub state: String,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Schemas of the embedded OCM structures
+
+fn preserved_object(description: &str) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "description": description,
+        "x-kubernetes-preserve-unknown-fields": true,
+    })
+}
+
+fn placement_template_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    preserved_object(
+        "Fields copied into the child Placement's spec (tolerations, prioritizerPolicy, \
+         decisionStrategy), as in Placement.spec of cluster.open-cluster-management.io/v1beta1.",
+    )
+}
+
+fn predicates_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "array",
+        "description": "OCM ClusterPredicates (Placement.spec.predicates), verbatim.",
+        "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Validation (design §4.1)
+
+/// One reason a spec is invalid, naming the field (`spec.tiers[1].name`).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("field {field}: {message}")]
+pub struct SpecError {
+    pub field: String,
+    pub message: String,
+}
+
+fn err(field: impl Into<String>, message: impl Into<String>) -> SpecError {
+    SpecError {
+        field: field.into(),
+        message: message.into(),
+    }
+}
+
+/// Upper bounds of the timing knobs.
+pub const MAX_HOLD_DOWN: Duration = Duration::from_secs(24 * 3600);
+pub const MAX_DEBOUNCE: Duration = Duration::from_secs(3600);
+pub const MAX_TIERS: usize = 16;
+
+/// The defaults of the timing knobs.
+pub const DEFAULT_HOLD_DOWN: Duration = Duration::from_secs(15 * 60);
+pub const DEFAULT_MAX_HOLD_DOWN: Duration = Duration::from_secs(4 * 3600);
+pub const DEFAULT_MIN_DWELL: Duration = Duration::from_secs(5 * 60);
+pub const DEFAULT_STALE_GRACE: Duration = Duration::from_secs(5 * 60);
+pub const DEFAULT_MAX_TRANSITIONS_PER_HOUR: i32 = 4;
+/// The score object a `fits` rule reads (the agent's).
+pub const FITS_RESOURCE_NAME: &str = super::well_known::RESOURCE_USAGE_SCORE;
+
+/// The spec's durations and defaults, resolved once validation passed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Timings {
+    pub hold_down: Duration,
+    pub max_hold_down: Duration,
+    pub min_dwell: Duration,
+    pub debounce: Duration,
+    pub stale_grace: Duration,
+    pub max_transitions_per_hour: i32,
+    pub max_clusters_per_step: usize,
+}
+
+fn parse_duration(field: &str, value: Option<&String>, default: Duration) -> Result<Duration, SpecError> {
+    match value {
+        None => Ok(default),
+        Some(text) => duration::parse(text).map_err(|e| err(field, format!("{text:?} {e}"))),
+    }
+}
+
+/// Whether `name` is a DNS-1123 label.
+fn is_dns_label(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 63
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.starts_with('-')
+        && !name.ends_with('-')
+}
+
+impl TieredPlacementSpec {
+    /// The child Placement's name.
+    pub fn child_name<'a>(&'a self, own_name: &'a str) -> &'a str {
+        self.placement_name
+            .as_deref()
+            .filter(|n| !n.is_empty())
+            .unwrap_or(own_name)
+    }
+
+    /// Durations and defaults; errors name the field.
+    pub fn timings(&self) -> Result<Timings, SpecError> {
+        let f = &self.failback;
+        let hold_down = parse_duration("spec.failback.holdDown", f.hold_down.as_ref(), DEFAULT_HOLD_DOWN)?;
+        let max_hold_down = parse_duration(
+            "spec.failback.maxHoldDown",
+            f.max_hold_down.as_ref(),
+            DEFAULT_MAX_HOLD_DOWN.max(hold_down),
+        )?;
+        let min_dwell = parse_duration(
+            "spec.stabilization.minDwell",
+            self.stabilization.min_dwell.as_ref(),
+            DEFAULT_MIN_DWELL,
+        )?;
+        let cap = self.capacity.as_ref();
+        let debounce = parse_duration(
+            "spec.capacity.debounce",
+            cap.and_then(|c| c.debounce.as_ref()),
+            Duration::ZERO,
+        )?;
+        let stale_grace = parse_duration(
+            "spec.capacity.staleGrace",
+            cap.and_then(|c| c.stale_grace.as_ref()),
+            DEFAULT_STALE_GRACE,
+        )?;
+        Ok(Timings {
+            hold_down,
+            max_hold_down,
+            min_dwell,
+            debounce,
+            stale_grace,
+            max_transitions_per_hour: self
+                .stabilization
+                .max_transitions_per_hour
+                .unwrap_or(DEFAULT_MAX_TRANSITIONS_PER_HOUR),
+            max_clusters_per_step: f.max_clusters_per_step.unwrap_or(1).max(1) as usize,
+        })
+    }
+}
+
+/// Checks the rules of design §4.1 that the schema cannot express. Returns every error found,
+/// each naming its field; an empty list means the spec is valid.
+pub fn validate(spec: &TieredPlacementSpec) -> Vec<SpecError> {
+    let mut errors = Vec::new();
+    if let Some(name) = &spec.placement_name
+        && !name.is_empty()
+        && !is_dns_label(name)
+    {
+        errors.push(err(
+            "spec.placementName",
+            format!("{name:?} is not a DNS label (lowercase letters, digits and '-', at most 63)"),
+        ));
+    }
+    if spec.tiers.is_empty() || spec.tiers.len() > MAX_TIERS {
+        errors.push(err(
+            "spec.tiers",
+            format!(
+                "{} tiers; between 1 and {MAX_TIERS} are allowed",
+                spec.tiers.len()
+            ),
+        ));
+    }
+    for (i, tier) in spec.tiers.iter().enumerate() {
+        if !is_dns_label(&tier.name) {
+            errors.push(err(
+                format!("spec.tiers[{i}].name"),
+                format!(
+                    "{:?} is not a DNS label (lowercase letters, digits and '-', at most 63)",
+                    tier.name
+                ),
+            ));
+        }
+        if let Some(j) = spec.tiers[..i].iter().position(|t| t.name == tier.name) {
+            errors.push(err(
+                format!("spec.tiers[{i}].name"),
+                format!("{:?} is already the name of spec.tiers[{j}]", tier.name),
+            ));
+        }
+        if let Some(m) = tier.min_clusters
+            && m < 1
+        {
+            errors.push(err(
+                format!("spec.tiers[{i}].minClusters"),
+                format!("{m}; it must be at least 1"),
+            ));
+        }
+    }
+    match (spec.mode, spec.number_of_clusters) {
+        (_, Some(n)) if n < 0 => errors.push(err(
+            "spec.numberOfClusters",
+            format!("{n} is negative; it must be 0 or more"),
+        )),
+        (TieringMode::Overflow, None) => errors.push(err(
+            "spec.numberOfClusters",
+            "required in mode Overflow (at least 1)",
+        )),
+        (TieringMode::Overflow, Some(0)) => {
+            errors.push(err("spec.numberOfClusters", "0; mode Overflow needs at least 1"))
+        }
+        _ => {}
+    }
+    let t = &spec.template;
+    for (set, field) in [
+        (!t.cluster_sets.is_empty(), "spec.template.clusterSets"),
+        (!t.predicates.is_empty(), "spec.template.predicates"),
+        (t.number_of_clusters.is_some(), "spec.template.numberOfClusters"),
+    ] {
+        if set {
+            errors.push(err(
+                field,
+                "must not be set: the controller derives it from the tiers",
+            ));
+        }
+    }
+    if let Some(cap) = &spec.capacity {
+        for (i, rule) in cap.rules.iter().enumerate() {
+            let base = format!("spec.capacity.rules[{i}]");
+            match (&rule.fits, &rule.score) {
+                (Some(fits), None) => {
+                    if fits.at_least_replicas < 0 {
+                        errors.push(err(
+                            format!("{base}.fits.atLeastReplicas"),
+                            format!("{} is negative", fits.at_least_replicas),
+                        ));
+                    }
+                    if let Some(exit) = fits.exit_below_replicas
+                        && (exit < 0 || exit > fits.at_least_replicas)
+                    {
+                        errors.push(err(
+                            format!("{base}.fits.exitBelowReplicas"),
+                            format!(
+                                "{exit}; it must lie in 0..=atLeastReplicas ({})",
+                                fits.at_least_replicas
+                            ),
+                        ));
+                    }
+                    if let Some(scale) = fits.scale
+                        && scale < 1
+                    {
+                        errors.push(err(
+                            format!("{base}.fits.scale"),
+                            format!("{scale}; it must be at least 1"),
+                        ));
+                    }
+                    if !is_dns_label(&fits.shape) {
+                        errors.push(err(
+                            format!("{base}.fits.shape"),
+                            format!("{:?} is not a DNS label", fits.shape),
+                        ));
+                    }
+                }
+                (None, Some(score)) => {
+                    if !(-100..=100).contains(&score.at_least) {
+                        errors.push(err(
+                            format!("{base}.score.atLeast"),
+                            format!("{} is outside -100..100", score.at_least),
+                        ));
+                    }
+                    if let Some(exit) = score.exit_below
+                        && (!(-100..=100).contains(&exit) || exit > score.at_least)
+                    {
+                        errors.push(err(
+                            format!("{base}.score.exitBelow"),
+                            format!(
+                                "{exit}; it must lie in -100..100 and not above atLeast ({})",
+                                score.at_least
+                            ),
+                        ));
+                    }
+                    if score.resource_name.is_empty() {
+                        errors.push(err(format!("{base}.score.resourceName"), "must not be empty"));
+                    }
+                    if score.score_name.is_empty() {
+                        errors.push(err(format!("{base}.score.scoreName"), "must not be empty"));
+                    }
+                }
+                _ => errors.push(err(base, "set exactly one of fits and score")),
+            }
+        }
+    }
+    if let Some(w) = &spec.workload
+        && w.replicas_per_cluster < 1
+    {
+        errors.push(err(
+            "spec.workload.replicasPerCluster",
+            format!("{}; it must be at least 1", w.replicas_per_cluster),
+        ));
+    }
+    match spec.timings() {
+        Err(e) => errors.push(e),
+        Ok(t) => {
+            if t.hold_down > t.max_hold_down {
+                errors.push(err(
+                    "spec.failback.holdDown",
+                    format!(
+                        "{:?} is longer than maxHoldDown ({:?})",
+                        spec.failback.hold_down.as_deref().unwrap_or("15m"),
+                        spec.failback.max_hold_down.as_deref().unwrap_or("4h")
+                    ),
+                ));
+            }
+            if t.max_hold_down > MAX_HOLD_DOWN {
+                errors.push(err("spec.failback.maxHoldDown", "is longer than 24h"));
+            }
+            if t.debounce > MAX_DEBOUNCE {
+                errors.push(err("spec.capacity.debounce", "is longer than 1h"));
+            }
+            if !(1..=9).contains(&t.max_transitions_per_hour) {
+                errors.push(err(
+                    "spec.stabilization.maxTransitionsPerHour",
+                    format!("{}; it must lie in 1..9", t.max_transitions_per_hour),
+                ));
+            }
+            if let Some(per_step) = spec.failback.max_clusters_per_step
+                && per_step < 1
+            {
+                errors.push(err(
+                    "spec.failback.maxClustersPerStep",
+                    format!("{per_step}; it must be at least 1"),
+                ));
+            }
+        }
+    }
+    if let Some(overlap) = &spec.failback.overlap {
+        match duration::parse(overlap) {
+            Err(e) => errors.push(err("spec.failback.overlap", format!("{overlap:?} {e}"))),
+            Ok(d) if !d.is_zero() => errors.push(err(
+                "spec.failback.overlap",
+                format!("{overlap:?}: only 0s (break-before-make) is supported by this version"),
+            )),
+            Ok(_) => {}
+        }
+    }
+    if let Some(o) = &spec.override_
+        && !o.tier.is_empty()
+        && !spec.tiers.iter().any(|t| t.name == o.tier)
+    {
+        errors.push(err("spec.override.tier", format!("{:?} names no tier", o.tier)));
+    }
+    errors
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn tier(name: &str) -> Tier {
+        Tier {
+            name: name.into(),
+            cluster_sets: vec![name.into()],
+            ..Tier::default()
+        }
+    }
+
+    fn valid() -> TieredPlacementSpec {
+        TieredPlacementSpec {
+            tiers: vec![tier("east"), tier("west")],
+            ..TieredPlacementSpec::default()
+        }
+    }
+
+    fn fields(spec: &TieredPlacementSpec) -> Vec<String> {
+        validate(spec).into_iter().map(|e| e.field).collect()
+    }
+
+    #[test]
+    fn a_minimal_spec_is_valid() {
+        assert_eq!(validate(&valid()), vec![]);
+    }
+
+    #[test]
+    fn tier_names_are_unique_dns_labels_and_1_to_16() {
+        let mut s = valid();
+        s.tiers[1].name = "east".into();
+        assert_eq!(fields(&s), ["spec.tiers[1].name"]);
+        s.tiers[1].name = "West_1".into();
+        assert_eq!(fields(&s), ["spec.tiers[1].name"]);
+        s.tiers.clear();
+        assert_eq!(fields(&s), ["spec.tiers"]);
+        s.tiers = (0..17).map(|i| tier(&format!("t{i}"))).collect();
+        assert_eq!(fields(&s), ["spec.tiers"]);
+    }
+
+    #[test]
+    fn score_bands_must_be_ordered_and_in_range() {
+        let mut s = valid();
+        s.capacity = Some(CapacityPolicy {
+            rules: vec![
+                CapacityRule {
+                    score: Some(ScoreRule {
+                        resource_name: "r".into(),
+                        score_name: "s".into(),
+                        at_least: 10,
+                        exit_below: Some(20),
+                    }),
+                    ..CapacityRule::default()
+                },
+                CapacityRule {
+                    fits: Some(FitsRule {
+                        shape: "a100".into(),
+                        at_least_replicas: 2,
+                        exit_below_replicas: Some(4),
+                        scale: None,
+                    }),
+                    ..CapacityRule::default()
+                },
+                CapacityRule::default(),
+            ],
+            ..CapacityPolicy::default()
+        });
+        assert_eq!(
+            fields(&s),
+            [
+                "spec.capacity.rules[0].score.exitBelow",
+                "spec.capacity.rules[1].fits.exitBelowReplicas",
+                "spec.capacity.rules[2]"
+            ]
+        );
+    }
+
+    #[test]
+    fn overflow_needs_a_positive_number_and_negatives_are_refused() {
+        let mut s = valid();
+        s.mode = TieringMode::Overflow;
+        assert_eq!(fields(&s), ["spec.numberOfClusters"]);
+        s.number_of_clusters = Some(0);
+        assert_eq!(fields(&s), ["spec.numberOfClusters"]);
+        s.number_of_clusters = Some(2);
+        assert!(fields(&s).is_empty());
+        s.mode = TieringMode::Failover;
+        s.number_of_clusters = Some(-1);
+        let e = validate(&s);
+        assert_eq!(e[0].field, "spec.numberOfClusters");
+        assert!(e[0].to_string().contains("-1"), "{}", e[0]);
+    }
+
+    #[test]
+    fn template_may_not_choose_clusters() {
+        let mut s = valid();
+        s.template.cluster_sets = vec!["x".into()];
+        s.template.number_of_clusters = Some(1);
+        s.template.predicates = vec![ClusterPredicate::default()];
+        assert_eq!(
+            fields(&s),
+            [
+                "spec.template.clusterSets",
+                "spec.template.predicates",
+                "spec.template.numberOfClusters"
+            ]
+        );
+    }
+
+    #[test]
+    fn durations_are_bounded_and_parsed() {
+        let mut s = valid();
+        s.failback.hold_down = Some("5h".into());
+        s.failback.max_hold_down = Some("4h".into());
+        assert_eq!(fields(&s), ["spec.failback.holdDown"]);
+        s.failback.max_hold_down = Some("25h".into());
+        assert_eq!(fields(&s), ["spec.failback.maxHoldDown"]);
+        s.failback.max_hold_down = Some("six hours".into());
+        let e = validate(&s);
+        assert_eq!(e[0].field, "spec.failback.maxHoldDown");
+        assert!(e[0].message.contains("six hours"), "{}", e[0]);
+        s.failback = FailbackPolicy::default();
+        s.capacity = Some(CapacityPolicy {
+            debounce: Some("61m".into()),
+            ..CapacityPolicy::default()
+        });
+        assert_eq!(fields(&s), ["spec.capacity.debounce"]);
+    }
+
+    #[test]
+    fn override_must_name_a_tier() {
+        let mut s = valid();
+        s.override_ = Some(TierOverride { tier: "north".into() });
+        assert_eq!(fields(&s), ["spec.override.tier"]);
+        s.override_ = Some(TierOverride { tier: "west".into() });
+        assert!(fields(&s).is_empty());
+    }
+
+    #[test]
+    fn the_spec_reads_the_design_example() {
+        let yaml = r#"
+placementName: llm-inference
+mode: Overflow
+numberOfClusters: 3
+tiers:
+- {name: on-prem, clusterSets: [dc-gpu], minClusters: 1}
+- name: cloud-eu
+  clusterSets: [aws-eu-gpu]
+  predicates:
+  - requiredClusterSelector:
+      labelSelector: {matchLabels: {gpu: a100}}
+- {name: cloud-any, clusterSets: [aws-gpu, gcp-gpu]}
+capacity:
+  rules:
+  - fits: {shape: a100-x1, atLeastReplicas: 4, exitBelowReplicas: 2}
+  - score: {resourceName: resource-usage-score, scoreName: memClusterAvailable, atLeast: 10, exitBelow: -10}
+  debounce: 2m
+  whenStale: KeepLastVerdict
+  staleGrace: 5m
+workload: {shape: a100-x1, replicasPerCluster: 4}
+template:
+  tolerations:
+  - {key: cluster.open-cluster-management.io/unreachable, operator: Exists, tolerationSeconds: 120}
+failback: {policy: Automatic, holdDown: 15m, maxHoldDown: 4h, maxClustersPerStep: 1, overlap: 0s}
+stabilization: {minDwell: 5m, maxTransitionsPerHour: 4}
+override: {tier: ""}
+"#;
+        let spec: TieredPlacementSpec = serde_norway::from_str(yaml).unwrap();
+        assert_eq!(validate(&spec), vec![]);
+        assert_eq!(spec.tiers[1].predicates.len(), 1);
+        assert_eq!(spec.template.tolerations[0].toleration_seconds, Some(120));
+        assert_eq!(spec.timings().unwrap().debounce, Duration::from_secs(120));
+    }
+}
