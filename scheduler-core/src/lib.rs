@@ -6,3 +6,4 @@ pub mod api;
 pub mod duration;
 pub mod normalize;
 pub mod placement;
+pub mod tiering;

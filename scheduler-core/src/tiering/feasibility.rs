@@ -1,0 +1,150 @@
+//! Step 1: which clusters each tier holds and which of them OCM would find feasible.
+//!
+//! Nothing is re-derived: each tier is scheduled as an OCM Placement of its own (the child's
+//! namespace and name, so "in decision" is judged against the child's PlacementDecisions; the
+//! tier's cluster sets and predicates; the template's tolerations and prioritizers) with
+//! scheduler-core's OCM-exact candidates, filters and prioritizers. A cluster belongs to the
+//! first tier whose cluster sets and predicates select it.
+//!
+//! Tolerations are judged `LEAD` ahead of `now`, and the requeue comes `LEAD` before each
+//! toleration deadline, so a forced failover reaches OCM before OCM's own deadline requeue drops
+//! the cluster (one sync moves the workload; no empty decision list in between).
+
+use crate::api::{Placement, PlacementSpec, TieredPlacementSpec};
+use crate::placement::filters::{FilterReason, taints};
+use crate::placement::snapshot::{ClusterId, HubSnapshot};
+use crate::placement::{candidates, schedule};
+
+/// How far ahead tolerations are judged.
+pub const LEAD_NS: i128 = 1_000_000_000;
+
+/// One tier, evaluated.
+#[derive(Clone, Debug, Default)]
+pub struct TierClusters {
+    /// Members: clusters of the tier's bound cluster sets that its predicates select and no
+    /// earlier tier holds, in name order.
+    pub members: Vec<ClusterId>,
+    /// Members OCM would keep at `now + LEAD`, best first by the template's prioritizers.
+    pub feasible: Vec<ClusterId>,
+    /// Members the filters drop, with why.
+    pub rejected: Vec<(ClusterId, String)>,
+    /// A misconfiguration OCM reports for this tier (bad selector, CEL that does not compile).
+    pub misconfigured: Option<String>,
+    /// Earliest `deadline - LEAD` of a toleration still running for a member.
+    pub requeue_at: Option<i128>,
+}
+
+/// The Placement OCM would schedule for one tier.
+pub(crate) fn tier_placement(
+    spec: &TieredPlacementSpec,
+    namespace: &str,
+    child: &str,
+    tier: usize,
+) -> Placement {
+    let t = &spec.tiers[tier];
+    Placement {
+        metadata: crate::api::ObjectMeta {
+            namespace: Some(namespace.to_string()),
+            name: Some(child.to_string()),
+            ..Default::default()
+        },
+        spec: PlacementSpec {
+            cluster_sets: t.cluster_sets.clone(),
+            predicates: t.predicates.clone(),
+            tolerations: spec.template.tolerations.clone(),
+            prioritizer_policy: spec.template.prioritizer_policy.clone(),
+            ..PlacementSpec::default()
+        },
+        status: None,
+    }
+}
+
+/// Evaluates every tier at `now_ns`. `in_decision` says which clusters are in the child's
+/// PlacementDecisions (by id).
+pub fn evaluate(
+    spec: &TieredPlacementSpec,
+    namespace: &str,
+    child: &str,
+    snapshot: &HubSnapshot,
+    in_decision: &[bool],
+    now_ns: i128,
+) -> Vec<TierClusters> {
+    let mut claimed = vec![false; snapshot.clusters().len()];
+    let now = super::time::timestamp(now_ns);
+    (0..spec.tiers.len())
+        .map(|i| {
+            let placement = tier_placement(spec, namespace, child, i);
+            let mut out = TierClusters::default();
+            let cands = match candidates::candidates(snapshot, &placement) {
+                Ok(c) => c.clusters,
+                Err(e) => {
+                    out.misconfigured = Some(e.to_string());
+                    return out;
+                }
+            };
+            let cands: Vec<ClusterId> = cands.into_iter().filter(|id| !claimed[id.index()]).collect();
+            let result = match schedule(snapshot, &placement, &cands, now) {
+                Ok(r) => r,
+                Err(e) => {
+                    out.misconfigured = Some(e.to_string());
+                    return out;
+                }
+            };
+            if result.aborted {
+                out.misconfigured = Some(format!("{}: {}", result.status.plugin, result.status.message));
+                if !result.filters_completed {
+                    return out;
+                }
+            }
+            // Members: passed the Predicate filter (the first record).
+            out.members = result
+                .filter_records
+                .first()
+                .map(|r| r.clusters.clone())
+                .unwrap_or_default();
+            for id in &out.members {
+                claimed[id.index()] = true;
+            }
+            for (id, reason) in &result.rejected {
+                if let FilterReason::Taint { taint, expired } = reason {
+                    let key = &snapshot.cluster(*id).spec.taints[*taint].key;
+                    let why = match expired {
+                        Some((_, at)) => format!("taint {key} no longer tolerated since {at}"),
+                        None => format!("taint {key} not tolerated"),
+                    };
+                    out.rejected.push((*id, why));
+                }
+            }
+            // Feasible at now + LEAD, in OCM's rank order at now.
+            let ahead = now_ns + LEAD_NS;
+            let tolerations = &spec.template.tolerations;
+            let ranked: Vec<ClusterId> = if result.ranking.len() == result.feasible.len() {
+                result.ranked().map(|(id, _)| id).collect()
+            } else {
+                result.feasible.clone()
+            };
+            for id in ranked {
+                if !snapshot.is_tainted(id) {
+                    out.feasible.push(id);
+                    continue;
+                }
+                match taints::check(snapshot.cluster(id), tolerations, in_decision[id.index()], ahead) {
+                    taints::Tolerance::Tolerated { until } => {
+                        if let Some(deadline) = until {
+                            let at = deadline - LEAD_NS;
+                            out.requeue_at = Some(out.requeue_at.map_or(at, |r: i128| r.min(at)));
+                        }
+                        out.feasible.push(id);
+                    }
+                    taints::Tolerance::Rejected { taint, .. } => {
+                        let key = &snapshot.cluster(id).spec.taints[taint].key;
+                        out.rejected
+                            .push((id, format!("taint {key}: toleration runs out within 1s")));
+                    }
+                }
+            }
+            out.rejected.sort_by_key(|(id, _)| *id);
+            out
+        })
+        .collect()
+}
