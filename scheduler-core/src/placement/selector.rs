@@ -334,8 +334,26 @@ impl ClusterMatcher {
         self.cel.iter().find_map(|(_, p)| p.as_ref().err()).cloned()
     }
 
+    /// Whether the cluster matches; the same answer as [`ClusterMatcher::miss`], without
+    /// building the reason (the scheduler asks this for every cluster).
     pub fn matches(&self, snapshot: &HubSnapshot, id: ClusterId) -> bool {
-        self.miss(snapshot, id).is_none()
+        if !self.labels_and_claims_match(snapshot, id) {
+            return false;
+        }
+        if self.cel.is_empty() {
+            return true;
+        }
+        let activation = ClusterActivation::new(snapshot, id);
+        self.cel
+            .iter()
+            .all(|(_, program)| matches!(program, Ok(p) if p.eval_bool(&activation) == Ok(true)))
+    }
+
+    fn labels_and_claims_match(&self, snapshot: &HubSnapshot, id: ClusterId) -> bool {
+        let labels = snapshot.cluster_labels(id);
+        let cluster = snapshot.cluster(id);
+        self.labels.matches(|k| labels.get(k).map(String::as_str))
+            && self.claims.matches(|k| claim_value(cluster, k))
     }
 
     /// Why the cluster does not match, or `None` when it does.

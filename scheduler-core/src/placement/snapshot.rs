@@ -12,6 +12,7 @@ use crate::api::{
 };
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::Arc;
 
 /// Index of a ManagedCluster in [`HubSnapshot::clusters`] (which is sorted by name, so comparing
 /// ids compares names byte-wise). Only a snapshot hands them out ([`HubSnapshot::cluster_id`],
@@ -100,8 +101,16 @@ pub struct HubSnapshot {
     /// Compact copies of the scores the AddOn prioritizer reads (one per AddOnPlacementScore).
     score_entries: Vec<ScoreEntry>,
     score_items: Vec<(u32, i32)>,
-    /// Resource and score names, interned.
+    /// Resource and score names, interned, and their text by id.
     score_names: FastMap<String, u32>,
+    score_name_text: Vec<Arc<str>>,
+    /// Cluster labels interned, for CEL: `label_pairs[label_start[i]..label_start[i + 1]]` are
+    /// cluster i's `(key, value)` ids, in key order; ids index `label_text`. A CEL predicate
+    /// reads these few small arrays instead of every cluster's label map.
+    label_ids: FastMap<Arc<str>, u32>,
+    label_text: Vec<Arc<str>>,
+    label_start: Vec<u32>,
+    label_pairs: Vec<(u32, u32)>,
     /// Whether each cluster has taints / a deletionTimestamp (kept apart from the objects so the
     /// hot loops stay in cache).
     tainted: Vec<bool>,
@@ -201,9 +210,15 @@ impl HubSnapshot {
             })
             .collect();
         let mut score_names: FastMap<String, u32> = FastMap::default();
+        let mut score_name_text: Vec<Arc<str>> = Vec::new();
         let mut intern = |name: &str| {
-            let next = score_names.len() as u32;
-            *score_names.entry(name.to_string()).or_insert(next)
+            if let Some(&id) = score_names.get(name) {
+                return id;
+            }
+            let id = score_name_text.len() as u32;
+            score_names.insert(name.to_string(), id);
+            score_name_text.push(Arc::from(name));
+            id
         };
         let mut score_items = Vec::new();
         let mut score_entries = Vec::with_capacity(scores.len());
@@ -235,6 +250,7 @@ impl HubSnapshot {
             cluster_score_start[i + 1] += cluster_score_start[i];
         }
         let cluster_scores = per_cluster.into_iter().map(|(_, s)| s).collect();
+        let (label_ids, label_text, label_start, label_pairs) = intern_labels(&clusters);
         let tainted = clusters.iter().map(|c| !c.spec.taints.is_empty()).collect();
         let terminating = clusters
             .iter()
@@ -254,6 +270,11 @@ impl HubSnapshot {
             score_entries,
             score_items,
             score_names,
+            score_name_text,
+            label_ids,
+            label_text,
+            label_start,
+            label_pairs,
             tainted,
             terminating,
             by_cluster_set_label,
@@ -399,6 +420,30 @@ impl HubSnapshot {
             .map(|(_, v)| *v)
     }
 
+    /// The items of an entry as interned `(score name, value)`, in order.
+    pub(crate) fn score_items_of(&self, entry: &ScoreEntry) -> &[(u32, i32)] {
+        &self.score_items[entry.items.start as usize..entry.items.end as usize]
+    }
+
+    /// Interned resource and score names by id (see [`HubSnapshot::score_name_id`]).
+    pub(crate) fn score_name_text(&self) -> &[Arc<str>] {
+        &self.score_name_text
+    }
+
+    /// The interned id of a label key or value, if any cluster uses it.
+    pub(crate) fn label_id(&self, text: &str) -> Option<u32> {
+        self.label_ids.get(text).copied()
+    }
+
+    /// The value of label `key` (interned) on cluster `id`, as its text.
+    pub(crate) fn label_value(&self, id: ClusterId, key: u32) -> Option<&Arc<str>> {
+        let (start, end) = (self.label_start[id.index()], self.label_start[id.index() + 1]);
+        self.label_pairs[start as usize..end as usize]
+            .iter()
+            .find(|(k, _)| *k == key)
+            .and_then(|(_, v)| self.label_text.get(*v as usize))
+    }
+
     pub fn is_tainted(&self, id: ClusterId) -> bool {
         self.tainted[id.index()]
     }
@@ -418,6 +463,35 @@ pub fn is_decision_of(pd: &PlacementDecision, namespace: &str, placement: &str) 
             .as_ref()
             .and_then(|l| l.get(well_known::PLACEMENT_LABEL))
             .is_some_and(|v| v == placement)
+}
+
+/// Every cluster's labels as interned `(key, value)` ids (see [`HubSnapshot::label_value`]).
+#[allow(clippy::type_complexity)]
+fn intern_labels(
+    clusters: &[ManagedCluster],
+) -> (FastMap<Arc<str>, u32>, Vec<Arc<str>>, Vec<u32>, Vec<(u32, u32)>) {
+    let mut ids: FastMap<Arc<str>, u32> = FastMap::default();
+    let mut text: Vec<Arc<str>> = Vec::new();
+    let mut intern = |s: &str| {
+        if let Some(&id) = ids.get(s) {
+            return id;
+        }
+        let id = text.len() as u32;
+        let shared: Arc<str> = Arc::from(s);
+        ids.insert(shared.clone(), id);
+        text.push(shared);
+        id
+    };
+    let mut start = Vec::with_capacity(clusters.len() + 1);
+    let mut pairs = Vec::new();
+    start.push(0);
+    for cluster in clusters {
+        for (k, v) in cluster.metadata.labels.iter().flatten() {
+            pairs.push((intern(k), intern(v)));
+        }
+        start.push(pairs.len() as u32);
+    }
+    (ids, text, start, pairs)
 }
 
 fn qualified(meta: &crate::api::ObjectMeta) -> String {

@@ -7,9 +7,10 @@ use super::library::{self, Overload, optional::some, standard};
 use super::syntax::BinaryOp;
 use super::value::{EvalResult, Key, Value, key_value, lookup_key, no_overload};
 use regex::Regex;
+use std::borrow::Cow;
 use std::cell::Cell;
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 /// The error once the cost budget is spent (cel-go's text); it ends the evaluation.
 pub const COST_LIMIT_EXCEEDED: &str = "operation cancelled: actual cost limit exceeded";
@@ -133,7 +134,12 @@ pub trait Environment {
     /// `managedCluster` followed by `path` (see [`Node::RootPath`]), when the environment can
     /// answer it directly; `None` to have it walked from [`Environment::root`]. A shortcut must
     /// give exactly what the walk would.
-    fn root_path(&self, _path: &[(Key, bool)]) -> Option<EvalResult> {
+    fn root_path(&self, path: &[(Key, bool)]) -> Option<EvalResult> {
+        self.root_path_str(path).map(|r| r.map(Value::str))
+    }
+    /// [`Environment::root_path`] for a path that leads to a string the environment holds,
+    /// borrowed, so that comparing or matching it allocates nothing. `None` when it cannot say.
+    fn root_path_str(&self, _path: &[(Key, bool)]) -> Option<Result<&str, String>> {
         None
     }
     /// OCM's `target.scores(name)`.
@@ -142,12 +148,139 @@ pub trait Environment {
     fn root_scores(&self, resource: &str) -> EvalResult {
         self.scores(&self.root(), resource)
     }
+    /// The items of `managedCluster.scores(name)` borrowed, so that a comprehension over them
+    /// builds no map per item; each item stands for [`score_item_value`]. `None` when the
+    /// environment cannot lend them (then [`Environment::root_scores`] is used).
+    fn root_score_items(&self, _resource: &str) -> Option<Result<ScoreItems<'_>, String>> {
+        None
+    }
+}
+
+/// The items of one AddOnPlacementScore, borrowed: `(name id, value)` pairs whose names are
+/// `names[id]`.
+#[derive(Clone, Copy)]
+pub struct ScoreItems<'e> {
+    pub names: &'e [Arc<str>],
+    pub items: &'e [(u32, i32)],
+}
+
+/// One borrowed score item.
+#[derive(Clone, Copy)]
+pub struct ScoreItem<'e> {
+    pub name: &'e Arc<str>,
+    pub value: i32,
+}
+
+impl<'e> ScoreItems<'e> {
+    pub fn get(&self, i: usize) -> Option<ScoreItem<'e>> {
+        let (name, value) = *self.items.get(i)?;
+        let name = self.names.get(name as usize)?;
+        Some(ScoreItem { name, value })
+    }
+}
+
+/// The keys of a score item, allocated once.
+static NAME_KEY: LazyLock<Key> = LazyLock::new(|| Key::String(Arc::from("name")));
+static VALUE_KEY: LazyLock<Key> = LazyLock::new(|| Key::String(Arc::from("value")));
+
+/// One item of `scores(...)` as OCM's library gives it to CEL: the map `{name, value}`.
+pub fn score_item_value(item: ScoreItem<'_>) -> Value {
+    let mut m = BTreeMap::new();
+    m.insert(NAME_KEY.clone(), Value::String(item.name.clone()));
+    m.insert(VALUE_KEY.clone(), Value::Int(i64::from(item.value)));
+    Value::Map(Arc::new(m))
+}
+
+/// A bound comprehension variable. An item of `managedCluster.scores(...)` stays borrowed from
+/// the environment until something needs it as a whole map.
+enum Bound<'e> {
+    Value(Value),
+    ScoreItem(ScoreItem<'e>),
+}
+
+impl Bound<'_> {
+    fn to_value(&self) -> Value {
+        match self {
+            Bound::Value(v) => v.clone(),
+            Bound::ScoreItem(item) => score_item_value(*item),
+        }
+    }
+}
+
+/// What a comprehension ranges over.
+enum Range<'e, 'v> {
+    Values(&'v [Value]),
+    ScoreItems(ScoreItems<'e>),
+}
+
+impl<'e> Range<'e, '_> {
+    fn len(&self) -> usize {
+        match self {
+            Range::Values(v) => v.len(),
+            Range::ScoreItems(s) => s.items.len(),
+        }
+    }
+
+    fn bound(&self, i: usize) -> Option<Bound<'e>> {
+        match self {
+            Range::Values(v) => v.get(i).cloned().map(Bound::Value),
+            Range::ScoreItems(s) => s.get(i).map(Bound::ScoreItem),
+        }
+    }
+}
+
+/// An evaluated operand: a string borrowed from the environment or the plan, a constant of the
+/// plan, or a computed value. Comparing borrowed strings allocates nothing.
+enum Operand<'a> {
+    Str(&'a str),
+    Const(&'a Value),
+    Value(Value),
+}
+
+impl Operand<'_> {
+    fn as_str(&self) -> Option<&str> {
+        match self {
+            Operand::Str(s) => Some(s),
+            Operand::Const(Value::String(s)) | Operand::Value(Value::String(s)) => Some(s),
+            _ => None,
+        }
+    }
+
+    fn to_value(&self) -> Cow<'_, Value> {
+        match self {
+            Operand::Str(s) => Cow::Owned(Value::str(s)),
+            Operand::Const(v) => Cow::Borrowed(v),
+            Operand::Value(v) => Cow::Borrowed(v),
+        }
+    }
+
+    fn cost_size(&self) -> usize {
+        match self {
+            Operand::Str(s) => s.len(),
+            Operand::Const(v) => v.cost_size(),
+            Operand::Value(v) => v.cost_size(),
+        }
+    }
+}
+
+/// `op` on two strings when its result needs no allocation; `None` for the others.
+fn string_binary(op: BinaryOp, x: &str, y: &str) -> Option<bool> {
+    use BinaryOp::*;
+    Some(match op {
+        Eq => x == y,
+        Ne => x != y,
+        Lt => x < y,
+        Le => x <= y,
+        Gt => x > y,
+        Ge => x >= y,
+        _ => return None,
+    })
 }
 
 pub struct Evaluator<'e> {
     env: &'e dyn Environment,
     /// Comprehension variables by slot.
-    locals: Vec<Value>,
+    locals: Vec<Bound<'e>>,
     /// Cost units left, shared by every expression evaluated for one cluster. Each evaluation
     /// step costs one unit, and building or scanning a string, list or map costs its size.
     budget: &'e Cell<u64>,
@@ -178,6 +311,17 @@ fn select(target: &Value, field: &Key, optional: bool) -> EvalResult {
             "type '{}' does not support field selection",
             other.type_name()
         )),
+    }
+}
+
+/// `item.field` on a score item, as [`select`] on its map would answer.
+fn select_score_item(item: ScoreItem<'_>, field: &Key) -> EvalResult {
+    if *field == *NAME_KEY {
+        Ok(Value::String(item.name.clone()))
+    } else if *field == *VALUE_KEY {
+        Ok(Value::Int(i64::from(item.value)))
+    } else {
+        Err(missing_key(field))
     }
 }
 
@@ -249,13 +393,17 @@ impl<'e> Evaluator<'e> {
             Node::Local(slot) => self
                 .locals
                 .get(*slot)
-                .cloned()
+                .map(Bound::to_value)
                 .ok_or_else(|| "comprehension variable out of scope".to_string()),
             Node::Select {
                 target,
                 field,
                 optional,
             } => {
+                if !*optional && let Some(item) = self.score_item_local(target) {
+                    self.charge(1)?;
+                    return select_score_item(item, field);
+                }
                 let t = self.eval(target)?;
                 select(&t, field, *optional)
             }
@@ -333,10 +481,24 @@ impl<'e> Evaluator<'e> {
                 other => Err(no_overload("_?_:_", &[&other])),
             },
             Node::Binary(op, l, r) => {
-                let a = self.eval(l)?;
-                let b = self.eval(r)?;
+                let a = self.operand(l)?;
+                let b = self.operand(r)?;
                 self.charge(a.cost_size() + b.cost_size())?;
-                standard::binary(*op, &a, &b)
+                if let Some(x) = a.as_str() {
+                    if let Some(y) = b.as_str()
+                        && let Some(result) = string_binary(*op, x, y)
+                    {
+                        return Ok(Value::Bool(result));
+                    }
+                    // `s in [...]`: cel-go's equality of a string with anything else is false.
+                    if let (BinaryOp::In, Operand::Const(Value::List(items))) = (op, &b) {
+                        let found = items
+                            .iter()
+                            .any(|item| matches!(item, Value::String(y) if **y == *x));
+                        return Ok(Value::Bool(found));
+                    }
+                }
+                standard::binary(*op, &a.to_value(), &b.to_value())
             }
             Node::Call {
                 name,
@@ -385,16 +547,16 @@ impl<'e> Evaluator<'e> {
                 regex,
                 limit,
             } => {
-                let t = self.eval(text)?;
+                let t = self.operand(text)?;
                 let n = match limit {
                     Some(l) => match self.eval(l)? {
                         Value::Int(n) => n,
-                        other => return Err(no_overload("findAll", &[&t, &other])),
+                        other => return Err(no_overload("findAll", &[&t.to_value(), &other])),
                     },
                     None => -1,
                 };
-                let Value::String(s) = &t else {
-                    return Err(no_overload("matches", &[&t]));
+                let Some(s) = t.as_str() else {
+                    return Err(no_overload("matches", &[&t.to_value()]));
                 };
                 self.charge(s.len())?;
                 let re = regex.as_ref().map_err(Clone::clone)?;
@@ -431,10 +593,87 @@ impl<'e> Evaluator<'e> {
                 slot,
                 body,
             } => {
+                if let Some(items) = self.borrowed_score_items(*kind, range) {
+                    let items = items?;
+                    // As `range_comprehension` charges for the list.
+                    self.charge(items.items.len())?;
+                    return self.comprehension(*kind, Range::ScoreItems(items), *slot, body);
+                }
                 let range = self.eval(range)?;
-                self.comprehension(*kind, &range, *slot, body)
+                self.range_comprehension(*kind, &range, *slot, body)
             }
         }
+    }
+
+    /// Evaluates `n` as an operand, borrowing it where the plan or the environment holds it:
+    /// constants, strings at a root path and a score item's `name`. Charged exactly as
+    /// [`Evaluator::eval`] would charge it.
+    fn operand<'a>(&mut self, n: &'a Node) -> Result<Operand<'a>, String>
+    where
+        'e: 'a,
+    {
+        match n {
+            Node::Const(v) => {
+                self.charge(1)?;
+                Ok(Operand::Const(v))
+            }
+            Node::RootPath(path) => {
+                let env: &'e dyn Environment = self.env;
+                match env.root_path_str(path) {
+                    Some(found) => {
+                        self.charge(1 + path.len())?;
+                        found.map(Operand::Str)
+                    }
+                    None => self.eval(n).map(Operand::Value),
+                }
+            }
+            Node::Select {
+                target,
+                field,
+                optional: false,
+            } if *field == *NAME_KEY => match self.score_item_local(target) {
+                Some(item) => {
+                    self.charge(2)?;
+                    Ok(Operand::Str(item.name))
+                }
+                None => self.eval(n).map(Operand::Value),
+            },
+            _ => self.eval(n).map(Operand::Value),
+        }
+    }
+
+    /// The score item bound to `target` when it is a comprehension variable holding one.
+    fn score_item_local(&self, target: &Node) -> Option<ScoreItem<'e>> {
+        match target {
+            Node::Local(slot) => match self.locals.get(*slot) {
+                Some(Bound::ScoreItem(item)) => Some(*item),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// For a comprehension over `managedCluster.scores('<constant>')`: the items borrowed from
+    /// the environment, charged as evaluating the call would be; `None` when the range is
+    /// anything else or the environment cannot lend them.
+    fn borrowed_score_items(&mut self, kind: Macro, range: &Node) -> Option<Result<ScoreItems<'e>, String>> {
+        if matches!(kind, Macro::OptMap | Macro::OptFlatMap) {
+            return None;
+        }
+        let Node::Scores { target, resource } = range else {
+            return None;
+        };
+        let (Node::Root, Node::Const(Value::String(name))) = (&**target, &**resource) else {
+            return None;
+        };
+        let env: &'e dyn Environment = self.env;
+        let found = env.root_score_items(name)?;
+        // The call, its receiver and its argument, then the list's size (see `Node::Scores`).
+        Some(self.charge(3).and_then(|()| {
+            let items = found?;
+            self.charge(items.items.len())?;
+            Ok(items)
+        }))
     }
 
     /// `&&` (decisive = false) and `||` (decisive = true), commutative over errors.
@@ -455,7 +694,7 @@ impl<'e> Evaluator<'e> {
     }
 
     /// Evaluates `body` with the variable in `slot` bound to `item`.
-    fn with_local(&mut self, slot: usize, item: Value, body: &Node) -> EvalResult {
+    fn with_local(&mut self, slot: usize, item: Bound<'e>, body: &Node) -> EvalResult {
         self.locals.truncate(slot);
         self.locals.push(item);
         let result = self.eval(body);
@@ -469,7 +708,7 @@ impl<'e> Evaluator<'e> {
             Value::Optional(Some(v)) => (**v).clone(),
             other => return Err(no_overload(kind.name(), &[other])),
         };
-        let result = self.with_local(slot, inner, body)?;
+        let result = self.with_local(slot, Bound::Value(inner), body)?;
         match (kind, result) {
             (Macro::OptMap, v) => Ok(some(v)),
             (_, v @ Value::Optional(_)) => Ok(v),
@@ -477,7 +716,7 @@ impl<'e> Evaluator<'e> {
         }
     }
 
-    fn comprehension(&mut self, kind: Macro, range: &Value, slot: usize, body: &[Node]) -> EvalResult {
+    fn range_comprehension(&mut self, kind: Macro, range: &Value, slot: usize, body: &[Node]) -> EvalResult {
         if matches!(kind, Macro::OptMap | Macro::OptFlatMap) {
             return self.optional_macro(kind, range, slot, &body[0]);
         }
@@ -491,18 +730,30 @@ impl<'e> Evaluator<'e> {
             other => return Err(no_overload(kind.name(), &[other])),
         };
         self.charge(items.len())?;
+        self.comprehension(kind, Range::Values(items), slot, body)
+    }
+
+    /// `all`, `exists`, `exists_one`, `filter` and `map` over the items of `range` (already
+    /// charged for).
+    fn comprehension(&mut self, kind: Macro, range: Range<'e, '_>, slot: usize, body: &[Node]) -> EvalResult {
         let mut trues = 0usize;
         let mut first_error: Option<String> = None;
         let mut out = Vec::new();
-        for item in items {
+        for i in 0..range.len() {
+            let Some(item) = range.bound(i) else {
+                break;
+            };
             let result = match (kind, body) {
-                (Macro::Map, [filter, transform]) => match self.with_local(slot, item.clone(), filter) {
-                    Ok(Value::Bool(true)) => self.with_local(slot, item.clone(), transform).map(Some),
+                (Macro::Map, [filter, transform]) => match self.with_local(slot, item, filter) {
+                    Ok(Value::Bool(true)) => match range.bound(i) {
+                        Some(item) => self.with_local(slot, item, transform).map(Some),
+                        None => Ok(None),
+                    },
                     Ok(Value::Bool(false)) => Ok(None),
                     Ok(other) => Err(no_overload("map", &[&other])),
                     Err(e) => Err(e),
                 },
-                (_, [single, ..]) => self.with_local(slot, item.clone(), single).map(Some),
+                (_, [single, ..]) => self.with_local(slot, item, single).map(Some),
                 (_, []) => Err("macro without a body".to_string()),
             };
             match kind {
@@ -530,7 +781,7 @@ impl<'e> Evaluator<'e> {
                     }
                 },
                 Macro::Filter => match result? {
-                    Some(Value::Bool(true)) => out.push(item.clone()),
+                    Some(Value::Bool(true)) => out.extend(range.bound(i).map(|item| item.to_value())),
                     Some(Value::Bool(false)) | None => {}
                     Some(other) => return Err(no_overload("filter", &[&other])),
                 },

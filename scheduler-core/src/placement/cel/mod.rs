@@ -44,10 +44,9 @@ mod value;
 
 use super::snapshot::{ClusterId, HubSnapshot};
 use check::{Checker, CompileError};
-use eval::{Environment, Evaluator, Node};
+use eval::{Environment, Evaluator, Node, ScoreItems, score_item_value};
 use std::cell::{Cell, OnceCell};
-use std::collections::BTreeMap;
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 use value::{EvalResult, Key, Value};
 
 /// The cost budget of the expressions evaluated for one cluster: the API server's
@@ -119,33 +118,26 @@ impl Environment for ClusterActivation<'_> {
         self.cluster_value()
     }
 
-    /// The paths selectors use most, read from the typed cluster: `metadata.name`,
-    /// `metadata.labels[k]`. Anything else (and any case where the JSON might differ, such as
-    /// absent labels) is walked from the full value.
     fn root_path(&self, path: &[(Key, bool)]) -> Option<EvalResult> {
-        let meta = &self.snapshot.cluster(self.id).metadata;
-        let field = |i: usize| match path.get(i) {
-            Some((Key::String(s), _)) => Some(&**s),
-            _ => None,
-        };
-        match (path.len(), field(0), field(1)) {
-            (2, Some("metadata"), Some("name")) => meta.name.as_deref().map(|n| Ok(Value::str(n))),
-            (3, Some("metadata"), Some("labels")) => {
-                let key = field(2)?;
-                let labels = meta.labels.as_ref()?;
-                Some(
-                    labels
-                        .get(key)
-                        .map(|v| Value::str(v))
-                        .ok_or_else(|| format!("no such key: {key}")),
-                )
-            }
-            _ => None,
+        match self.root_field(path)? {
+            RootField::Name(n) => Some(Ok(Value::str(n))),
+            RootField::Label(found) => Some(found.map(|v| Value::String(v.clone()))),
+        }
+    }
+
+    fn root_path_str(&self, path: &[(Key, bool)]) -> Option<Result<&str, String>> {
+        match self.root_field(path)? {
+            RootField::Name(n) => Some(Ok(n)),
+            RootField::Label(found) => Some(found.map(|v| &**v)),
         }
     }
 
     fn root_scores(&self, resource: &str) -> EvalResult {
         self.score_items(self.id, resource)
+    }
+
+    fn root_score_items(&self, resource: &str) -> Option<Result<ScoreItems<'_>, String>> {
+        Some(self.borrowed_score_items(self.id, resource))
     }
 
     fn scores(&self, target: &Value, resource: &str) -> EvalResult {
@@ -168,31 +160,69 @@ impl Environment for ClusterActivation<'_> {
     }
 }
 
-/// The keys of a score item, allocated once.
-static NAME_KEY: LazyLock<Key> = LazyLock::new(|| Key::String(Arc::from("name")));
-static VALUE_KEY: LazyLock<Key> = LazyLock::new(|| Key::String(Arc::from("value")));
+/// A root path the snapshot answers without the cluster's JSON.
+enum RootField<'s> {
+    /// `metadata.name`.
+    Name(&'s str),
+    /// `metadata.labels[k]` (or `.k`) on a cluster that has labels.
+    Label(Result<&'s Arc<str>, String>),
+}
 
-impl ClusterActivation<'_> {
-    /// The items of cluster `id`'s AddOnPlacementScore `resource` as CEL maps `{name, value}`.
-    fn score_items(&self, id: ClusterId, resource: &str) -> EvalResult {
-        let score = self
-            .snapshot
-            .score_of(id, resource)
+impl<'s> ClusterActivation<'s> {
+    /// The paths selectors use most: `metadata.name`, `metadata.labels[k]`, read from the typed
+    /// cluster and the snapshot's interned labels. Anything else (and any case where the JSON
+    /// might differ, such as absent labels) is walked from the full value.
+    fn root_field(&self, path: &[(Key, bool)]) -> Option<RootField<'s>> {
+        let field = |i: usize| match path.get(i) {
+            Some((Key::String(s), _)) => Some(&**s),
+            _ => None,
+        };
+        match (path.len(), field(0), field(1)) {
+            (2, Some("metadata"), Some("name")) => self
+                .snapshot
+                .cluster(self.id)
+                .metadata
+                .name
+                .as_deref()
+                .map(RootField::Name),
+            (3, Some("metadata"), Some("labels")) => {
+                let key = field(2)?;
+                self.snapshot.cluster(self.id).metadata.labels.as_ref()?;
+                let value = self
+                    .snapshot
+                    .label_id(key)
+                    .and_then(|k| self.snapshot.label_value(self.id, k));
+                Some(RootField::Label(
+                    value.ok_or_else(|| format!("no such key: {key}")),
+                ))
+            }
+            _ => None,
+        }
+    }
+
+    /// The items of cluster `id`'s AddOnPlacementScore `resource`, `validUntil` ignored.
+    fn borrowed_score_items(&self, id: ClusterId, resource: &str) -> Result<ScoreItems<'s>, String> {
+        let snapshot = self.snapshot;
+        let entry = snapshot
+            .score_name_id(resource)
+            .and_then(|r| snapshot.score_entry(id, r))
             .ok_or_else(|| {
                 format!("failed to get score: addonplacementscores.cluster.open-cluster-management.io \"{resource}\" not found")
             })?;
-        let items = score
-            .status
-            .iter()
-            .flat_map(|s| s.scores.iter())
-            .map(|item| {
-                let mut m = BTreeMap::new();
-                m.insert(NAME_KEY.clone(), Value::str(&item.name));
-                m.insert(VALUE_KEY.clone(), Value::Int(i64::from(item.value)));
-                Value::Map(Arc::new(m))
-            })
+        Ok(ScoreItems {
+            names: snapshot.score_name_text(),
+            items: snapshot.score_items_of(entry),
+        })
+    }
+
+    /// The items of cluster `id`'s AddOnPlacementScore `resource` as CEL maps `{name, value}`.
+    fn score_items(&self, id: ClusterId, resource: &str) -> EvalResult {
+        let items = self.borrowed_score_items(id, resource)?;
+        let values = (0..items.items.len())
+            .filter_map(|i| items.get(i))
+            .map(score_item_value)
             .collect();
-        Ok(Value::List(Arc::new(items)))
+        Ok(Value::list(values))
     }
 }
 
@@ -382,6 +412,86 @@ mod tests {
         match matcher.miss(&snapshot, id) {
             Some(SelectorMiss::Cel { reason, .. }) => assert!(reason.contains("cost limit"), "{reason}"),
             other => panic!("expected a CEL miss, got {other:?}"),
+        }
+    }
+
+    /// The environment without any of the shortcuts: every value is walked from the cluster's
+    /// JSON and `scores()` builds its list of maps.
+    struct Walked<'a>(&'a ClusterActivation<'a>);
+
+    impl Environment for Walked<'_> {
+        fn root(&self) -> Value {
+            self.0.root()
+        }
+        fn root_path(&self, _: &[(Key, bool)]) -> Option<EvalResult> {
+            None
+        }
+        fn scores(&self, target: &Value, resource: &str) -> EvalResult {
+            self.0.scores(target, resource)
+        }
+    }
+
+    #[test]
+    fn shortcuts_give_what_the_walk_gives_at_every_budget() {
+        use crate::api::{AddOnPlacementScore, ManagedCluster};
+        use crate::placement::snapshot::{HubObjects, HubSnapshot};
+        let cluster: ManagedCluster = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "c1", "labels": {"env": "prod", "zone": "eu-1", "n": "3"}},
+            "spec": {"hubAcceptsClient": true}
+        }))
+        .expect("a valid cluster");
+        let bare: ManagedCluster =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": "c2"}})).expect("a valid cluster");
+        let score: AddOnPlacementScore = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "usage", "namespace": "c1"},
+            "status": {"scores": [{"name": "cpu", "value": 60}, {"name": "mem", "value": -5}, {"name": "cpu", "value": 7}]}
+        }))
+        .expect("a valid score");
+        let snapshot = HubSnapshot::new(HubObjects {
+            clusters: vec![cluster, bare],
+            scores: vec![score],
+            ..HubObjects::default()
+        })
+        .expect("a valid snapshot");
+        let expressions = [
+            "managedCluster.metadata.labels['env'].matches('^(prod|staging)$') && managedCluster.scores('usage').exists(s, s.name == 'cpu' && s.value > -50)",
+            "managedCluster.metadata.labels.env == 'prod' || managedCluster.metadata.labels['missing'] < 'a'",
+            "managedCluster.metadata.labels['missing'].matches('x') || true",
+            "managedCluster.metadata.labels['zone'].find('[0-9]+') == '1' && managedCluster.metadata.labels['zone'].findAll('.', 2) == ['e', 'u']",
+            "managedCluster.metadata.labels['env'] in ['dev', 'prod'] && !(managedCluster.metadata.labels['env'] in {'prod': 1})",
+            "managedCluster.metadata.labels['env'] + '-x' == 'prod-x' && managedCluster.metadata.labels['env'] >= 'p'",
+            "managedCluster.metadata.name == 'c1' && managedCluster.metadata.name != managedCluster.metadata.labels['env']",
+            "managedCluster.scores('usage').all(s, s.value < 100) && managedCluster.scores('usage').exists_one(s, s.value < 0)",
+            "managedCluster.scores('usage').filter(s, s.name == 'cpu') == [{'name': 'cpu', 'value': 60}, {'name': 'cpu', 'value': 7}]",
+            "managedCluster.scores('usage').map(s, s.value > 0, s.name) == ['cpu', 'cpu']",
+            "managedCluster.scores('usage').map(s, s) == managedCluster.scores('usage')",
+            "managedCluster.scores('usage').exists(s, s.foo == 1)",
+            "managedCluster.scores('usage').exists(s, s.?foo.orValue(1) == 1 && has(s.name) && 'value' in s)",
+            "managedCluster.scores('usage').exists(s, s.name.startsWith('me') && s.value == -5.0)",
+            "managedCluster.scores('usage').exists(s, s.value == 'cpu' || s.name > 5)",
+            "managedCluster.scores('absent').exists(s, true)",
+            "managedCluster.scores('usage').exists(s, managedCluster.scores('usage').exists(t, t.name == s.name && t.value != s.value))",
+            "[1, 2].exists(x, managedCluster.scores('usage').all(s, s.value > x - 10))",
+        ];
+        for name in ["c1", "c2"] {
+            let id = snapshot.cluster_id(name).expect("cluster");
+            for src in expressions {
+                let program = Program::compile(src).unwrap_or_else(|e| panic!("{src}: {e}"));
+                for budget in (0..80).chain([COST_BUDGET]) {
+                    let fast = ClusterActivation::new(&snapshot, id);
+                    fast.budget.set(budget);
+                    let fast_result = Evaluator::new(&fast, &fast.budget).eval(&program.node);
+                    let walked_activation = ClusterActivation::new(&snapshot, id);
+                    let walked = Walked(&walked_activation);
+                    let walked_budget = Cell::new(budget);
+                    let walked_result = Evaluator::new(&walked, &walked_budget).eval(&program.node);
+                    assert_eq!(
+                        (format!("{fast_result:?}"), fast.budget.get()),
+                        (format!("{walked_result:?}"), walked_budget.get()),
+                        "{name}: {src} with a budget of {budget}"
+                    );
+                }
+            }
         }
     }
 
