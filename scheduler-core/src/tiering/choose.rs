@@ -47,6 +47,8 @@ struct Health {
     entry: Vec<ClusterId>,
     /// Feasible members not qualifying only because their scores are Unknown.
     unknown_only: usize,
+    /// Qualifying on fresh data (hysteresis band included): what Overflow may add.
+    fresh_qualifying: Vec<ClusterId>,
     satisfied: bool,
     entry_ok: bool,
     healthy_since: Option<i128>,
@@ -201,6 +203,11 @@ pub fn decide(input: &Input<'_>) -> Plan {
                     verdict_of(**id).is_some_and(|v| v.unknown && !v.qualified && !v.stale_disqualified)
                 })
                 .count();
+            let fresh_qualifying: Vec<ClusterId> = qualifying
+                .iter()
+                .copied()
+                .filter(|id| verdict_of(*id).is_some_and(|v| !v.unknown))
+                .collect();
             let before = prior_tier(&tier.name);
             let healthy_now = match spec.mode {
                 TieringMode::Failover => entry.len() >= min,
@@ -242,6 +249,7 @@ pub fn decide(input: &Input<'_>) -> Plan {
                 qualifying,
                 entry,
                 unknown_only,
+                fresh_qualifying,
                 healthy_since,
                 penalty,
                 penalty_since,
@@ -321,6 +329,27 @@ pub fn decide(input: &Input<'_>) -> Plan {
             snapshot,
         ),
     };
+    // Overflow health is "has unused entry clusters": judge it against the new selection, so
+    // that re-planning the same inputs finds the same `healthySince`.
+    if spec.mode == TieringMode::Overflow && !choice.keep_child {
+        let mut chosen = vec![false; snapshot.clusters().len()];
+        for id in choice
+            .chosen
+            .iter()
+            .flatten()
+            .filter_map(|n| snapshot.cluster_id(n))
+        {
+            chosen[id.index()] = true;
+        }
+        for (h, tier) in health.iter_mut().zip(&spec.tiers) {
+            let unused = h.entry.iter().any(|id| !chosen[id.index()]);
+            h.healthy_since = unused.then(|| {
+                prior_tier(&tier.name)
+                    .and_then(|b| b.healthy_since.as_ref())
+                    .map_or(ceil_second(now), of)
+            });
+        }
+    }
     if let Some(t) = choice.relapse_of {
         health[t].penalty += 1;
         health[t].penalty_since = Some(ceil_second(now));
@@ -1043,7 +1072,7 @@ fn overflow(
     }
     let mut spilled = 0usize;
     'fill: for t in h.iter().take(last + 1) {
-        for id in &t.entry {
+        for id in &t.fresh_qualifying {
             if keep.len() >= n {
                 break 'fill;
             }
