@@ -22,6 +22,7 @@
 //! its directory unless the caller chose one.
 
 pub mod addon;
+pub mod differential;
 pub mod go_components;
 pub mod kube;
 pub mod ocm;
