@@ -60,9 +60,10 @@ pub struct ScoringArgs {
     #[arg(long, env = "OCM_SCORE_OBJECT_NAME", default_value = scheduler_core::api::well_known::RESOURCE_USAGE_SCORE)]
     pub score_object_name: String,
 
-    /// How long published scores stay valid (`validUntil` = now + this).
-    #[arg(long, env = "OCM_SCORE_VALIDITY", default_value = "3m", value_parser = parse_duration)]
-    pub validity: DurationArg,
+    /// How long published scores stay valid (`validUntil` = now + this). Default for `run`: derived
+    /// from --renew-every (see there); for `once`: 3m.
+    #[arg(long, env = "OCM_SCORE_VALIDITY", value_parser = parse_duration)]
+    pub validity: Option<DurationArg>,
 
     /// Kubeconfig of the managed cluster; default: $KUBECONFIG, ~/.kube/config, or the in-cluster account.
     #[arg(long, env = "MANAGED_KUBECONFIG")]
@@ -113,6 +114,15 @@ pub struct RunArgs {
     /// After a node or pod change, wait this long for more changes before recomputing.
     #[arg(long, env = "OCM_SCORE_DEBOUNCE", default_value = "5s", value_parser = parse_duration)]
     pub debounce: DurationArg,
+
+    /// Renew `validUntil` at every Nth refresh of an unchanged cluster [default: 1, every refresh].
+    /// `validUntil` is then N × refresh × (1 + jitter) + api timeout + hub timeout (+1s) ahead: just
+    /// long enough for N late refreshes with slow reads and writes. The trade, at the 60s default
+    /// refresh: 1 → 60 hub writes per cluster per hour, a dead agent's scores expire within 97s; 2 → 30
+    /// writes, 163s. Cannot be combined with --validity.
+    #[arg(long, env = "OCM_SCORE_RENEW_EVERY", value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=60))]
+    pub renew_every: Option<u32>,
 
     /// Least time between two writes caused by score changes (renewals are never delayed).
     #[arg(long, env = "OCM_SCORE_MIN_WRITE_INTERVAL", default_value = "15s", value_parser = parse_duration)]

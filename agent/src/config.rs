@@ -10,6 +10,50 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// `--renew-every` default: validUntil is renewed at every refresh, as the add-on's contract says.
+pub const DEFAULT_RENEW_EVERY: u32 = 1;
+/// `validUntil` of `once` when --validity is not given (nothing renews it).
+pub const ONCE_VALIDITY: Duration = Duration::from_secs(180);
+pub const MIN_VALIDITY: Duration = Duration::from_secs(10);
+pub const MAX_VALIDITY: Duration = Duration::from_secs(24 * 3600);
+
+/// The renew-margin rule for `refreshes` refreshes: the longest they may take, one after the other, to
+/// land a write: each as late as the jitter allows, the last one reading the managed cluster as slowly
+/// as `api_timeout` allows and writing the hub as slowly as `hub_timeout` allows.
+pub fn renewal_margin(
+    refreshes: u32,
+    refresh: Duration,
+    jitter: f64,
+    api_timeout: Duration,
+    hub_timeout: Duration,
+) -> Duration {
+    let late_refreshes =
+        Duration::try_from_secs_f64(refresh.as_secs_f64() * f64::from(refreshes) * (1.0 + jitter))
+            .unwrap_or(Duration::MAX);
+    late_refreshes
+        .saturating_add(api_timeout)
+        .saturating_add(hub_timeout)
+}
+
+/// The validity when --validity is not given: the renew-margin rule for `renew_every` refreshes, plus
+/// the second `validUntil` loses to whole-second rounding, and at least [`MIN_VALIDITY`]. A dead agent's
+/// scores so expire once `renew_every` refreshes were missed and the slack a late, slow one needs has
+/// passed; a live agent renews at every `renew_every`-th refresh (the run loop renews once the next
+/// refresh might land after validUntil, which with this validity is exactly then).
+pub fn derived_validity(
+    renew_every: u32,
+    refresh: Duration,
+    jitter: f64,
+    api_timeout: Duration,
+    hub_timeout: Duration,
+) -> Duration {
+    let margin = renewal_margin(renew_every, refresh, jitter, api_timeout, hub_timeout);
+    let whole_seconds = margin
+        .as_secs()
+        .saturating_add(u64::from(margin.subsec_nanos() > 0));
+    Duration::from_secs(whole_seconds.saturating_add(1)).max(MIN_VALIDITY)
+}
+
 /// A configuration error: which flag, which value (empty when the flag is missing), and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigError {
@@ -239,8 +283,11 @@ pub struct RunConfig {
     pub debounce: Duration,
     pub min_write_interval: Duration,
     pub score_step: u8,
-    /// Renew `validUntil` once less than this much of it is left.
+    /// The renew-margin rule: the longest one refresh may take to land its write (a refresh as late
+    /// as the jitter allows, a read as slow as --api-timeout, a write as slow as --hub-timeout).
     pub renew_margin: Duration,
+    /// `--renew-every`: validUntil is renewed at every Nth refresh (1 unless --validity was given).
+    pub renew_every: u32,
     pub metrics_addr: SocketAddr,
     pub lease: Option<LeaseConfig>,
 }
@@ -261,15 +308,13 @@ impl RunConfig {
             debounce,
             min_write_interval,
             score_step,
+            renew_every,
             metrics_addr,
             addon_name,
             addon_namespace,
             lease,
             lease_interval,
         } = args;
-        let scoring = ScoringConfig::from_args(scoring)?;
-        let hub = scoring.require_hub()?;
-
         let refresh = refresh_interval.0;
         if refresh < Duration::from_secs(1) {
             return Err(ConfigError::new(
@@ -285,6 +330,40 @@ impl RunConfig {
                 "must be between 0 and 0.5",
             ));
         }
+        // The next refresh comes (even at maximum jitter) within refresh × (1 + jitter), reads the
+        // managed cluster within --api-timeout and writes the hub within --hub-timeout: renewing once
+        // less than all of that is left lands the new validUntil before the old one passes.
+        let renew_margin = renewal_margin(1, refresh, jitter, scoring.api_timeout.0, scoring.hub_timeout.0);
+        let (validity, renew_every) = match (scoring.validity, renew_every) {
+            (Some(validity), None) => (validity.0, 1),
+            (Some(_), Some(n)) => {
+                return Err(ConfigError::new(
+                    "--renew-every",
+                    n.to_string(),
+                    "cannot be combined with --validity, which sets validUntil directly",
+                ));
+            }
+            (None, n) => {
+                let n = n.unwrap_or(DEFAULT_RENEW_EVERY);
+                let validity =
+                    derived_validity(n, refresh, jitter, scoring.api_timeout.0, scoring.hub_timeout.0);
+                if validity > MAX_VALIDITY {
+                    return Err(ConfigError::new(
+                        "--renew-every",
+                        n.to_string(),
+                        format!(
+                            "makes validUntil {} ahead with --refresh-interval {}; at most {} is allowed",
+                            fmt_duration(validity),
+                            fmt_duration(refresh),
+                            fmt_duration(MAX_VALIDITY)
+                        ),
+                    ));
+                }
+                (validity, n)
+            }
+        };
+        let scoring = ScoringConfig::from_args(scoring, validity)?;
+        let hub = scoring.require_hub()?;
         if debounce.0 > refresh {
             return Err(ConfigError::new(
                 "--debounce",
@@ -292,10 +371,6 @@ impl RunConfig {
                 format!("must not exceed --refresh-interval ({})", fmt_duration(refresh)),
             ));
         }
-        // The next refresh comes (even at maximum jitter) within refresh × (1 + jitter), reads the
-        // managed cluster within --api-timeout and writes the hub within --hub-timeout: renewing once
-        // less than all of that is left lands the new validUntil before the old one passes.
-        let renew_margin = refresh.mul_f64(1.0 + jitter) + scoring.api_timeout + scoring.hub_timeout;
         if scoring.validity <= renew_margin {
             return Err(ConfigError::new(
                 "--validity",
@@ -341,6 +416,7 @@ impl RunConfig {
             min_write_interval: min_write_interval.0,
             score_step,
             renew_margin,
+            renew_every,
             metrics_addr,
             lease,
         })
@@ -350,7 +426,7 @@ impl RunConfig {
 impl OnceConfig {
     pub fn from_args(args: OnceArgs) -> Result<Self, ConfigError> {
         let OnceArgs { scoring, publish } = args;
-        let scoring = ScoringConfig::from_args(scoring)?;
+        let scoring = ScoringConfig::from_args(scoring, ONCE_VALIDITY)?;
         let publish = if publish {
             Some(scoring.require_hub()?)
         } else {
@@ -361,7 +437,8 @@ impl OnceConfig {
 }
 
 impl ScoringConfig {
-    pub fn from_args(args: ScoringArgs) -> Result<Self, ConfigError> {
+    /// `default_validity` applies when --validity is not given.
+    pub fn from_args(args: ScoringArgs, default_validity: Duration) -> Result<Self, ConfigError> {
         let ScoringArgs {
             sources,
             extended_resources,
@@ -428,8 +505,8 @@ impl ScoringConfig {
         }
 
         check_dns_subdomain("--score-object-name", &score_object_name)?;
-        let validity = validity.0;
-        if validity < Duration::from_secs(10) || validity > Duration::from_secs(24 * 3600) {
+        let validity = validity.map_or(default_validity, |v| v.0);
+        if validity < MIN_VALIDITY || validity > MAX_VALIDITY {
             return Err(ConfigError::new(
                 "--validity",
                 fmt_duration(validity),
@@ -756,9 +833,26 @@ mod tests {
         assert_eq!(cfg.hub.cluster_name, "prod-1", "read from the secret directory");
         assert_eq!(cfg.hub.kubeconfig, dir.path().join("kubeconfig"));
         assert_eq!(cfg.scoring.scores.len(), 10);
-        assert_eq!(cfg.scoring.validity, Duration::from_secs(180));
         assert_eq!(cfg.refresh_interval, Duration::from_secs(60));
         assert_eq!(cfg.renew_margin, Duration::from_secs(96), "66s + 10s + 20s");
+        assert_eq!(
+            (cfg.scoring.validity, cfg.renew_every),
+            (Duration::from_secs(97), 1),
+            "the margin and a second for rounding"
+        );
+        let saving = run(&["--hub-kubeconfig", hub, "--renew-every=2"]).expect("valid");
+        assert_eq!(
+            saving.scoring.validity,
+            Duration::from_secs(163),
+            "2 × 66s + 30s + 1s"
+        );
+        let explicit = run(&["--hub-kubeconfig", hub, "--validity=3m"]).expect("valid");
+        assert_eq!(explicit.scoring.validity, Duration::from_secs(180));
+        assert_eq!(
+            once(&["--source=host"]).expect("valid").scoring.validity,
+            Duration::from_secs(180),
+            "once keeps its own default"
+        );
         let lease = cfg.lease.expect("lease on by default");
         assert_eq!(
             (lease.name.as_str(), lease.namespace.as_str()),
@@ -778,6 +872,8 @@ mod tests {
         let hub = dir.path().to_str().expect("utf-8 path");
         for flags in [
             &[][..],
+            &["--renew-every=2"][..],
+            &["--renew-every=5", "--jitter=0.5", "--api-timeout=1s"][..],
             &["--refresh-interval=30s", "--jitter=0.5", "--validity=2m"][..],
             &[
                 "--refresh-interval=1s",
@@ -793,7 +889,6 @@ mod tests {
             let cfg = run(&args).expect("valid");
             let policy = WritePolicy {
                 validity: cfg.scoring.validity,
-                renew_margin: cfg.renew_margin,
                 step: i32::from(cfg.score_step),
                 min_write_interval: cfg.min_write_interval,
             };
@@ -818,7 +913,10 @@ mod tests {
                 cycle_start += late_tick;
                 // The decision is taken once the sources have been read.
                 let decided_at = cycle_start + slow(cfg.scoring.api_timeout);
-                if let Decision::Write(_) = decide(Some(&last), &scores, decided_at, &policy) {
+                // The next cycle comes as late as the jitter allows and reads and writes as slowly.
+                let renew_by =
+                    cycle_start + late_tick + slow(cfg.scoring.api_timeout + cfg.scoring.hub_timeout);
+                if let Decision::Write(_) = decide(Some(&last), &scores, decided_at, renew_by, &policy) {
                     let landed = decided_at + slow(cfg.scoring.hub_timeout);
                     let old = last.valid_until.expect("set");
                     assert!(landed < old, "{flags:?}: renewal landed at {landed}, after {old}");
@@ -838,6 +936,11 @@ mod tests {
             all.extend_from_slice(args);
             run(&all).expect_err("invalid")
         };
+        let e = err(&["--validity", "3m", "--renew-every", "2"]);
+        assert_eq!((e.flag, e.value.as_str()), ("--renew-every", "2"));
+        let e = err(&["--refresh-interval", "1h", "--renew-every", "30"]);
+        assert_eq!((e.flag, e.value.as_str()), ("--renew-every", "30"));
+        assert!(e.reason.contains("at most 24h"), "{e}");
         let e = err(&["--validity", "60s"]);
         assert_eq!((e.flag, e.value.as_str()), ("--validity", "1m"));
         assert!(

@@ -21,6 +21,8 @@ pub enum HubError {
 pub struct HubConnection {
     kubeconfig: PathBuf,
     current: Option<(u64, Client)>,
+    /// The client was given, not built from files (tests with an in-process hub).
+    pinned: bool,
 }
 
 impl HubConnection {
@@ -28,6 +30,17 @@ impl HubConnection {
         HubConnection {
             kubeconfig,
             current: None,
+            pinned: false,
+        }
+    }
+
+    /// Always this client, never rebuilt.
+    #[cfg(test)]
+    pub(crate) fn pinned(client: Client) -> Self {
+        HubConnection {
+            kubeconfig: PathBuf::new(),
+            current: Some((0, client)),
+            pinned: true,
         }
     }
 
@@ -37,6 +50,11 @@ impl HubConnection {
 
     /// The hub client, rebuilt if the kubeconfig or a file it references changed since the last call.
     pub async fn client(&mut self) -> Result<Client, HubError> {
+        if self.pinned
+            && let Some((_, client)) = &self.current
+        {
+            return Ok(client.clone());
+        }
         let fingerprint = fingerprint(&self.kubeconfig)?;
         if let Some((known, client)) = &self.current
             && *known == fingerprint
@@ -53,6 +71,9 @@ impl HubConnection {
 
     /// Forgets the client so the next call builds a fresh one (after an authentication failure).
     pub fn reset(&mut self) {
+        if self.pinned {
+            return;
+        }
         self.current = None;
     }
 

@@ -60,7 +60,6 @@ pub async fn once(cfg: OnceConfig) -> Result<String, OnceError> {
             scoring.score_object_name.clone(),
             WritePolicy {
                 validity: scoring.validity,
-                renew_margin: scoring.validity,
                 step: 1,
                 min_write_interval: Duration::ZERO,
             },

@@ -1,8 +1,9 @@
 //! Writing the AddOnPlacementScore on the hub, and deciding when not to.
 //!
 //! Every write makes OCM re-run the Placements that use the score, so the publisher writes only
-//! when a score moved by at least `step`, when `validUntil` is about to run out, or when the condition
-//! must change (first write, recovery, failure). Writes create `<cluster-ns>/<name>` if absent, then
+//! when a score moved by at least `step`, when `validUntil` would pass before the next chance to renew
+//! it has landed (the caller says when that is: the run loop knows its next refresh), or when the
+//! condition must change (first write, recovery, failure). Writes create `<cluster-ns>/<name>` if absent, then
 //! replace `/status` with the read `resourceVersion` (a conflict re-reads and retries), keeping other
 //! writers' conditions and unknown fields.
 
@@ -24,8 +25,6 @@ pub const REASON_SOURCE_FAILED: &str = "SourceFailed";
 #[derive(Debug, Clone)]
 pub struct WritePolicy {
     pub validity: Duration,
-    /// Renew `validUntil` once less than this is left.
-    pub renew_margin: Duration,
     /// Least score movement that is worth a write.
     pub step: i32,
     /// Least time between two writes caused by score movement.
@@ -66,11 +65,13 @@ pub enum Decision {
     Defer(Timestamp),
 }
 
-/// Whether freshly computed scores should be written now.
+/// Whether freshly computed scores should be written now. `renew_by` is when the next chance to renew
+/// will, at the latest, have landed its write: a `validUntil` that does not outlast it is renewed now.
 pub fn decide(
     last: Option<&Published>,
     scores: &[ScoreValue],
     now: Timestamp,
+    renew_by: Timestamp,
     policy: &WritePolicy,
 ) -> Decision {
     let Some(last) = last else {
@@ -84,11 +85,7 @@ pub fn decide(
     if !last.healthy {
         return Decision::Write(WriteReason::Recovered);
     }
-    let margin = SignedDuration::try_from(policy.renew_margin).unwrap_or(SignedDuration::MAX);
-    let renew = match last.valid_until {
-        None => true,
-        Some(valid_until) => valid_until.duration_since(now) < margin,
-    };
+    let renew = last.valid_until.is_none_or(|valid_until| valid_until <= renew_by);
     if renew {
         return Decision::Write(WriteReason::Renewal);
     }
@@ -280,15 +277,16 @@ impl Publisher {
         self.last.as_ref()
     }
 
-    /// Writes `scores` if worth it.
+    /// Writes `scores` if worth it (see [`decide`] for `renew_by`).
     pub async fn publish(
         &mut self,
         scores: &[ScoreValue],
         detail: &str,
         now: Timestamp,
+        renew_by: Timestamp,
     ) -> Result<Outcome, PublishError> {
         self.ensure_known().await?;
-        match decide(self.last.as_ref(), scores, now, &self.policy) {
+        match decide(self.last.as_ref(), scores, now, renew_by, &self.policy) {
             Decision::Skip => Ok(Outcome::Skipped),
             Decision::Defer(at) => Ok(Outcome::Deferred(at)),
             Decision::Write(reason) => {
@@ -489,7 +487,6 @@ mod tests {
     fn policy() -> WritePolicy {
         WritePolicy {
             validity: Duration::from_secs(180),
-            renew_margin: Duration::from_secs(76),
             step: 5,
             min_write_interval: Duration::from_secs(15),
         }
@@ -614,7 +611,7 @@ mod tests {
             ),
         ];
         for (name, last, new, want) in cases {
-            assert_eq!(decide(last.as_ref(), &new, now, &p), want, "{name}");
+            assert_eq!(decide(last.as_ref(), &new, now, t(76), &p), want, "{name}");
         }
     }
 

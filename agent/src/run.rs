@@ -4,6 +4,12 @@
 //! shortly after node or pod changes (debounced), then lets the publisher decide whether a write is
 //! worth it. A failing source stops renewal (scores expire) and is reported in the condition; a
 //! failing hub is retried with backoff while the loop keeps running.
+//!
+//! Renewal: the refresh ticks keep their own cadence (computations caused by changes or retries in
+//! between do not move them), so every computation knows when the next refresh comes. It renews
+//! `validUntil` when that refresh, reading and writing as slowly as the timeouts allow, might land
+//! after it. With the derived validity (see `config::derived_validity`) that is every
+//! `--renew-every`-th refresh, and never a computation in between.
 
 use crate::accounting::ResourceView;
 use crate::accounting::resources::{CPU, MEMORY};
@@ -27,6 +33,10 @@ use std::time::Duration;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
+#[cfg(test)]
+#[path = "run_timing_tests.rs"]
+mod timing_tests;
+
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
     #[error("listening on {addr}: {source}")]
@@ -48,18 +58,76 @@ const FAILING_RECHECK: Duration = Duration::from_secs(5);
 /// Longest a hub write failure delays the next attempt.
 const MAX_RETRY_DELAY: Duration = Duration::from_secs(30);
 
-struct Agent {
+struct Agent<S> {
     cfg: RunConfig,
     metrics: Arc<Metrics>,
     probes: Arc<Probes>,
-    cluster: Option<ClusterSource>,
-    kubelet: Option<KubeletSource>,
-    host: Option<HostSource>,
+    sources: S,
     publisher: Publisher,
+    clock: Clock,
+    /// Randomly spreads an interval by a fraction ([`spread`]; fixed in tests).
+    spread: fn(Duration, f64) -> Duration,
     failed_writes: u32,
     /// Since when the sources have been failing (the agent's start counts as failing until the first
     /// successful read).
     failing_since: Option<Instant>,
+}
+
+/// Wall-clock time for `validUntil` and the condition.
+#[derive(Clone, Copy, Debug)]
+enum Clock {
+    System,
+    /// Wall time that advances with Tokio's clock, so a paused clock drives it in tests.
+    #[cfg_attr(not(test), allow(dead_code))]
+    FollowsTokio {
+        wall: Timestamp,
+        at: Instant,
+    },
+}
+
+impl Clock {
+    fn now(self) -> Timestamp {
+        match self {
+            Clock::System => Timestamp::now(),
+            Clock::FollowsTokio { wall, at } => wall.checked_add(at.elapsed()).unwrap_or(Timestamp::MAX),
+        }
+    }
+
+    /// The wall time `instant` stands for.
+    fn at(self, instant: Instant) -> Timestamp {
+        let now = Instant::now();
+        let wall = self.now();
+        if instant >= now {
+            wall.checked_add(instant - now).unwrap_or(Timestamp::MAX)
+        } else {
+            wall.checked_sub(now - instant).unwrap_or(Timestamp::MIN)
+        }
+    }
+}
+
+/// One read of all enabled sources, combined.
+struct Snapshot {
+    view: ResourceView,
+    /// What the figures are, for the condition and logs.
+    detail: String,
+    /// Pods counted by the cluster source.
+    counted_pods: Option<usize>,
+}
+
+/// Where a computation's figures come from: the configured sources, or a script in tests.
+trait ReadSources {
+    /// Reads every enabled source and combines them, or says which one failed.
+    async fn read(&mut self) -> Result<Snapshot, (&'static str, SourceError)>;
+    /// Whether everything the sources watch has been listed (readiness).
+    fn synced(&self) -> bool;
+}
+
+/// The sources the configuration enables.
+struct ConfiguredSources {
+    resources: crate::accounting::ResourceSet,
+    cluster: Option<ClusterSource>,
+    kubelet: Option<KubeletSource>,
+    host: Option<HostSource>,
 }
 
 /// Runs until `shutdown` turns true.
@@ -148,7 +216,6 @@ pub async fn run(cfg: RunConfig, mut shutdown: watch::Receiver<bool>) -> Result<
         cfg.scoring.score_object_name.clone(),
         WritePolicy {
             validity: cfg.scoring.validity,
-            renew_margin: cfg.renew_margin,
             step: i32::from(cfg.score_step),
             min_write_interval: cfg.min_write_interval,
         },
@@ -160,17 +227,23 @@ pub async fn run(cfg: RunConfig, mut shutdown: watch::Receiver<bool>) -> Result<
         sources = ?sources.names(),
         refresh = %fmt_duration(cfg.refresh_interval),
         validity = %fmt_duration(cfg.scoring.validity),
+        renew_every = cfg.renew_every,
         "agent started"
     );
 
     let mut agent = Agent {
+        sources: ConfiguredSources {
+            resources: cfg.scoring.resources.clone(),
+            cluster,
+            kubelet,
+            host,
+        },
         cfg,
         metrics,
         probes,
-        cluster,
-        kubelet,
-        host,
         publisher,
+        clock: Clock::System,
+        spread,
         failed_writes: 0,
         failing_since: Some(Instant::now()),
     };
@@ -178,10 +251,10 @@ pub async fn run(cfg: RunConfig, mut shutdown: watch::Receiver<bool>) -> Result<
     // First computation: as soon as the watches have listed everything (or the host has two CPU
     // samples), but no later than one refresh interval.
     let first = async {
-        if let Some(cluster) = &agent.cluster {
+        if let Some(cluster) = &agent.sources.cluster {
             cluster.wait_synced().await;
         }
-        if agent.host.is_some() {
+        if agent.sources.host.is_some() {
             tokio::time::sleep(MIN_SAMPLE_INTERVAL).await;
         }
     };
@@ -194,56 +267,77 @@ pub async fn run(cfg: RunConfig, mut shutdown: watch::Receiver<bool>) -> Result<
     // so drop that notification rather than let it open a debounce window for a needless second one.
     let _ = changed.notified().now_or_never();
 
-    let mut next_tick = Instant::now();
-    let mut debounce_until: Option<Instant> = None;
-    let mut retry_at: Option<Instant> = None;
-    loop {
-        heartbeat.beat(Timestamp::now());
-        let wake = [Some(next_tick), debounce_until, retry_at]
-            .into_iter()
-            .flatten()
-            .min()
-            .unwrap_or(next_tick);
-        tokio::select! {
-            _ = shutdown.wait_for(|stop| *stop) => break,
-            _ = changed.notified() => {
-                // Trailing-edge debounce: the first change starts the window, later ones ride along.
-                debounce_until.get_or_insert_with(|| Instant::now() + agent.cfg.debounce);
-                continue;
-            }
-            _ = tokio::time::sleep_until(wake) => {}
-        }
-        // Whatever woke us, this computation covers pending changes, retries and the tick: the next
-        // refresh is one (jittered) interval after it.
-        next_tick = Instant::now() + spread(agent.cfg.refresh_interval, agent.cfg.jitter);
-        debounce_until = None;
-        heartbeat.beat(Timestamp::now());
-        tokio::select! {
-            _ = shutdown.wait_for(|stop| *stop) => break,
-            retry = agent.cycle() => retry_at = retry,
-        }
-    }
+    agent.drive(&changed, &mut shutdown, &heartbeat).await;
     tracing::info!("shutting down");
     drop(agent);
     drop(server);
     Ok(())
 }
 
-impl Agent {
-    /// Computes and (maybe) publishes once. Returns when to try again if sooner than the next tick.
-    async fn cycle(&mut self) -> Option<Instant> {
-        let read = self.read_sources().await;
+impl<S: ReadSources> Agent<S> {
+    /// Refresh ticks, debounced changes and retries, until `shutdown` turns true.
+    async fn drive(&mut self, changed: &Notify, shutdown: &mut watch::Receiver<bool>, heartbeat: &Heartbeat) {
+        let mut next_tick = Instant::now();
+        let mut debounce_until: Option<Instant> = None;
+        let mut retry_at: Option<Instant> = None;
+        loop {
+            heartbeat.beat(self.clock.now());
+            let wake = [Some(next_tick), debounce_until, retry_at]
+                .into_iter()
+                .flatten()
+                .min()
+                .unwrap_or(next_tick);
+            tokio::select! {
+                _ = shutdown.wait_for(|stop| *stop) => break,
+                _ = changed.notified() => {
+                    // Trailing-edge debounce: the first change starts the window, later ones ride along.
+                    debounce_until.get_or_insert_with(|| Instant::now() + self.cfg.debounce);
+                    continue;
+                }
+                _ = tokio::time::sleep_until(wake) => {}
+            }
+            // Whatever woke us, this computation covers pending changes and retries. Only a refresh
+            // tick sets the next one, a (jittered) interval on: the cadence, and so the renewal
+            // schedule, does not move with changes in between.
+            let woke = Instant::now();
+            if woke >= next_tick {
+                next_tick = woke + (self.spread)(self.cfg.refresh_interval, self.cfg.jitter);
+            }
+            debounce_until = None;
+            heartbeat.beat(self.clock.now());
+            tokio::select! {
+                _ = shutdown.wait_for(|stop| *stop) => break,
+                retry = self.cycle(next_tick) => retry_at = retry,
+            }
+        }
+    }
+
+    /// Computes and (maybe) publishes once; `next_tick` is when the next refresh comes. Returns when
+    /// to try again if sooner than the next tick.
+    async fn cycle(&mut self, next_tick: Instant) -> Option<Instant> {
+        let read = self.sources.read().await;
         // After the read (which may take up to --api-timeout): validUntil and the renewal decision
         // count from when the figures were current, not from when the cycle began.
-        let now = Timestamp::now();
+        let now = self.clock.now();
         match read {
-            Ok((view, detail, counted_pods)) => {
+            Ok(Snapshot {
+                view,
+                detail,
+                counted_pods,
+            }) => {
                 self.failing_since = None;
                 let resources = &self.cfg.scoring.resources;
                 let scores = scores::compute(&self.cfg.scoring.scores, &view, resources);
                 self.metrics
                     .computed(&view, resources, &scores, counted_pods, now.as_second());
-                let result = self.publisher.publish(&scores, &detail, now).await;
+                // The next refresh has read the sources within --api-timeout of its tick and written
+                // within --hub-timeout after that.
+                let renew_by = self
+                    .clock
+                    .at(next_tick)
+                    .checked_add(self.cfg.scoring.api_timeout + self.cfg.scoring.hub_timeout)
+                    .unwrap_or(Timestamp::MAX);
+                let result = self.publisher.publish(&scores, &detail, now, renew_by).await;
                 match result {
                     Ok(Outcome::Written(reason)) => {
                         self.hub_ok(WriteResult::Written);
@@ -302,7 +396,7 @@ impl Agent {
     fn hub_ok(&mut self, result: WriteResult) {
         self.metrics.write(result);
         self.failed_writes = 0;
-        if self.cluster.as_ref().is_none_or(ClusterSource::is_synced) {
+        if self.sources.synced() {
             self.probes.set_ready();
         }
     }
@@ -313,16 +407,15 @@ impl Agent {
         let backoff = Duration::from_secs(1u64 << self.failed_writes.min(5))
             .min(MAX_RETRY_DELAY)
             .min(self.cfg.refresh_interval);
-        let delay = spread(backoff, 0.2);
+        let delay = (self.spread)(backoff, 0.2);
         tracing::warn!(%error, retry_in_ms = delay.as_millis() as u64, "hub write failed");
         Instant::now() + delay
     }
+}
 
-    /// Reads every enabled source and combines them, or says which one failed.
-    async fn read_sources(
-        &mut self,
-    ) -> Result<(ResourceView, String, Option<usize>), (&'static str, SourceError)> {
-        let resources = &self.cfg.scoring.resources;
+impl ReadSources for ConfiguredSources {
+    async fn read(&mut self) -> Result<Snapshot, (&'static str, SourceError)> {
+        let resources = &self.resources;
         let mut readings: Vec<Reading> = Vec::new();
         let mut counted_pods = None;
         if let Some(cluster) = &self.cluster {
@@ -337,7 +430,15 @@ impl Agent {
             readings.push(host.read(resources).map_err(|e| ("host", e))?);
         }
         let (view, detail) = Reading::combine(&readings);
-        Ok((view, detail, counted_pods))
+        Ok(Snapshot {
+            view,
+            detail,
+            counted_pods,
+        })
+    }
+
+    fn synced(&self) -> bool {
+        self.cluster.as_ref().is_none_or(ClusterSource::is_synced)
     }
 }
 

@@ -48,7 +48,8 @@ pub const ALL_FLAGS: &[&str] = &[
 /// The agent's defaults and limits the hub checks configurations against before rolling them out
 /// (`hub-controller/tests/addon_agent_cli.rs` holds them against the agent's own validation).
 pub const DEFAULT_REFRESH_INTERVAL: Duration = Duration::from_secs(60);
-pub const DEFAULT_VALIDITY: Duration = Duration::from_secs(180);
+/// `--validity` as the agent derives it at the default refresh, jitter and timeouts (66s + 30s + 1s).
+pub const DEFAULT_VALIDITY: Duration = Duration::from_secs(97);
 /// `--debounce` default: the refresh interval may not be shorter.
 pub const DEFAULT_DEBOUNCE: Duration = Duration::from_secs(5);
 /// `--jitter` default: refreshes come up to 10 % late.

@@ -250,7 +250,12 @@ impl Checked {
     fn check(&self, values: &BTreeMap<&str, &str>) -> Result<(), ConfigError> {
         let raw = |name: &str| values.get(name).map(|v| v.trim().to_string()).unwrap_or_default();
         let refresh = self.refresh.unwrap_or(cli::DEFAULT_REFRESH_INTERVAL);
-        let validity = self.validity.unwrap_or(cli::DEFAULT_VALIDITY);
+        // Without SCORE_VALIDITY the agent derives it: the renew-margin rule for one refresh, rounded
+        // up to whole seconds, plus one.
+        let margin =
+            refresh.mul_f64(1.0 + cli::DEFAULT_JITTER) + cli::DEFAULT_API_TIMEOUT + cli::DEFAULT_HUB_TIMEOUT;
+        let derived = Duration::from_secs(margin.as_secs() + u64::from(margin.subsec_nanos() > 0) + 1);
+        let validity = self.validity.unwrap_or(derived.max(cli::MIN_VALIDITY));
         if refresh < cli::MIN_REFRESH_INTERVAL.max(cli::DEFAULT_DEBOUNCE) {
             return Err(ConfigError::new(
                 variable_field("REFRESH_INTERVAL"),
@@ -272,8 +277,6 @@ impl Checked {
         if !(cli::MIN_VALIDITY..=cli::MAX_VALIDITY).contains(&validity) {
             return Err(validity_err("must be between 10s and 24h".into()));
         }
-        let margin =
-            refresh.mul_f64(1.0 + cli::DEFAULT_JITTER) + cli::DEFAULT_API_TIMEOUT + cli::DEFAULT_HUB_TIMEOUT;
         if validity <= margin || validity <= cli::DEFAULT_MIN_WRITE_INTERVAL {
             return Err(validity_err(format!(
                 "must be longer than {margin:?} (the refresh interval {refresh:?} + 10 %, plus 30s for a \
@@ -584,11 +587,13 @@ mod tests {
     #[test]
     fn validity_is_checked_against_the_configured_interval() {
         assert!(agent_config(&spec(&[("REFRESH_INTERVAL", "5m"), ("SCORE_VALIDITY", "10m")])).is_ok());
-        let err = agent_config(&spec(&[("REFRESH_INTERVAL", "5m")])).expect_err("default 3m validity < 5m");
         assert!(
-            err.field.contains("SCORE_VALIDITY") && err.value.contains("180s"),
-            "{err}"
+            agent_config(&spec(&[("REFRESH_INTERVAL", "5m")])).is_ok(),
+            "the derived validity follows the interval"
         );
+        let err = agent_config(&spec(&[("REFRESH_INTERVAL", "5m"), ("SCORE_VALIDITY", "3m")]))
+            .expect_err("3m validity < 5m");
+        assert!(err.field.contains("SCORE_VALIDITY") && err.value == "3m", "{err}");
         // Extended resources add score names NORMALIZE and SCORES may use.
         let ok = spec(&[
             ("EXTENDED_RESOURCES", "amd.com/gpu"),
