@@ -349,11 +349,11 @@ impl ClusterMatcher {
             .all(|(_, program)| matches!(program, Ok(p) if p.eval_bool(&activation) == Ok(true)))
     }
 
+    /// Reads the cluster only for a requirement, so that a CEL-only selector does not touch it.
     fn labels_and_claims_match(&self, snapshot: &HubSnapshot, id: ClusterId) -> bool {
-        let labels = snapshot.cluster_labels(id);
-        let cluster = snapshot.cluster(id);
-        self.labels.matches(|k| labels.get(k).map(String::as_str))
-            && self.claims.matches(|k| claim_value(cluster, k))
+        self.labels
+            .matches(|k| snapshot.cluster_labels(id).get(k).map(String::as_str))
+            && self.claims.matches(|k| claim_value(snapshot.cluster(id), k))
     }
 
     /// Why the cluster does not match, or `None` when it does.

@@ -425,6 +425,19 @@ impl HubSnapshot {
         &self.score_items[entry.items.start as usize..entry.items.end as usize]
     }
 
+    /// The compact entry of AddOnPlacementScore `<cluster>/<resource>`, found by comparing the
+    /// interned names (no hashing: a cluster has few scores).
+    pub(crate) fn score_entry_named(&self, id: ClusterId, resource: &str) -> Option<&ScoreEntry> {
+        self.scores_in(id)
+            .iter()
+            .map(|&i| &self.score_entries[i as usize])
+            .find(|e| {
+                self.score_name_text
+                    .get(e.resource as usize)
+                    .is_some_and(|n| **n == *resource)
+            })
+    }
+
     /// Interned resource and score names by id (see [`HubSnapshot::score_name_id`]).
     pub(crate) fn score_name_text(&self) -> &[Arc<str>] {
         &self.score_name_text

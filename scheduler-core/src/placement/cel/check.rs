@@ -2,7 +2,7 @@
 //! types it the way cel-go's checker does (so what cel-go refuses fails to compile here too),
 //! and plans it into a [`Node`] tree the evaluator runs without looking anything up by name.
 
-use super::eval::{Macro, Node, RegexOp};
+use super::eval::{ItemPredicate, Macro, Node, RegexOp};
 use super::library::strings::{check_verb_type, format_string, parse_format, verbs};
 use super::library::{self, Overload, regex, standard};
 use super::syntax::{BinaryOp, Expr, Literal};
@@ -414,12 +414,15 @@ impl Checker {
                 }
             },
         };
+        let body: Vec<Node> = body.into_iter().map(|(n, _)| n).collect();
+        let item_body = ItemPredicate::plan(kind, &range, slot, &body).map(Box::new);
         Ok((
             Node::Comprehension {
                 kind,
                 range: Box::new(range),
                 slot,
-                body: body.into_iter().map(|(n, _)| n).collect(),
+                body,
+                item_body,
             },
             result,
         ))

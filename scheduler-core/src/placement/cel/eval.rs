@@ -124,7 +124,110 @@ pub enum Node {
         range: Box<Node>,
         slot: usize,
         body: Vec<Node>,
+        /// The body planned for score items, when it is simple enough (see [`ItemPredicate`]).
+        item_body: Option<Box<ItemPredicate>>,
     },
+}
+
+/// Which field of a score item a comparison reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ItemField {
+    Name,
+    Value,
+}
+
+/// The body of `all`/`exists`/`exists_one`/`filter` over `managedCluster.scores('<constant>')`
+/// when it is `&&`/`||` over comparisons of `s.name` with a string constant or `s.value` with an
+/// int constant: evaluated on the borrowed item without the tree walk, with the result and
+/// the charges the walk would give (such a comparison cannot fail, so only the cost budget can
+/// make the result an error).
+#[derive(Clone, Debug)]
+pub enum ItemPredicate {
+    And(Box<ItemPredicate>, Box<ItemPredicate>),
+    Or(Box<ItemPredicate>, Box<ItemPredicate>),
+    /// `s.<field> <op> constant`.
+    Compare {
+        field: ItemField,
+        op: BinaryOp,
+        text: Arc<str>,
+        int: i64,
+    },
+}
+
+impl ItemPredicate {
+    /// The plan of `body` for the comprehension `kind` over `range` with its variable in `slot`,
+    /// or `None` when the range is not the scores of `managedCluster` or the body is not simple.
+    pub fn plan(kind: Macro, range: &Node, slot: usize, body: &[Node]) -> Option<ItemPredicate> {
+        if !matches!(
+            kind,
+            Macro::All | Macro::Exists | Macro::ExistsOne | Macro::Filter
+        ) {
+            return None;
+        }
+        let Node::Scores { target, resource } = range else {
+            return None;
+        };
+        if !matches!(
+            (&**target, &**resource),
+            (Node::Root, Node::Const(Value::String(_)))
+        ) {
+            return None;
+        }
+        match body {
+            [single] => Self::plan_node(single, slot),
+            _ => None,
+        }
+    }
+
+    fn plan_node(n: &Node, slot: usize) -> Option<ItemPredicate> {
+        match n {
+            Node::And(l, r) => Some(ItemPredicate::And(
+                Box::new(Self::plan_node(l, slot)?),
+                Box::new(Self::plan_node(r, slot)?),
+            )),
+            Node::Or(l, r) => Some(ItemPredicate::Or(
+                Box::new(Self::plan_node(l, slot)?),
+                Box::new(Self::plan_node(r, slot)?),
+            )),
+            Node::Binary(op, l, r) => {
+                if !matches!(
+                    op,
+                    BinaryOp::Eq | BinaryOp::Ne | BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge
+                ) {
+                    return None;
+                }
+                let Node::Select {
+                    target,
+                    field,
+                    optional: false,
+                } = &**l
+                else {
+                    return None;
+                };
+                if !matches!(**target, Node::Local(s) if s == slot) {
+                    return None;
+                }
+                match (&**r, field) {
+                    (Node::Const(Value::String(text)), f) if *f == *NAME_KEY => {
+                        Some(ItemPredicate::Compare {
+                            field: ItemField::Name,
+                            op: *op,
+                            text: text.clone(),
+                            int: 0,
+                        })
+                    }
+                    (Node::Const(Value::Int(int)), f) if *f == *VALUE_KEY => Some(ItemPredicate::Compare {
+                        field: ItemField::Value,
+                        op: *op,
+                        text: Arc::from(""),
+                        int: *int,
+                    }),
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    }
 }
 
 /// What the evaluator needs from its environment.
@@ -246,6 +349,13 @@ impl Operand<'_> {
         }
     }
 
+    fn as_int(&self) -> Option<i64> {
+        match self {
+            Operand::Const(Value::Int(i)) | Operand::Value(Value::Int(i)) => Some(*i),
+            _ => None,
+        }
+    }
+
     fn to_value(&self) -> Cow<'_, Value> {
         match self {
             Operand::Str(s) => Cow::Owned(Value::str(s)),
@@ -263,8 +373,9 @@ impl Operand<'_> {
     }
 }
 
-/// `op` on two strings when its result needs no allocation; `None` for the others.
-fn string_binary(op: BinaryOp, x: &str, y: &str) -> Option<bool> {
+/// A comparison of two strings or two ints (their CEL order is their Rust order); `None` for
+/// the other operators.
+fn ordered_binary<T: Ord + ?Sized>(op: BinaryOp, x: &T, y: &T) -> Option<bool> {
     use BinaryOp::*;
     Some(match op {
         Eq => x == y,
@@ -311,6 +422,17 @@ fn select(target: &Value, field: &Key, optional: bool) -> EvalResult {
             "type '{}' does not support field selection",
             other.type_name()
         )),
+    }
+}
+
+/// Combines the two sides of `&&` (decisive = false) or `||` (decisive = true) after the left
+/// one did not decide: an error is absorbed only by a deciding right side.
+fn combine_logical(left: EvalResult, right: EvalResult, decisive: bool) -> EvalResult {
+    match (left, right) {
+        (_, Ok(Value::Bool(b))) if b == decisive => Ok(Value::Bool(b)),
+        (Ok(Value::Bool(_)), Ok(Value::Bool(b))) => Ok(Value::Bool(b)),
+        (Err(e), _) | (_, Err(e)) => Err(e),
+        (Ok(a), Ok(b)) => Err(no_overload(if decisive { "_||_" } else { "_&&_" }, &[&a, &b])),
     }
 }
 
@@ -484,9 +606,14 @@ impl<'e> Evaluator<'e> {
                 let a = self.operand(l)?;
                 let b = self.operand(r)?;
                 self.charge(a.cost_size() + b.cost_size())?;
+                if let (Some(x), Some(y)) = (a.as_int(), b.as_int())
+                    && let Some(result) = ordered_binary(*op, &x, &y)
+                {
+                    return Ok(Value::Bool(result));
+                }
                 if let Some(x) = a.as_str() {
                     if let Some(y) = b.as_str()
-                        && let Some(result) = string_binary(*op, x, y)
+                        && let Some(result) = ordered_binary(*op, x, y)
                     {
                         return Ok(Value::Bool(result));
                     }
@@ -592,11 +719,15 @@ impl<'e> Evaluator<'e> {
                 range,
                 slot,
                 body,
+                item_body,
             } => {
                 if let Some(items) = self.borrowed_score_items(*kind, range) {
                     let items = items?;
                     // As `range_comprehension` charges for the list.
                     self.charge(items.items.len())?;
+                    if let Some(predicate) = item_body {
+                        return self.item_comprehension(*kind, items, predicate);
+                    }
                     return self.comprehension(*kind, Range::ScoreItems(items), *slot, body);
                 }
                 let range = self.eval(range)?;
@@ -627,16 +758,21 @@ impl<'e> Evaluator<'e> {
                     None => self.eval(n).map(Operand::Value),
                 }
             }
+            // `s.name` / `s.value` of a score item: the select and the variable.
             Node::Select {
                 target,
                 field,
                 optional: false,
-            } if *field == *NAME_KEY => match self.score_item_local(target) {
-                Some(item) => {
+            } => match self.score_item_local(target) {
+                Some(item) if *field == *NAME_KEY => {
                     self.charge(2)?;
                     Ok(Operand::Str(item.name))
                 }
-                None => self.eval(n).map(Operand::Value),
+                Some(item) if *field == *VALUE_KEY => {
+                    self.charge(2)?;
+                    Ok(Operand::Value(Value::Int(i64::from(item.value))))
+                }
+                _ => self.eval(n).map(Operand::Value),
             },
             _ => self.eval(n).map(Operand::Value),
         }
@@ -685,11 +821,88 @@ impl<'e> Evaluator<'e> {
             return Ok(Value::Bool(b));
         }
         let right = self.eval(r);
-        match (left, right) {
-            (_, Ok(Value::Bool(b))) if b == decisive => Ok(Value::Bool(b)),
-            (Ok(Value::Bool(_)), Ok(Value::Bool(b))) => Ok(Value::Bool(b)),
-            (Err(e), _) | (_, Err(e)) => Err(e),
-            (Ok(a), Ok(b)) => Err(no_overload(if decisive { "_||_" } else { "_&&_" }, &[&a, &b])),
+        combine_logical(left, right, decisive)
+    }
+
+    /// An [`ItemPredicate`] on one score item, charged as the tree walk of the body it plans.
+    fn item_predicate(&mut self, p: &ItemPredicate, item: ScoreItem<'_>) -> EvalResult {
+        match p {
+            ItemPredicate::And(l, r) | ItemPredicate::Or(l, r) => {
+                let decisive = matches!(p, ItemPredicate::Or(..));
+                self.charge(1)?;
+                let left = self.item_predicate(l, item);
+                if let Ok(Value::Bool(b)) = left
+                    && b == decisive
+                {
+                    return Ok(Value::Bool(b));
+                }
+                let right = self.item_predicate(r, item);
+                combine_logical(left, right, decisive)
+            }
+            ItemPredicate::Compare { field, op, text, int } => {
+                // The comparison, the select and its variable, the constant, then both sizes.
+                let result = match field {
+                    ItemField::Name => {
+                        self.charge(4 + item.name.len() + text.len())?;
+                        ordered_binary(*op, &**item.name, &**text)
+                    }
+                    ItemField::Value => {
+                        self.charge(6)?;
+                        ordered_binary(*op, &i64::from(item.value), int)
+                    }
+                };
+                // `plan` admits only the comparison operators, for which there is a result.
+                result
+                    .map(Value::Bool)
+                    .ok_or_else(|| "unplanned score item comparison".to_string())
+            }
+        }
+    }
+
+    /// [`Evaluator::comprehension`] over score items with a planned body.
+    fn item_comprehension(&mut self, kind: Macro, items: ScoreItems<'e>, body: &ItemPredicate) -> EvalResult {
+        let mut trues = 0usize;
+        let mut first_error: Option<String> = None;
+        let mut out = Vec::new();
+        for i in 0..items.items.len() {
+            let Some(item) = items.get(i) else {
+                break;
+            };
+            let result = self.item_predicate(body, item);
+            match (kind, result) {
+                (Macro::Filter, result) => match result? {
+                    Value::Bool(true) => out.push(score_item_value(item)),
+                    Value::Bool(false) => {}
+                    other => return Err(no_overload("filter", &[&other])),
+                },
+                (_, Ok(Value::Bool(b))) => {
+                    trues += usize::from(b);
+                    if kind == Macro::All && !b {
+                        return Ok(Value::Bool(false));
+                    }
+                    if kind == Macro::Exists && b {
+                        return Ok(Value::Bool(true));
+                    }
+                }
+                (_, Ok(other)) => {
+                    first_error.get_or_insert_with(|| no_overload(kind.name(), &[&other]));
+                }
+                (_, Err(e)) => {
+                    if kind == Macro::ExistsOne || e == COST_LIMIT_EXCEEDED {
+                        return Err(e);
+                    }
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        match kind {
+            Macro::All => first_error.map_or(Ok(Value::Bool(true)), Err),
+            Macro::Exists => first_error.map_or(Ok(Value::Bool(false)), Err),
+            Macro::ExistsOne => first_error.map_or(Ok(Value::Bool(trues == 1)), Err),
+            _ => {
+                self.charge(out.len())?;
+                Ok(Value::list(out))
+            }
         }
     }
 

@@ -203,10 +203,7 @@ impl<'s> ClusterActivation<'s> {
     /// The items of cluster `id`'s AddOnPlacementScore `resource`, `validUntil` ignored.
     fn borrowed_score_items(&self, id: ClusterId, resource: &str) -> Result<ScoreItems<'s>, String> {
         let snapshot = self.snapshot;
-        let entry = snapshot
-            .score_name_id(resource)
-            .and_then(|r| snapshot.score_entry(id, r))
-            .ok_or_else(|| {
+        let entry = snapshot.score_entry_named(id, resource).ok_or_else(|| {
                 format!("failed to get score: addonplacementscores.cluster.open-cluster-management.io \"{resource}\" not found")
             })?;
         Ok(ScoreItems {
@@ -470,6 +467,10 @@ mod tests {
             "managedCluster.scores('usage').exists(s, s.name.startsWith('me') && s.value == -5.0)",
             "managedCluster.scores('usage').exists(s, s.value == 'cpu' || s.name > 5)",
             "managedCluster.scores('absent').exists(s, true)",
+            "managedCluster.scores('usage').exists(s, s.name >= 'd' || s.value != 60) && managedCluster.scores('usage').all(s, s.value == 60 && s.name != 'x' || s.value <= 7)",
+            "managedCluster.scores('usage').filter(s, s.value <= 7 || s.name < 'b').size() == 2",
+            "managedCluster.scores('usage').exists_one(s, s.name == 'cpu' && s.value > 50 || s.name > 'z')",
+            "managedCluster.scores('usage').exists(s, s.value > 1.5 && s.name == 'cpu')",
             "managedCluster.scores('usage').exists(s, managedCluster.scores('usage').exists(t, t.name == s.name && t.value != s.value))",
             "[1, 2].exists(x, managedCluster.scores('usage').all(s, s.value > x - 10))",
         ];
