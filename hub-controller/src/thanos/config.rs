@@ -21,6 +21,9 @@ pub const DEFAULT_CLUSTER_LABEL: &str = "cluster";
 pub const DEFAULT_LEASE_NAME: &str = "ocm-score-thanos-scorer";
 
 const DEFAULT_INTERVAL: Duration = Duration::from_secs(60);
+/// By default every round renews `validUntil`, as the add-on's contract says.
+const DEFAULT_RENEW_EVERY: u32 = 1;
+const MAX_RENEW_EVERY: u32 = 60;
 const DEFAULT_QUERY_TIMEOUT: Duration = Duration::from_secs(30);
 const DEFAULT_QUERY_CONCURRENCY: usize = 4;
 const DEFAULT_QUERY_RETRIES: u32 = 2;
@@ -77,12 +80,22 @@ pub struct ThanosScorerArgs {
     /// Time between two scoring rounds, e.g. `60s`.
     #[arg(long, env = "OCM_SCORE_THANOS_INTERVAL", value_name = "DURATION")]
     pub interval: Option<String>,
-    /// How long a score stays valid after the sample it comes from (default: 3 × interval).
+    /// How long a score stays valid after the sample it comes from (default: derived from
+    /// --renew-every, see there).
     #[arg(long, env = "OCM_SCORE_THANOS_VALIDITY", value_name = "DURATION")]
     pub validity: Option<String>,
-    /// Renew an unchanged score once less than this much validity is left (default: validity / 2).
+    /// Renew an unchanged score once less than this much validity is left (default: interval + query
+    /// timeout, the longest the next round may take to answer; validity / 2 when --validity is given).
     #[arg(long, env = "OCM_SCORE_THANOS_RENEW_BEFORE", value_name = "DURATION")]
     pub renew_before: Option<String>,
+    /// Renew `validUntil` at every Nth round of an unchanged cluster [default: 1, every round].
+    /// validity is then renew-before + (N − ½) × interval (half an interval of slack for the age of
+    /// the samples). The trade, at the 60s default interval: 1 → 60 hub writes per cluster per hour,
+    /// scores of a cluster whose series stop (or of a dead scorer) expire within 120s of the last
+    /// sample; 2 → 30 writes, 180s. Cannot be combined with --validity.
+    #[arg(long, env = "OCM_SCORE_THANOS_RENEW_EVERY", value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=MAX_RENEW_EVERY as i64))]
+    pub renew_every: Option<u32>,
     /// How many AddOnPlacementScore writes run at the same time.
     #[arg(long, env = "OCM_SCORE_THANOS_WRITE_CONCURRENCY", value_name = "N")]
     pub write_concurrency: Option<usize>,
@@ -129,6 +142,7 @@ pub struct ConfigFile {
     pub interval: Option<String>,
     pub validity: Option<String>,
     pub renew_before: Option<String>,
+    pub renew_every: Option<u32>,
     pub write_concurrency: Option<usize>,
     pub kubeconfig: Option<PathBuf>,
     pub metrics_bind_address: Option<String>,
@@ -352,14 +366,64 @@ impl Config {
         let (interval_field, interval) = pick("--interval", &args.interval, "interval", file.interval);
         let interval = optional_duration(interval_field, interval)?.unwrap_or(DEFAULT_INTERVAL);
         let (validity_field, validity) = pick("--validity", &args.validity, "validity", file.validity);
-        let validity = optional_duration(validity_field, validity)?.unwrap_or(interval * 3);
+        let validity = optional_duration(validity_field, validity)?;
+        let validity_given = validity.is_some();
         let (renew_field, renew_before) = pick(
             "--renew-before",
             &args.renew_before,
             "renewBefore",
             file.renew_before,
         );
-        let renew_before = optional_duration(renew_field, renew_before)?.unwrap_or(validity / 2);
+        let renew_before = optional_duration(renew_field, renew_before)?;
+        let (every_field, renew_every) =
+            pick("--renew-every", &args.renew_every, "renewEvery", file.renew_every);
+        let (validity, renew_before) = match (validity, renew_every) {
+            (Some(_), Some(n)) => {
+                return Err(ConfigError::invalid(
+                    every_field,
+                    n,
+                    "cannot be combined with validity, which sets validUntil directly",
+                ));
+            }
+            (Some(validity), None) => (validity, renew_before.unwrap_or(validity / 2)),
+            (None, n) => {
+                let n = n.unwrap_or(DEFAULT_RENEW_EVERY);
+                if !(1..=MAX_RENEW_EVERY).contains(&n) {
+                    return Err(ConfigError::invalid(
+                        every_field,
+                        n,
+                        format!("must be between 1 and {MAX_RENEW_EVERY}"),
+                    ));
+                }
+                // The margin: the next round comes one interval on and answers within the query
+                // timeout. Every Nth round then finds less than it left, the one before more, with
+                // half an interval to spare either way for samples of varying age.
+                let renew_before = renew_before.unwrap_or(interval + query.timeout);
+                (renew_before + interval * (2 * n - 1) / 2, renew_before)
+            }
+        };
+        // A given validity is judged first; a derived one is short only because renew-before is.
+        if validity_given && validity <= interval {
+            return Err(ConfigError::invalid(
+                validity_field,
+                humantime(validity),
+                format!(
+                    "must be longer than interval ({}), or scores expire between two rounds",
+                    humantime(interval)
+                ),
+            ));
+        }
+        if renew_before <= interval {
+            return Err(ConfigError::invalid(
+                renew_field,
+                humantime(renew_before),
+                format!(
+                    "must be longer than interval ({}), or an unchanged score expires before the \
+                     round that would renew it",
+                    humantime(interval)
+                ),
+            ));
+        }
         if validity <= interval {
             return Err(ConfigError::invalid(
                 validity_field,
@@ -375,17 +439,6 @@ impl Config {
                 renew_field,
                 humantime(renew_before),
                 format!("must be shorter than validity ({})", humantime(validity)),
-            ));
-        }
-        if renew_before <= interval {
-            return Err(ConfigError::invalid(
-                renew_field,
-                humantime(renew_before),
-                format!(
-                    "must be longer than interval ({}), or an unchanged score expires before the \
-                     round that would renew it",
-                    humantime(interval)
-                ),
             ));
         }
 
@@ -907,8 +960,10 @@ scores:
         assert_eq!(config.placement_score_name, "thanos-score");
         assert_eq!(config.cluster_mapping, ClusterMapping::Identity);
         assert_eq!(config.interval, Duration::from_secs(60));
-        assert_eq!(config.validity, Duration::from_secs(180));
+        // Every round renews: renew before 60s + 30s (interval + query timeout), valid for that plus
+        // half an interval.
         assert_eq!(config.renew_before, Duration::from_secs(90));
+        assert_eq!(config.validity, Duration::from_secs(120));
         assert_eq!(config.scores[0].direction, Direction::HigherIsBetter);
         assert_eq!(config.scores[0].normalization, Normalization::Fleet);
         assert_eq!(config.leader_election, None);
@@ -926,8 +981,45 @@ scores:
         let config = Config::from_parts(&args, file(MINIMAL)).expect("valid");
         assert_eq!(config.query.url.as_str(), "https://thanos.example:10902/");
         assert_eq!(config.interval, Duration::from_secs(30));
-        assert_eq!(config.validity, Duration::from_secs(90));
+        assert_eq!(config.validity, Duration::from_secs(75), "30s + 30s + 15s");
         assert_eq!(config.cluster_mapping, ClusterMapping::Claim("id.k8s.io".into()));
+    }
+
+    #[test]
+    fn renewing_less_often_lengthens_the_derived_validity() {
+        let every = |n| ThanosScorerArgs {
+            renew_every: Some(n),
+            ..Default::default()
+        };
+        let config = Config::from_parts(&every(2), file(MINIMAL)).expect("valid");
+        assert_eq!(
+            (config.validity, config.renew_before),
+            (Duration::from_secs(180), Duration::from_secs(90)),
+            "today's defaults before issue 16"
+        );
+        let config = Config::from_parts(
+            &ThanosScorerArgs::default(),
+            file(&format!("{MINIMAL}renewEvery: 3\n")),
+        )
+        .expect("valid");
+        assert_eq!(config.validity, Duration::from_secs(240));
+        // An explicit validity keeps the old rule: renew once half of it is left.
+        let explicit = ThanosScorerArgs {
+            validity: Some("10m".into()),
+            ..Default::default()
+        };
+        let config = Config::from_parts(&explicit, file(MINIMAL)).expect("valid");
+        assert_eq!(config.renew_before, Duration::from_secs(300));
+        let both = ThanosScorerArgs {
+            validity: Some("10m".into()),
+            renew_every: Some(2),
+            ..Default::default()
+        };
+        assert_eq!(error(both, MINIMAL).field(), "--renew-every");
+        assert_eq!(
+            error(ThanosScorerArgs::default(), &format!("{MINIMAL}renewEvery: 0\n")).field(),
+            "renewEvery"
+        );
     }
 
     fn error(args: ThanosScorerArgs, yaml: &str) -> ConfigError {
@@ -956,6 +1048,7 @@ scores:
             (
                 "--renew-before",
                 ThanosScorerArgs {
+                    validity: Some("3m".into()),
                     renew_before: Some("200s".into()),
                     ..Default::default()
                 },

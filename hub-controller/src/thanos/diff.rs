@@ -374,4 +374,118 @@ mod tests {
         assert_eq!(writes[0].status.conditions[1].type_, CONDITION_TYPE);
         assert_eq!(writes[1].reason, WriteReason::NoStatus);
     }
+
+    /// The validity the scorer derives with `extra_yaml` on top of a minimal configuration.
+    fn configured(extra_yaml: &str) -> Validity {
+        use crate::thanos::config::{Config, ThanosScorerArgs};
+        let yaml = format!(
+            "query: {{url: 'http://127.0.0.1:9090'}}\nleaderElection: {{enabled: false}}\n\
+             scores: [{{name: cpu, query: x}}]\n{extra_yaml}"
+        );
+        let file = serde_norway::from_str(&yaml).expect("valid YAML");
+        let config = Config::from_parts(&ThanosScorerArgs::default(), file).expect("valid");
+        Validity {
+            validity: config.validity,
+            renew_before: config.renew_before,
+        }
+    }
+
+    /// Rounds every 60 s from 0 s to 300 s, each answered by samples taken 15 s before it; the score
+    /// is 10, or 40 from `change_at` on; the write planned at `refused_at` fails. Returns the
+    /// (round, validUntil, value) of every write that landed, times in seconds from the start.
+    fn five_minutes(
+        validity: Validity,
+        change_at: Option<i64>,
+        refused_at: Option<i64>,
+    ) -> Vec<(i64, i64, i32)> {
+        const START: i64 = 1_700_000_000;
+        let mut current = CurrentScores::new();
+        let mut landed = Vec::new();
+        for round in (0..=300).step_by(60) {
+            let value = if change_at.is_some_and(|at| round >= at) {
+                40
+            } else {
+                10
+            };
+            let want: BTreeMap<_, _> = [(
+                "a".to_owned(),
+                desired(&[("cpu", value)], &[], START + round - 15),
+            )]
+            .into();
+            let writes = plan_writes(&want, &current, ts(START + round), validity);
+            if refused_at == Some(round) {
+                assert_eq!(writes.len(), 1, "a write was planned at {round}s");
+                continue;
+            }
+            for w in &writes {
+                let until = w.status.valid_until.as_ref().map(|t| t.0.as_second() - START);
+                landed.push((round, until.unwrap_or_default(), w.status.scores[0].value));
+            }
+            apply(&mut current, &writes);
+        }
+        landed
+    }
+
+    /// Issue 16: by default every round renews validUntil (valid 120 s from the sample); with
+    /// `renewEvery: 2` every other round does (180 s), halving the writes. A changed score is written
+    /// at once in both modes. A refused write is not retried within its round: the next round renews,
+    /// and meanwhile the last validUntil may pass (at 165 s in both cases below).
+    #[test]
+    fn five_minutes_of_rounds_in_both_renewal_modes() {
+        let every_round = configured("");
+        assert_eq!(
+            (every_round.validity, every_round.renew_before),
+            (Duration::from_secs(120), Duration::from_secs(90))
+        );
+        assert_eq!(
+            five_minutes(every_round, None, None),
+            vec![
+                (0, 105, 10),
+                (60, 165, 10),
+                (120, 225, 10),
+                (180, 285, 10),
+                (240, 345, 10),
+                (300, 405, 10)
+            ]
+        );
+        assert_eq!(
+            five_minutes(every_round, Some(150), None),
+            vec![
+                (0, 105, 10),
+                (60, 165, 10),
+                (120, 225, 10),
+                (180, 285, 40),
+                (240, 345, 40),
+                (300, 405, 40)
+            ]
+        );
+        assert_eq!(
+            five_minutes(every_round, None, Some(120)),
+            vec![
+                (0, 105, 10),
+                (60, 165, 10),
+                (180, 285, 10),
+                (240, 345, 10),
+                (300, 405, 10)
+            ]
+        );
+
+        let every_other = configured("renewEvery: 2\n");
+        assert_eq!(
+            (every_other.validity, every_other.renew_before),
+            (Duration::from_secs(180), Duration::from_secs(90))
+        );
+        assert_eq!(
+            five_minutes(every_other, None, None),
+            vec![(0, 165, 10), (120, 285, 10), (240, 405, 10)]
+        );
+        assert_eq!(
+            five_minutes(every_other, Some(150), None),
+            vec![(0, 165, 10), (120, 285, 10), (180, 345, 40), (300, 465, 40)]
+        );
+        assert_eq!(
+            five_minutes(every_other, None, Some(120)),
+            vec![(0, 165, 10), (180, 345, 10), (300, 465, 10)]
+        );
+    }
 }
