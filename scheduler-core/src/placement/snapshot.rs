@@ -107,7 +107,6 @@ pub struct HubSnapshot {
     /// Cluster labels interned, for CEL: `label_pairs[label_start[i]..label_start[i + 1]]` are
     /// cluster i's `(key, value)` ids, in key order; ids index `label_text`. A CEL predicate
     /// reads these few small arrays instead of every cluster's label map.
-    label_ids: FastMap<Arc<str>, u32>,
     label_text: Vec<Arc<str>>,
     label_start: Vec<u32>,
     label_pairs: Vec<(u32, u32)>,
@@ -250,7 +249,7 @@ impl HubSnapshot {
             cluster_score_start[i + 1] += cluster_score_start[i];
         }
         let cluster_scores = per_cluster.into_iter().map(|(_, s)| s).collect();
-        let (label_ids, label_text, label_start, label_pairs) = intern_labels(&clusters);
+        let (label_text, label_start, label_pairs) = intern_labels(&clusters);
         let tainted = clusters.iter().map(|c| !c.spec.taints.is_empty()).collect();
         let terminating = clusters
             .iter()
@@ -271,7 +270,6 @@ impl HubSnapshot {
             score_items,
             score_names,
             score_name_text,
-            label_ids,
             label_text,
             label_start,
             label_pairs,
@@ -443,17 +441,13 @@ impl HubSnapshot {
         &self.score_name_text
     }
 
-    /// The interned id of a label key or value, if any cluster uses it.
-    pub(crate) fn label_id(&self, text: &str) -> Option<u32> {
-        self.label_ids.get(text).copied()
-    }
-
-    /// The value of label `key` (interned) on cluster `id`, as its text.
-    pub(crate) fn label_value(&self, id: ClusterId, key: u32) -> Option<&Arc<str>> {
+    /// The value of label `key` on cluster `id`, as its interned text. The cluster's few keys are
+    /// compared as interned text (mostly by length alone), which is cheaper than hashing `key`.
+    pub(crate) fn label_value(&self, id: ClusterId, key: &str) -> Option<&Arc<str>> {
         let (start, end) = (self.label_start[id.index()], self.label_start[id.index() + 1]);
         self.label_pairs[start as usize..end as usize]
             .iter()
-            .find(|(k, _)| *k == key)
+            .find(|(k, _)| self.label_text.get(*k as usize).is_some_and(|t| **t == *key))
             .and_then(|(_, v)| self.label_text.get(*v as usize))
     }
 
@@ -479,10 +473,10 @@ pub fn is_decision_of(pd: &PlacementDecision, namespace: &str, placement: &str) 
 }
 
 /// Every cluster's labels as interned `(key, value)` ids (see [`HubSnapshot::label_value`]).
-#[allow(clippy::type_complexity)]
-fn intern_labels(
-    clusters: &[ManagedCluster],
-) -> (FastMap<Arc<str>, u32>, Vec<Arc<str>>, Vec<u32>, Vec<(u32, u32)>) {
+/// Interned label text, each cluster's start in the pairs, and the `(key, value)` id pairs.
+type InternedLabels = (Vec<Arc<str>>, Vec<u32>, Vec<(u32, u32)>);
+
+fn intern_labels(clusters: &[ManagedCluster]) -> InternedLabels {
     let mut ids: FastMap<Arc<str>, u32> = FastMap::default();
     let mut text: Vec<Arc<str>> = Vec::new();
     let mut intern = |s: &str| {
@@ -504,7 +498,7 @@ fn intern_labels(
         }
         start.push(pairs.len() as u32);
     }
-    (ids, text, start, pairs)
+    (text, start, pairs)
 }
 
 fn qualified(meta: &crate::api::ObjectMeta) -> String {

@@ -821,23 +821,29 @@ impl<'e> Evaluator<'e> {
             return Ok(Value::Bool(b));
         }
         let right = self.eval(r);
+        if let (Ok(Value::Bool(_)), Ok(Value::Bool(_))) = (&left, &right) {
+            return right;
+        }
         combine_logical(left, right, decisive)
     }
 
     /// An [`ItemPredicate`] on one score item, charged as the tree walk of the body it plans.
-    fn item_predicate(&mut self, p: &ItemPredicate, item: ScoreItem<'_>) -> EvalResult {
+    /// Every planned node gives a bool, so only running out of budget is an error here.
+    fn item_predicate(&mut self, p: &ItemPredicate, item: ScoreItem<'_>) -> Result<bool, String> {
         match p {
             ItemPredicate::And(l, r) | ItemPredicate::Or(l, r) => {
                 let decisive = matches!(p, ItemPredicate::Or(..));
                 self.charge(1)?;
                 let left = self.item_predicate(l, item);
-                if let Ok(Value::Bool(b)) = left
-                    && b == decisive
-                {
-                    return Ok(Value::Bool(b));
+                if left == Ok(decisive) {
+                    return left;
                 }
-                let right = self.item_predicate(r, item);
-                combine_logical(left, right, decisive)
+                // As `combine_logical` for two bools or errors.
+                match (left, self.item_predicate(r, item)) {
+                    (_, Ok(b)) if b == decisive => Ok(b),
+                    (Ok(_), Ok(b)) => Ok(b),
+                    (Err(e), _) | (_, Err(e)) => Err(e),
+                }
             }
             ItemPredicate::Compare { field, op, text, int } => {
                 // The comparison, the select and its variable, the constant, then both sizes.
@@ -852,9 +858,7 @@ impl<'e> Evaluator<'e> {
                     }
                 };
                 // `plan` admits only the comparison operators, for which there is a result.
-                result
-                    .map(Value::Bool)
-                    .ok_or_else(|| "unplanned score item comparison".to_string())
+                result.ok_or_else(|| "unplanned score item comparison".to_string())
             }
         }
     }
@@ -868,7 +872,7 @@ impl<'e> Evaluator<'e> {
             let Some(item) = items.get(i) else {
                 break;
             };
-            let result = self.item_predicate(body, item);
+            let result = self.item_predicate(body, item).map(Value::Bool);
             match (kind, result) {
                 (Macro::Filter, result) => match result? {
                     Value::Bool(true) => out.push(score_item_value(item)),

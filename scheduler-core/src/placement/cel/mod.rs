@@ -46,7 +46,8 @@ use super::snapshot::{ClusterId, HubSnapshot};
 use check::{Checker, CompileError};
 use eval::{Environment, Evaluator, Node, ScoreItems, score_item_value};
 use std::cell::{Cell, OnceCell};
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, Mutex};
 use value::{EvalResult, Key, Value};
 
 /// The cost budget of the expressions evaluated for one cluster: the API server's
@@ -54,20 +55,51 @@ use value::{EvalResult, Key, Value};
 /// of every string, list or map built or scanned) approximate cel-go's cost model.
 pub const COST_BUDGET: u64 = 10_000_000;
 
-/// A compiled (parsed, checked and planned) CEL expression.
+/// A compiled (parsed, checked and planned) CEL expression; clones share the plan.
 #[derive(Clone, Debug)]
 pub struct Program {
-    node: Node,
+    node: Arc<Node>,
 }
+
+/// Compiled expressions by source text, so that a Placement synced again (the controller's
+/// steady state) does not parse, check and build its regular expressions again. Bounded: once
+/// it holds [`CACHE_ENTRIES`] expressions or [`CACHE_SOURCE_BYTES`] of source it starts over.
+static PROGRAMS: LazyLock<Mutex<ProgramCache>> = LazyLock::new(Mutex::default);
+type ProgramCache = HashMap<Box<str>, Result<Program, String>>;
+const CACHE_ENTRIES: usize = 1024;
+const CACHE_SOURCE_BYTES: usize = 4 << 20;
 
 impl Program {
     /// Parses, checks and plans `src`. The error is what OCM reports for it:
     /// `compilation failed: ERROR: <input>: ...`, or `instantiation failed: ...` for what cel-go
     /// only finds when it builds the program (a bad constant pattern of `find`/`findAll`).
+    /// The same source gives the same program, so programs are kept by source (see [`PROGRAMS`]).
     pub fn compile(src: &str) -> Result<Program, String> {
+        // A poisoned lock only means another thread panicked while holding it; the map stays valid.
+        let cached = PROGRAMS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(src)
+            .cloned();
+        if let Some(program) = cached {
+            return program;
+        }
+        let program = Self::compile_uncached(src);
+        let mut cache = PROGRAMS.lock().unwrap_or_else(|e| e.into_inner());
+        let bytes: usize = cache.keys().map(|k| k.len()).sum();
+        if cache.len() >= CACHE_ENTRIES || bytes + src.len() > CACHE_SOURCE_BYTES {
+            cache.clear();
+        }
+        if src.len() <= CACHE_SOURCE_BYTES {
+            cache.insert(Box::from(src), program.clone());
+        }
+        program
+    }
+
+    fn compile_uncached(src: &str) -> Result<Program, String> {
         let ast = syntax::parse(src).map_err(|e| format!("compilation failed: ERROR: <input>: {e}"))?;
         match Checker::new().check(&ast) {
-            Ok((node, _)) => Ok(Program { node }),
+            Ok((node, _)) => Ok(Program { node: Arc::new(node) }),
             Err(CompileError::Check(e)) => Err(format!("compilation failed: ERROR: <input>: {e}")),
             Err(CompileError::Instantiate(e)) => Err(format!("instantiation failed: {e}")),
         }
@@ -188,10 +220,7 @@ impl<'s> ClusterActivation<'s> {
             (3, Some("metadata"), Some("labels")) => {
                 let key = field(2)?;
                 self.snapshot.cluster(self.id).metadata.labels.as_ref()?;
-                let value = self
-                    .snapshot
-                    .label_id(key)
-                    .and_then(|k| self.snapshot.label_value(self.id, k));
+                let value = self.snapshot.label_value(self.id, key);
                 Some(RootField::Label(
                     value.ok_or_else(|| format!("no such key: {key}")),
                 ))
@@ -493,6 +522,26 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+
+    #[test]
+    fn programs_are_compiled_once_per_source_and_the_cache_stays_bounded() {
+        let src = "managedCluster.metadata.labels['env'].matches('^p') && 'cache-test' != ''";
+        let (a, b) = (Program::compile(src), Program::compile(src));
+        match (a, b) {
+            (Ok(a), Ok(b)) => assert!(
+                Arc::ptr_eq(&a.node, &b.node),
+                "the second compile reuses the first"
+            ),
+            other => panic!("{other:?}"),
+        }
+        let bad = "managedCluster.metadata.labels['env'].find('(') == ''";
+        assert_eq!(Program::compile(bad).err(), Program::compile(bad).err());
+        for i in 0..CACHE_ENTRIES + 10 {
+            Program::compile(&format!("{i} == {i}")).expect("compiles");
+            let len = PROGRAMS.lock().unwrap_or_else(|e| e.into_inner()).len();
+            assert!(len <= CACHE_ENTRIES, "{len} cached programs");
         }
     }
 
