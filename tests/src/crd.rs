@@ -187,7 +187,20 @@ impl std::fmt::Debug for SchemaValidator {
 
 impl SchemaValidator {
     pub fn new(crd: &Crd, version: &CrdVersion) -> Result<Self, CrdError> {
-        let translated = to_json_schema(&version.schema);
+        let mut translated = to_json_schema(&version.schema);
+        // The API server always accepts `apiVersion`, `kind` and `metadata` at the root, whether
+        // the schema declares them (OCM's do) or not (kube-derive's do not).
+        if let Some(Value::Object(props)) = translated.get_mut("properties") {
+            for (key, ty) in [
+                ("apiVersion", "string"),
+                ("kind", "string"),
+                ("metadata", "object"),
+            ] {
+                props
+                    .entry(key)
+                    .or_insert_with(|| serde_json::json!({ "type": ty }));
+            }
+        }
         let compiled = jsonschema::draft4::options()
             .should_validate_formats(true)
             .build(&translated)
