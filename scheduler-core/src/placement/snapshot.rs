@@ -110,6 +110,8 @@ pub struct HubSnapshot {
     label_text: Vec<Arc<str>>,
     label_start: Vec<u32>,
     label_pairs: Vec<(u32, u32)>,
+    /// Whether each cluster has `metadata.labels` at all (absent and empty differ in CEL).
+    has_labels: Vec<bool>,
     /// Whether each cluster has taints / a deletionTimestamp (kept apart from the objects so the
     /// hot loops stay in cache).
     tainted: Vec<bool>,
@@ -250,6 +252,7 @@ impl HubSnapshot {
         }
         let cluster_scores = per_cluster.into_iter().map(|(_, s)| s).collect();
         let (label_text, label_start, label_pairs) = intern_labels(&clusters);
+        let has_labels = clusters.iter().map(|c| c.metadata.labels.is_some()).collect();
         let tainted = clusters.iter().map(|c| !c.spec.taints.is_empty()).collect();
         let terminating = clusters
             .iter()
@@ -273,6 +276,7 @@ impl HubSnapshot {
             label_text,
             label_start,
             label_pairs,
+            has_labels,
             tainted,
             terminating,
             by_cluster_set_label,
@@ -439,6 +443,11 @@ impl HubSnapshot {
     /// Interned resource and score names by id (see [`HubSnapshot::score_name_id`]).
     pub(crate) fn score_name_text(&self) -> &[Arc<str>] {
         &self.score_name_text
+    }
+
+    /// Whether cluster `id` has `metadata.labels` (possibly empty).
+    pub(crate) fn has_labels(&self, id: ClusterId) -> bool {
+        self.has_labels[id.index()]
     }
 
     /// The value of label `key` on cluster `id`, as its interned text. The cluster's few keys are

@@ -579,6 +579,7 @@ fn constant_regex(op: RegexOp, nodes: &[Node], at: usize) -> Result<Option<Node>
         text: Box::new(text),
         regex: compiled.map(Arc::new),
         limit: limit.map(Box::new),
+        literals: regex::whole_match_literals(pattern),
     }))
 }
 

@@ -113,6 +113,8 @@ pub enum Node {
         text: Box<Node>,
         regex: Result<Arc<Regex>, String>,
         limit: Option<Box<Node>>,
+        /// For `matches`, the strings the pattern accepts when they are a fixed set.
+        literals: Option<Vec<Arc<str>>>,
     },
     /// OCM's `managedCluster.scores(name)`.
     Scores {
@@ -673,6 +675,7 @@ impl<'e> Evaluator<'e> {
                 text,
                 regex,
                 limit,
+                literals,
             } => {
                 let t = self.operand(text)?;
                 let n = match limit {
@@ -688,7 +691,10 @@ impl<'e> Evaluator<'e> {
                 self.charge(s.len())?;
                 let re = regex.as_ref().map_err(Clone::clone)?;
                 let result = match op {
-                    RegexOp::Matches => Value::Bool(re.is_match(s)),
+                    RegexOp::Matches => Value::Bool(match literals {
+                        Some(set) => set.iter().any(|l| **l == *s),
+                        None => re.is_match(s),
+                    }),
                     RegexOp::Find => find_with(re, s),
                     RegexOp::FindAll => find_all_with(re, s, n),
                 };

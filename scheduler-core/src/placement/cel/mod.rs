@@ -31,6 +31,20 @@
 //! points long; `&&`/`||` chains are balanced; nesting is capped at 100 levels (cel-go: 250) so
 //! that no input can exhaust the stack; regular expressions are linear-time with bounded size.
 //!
+//! What keeps a predicate cheap over a large fleet, without changing a result or a charge
+//! (a test evaluates expressions with and without these shortcuts at every budget):
+//! - an expression is compiled once per source text, its constant regular expressions with it
+//!   ([`Program::compile`] keeps programs in a bounded cache), not per cluster or per sync;
+//! - `managedCluster` is never built as a value unless an expression uses it whole:
+//!   `metadata.name` and `metadata.labels[k]` are read borrowed from the snapshot's interned
+//!   labels, and compared or matched without allocating;
+//! - `managedCluster.scores('<constant>')` in a comprehension lends the snapshot's interned
+//!   items; a body of `&&`/`||` over comparisons of `s.name`/`s.value` with constants is planned
+//!   at check time ([`eval::ItemPredicate`]) and runs without the tree walk; a score item
+//!   becomes a map only when the variable is used whole;
+//! - the scheduler asks only whether a cluster matches; the reason is built only for
+//!   explanations.
+//!
 //! Known differences: quantities are exact only up to about 10^29 (larger ones are refused);
 //! the `format` library's validation messages are worded by us; regex error texts follow the
 //! `regex` crate's wording after Go's `error parsing regexp:` prefix.
@@ -219,7 +233,9 @@ impl<'s> ClusterActivation<'s> {
                 .map(RootField::Name),
             (3, Some("metadata"), Some("labels")) => {
                 let key = field(2)?;
-                self.snapshot.cluster(self.id).metadata.labels.as_ref()?;
+                if !self.snapshot.has_labels(self.id) {
+                    return None;
+                }
                 let value = self.snapshot.label_value(self.id, key);
                 Some(RootField::Label(
                     value.ok_or_else(|| format!("no such key: {key}")),

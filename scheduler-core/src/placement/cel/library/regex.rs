@@ -9,6 +9,7 @@ use super::super::types::Type;
 use super::super::value::{EvalResult, Value};
 use super::{Library, args::mismatch};
 use regex::{Regex, RegexBuilder};
+use std::sync::Arc;
 
 /// Bounds on a compiled pattern, so a hostile pattern cannot take much memory or time to build.
 const SIZE_LIMIT: usize = 1 << 21;
@@ -106,6 +107,30 @@ pub fn compile(pattern: &str) -> Result<Regex, String> {
         })
 }
 
+/// For a pattern that only accepts whole strings from a fixed set, `^lit$`, `^(a|b)$` or
+/// `^(?:a|b)$` with plain literals (ASCII letters, digits, `-`, `_`, `/`), that set: matching it
+/// is comparing strings, with the same answer as the regular expression.
+pub fn whole_match_literals(pattern: &str) -> Option<Vec<Arc<str>>> {
+    let inner = pattern.strip_prefix('^')?.strip_suffix('$')?;
+    let alternatives = match inner.strip_prefix("(?:").or_else(|| inner.strip_prefix('(')) {
+        Some(group) => group.strip_suffix(')')?,
+        None => inner,
+    };
+    let plain = |s: &str| {
+        s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'/'))
+    };
+    let literals: Vec<&str> = alternatives.split('|').collect();
+    // Without a group, `^a|b$` would mean `(^a)|(b$)`: only a single literal is whole.
+    if literals.len() > 1 && alternatives.len() == inner.len() {
+        return None;
+    }
+    literals
+        .iter()
+        .all(|l| plain(l))
+        .then(|| literals.into_iter().map(Arc::from).collect())
+}
+
 fn text_and_pattern<'v>(f: &str, a: &'v [Value]) -> Result<(&'v str, Regex), String> {
     match a {
         [Value::String(s), Value::String(p), ..] => Ok((s, compile(p)?)),
@@ -162,6 +187,42 @@ mod tests {
         assert!(compile("(?i)prod").expect("valid").is_match("PROD"));
         let err = compile("[").expect_err("invalid");
         assert!(err.starts_with("error parsing regexp: "), "{err}");
+    }
+
+    #[test]
+    fn literal_sets_match_as_the_pattern_does() {
+        let inputs = [
+            "", "prod", "staging", "prod\n", "xprod", "prodx", "PROD", "a", "b", "a/b-c_d",
+        ];
+        for pattern in [
+            "^prod$",
+            "^(prod|staging)$",
+            "^(?:prod|staging|)$",
+            "^(a|b)$",
+            "^a/b-c_d$",
+            "^()$",
+        ] {
+            let literals =
+                whole_match_literals(pattern).unwrap_or_else(|| panic!("{pattern} is a literal set"));
+            let re = compile(pattern).expect("valid");
+            for input in inputs {
+                let by_literals = literals.iter().any(|l| **l == *input);
+                assert_eq!(by_literals, re.is_match(input), "{pattern} on {input:?}");
+            }
+        }
+        for pattern in [
+            "^a|b$",
+            "^(a|b)",
+            "(a|b)$",
+            "^(a.b)$",
+            "^(a|b)+$",
+            "^((a|b))$",
+            "^(?i)a$",
+            "^a\\$",
+            "^[ab]$",
+        ] {
+            assert_eq!(whole_match_literals(pattern), None, "{pattern}");
+        }
     }
 
     #[test]
