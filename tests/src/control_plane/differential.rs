@@ -265,7 +265,7 @@ fn cluster(rng: &mut Rng, index: usize, now: jiff::Timestamp) -> FleetCluster {
 
     let mut taints = Vec::new();
     for (key, values) in USER_TAINTS {
-        if rng.chance(18) {
+        if rng.chance(12) {
             taints.push(json!({
                 "key": key, "value": rng.pick(values),
                 "effect": rng.pick(&["NoSelect", "PreferNoSelect", "NoSelectIfNew"]),
@@ -283,13 +283,13 @@ fn cluster(rng: &mut Rng, index: usize, now: jiff::Timestamp) -> FleetCluster {
         json!({"type": "ManagedClusterConditionAvailable", "status": status, "reason": reason,
                "message": "written by the differential test", "lastTransitionTime": time(now - hours(3))})
     };
-    let (conditions, ocm_taint) = match rng.below(10) {
-        0..=5 => (vec![condition("True", "ManagedClusterAvailable")], None),
-        6 | 7 => (
+    let (conditions, ocm_taint) = match rng.below(20) {
+        0..=13 => (vec![condition("True", "ManagedClusterAvailable")], None),
+        14..=16 => (
             vec![condition("False", "ManagedClusterKubeAPIServerUnavailable")],
             Some(UNAVAILABLE),
         ),
-        8 => (
+        17 | 18 => (
             vec![condition("Unknown", "ManagedClusterLeaseUpdateStopped")],
             Some(UNREACHABLE),
         ),
@@ -428,7 +428,7 @@ fn selector(rng: &mut Rng, keys: &[&str], claims: bool) -> Value {
     let mut out = serde_json::Map::new();
     if !claims && rng.chance(50) {
         let mut labels = serde_json::Map::new();
-        for key in rng.some(keys, 2) {
+        for key in rng.some(keys, 1) {
             labels.insert(key.into(), json!(rng.pick(label_values(key))));
         }
         out.insert("matchLabels".into(), Value::Object(labels));
@@ -468,10 +468,10 @@ const CLAIM_KEYS: &[&str] = &[
 fn predicate(rng: &mut Rng, fleet: &Fleet) -> Value {
     let mut selector_parts = serde_json::Map::new();
     loop {
-        if rng.chance(50) {
+        if rng.chance(40) {
             selector_parts.insert("labelSelector".into(), selector(rng, LABEL_KEYS, false));
         }
-        if rng.chance(30) {
+        if rng.chance(20) {
             selector_parts.insert("claimSelector".into(), selector(rng, CLAIM_KEYS, true));
         }
         if rng.chance(55) {
