@@ -199,7 +199,10 @@ fn crd_for<'a>(crds: &'a [Crd], api_version: &str, kind: &str) -> Option<(&'a Cr
 /// Kinds whose CRD is not among the upstream copies here but is served by the test control plane,
 /// where `tests/tests/control_plane_addon.rs` applies their examples and the API server validates
 /// them strictly.
-const SERVER_CHECKED: &[(&str, &str)] = &[("work.open-cluster-management.io/v1alpha1", "ManifestWorkReplicaSet")];
+const SERVER_CHECKED: &[(&str, &str)] = &[(
+    "work.open-cluster-management.io/v1alpha1",
+    "ManifestWorkReplicaSet",
+)];
 
 #[test]
 fn every_object_is_valid_for_its_api() {

@@ -111,27 +111,36 @@ pub fn start_hub(
         log_dir,
     )?);
 
+    // The work hub manager runs ManifestWorkReplicaSets only with their (alpha) feature gate, as a
+    // ClusterManager with `workConfiguration.featureGates` enabling it would start it.
     let mut controllers = vec![
-        ("hub-registration-controller", "registration", "controller"),
-        ("hub-placement-controller", "placement", "controller"),
-        ("hub-work-manager", "work", "manager"),
+        ("hub-registration-controller", "registration", "controller", None),
+        ("hub-placement-controller", "placement", "controller", None),
+        (
+            "hub-work-manager",
+            "work",
+            "manager",
+            Some("--feature-gates=ManifestWorkReplicaSet=true"),
+        ),
     ];
     if with_addon_manager {
-        controllers.push(("hub-addon-manager", "addon", "manager"));
+        controllers.push(("hub-addon-manager", "addon", "manager", None));
     }
-    for (name, bin, command) in controllers {
+    for (name, bin, command, extra) in controllers {
         let listen = format!("127.0.0.1:{}", super::free_port()?);
+        let mut args = vec![
+            command.into(),
+            format!("--kubeconfig={kubeconfig}"),
+            format!("--namespace={HUB_NAMESPACE}"),
+            "--disable-leader-election".into(),
+            format!("--listen={listen}"),
+        ];
+        args.extend(extra.map(str::to_owned));
         started.push(Component::spawn(
             name,
             Tier::Client,
             &components.bin(bin),
-            &[
-                command.into(),
-                format!("--kubeconfig={kubeconfig}"),
-                format!("--namespace={HUB_NAMESPACE}"),
-                "--disable-leader-election".into(),
-                format!("--listen={listen}"),
-            ],
+            &args,
             &[],
             log_dir,
         )?);
