@@ -1,9 +1,11 @@
 //! Command line: every flag is also an environment variable. Values are parsed (and so rejected with
-//! the flag and value named, exit code 2) by clap; `config` then checks the flags against each other.
+//! the flag and value named, exit code 2) by clap with the parsers of the agent's contract
+//! (`agent_contract`, shared with the hub), which also names the flags and holds their defaults;
+//! `config` then checks the flags against each other.
 
-use crate::config::{
-    DurationArg, ExtendedResourceArg, NormalizeArg, SourceArg, parse_duration, parse_extended_resource,
-    parse_normalize, parse_source,
+use agent_contract::{
+    self as contract, DurationArg, ExtendedResource, NormalizeArg, Source, flag, parse_duration,
+    parse_extended_resource, parse_normalize, parse_source,
 };
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 use std::net::SocketAddr;
@@ -37,58 +39,60 @@ pub struct ScoringArgs {
     /// Where the figures come from, comma separated: `cluster` (Nodes and Pods of the managed cluster),
     /// `kubelet` (adds real usage from each node's /metrics/resource; needs `cluster`), `host` (this
     /// machine, through the OS; needs no cluster). Several sources: each figure is the smallest reported.
-    #[arg(long = "source", env = "OCM_SCORE_SOURCE", value_delimiter = ',', default_value = "cluster",
-          value_parser = parse_source)]
-    pub sources: Vec<SourceArg>,
+    #[arg(long = flag::long(flag::SOURCE), env = "OCM_SCORE_SOURCE", value_delimiter = ',',
+          default_value = contract::DEFAULT_SOURCES, value_parser = parse_source)]
+    pub sources: Vec<Source>,
 
     /// Extra extended resources to score, comma separated, each `RESOURCE[=PREFIX]`, e.g.
     /// `amd.com/gpu=amdGpu` publishes `amdGpuNodeAvailable` and `amdGpuClusterAvailable`.
-    #[arg(long = "extended-resource", env = "OCM_SCORE_EXTENDED_RESOURCES", value_delimiter = ',',
+    #[arg(long = flag::long(flag::EXTENDED_RESOURCE), env = "OCM_SCORE_EXTENDED_RESOURCES", value_delimiter = ',',
           value_parser = parse_extended_resource)]
-    pub extended_resources: Vec<ExtendedResourceArg>,
+    pub extended_resources: Vec<ExtendedResource>,
 
     /// Normalization per score, comma separated, each `SCORE=absolute:MIN:MAX` (natural units: cores,
     /// GiB, devices) or `SCORE=percent:MIN:MAX` (percent of capacity; `SCORE=percent` means 0:100).
-    #[arg(long = "normalize", env = "OCM_SCORE_NORMALIZE", value_delimiter = ',', value_parser = parse_normalize)]
+    #[arg(long = flag::long(flag::NORMALIZE), env = "OCM_SCORE_NORMALIZE", value_delimiter = ',', value_parser = parse_normalize)]
     pub normalize: Vec<NormalizeArg>,
 
     /// Publish only these scores (comma separated names); default: all of them.
-    #[arg(long = "scores", env = "OCM_SCORE_SCORES", value_delimiter = ',')]
+    #[arg(long = flag::long(flag::SCORES), env = "OCM_SCORE_SCORES", value_delimiter = ',')]
     pub scores: Vec<String>,
 
     /// Name of the AddOnPlacementScore object written in the cluster namespace on the hub.
-    #[arg(long, env = "OCM_SCORE_OBJECT_NAME", default_value = scheduler_core::api::well_known::RESOURCE_USAGE_SCORE)]
+    #[arg(long = flag::long(flag::SCORE_OBJECT_NAME), env = "OCM_SCORE_OBJECT_NAME", default_value = scheduler_core::api::well_known::RESOURCE_USAGE_SCORE)]
     pub score_object_name: String,
 
     /// How long published scores stay valid (`validUntil` = now + this). Default for `run`: derived
     /// from --renew-every (see there); for `once`: 3m.
-    #[arg(long, env = "OCM_SCORE_VALIDITY", value_parser = parse_duration)]
+    #[arg(long = flag::long(flag::VALIDITY), env = "OCM_SCORE_VALIDITY", value_parser = parse_duration)]
     pub validity: Option<DurationArg>,
 
     /// Kubeconfig of the managed cluster; default: $KUBECONFIG, ~/.kube/config, or the in-cluster account.
-    #[arg(long, env = "MANAGED_KUBECONFIG")]
+    #[arg(long = flag::long(flag::MANAGED_KUBECONFIG), env = "MANAGED_KUBECONFIG")]
     pub managed_kubeconfig: Option<PathBuf>,
 
     /// Hub kubeconfig: a file, or the directory OCM mounts the `<addon>-hub-kubeconfig` Secret into
     /// (holding `kubeconfig`, `tls.crt`, `tls.key`, `cluster-name`). Rotated certificates are picked up.
-    #[arg(long, env = "HUB_KUBECONFIG")]
+    #[arg(long = flag::long(flag::HUB_KUBECONFIG), env = "HUB_KUBECONFIG")]
     pub hub_kubeconfig: Option<PathBuf>,
 
     /// The managed cluster's name (its namespace on the hub); default: `cluster-name` in the hub
     /// kubeconfig directory.
-    #[arg(long, env = "CLUSTER_NAME")]
+    #[arg(long = flag::long(flag::CLUSTER_NAME), env = "CLUSTER_NAME")]
     pub cluster_name: Option<String>,
 
     /// Timeout of each request to the managed cluster's API server (health probe, kubelet scrape).
-    #[arg(long, env = "OCM_SCORE_API_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    #[arg(long = flag::long(flag::API_TIMEOUT), env = "OCM_SCORE_API_TIMEOUT",
+          default_value_t = DurationArg(contract::DEFAULT_API_TIMEOUT), value_parser = parse_duration)]
     pub api_timeout: DurationArg,
 
     /// Timeout of each request to the hub (a write is a read, maybe a create, and the status update).
-    #[arg(long, env = "OCM_SCORE_HUB_TIMEOUT", default_value = "20s", value_parser = parse_duration)]
+    #[arg(long = flag::long(flag::HUB_TIMEOUT), env = "OCM_SCORE_HUB_TIMEOUT",
+          default_value_t = DurationArg(contract::DEFAULT_HUB_TIMEOUT), value_parser = parse_duration)]
     pub hub_timeout: DurationArg,
 
     /// How many nodes the kubelet source scrapes at once.
-    #[arg(long, env = "OCM_SCORE_KUBELET_CONCURRENCY", default_value_t = 8,
+    #[arg(long = flag::long(flag::KUBELET_CONCURRENCY), env = "OCM_SCORE_KUBELET_CONCURRENCY", default_value_t = 8,
           value_parser = clap::value_parser!(u16).range(1..=256))]
     pub kubelet_concurrency: u16,
 
@@ -103,16 +107,18 @@ pub struct RunArgs {
     pub scoring: ScoringArgs,
 
     /// How often scores are recomputed when nothing changes.
-    #[arg(long, env = "OCM_SCORE_REFRESH_INTERVAL", default_value = "60s", value_parser = parse_duration)]
+    #[arg(long = flag::long(flag::REFRESH_INTERVAL), env = "OCM_SCORE_REFRESH_INTERVAL",
+          default_value_t = DurationArg(contract::DEFAULT_REFRESH_INTERVAL), value_parser = parse_duration)]
     pub refresh_interval: DurationArg,
 
     /// Random spread of each refresh, as a fraction of the interval (0.1 = ±10 %), so a fleet of agents
     /// does not write to the hub in lockstep.
-    #[arg(long, env = "OCM_SCORE_JITTER", default_value_t = 0.1)]
+    #[arg(long = flag::long(flag::JITTER), env = "OCM_SCORE_JITTER", default_value_t = contract::DEFAULT_JITTER)]
     pub jitter: f64,
 
     /// After a node or pod change, wait this long for more changes before recomputing.
-    #[arg(long, env = "OCM_SCORE_DEBOUNCE", default_value = "5s", value_parser = parse_duration)]
+    #[arg(long = flag::long(flag::DEBOUNCE), env = "OCM_SCORE_DEBOUNCE",
+          default_value_t = DurationArg(contract::DEFAULT_DEBOUNCE), value_parser = parse_duration)]
     pub debounce: DurationArg,
 
     /// Renew `validUntil` at every Nth refresh of an unchanged cluster [default: 1, every refresh].
@@ -120,17 +126,19 @@ pub struct RunArgs {
     /// long enough for N late refreshes with slow reads and writes. The trade, at the 60s default
     /// refresh: 1 → 60 hub writes per cluster per hour, a dead agent's scores expire within 97s; 2 → 30
     /// writes, 163s. Cannot be combined with --validity.
-    #[arg(long, env = "OCM_SCORE_RENEW_EVERY", value_name = "N",
-          value_parser = clap::value_parser!(u32).range(1..=60))]
+    #[arg(long = flag::long(flag::RENEW_EVERY), env = "OCM_SCORE_RENEW_EVERY", value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(contract::MAX_RENEW_EVERY)))]
     pub renew_every: Option<u32>,
 
     /// Least time between two writes caused by score changes (renewals are never delayed).
-    #[arg(long, env = "OCM_SCORE_MIN_WRITE_INTERVAL", default_value = "15s", value_parser = parse_duration)]
+    #[arg(long = flag::long(flag::MIN_WRITE_INTERVAL), env = "OCM_SCORE_MIN_WRITE_INTERVAL",
+          default_value_t = DurationArg(contract::DEFAULT_MIN_WRITE_INTERVAL), value_parser = parse_duration)]
     pub min_write_interval: DurationArg,
 
     /// Write only when some score moved by at least this much (or validUntil needs renewing): every
     /// write makes OCM reschedule Placements.
-    #[arg(long, env = "OCM_SCORE_STEP", default_value_t = 5, value_parser = clap::value_parser!(u8).range(1..=200))]
+    #[arg(long = flag::long(flag::SCORE_STEP), env = "OCM_SCORE_STEP", default_value_t = contract::DEFAULT_SCORE_STEP,
+          value_parser = clap::value_parser!(u8).range(i64::from(contract::MIN_SCORE_STEP)..=i64::from(contract::MAX_SCORE_STEP)))]
     pub score_step: u8,
 
     /// Address of the /metrics, /healthz and /readyz endpoint.
@@ -138,12 +146,12 @@ pub struct RunArgs {
     pub metrics_addr: SocketAddr,
 
     /// The add-on's name: the Lease renewed for OCM's Lease health check is named after it.
-    #[arg(long, env = "ADDON_NAME", default_value = "resource-usage-collect")]
+    #[arg(long = flag::long(flag::ADDON_NAME), env = "ADDON_NAME", default_value = "resource-usage-collect")]
     pub addon_name: String,
 
     /// The add-on's install namespace on the managed cluster (where the Lease lives).
     #[arg(
-        long,
+        long = flag::long(flag::ADDON_NAMESPACE),
         env = "ADDON_NAMESPACE",
         default_value = "open-cluster-management-agent-addon"
     )]
@@ -154,7 +162,7 @@ pub struct RunArgs {
     pub lease: bool,
 
     /// How often the Lease is renewed.
-    #[arg(long, env = "OCM_SCORE_LEASE_INTERVAL", default_value = "60s", value_parser = parse_duration)]
+    #[arg(long = flag::long(flag::LEASE_INTERVAL), env = "OCM_SCORE_LEASE_INTERVAL", default_value = "60s", value_parser = parse_duration)]
     pub lease_interval: DurationArg,
 }
 
@@ -164,7 +172,7 @@ pub struct OnceArgs {
     pub scoring: ScoringArgs,
 
     /// Also write the object to the hub (needs the hub kubeconfig and cluster name).
-    #[arg(long, env = "OCM_SCORE_PUBLISH", default_value_t = false)]
+    #[arg(long = flag::long(flag::PUBLISH), env = "OCM_SCORE_PUBLISH", default_value_t = false)]
     pub publish: bool,
 }
 

@@ -8,12 +8,12 @@
 //! Renewal: the refresh ticks keep their own cadence (computations caused by changes or retries in
 //! between do not move them), so every computation knows when the next refresh comes. It renews
 //! `validUntil` when that refresh, reading and writing as slowly as the timeouts allow, might land
-//! after it. With the derived validity (see `config::derived_validity`) that is every
+//! after it. With the derived validity (see `agent_contract::derived_validity`) that is every
 //! `--renew-every`-th refresh, and never a computation in between.
 
 use crate::accounting::ResourceView;
 use crate::accounting::resources::{CPU, MEMORY};
-use crate::config::{RunConfig, fmt_duration};
+use crate::config::RunConfig;
 use crate::hub::HubConnection;
 use crate::jitter::spread;
 use crate::lease::{Heartbeat, LeaseRenewer};
@@ -27,6 +27,7 @@ use crate::sources::kubelet::{KubeletSource, NodeRequests};
 use crate::sources::{Reading, SourceError};
 use futures::FutureExt;
 use jiff::Timestamp;
+use scheduler_core::duration::format as fmt_duration;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;

@@ -27,33 +27,11 @@
 //! as 0 to the Placement scheduler, which would rank such a cluster above clusters that can host).
 
 use crate::accounting::{Figures, ResourceSet, ResourceView};
+use agent_contract::ScoreSpec;
 use scheduler_core::normalize::{MIN_SCORE, ScoreNormalizer};
-use std::fmt;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Scope {
-    /// Summed over the eligible nodes.
-    Cluster,
-    /// The best single eligible node.
-    Node,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Normalization {
-    /// Bounds in natural units (cores, GiB, devices).
-    Absolute { min: f64, max: f64 },
-    /// Bounds in percent of capacity.
-    Percent { min: f64, max: f64 },
-}
-
-impl fmt::Display for Normalization {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Normalization::Absolute { min, max } => write!(f, "absolute:{min}:{max}"),
-            Normalization::Percent { min, max } => write!(f, "percent:{min}:{max}"),
-        }
-    }
-}
+/// Scope and normalization are part of the agent's contract (the hub checks `--normalize` too).
+pub use agent_contract::{Normalization, Scope};
 
 /// One published score: its name, what it measures and how it is normalized.
 #[derive(Clone, Debug, PartialEq)]
@@ -102,46 +80,26 @@ fn natural_unit_name(resources: &ResourceSet, index: usize) -> &'static str {
     }
 }
 
-/// The built-in scores in the order upstream publishes them, then the legacy names.
-pub fn built_in_defs() -> Vec<ScoreDef> {
-    let absolute = |min, max| Normalization::Absolute { min, max };
-    let def = |name: &str, resource, scope, normalization| ScoreDef {
-        name: name.to_owned(),
-        resource,
-        scope,
-        normalization,
-    };
-    vec![
-        def("cpuNodeAvailable", 0, Scope::Node, absolute(0.0, 100.0)),
-        def("cpuClusterAvailable", 0, Scope::Cluster, absolute(0.0, 100.0)),
-        def("memNodeAvailable", 1, Scope::Node, absolute(0.0, 1024.0)),
-        def("memClusterAvailable", 1, Scope::Cluster, absolute(0.0, 1024.0)),
-        def("gpuNodeAvailable", 2, Scope::Node, absolute(0.0, 20.0)),
-        def("gpuClusterAvailable", 2, Scope::Cluster, absolute(0.0, 20.0)),
-        def("tpuNodeAvailable", 3, Scope::Node, absolute(0.0, 20.0)),
-        def("tpuClusterAvailable", 3, Scope::Cluster, absolute(0.0, 20.0)),
-        def("cpuAvailable", 0, Scope::Cluster, absolute(0.0, 100.0)),
-        def("memAvailable", 1, Scope::Cluster, absolute(0.0, 1024.0)),
-    ]
+impl ScoreDef {
+    /// The contract's score with its resource's index in `resources`; `None` when `resources` does not
+    /// account for that resource.
+    pub fn from_spec(spec: ScoreSpec, resources: &ResourceSet) -> Option<ScoreDef> {
+        Some(ScoreDef {
+            resource: resources.index_of(&spec.resource)?,
+            name: spec.name,
+            scope: spec.scope,
+            normalization: spec.normalization,
+        })
+    }
 }
 
-/// The two scores of an extended resource.
-pub fn extended_defs(prefix: &str, resource: usize) -> [ScoreDef; 2] {
-    let percent = Normalization::Percent { min: 0.0, max: 100.0 };
-    [
-        ScoreDef {
-            name: format!("{prefix}NodeAvailable"),
-            resource,
-            scope: Scope::Node,
-            normalization: percent,
-        },
-        ScoreDef {
-            name: format!("{prefix}ClusterAvailable"),
-            resource,
-            scope: Scope::Cluster,
-            normalization: percent,
-        },
-    ]
+/// The built-in scores in the order upstream publishes them, then the legacy names.
+pub fn built_in_defs() -> Vec<ScoreDef> {
+    let resources = ResourceSet::built_in();
+    agent_contract::built_in_scores()
+        .into_iter()
+        .filter_map(|spec| ScoreDef::from_spec(spec, &resources))
+        .collect()
 }
 
 /// A computed score with the raw figures behind it (natural units), for logs and /metrics.
@@ -302,10 +260,13 @@ mod tests {
                 .formula(&resources)
                 .starts_with("largest free nvidia.com/gpu on one Ready")
         );
-        let [node, cluster] = extended_defs("amdGpu", 4);
+        let resources = ResourceSet::with_extended(["amd.com/gpu"]).expect("fits");
+        let amd = agent_contract::parse_extended_resource("amd.com/gpu").expect("valid");
+        let [node, cluster] = agent_contract::extended_scores(&amd)
+            .map(|spec| ScoreDef::from_spec(spec, &resources).expect("accounted"));
         assert_eq!(
-            (node.name.as_str(), cluster.name.as_str()),
-            ("amdGpuNodeAvailable", "amdGpuClusterAvailable")
+            (node.name.as_str(), cluster.name.as_str(), node.resource),
+            ("amdGpuNodeAvailable", "amdGpuClusterAvailable", 4)
         );
     }
 

@@ -111,13 +111,13 @@ fn the_default_rendering_is_accepted_and_matches_the_agent_defaults() {
     let file = kubeconfig_file();
     let run =
         agent_verdict(&AgentConfig::default(), &file.0).expect("the agent accepts the default rendering");
-    assert_eq!(run.refresh_interval, agent_cli::DEFAULT_REFRESH_INTERVAL);
-    assert_eq!(run.scoring.validity, agent_cli::DEFAULT_VALIDITY);
-    assert_eq!(run.debounce, agent_cli::DEFAULT_DEBOUNCE);
-    assert_eq!(run.jitter, agent_cli::DEFAULT_JITTER);
-    assert_eq!(run.min_write_interval, agent_cli::DEFAULT_MIN_WRITE_INTERVAL);
-    assert_eq!(run.scoring.api_timeout, agent_cli::DEFAULT_API_TIMEOUT);
-    assert_eq!(run.scoring.hub_timeout, agent_cli::DEFAULT_HUB_TIMEOUT);
+    // The hub checks with the same contract the agent parses with: its defaults are the agent's.
+    let renewal = agent_contract::Timing::default().check().expect("valid defaults");
+    assert_eq!(run.refresh_interval, agent_contract::DEFAULT_REFRESH_INTERVAL);
+    assert_eq!(
+        (run.scoring.validity, run.renew_every),
+        (renewal.validity, renewal.renew_every)
+    );
     assert_eq!(run.hub.cluster_name, "c1");
     let lease = run.lease.expect("the agent renews the add-on Lease");
     assert_eq!(
@@ -125,11 +125,7 @@ fn the_default_rendering_is_accepted_and_matches_the_agent_defaults() {
         ("resource-usage-collect", "agents")
     );
     let scores: Vec<&str> = run.scoring.scores.iter().map(|s| s.name.as_str()).collect();
-    assert_eq!(scores, agent_cli::BUILT_IN_SCORES);
-    assert_eq!(
-        ocm_score_agent::accounting::resources::BUILT_IN.as_slice(),
-        agent_cli::BUILT_IN_RESOURCES
-    );
+    assert_eq!(scores, agent_contract::built_in_score_names().collect::<Vec<_>>());
 }
 
 #[test]
@@ -154,6 +150,11 @@ fn hub_validation_agrees_with_the_agent() {
         &[("SCORE_VALIDITY", "97s")],
         &[("SCORE_VALIDITY", "25h")],
         &[("SCORE_VALIDITY", "10m")],
+        &[("RENEW_EVERY", "2")],
+        &[("RENEW_EVERY", "0")],
+        &[("RENEW_EVERY", "61")],
+        &[("RENEW_EVERY", "2"), ("SCORE_VALIDITY", "5m")],
+        &[("RENEW_EVERY", "30"), ("REFRESH_INTERVAL", "1h")],
         &[(
             "NORMALIZE",
             "cpuNodeAvailable=absolute:0:64,memNodeAvailable=percent",
@@ -219,6 +220,7 @@ fn raw_flags(vars: &[(&str, &str)]) -> Vec<(&'static str, String)> {
         "SOURCES" => agent_cli::SOURCE,
         "REFRESH_INTERVAL" => agent_cli::REFRESH_INTERVAL,
         "SCORE_VALIDITY" => agent_cli::VALIDITY,
+        "RENEW_EVERY" => agent_cli::RENEW_EVERY,
         "NORMALIZE" => agent_cli::NORMALIZE,
         "SCORE_STEP" => agent_cli::SCORE_STEP,
         "EXTENDED_RESOURCES" => agent_cli::EXTENDED_RESOURCE,

@@ -67,6 +67,26 @@ fn whole_number(digits: &str) -> Result<u64, DurationError> {
         .map_err(|_| DurationError::NotANumber(digits.to_owned()))
 }
 
+/// A duration in the same grammar, shortest form first: `90s` → `1m30s`, `1500ms` → `1500ms`,
+/// `2h` → `2h`. Whatever [`format`] writes, [`parse`] reads back to the same duration (below a
+/// millisecond, the sub-millisecond part is shown in milliseconds rounded down).
+pub fn format(d: Duration) -> String {
+    let ms = d.as_millis();
+    if !ms.is_multiple_of(1000) {
+        return format!("{ms}ms");
+    }
+    let s = ms / 1000;
+    match (s / 3600, (s % 3600) / 60, s % 60) {
+        (0, 0, s) => format!("{s}s"),
+        (0, m, 0) => format!("{m}m"),
+        (0, m, s) => format!("{m}m{s}s"),
+        (h, 0, 0) => format!("{h}h"),
+        (h, m, 0) => format!("{h}h{m}m"),
+        (h, 0, s) => format!("{h}h{s}s"),
+        (h, m, s) => format!("{h}h{m}m{s}s"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -114,5 +134,22 @@ mod tests {
         assert_eq!(parse(&format!("{max}m")), Err(DurationError::Overflow));
         assert_eq!(parse(&format!("{max}s1s")), Err(DurationError::Overflow));
         assert_eq!(parse(&format!("{max}s")), Ok(Duration::from_secs(max)));
+    }
+
+    #[test]
+    fn formats_shortest_first_and_parses_back() {
+        for (millis, text) in [
+            (90_000, "1m30s"),
+            (1_500, "1500ms"),
+            (60_000, "1m"),
+            (7_200_000, "2h"),
+            (3_660_000, "1h1m"),
+            (3_601_000, "1h1s"),
+            (0, "0s"),
+        ] {
+            let d = Duration::from_millis(millis);
+            assert_eq!(format(d), text);
+            assert_eq!(parse(text), Ok(d), "{text}");
+        }
     }
 }

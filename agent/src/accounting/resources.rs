@@ -2,10 +2,11 @@
 
 use super::quantity::AccountingUnit;
 
-pub const CPU: &str = "cpu";
-pub const MEMORY: &str = "memory";
-pub const NVIDIA_GPU: &str = "nvidia.com/gpu";
-pub const GOOGLE_TPU: &str = "google.com/tpu";
+// The names come from the agent's contract, which the hub checks extended resources against.
+pub const CPU: &str = agent_contract::BUILT_IN_RESOURCES[0];
+pub const MEMORY: &str = agent_contract::BUILT_IN_RESOURCES[1];
+pub const NVIDIA_GPU: &str = agent_contract::BUILT_IN_RESOURCES[2];
+pub const GOOGLE_TPU: &str = agent_contract::BUILT_IN_RESOURCES[3];
 
 /// The resources the built-in scores are about, in index order: `cpu`, `memory`, `nvidia.com/gpu`,
 /// `google.com/tpu`. Extended resources from the configuration follow them.

@@ -439,7 +439,7 @@ mod tests {
             let manifests = render_with(&config, "ns");
             find(&manifests, "ClusterRole")["rules"].clone()
         };
-        let cluster_only = rules_for(Sources::default());
+        let cluster_only = rules_for(Sources::DEFAULT);
         assert_eq!(cluster_only.as_array().map(Vec::len), Some(1));
         assert_eq!(cluster_only[0]["resources"], serde_json::json!(["nodes", "pods"]));
         assert_eq!(

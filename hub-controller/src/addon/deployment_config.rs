@@ -3,8 +3,9 @@
 //! | customized variable | agent flag | value |
 //! |---|---|---|
 //! | `SOURCES` | `--source` | comma list of `cluster`, `kubelet` (needs `cluster`), `host` |
-//! | `REFRESH_INTERVAL` | `--refresh-interval` | duration, e.g. `60s`, `2m`, `1m30s`, `90`; at least 5s |
-//! | `SCORE_VALIDITY` | `--validity` | duration from 10s to 24h, longer than refresh × 1.1 + 30s and than 15s |
+//! | `REFRESH_INTERVAL` | `--refresh-interval` | duration, e.g. `60s`, `2m`, `1m30s`, `90`; at least 5s (the agent's debounce) |
+//! | `SCORE_VALIDITY` | `--validity` | duration from 10s to 24h, longer than refresh × 1.1 + 30s and than 15s; not with `RENEW_EVERY` |
+//! | `RENEW_EVERY` | `--renew-every` | renew validUntil at every Nth refresh, 1..=60 (default 1: validity derived, see the agent's README) |
 //! | `NORMALIZE` | `--normalize` | comma list of `SCORE=absolute:MIN:MAX`, `SCORE=percent` or `SCORE=percent:MIN:MAX` |
 //! | `SCORE_STEP` | `--score-step` | integer 1..=200 |
 //! | `EXTENDED_RESOURCES` | `--extended-resource` | comma list of `RESOURCE[=PREFIX]`, e.g. `amd.com/gpu=amdGpu` |
@@ -12,7 +13,8 @@
 //!
 //! Score names (in `NORMALIZE` and `SCORES`) must be ones the agent publishes: the built-in ones or
 //! `<prefix>{Node,Cluster}Available` of a configured extended resource. These are the agent's own
-//! rules, checked here so a bad value is reported before any agent is rolled.
+//! rules (the `agent_contract` crate the agent parses its flags with), checked here so a bad value is
+//! reported before any agent is rolled.
 //! | `LOG_FORMAT` | `--log-format` | `text` or `json` |
 //!
 //! `nodePlacement` sets the agent pod's nodeSelector and tolerations, `registries` rewrite its image
@@ -21,10 +23,13 @@
 //! errors: a typo must not silently leave the default in place.
 
 use super::agent_cli as cli;
+use agent_contract::{ExtendedResource, FlagError, NormalizeArg, Timing};
 use k8s_openapi::api::core::v1::Toleration;
 use scheduler_core::api::{AddOnDeploymentConfigSpec, ImageMirror};
 use std::collections::BTreeMap;
 use std::time::Duration;
+
+pub use agent_contract::Sources;
 
 /// One configuration problem, naming the field and the value.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -45,30 +50,12 @@ impl ConfigError {
     }
 }
 
-/// The agent's data sources; they decide the agent's permissions on the managed cluster.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Sources {
-    pub cluster: bool,
-    pub kubelet: bool,
-    pub host: bool,
-}
-
-impl Default for Sources {
-    /// The agent's own default: `cluster`.
-    fn default() -> Self {
-        Sources {
-            cluster: true,
-            kubelet: false,
-            host: false,
-        }
-    }
-}
-
 /// A validated configuration, ready to render.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct AgentConfig {
     /// Agent flags set from variables, in a fixed order (the rendered args are stable).
     pub flags: Vec<(&'static str, String)>,
+    /// The agent's data sources; they decide the agent's permissions on the managed cluster.
     pub sources: Sources,
     pub node_selector: Option<BTreeMap<String, String>>,
     pub tolerations: Option<Vec<Toleration>>,
@@ -77,12 +64,27 @@ pub struct AgentConfig {
     pub install_namespace: Option<String>,
 }
 
+impl Default for AgentConfig {
+    /// The agent's defaults: no flags beyond the fixed ones.
+    fn default() -> Self {
+        AgentConfig {
+            flags: Vec::new(),
+            sources: Sources::DEFAULT,
+            node_selector: None,
+            tolerations: None,
+            registries: Vec::new(),
+            install_namespace: None,
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug)]
 enum Kind {
     Sources,
     Duration,
     Normalize,
     Step,
+    RenewEvery,
     ExtendedResources,
     ScoreNames,
     LogFormat,
@@ -110,6 +112,11 @@ const VARIABLES: &[Variable] = &[
         name: "SCORE_VALIDITY",
         flag: cli::VALIDITY,
         kind: Kind::Duration,
+    },
+    Variable {
+        name: "RENEW_EVERY",
+        flag: cli::RENEW_EVERY,
+        kind: Kind::RenewEvery,
     },
     Variable {
         name: "NORMALIZE",
@@ -168,26 +175,45 @@ pub fn agent_config(spec: &AddOnDeploymentConfigSpec) -> Result<AgentConfig, Con
         };
         let err = |reason: String| ConfigError::new(variable_field(variable.name), value, reason);
         match variable.kind {
-            Kind::Sources => config.sources = parse_sources(value).map_err(err)?,
+            Kind::Sources => {
+                let list = list(value, agent_contract::parse_source).map_err(err)?;
+                config.sources = Sources::from_list(&list).map_err(|e| err(e.reason))?;
+            }
             Kind::Duration => {
-                let duration = parse_duration(value).map_err(err)?;
+                let duration = agent_contract::parse_duration(value).map_err(err)?.0;
                 match variable.flag {
                     cli::REFRESH_INTERVAL => checked.refresh = Some(duration),
                     _ => checked.validity = Some(duration),
                 }
             }
-            Kind::Normalize => checked.normalized = list(value, parse_normalization).map_err(err)?,
-            Kind::Step => match value.parse::<u16>() {
-                Ok(1..=200) => {}
-                _ => return Err(err("expected an integer from 1 to 200".into())),
+            Kind::Normalize => {
+                checked.normalize = list(value, agent_contract::parse_normalize).map_err(err)?
+            }
+            Kind::Step => match value.parse::<u8>() {
+                Ok(step)
+                    if (agent_contract::MIN_SCORE_STEP..=agent_contract::MAX_SCORE_STEP).contains(&step) => {}
+                _ => {
+                    return Err(err(format!(
+                        "expected an integer from {} to {}",
+                        agent_contract::MIN_SCORE_STEP,
+                        agent_contract::MAX_SCORE_STEP
+                    )));
+                }
+            },
+            Kind::RenewEvery => match value.parse::<u32>() {
+                Ok(n) => checked.renew_every = Some(n),
+                Err(_) => return Err(err("expected a whole number of refreshes".into())),
             },
             Kind::ExtendedResources => {
-                checked.prefixes = list(value, parse_extended_resource).map_err(err)?
+                checked.extended = list(value, agent_contract::parse_extended_resource).map_err(err)?
             }
             Kind::ScoreNames => checked.selected = list(value, |name| Ok(name.to_string())).map_err(err)?,
             Kind::LogFormat => {
-                if value != "text" && value != "json" {
-                    return Err(err("expected text or json".into()));
+                if !agent_contract::LOG_FORMATS.contains(&value) {
+                    return Err(err(format!(
+                        "expected {}",
+                        agent_contract::LOG_FORMATS.join(" or ")
+                    )));
                 }
             }
         }
@@ -236,192 +262,59 @@ fn variable_field(name: &str) -> String {
 struct Checked {
     refresh: Option<Duration>,
     validity: Option<Duration>,
-    /// Score prefixes of the extended resources.
-    prefixes: Vec<String>,
-    /// Scores named by NORMALIZE.
-    normalized: Vec<String>,
+    renew_every: Option<u32>,
+    extended: Vec<ExtendedResource>,
+    normalize: Vec<NormalizeArg>,
     /// Scores named by SCORES.
     selected: Vec<String>,
 }
 
 impl Checked {
-    /// The agent's rules across flags: scores must exist, and published scores must stay valid from
-    /// one refresh to the next (refresh at most 10 % late, plus a margin).
+    /// The agent's rules across flags (its contract's), with the hub's own flags at their defaults.
     fn check(&self, values: &BTreeMap<&str, &str>) -> Result<(), ConfigError> {
-        let raw = |name: &str| values.get(name).map(|v| v.trim().to_string()).unwrap_or_default();
-        let refresh = self.refresh.unwrap_or(cli::DEFAULT_REFRESH_INTERVAL);
-        // Without SCORE_VALIDITY the agent derives it: the renew-margin rule for one refresh, rounded
-        // up to whole seconds, plus one.
-        let margin =
-            refresh.mul_f64(1.0 + cli::DEFAULT_JITTER) + cli::DEFAULT_API_TIMEOUT + cli::DEFAULT_HUB_TIMEOUT;
-        let derived = Duration::from_secs(margin.as_secs() + u64::from(margin.subsec_nanos() > 0) + 1);
-        let validity = self.validity.unwrap_or(derived.max(cli::MIN_VALIDITY));
-        if refresh < cli::MIN_REFRESH_INTERVAL.max(cli::DEFAULT_DEBOUNCE) {
-            return Err(ConfigError::new(
-                variable_field("REFRESH_INTERVAL"),
-                raw("REFRESH_INTERVAL"),
-                format!(
-                    "must be at least {:?} (the agent's change debounce)",
-                    cli::DEFAULT_DEBOUNCE
-                ),
-            ));
-        }
-        let validity_err = |reason: String| {
-            let shown = if self.validity.is_some() {
-                raw("SCORE_VALIDITY")
-            } else {
-                format!("{validity:?} (default)")
-            };
-            ConfigError::new(variable_field("SCORE_VALIDITY"), shown, reason)
+        let timing = Timing {
+            refresh: self.refresh.unwrap_or(agent_contract::DEFAULT_REFRESH_INTERVAL),
+            validity: self.validity,
+            renew_every: self.renew_every,
+            ..Timing::default()
         };
-        if !(cli::MIN_VALIDITY..=cli::MAX_VALIDITY).contains(&validity) {
-            return Err(validity_err("must be between 10s and 24h".into()));
-        }
-        if validity <= margin || validity <= cli::DEFAULT_MIN_WRITE_INTERVAL {
-            return Err(validity_err(format!(
-                "must be longer than {margin:?} (the refresh interval {refresh:?} + 10 %, plus 30s for a \
-                 slow read and write) and than 15s, or scores would expire between refreshes"
-            )));
-        }
-        let mut known: Vec<String> = cli::BUILT_IN_SCORES.iter().map(|s| s.to_string()).collect();
-        for prefix in &self.prefixes {
-            for name in [
-                format!("{prefix}NodeAvailable"),
-                format!("{prefix}ClusterAvailable"),
-            ] {
-                if known.contains(&name) {
-                    return Err(ConfigError::new(
-                        variable_field("EXTENDED_RESOURCES"),
-                        raw("EXTENDED_RESOURCES"),
-                        format!("score name {name} is taken; choose another prefix"),
-                    ));
-                }
-                known.push(name);
-            }
-        }
-        for (variable, names) in [("NORMALIZE", &self.normalized), ("SCORES", &self.selected)] {
-            if let Some(unknown) = names.iter().find(|n| !known.contains(n)) {
-                return Err(ConfigError::new(
-                    variable_field(variable),
-                    raw(variable),
-                    format!("unknown score {unknown:?}; known: {}", known.join(", ")),
-                ));
-            }
-        }
+        timing.check().map_err(|e| blame(e, values))?;
+        agent_contract::published_scores(&self.extended, &self.normalize, &self.selected)
+            .map_err(|e| blame(e, values))?;
         Ok(())
     }
 }
 
+/// The variable to blame for a broken rule of the agent's: the one setting the flag, or for the
+/// flags the hub leaves at their defaults, the variable the rule compares them with.
+fn blame(error: FlagError, values: &BTreeMap<&str, &str>) -> ConfigError {
+    let (flag, reason) = match error.flag {
+        agent_contract::flag::DEBOUNCE => (
+            cli::REFRESH_INTERVAL,
+            format!("the agent's {} of {} {}", error.flag, error.value, error.reason),
+        ),
+        agent_contract::flag::MIN_WRITE_INTERVAL => (
+            cli::VALIDITY,
+            format!("the agent's {} of {} {}", error.flag, error.value, error.reason),
+        ),
+        flag => (flag, error.reason),
+    };
+    let Some(variable) = VARIABLES.iter().find(|v| v.flag == flag) else {
+        return ConfigError::new(error.flag, error.value, reason);
+    };
+    let value = match values.get(variable.name) {
+        Some(v) => v.trim().to_string(),
+        None => format!("{} (default)", error.value),
+    };
+    ConfigError::new(variable_field(variable.name), value, reason)
+}
+
+/// A comma list, each item parsed by `item`.
 fn list<T>(value: &str, item: impl Fn(&str) -> Result<T, String>) -> Result<Vec<T>, String> {
     if value.is_empty() {
         return Err("empty list".into());
     }
     value.split(',').map(str::trim).map(item).collect()
-}
-
-fn parse_sources(value: &str) -> Result<Sources, String> {
-    let mut sources = Sources {
-        cluster: false,
-        kubelet: false,
-        host: false,
-    };
-    if value.is_empty() {
-        return Err("expected at least one of cluster, kubelet, host".into());
-    }
-    for source in value.split(',').map(str::trim) {
-        let slot = match source {
-            "cluster" => &mut sources.cluster,
-            "kubelet" => &mut sources.kubelet,
-            "host" => &mut sources.host,
-            other => {
-                return Err(format!(
-                    "unknown source {other:?}; expected cluster, kubelet or host"
-                ));
-            }
-        };
-        if std::mem::replace(slot, true) {
-            return Err(format!("source {source:?} listed twice"));
-        }
-    }
-    if sources.kubelet && !sources.cluster {
-        return Err("the kubelet source needs the cluster source".into());
-    }
-    Ok(sources)
-}
-
-/// `90s`, `5m`, `1h30m`, `500ms`, or plain seconds (`90`), as the agent reads durations.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    scheduler_core::duration::parse(text)
-        .map_err(|_| format!("expected a duration such as 60s, 5m or 1m30s, got {text:?}"))
-}
-
-/// `SCORE=absolute:MIN:MAX`, `SCORE=percent` or `SCORE=percent:MIN:MAX`, with MIN < MAX. Returns the score.
-fn parse_normalization(item: &str) -> Result<String, String> {
-    let (score, rule) = item
-        .split_once('=')
-        .ok_or_else(|| format!("{item:?}: expected SCORE=absolute:MIN:MAX"))?;
-    let parts: Vec<&str> = rule.split(':').collect();
-    let bounds = match parts.as_slice() {
-        ["percent"] => return Ok(score.trim().to_string()),
-        ["absolute" | "percent", min, max] => (min, max),
-        _ => {
-            return Err(format!(
-                "{item:?}: expected absolute:MIN:MAX, percent or percent:MIN:MAX"
-            ));
-        }
-    };
-    let number = |text: &str| match text.trim().parse::<f64>() {
-        Ok(v) if v.is_finite() => Ok(v),
-        _ => Err(format!("{item:?}: {text:?} is not a finite number")),
-    };
-    let (min, max) = (number(bounds.0)?, number(bounds.1)?);
-    if min >= max {
-        return Err(format!("{item:?}: MIN {min} must be below MAX {max}"));
-    }
-    Ok(score.trim().to_string())
-}
-
-/// `RESOURCE[=PREFIX]`: a resource name (at most one `/`) that is not built in, and a lowerCamelCase
-/// score prefix (by default derived from the name: `amd.com/gpu` → `amdGpu`). Returns the prefix.
-fn parse_extended_resource(item: &str) -> Result<String, String> {
-    let (resource, prefix) = match item.split_once('=') {
-        Some((r, p)) => (r.trim(), Some(p.trim().to_string())),
-        None => (item.trim(), None),
-    };
-    let valid = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | '/');
-    if resource.is_empty() || !resource.chars().all(valid) || resource.matches('/').count() > 1 {
-        return Err(format!("{resource:?} is not a resource name such as amd.com/gpu"));
-    }
-    if cli::BUILT_IN_RESOURCES.contains(&resource) {
-        return Err(format!("{resource} is scored already"));
-    }
-    let prefix = prefix.unwrap_or_else(|| default_prefix(resource));
-    let mut chars = prefix.chars();
-    if !chars.next().is_some_and(|c| c.is_ascii_lowercase()) || !chars.all(|c| c.is_ascii_alphanumeric()) {
-        return Err(format!(
-            "score prefix {prefix:?} must be a lowerCamelCase word such as amdGpu"
-        ));
-    }
-    Ok(prefix)
-}
-
-/// The first label of the domain, then the name's words, camel-cased (`nvidia.com/mig-1g.5gb` →
-/// `nvidiaMig1g5gb`).
-fn default_prefix(resource: &str) -> String {
-    let (domain, name) = resource.split_once('/').unwrap_or(("", resource));
-    let first_label = domain.split('.').next().unwrap_or_default();
-    let mut out = String::new();
-    for word in std::iter::once(first_label).chain(name.split(|c: char| !c.is_ascii_alphanumeric())) {
-        let mut chars = word.chars();
-        let Some(first) = chars.next() else { continue };
-        if out.is_empty() {
-            out.push(first.to_ascii_lowercase());
-        } else {
-            out.push(first.to_ascii_uppercase());
-        }
-        out.extend(chars);
-    }
-    out
 }
 
 fn check_toleration(index: usize, t: &Toleration) -> Result<(), ConfigError> {
@@ -464,6 +357,12 @@ fn is_dns_label(s: &str) -> bool {
         && s.ends_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
         && s.chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+}
+
+/// A duration in the agent's grammar (`90s`, `5m`, `1h30m`, `500ms`, or plain seconds), for the hub's
+/// own duration flags.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    agent_contract::parse_duration(text).map(|d| d.0)
 }
 
 /// Applies the registry rules to an image reference; the last matching rule wins.
@@ -554,10 +453,12 @@ mod tests {
     fn every_bad_value_names_the_variable_and_the_value() {
         let cases: &[(&str, &str, &str)] = &[
             ("SOURCES", "cluster,moon", "moon"),
-            ("SOURCES", "kubelet", "needs the cluster source"),
+            ("SOURCES", "kubelet", "cluster,kubelet"),
             ("SOURCES", "host,host", "twice"),
             ("REFRESH_INTERVAL", "soon", "duration"),
-            ("REFRESH_INTERVAL", "2s", "at least"),
+            ("REFRESH_INTERVAL", "2s", "must not exceed --refresh-interval"),
+            ("RENEW_EVERY", "0", "between 1 and 60"),
+            ("RENEW_EVERY", "two", "whole number"),
             (
                 "SCORE_VALIDITY",
                 "30s",
@@ -565,7 +466,7 @@ mod tests {
             ),
             ("SCORE_VALIDITY", "48h", "between 10s and 24h"),
             ("NORMALIZE", "cpuNodeAvailable=absolute:64:0", "below"),
-            ("NORMALIZE", "cpuNodeAvailable=linear", "expected absolute"),
+            ("NORMALIZE", "cpuNodeAvailable=linear", "absolute:MIN:MAX"),
             ("NORMALIZE", "cpuNodeAvailable=absolute:0:inf", "finite"),
             ("SCORE_STEP", "0", "1 to 200"),
             ("EXTENDED_RESOURCES", "a/b/c", "not a resource name"),
@@ -607,19 +508,6 @@ mod tests {
                 .reason
                 .contains("taken")
         );
-    }
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
-        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
-        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
-        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
-        assert_eq!(parse_duration("60"), Ok(Duration::from_secs(60)));
-        assert_eq!(default_prefix("nvidia.com/mig-1g.5gb"), "nvidiaMig1g5gb");
-        for bad in ["", "s", "1.5m", "-1s", "1 m", "1d", "m5"] {
-            assert!(parse_duration(bad).is_err(), "{bad}");
-        }
     }
 
     #[test]
