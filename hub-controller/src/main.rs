@@ -1,13 +1,17 @@
-//! `ocm-score-hub`: the hub side of ocm-score.
+//! `ocm-score-hub`: the hub side of ocm-score. Wiring only: parse the command line, set up logging
+//! and the runtime (the process shell, `ocm_score_shell`), hand over to the mode.
 
 mod simulate;
 
 use clap::{Parser, Subcommand};
+use ocm_score_shell::logging::LogArgs;
 use std::process::ExitCode;
 
 #[derive(Debug, Parser)]
 #[command(name = "ocm-score-hub", version, about = "OCM hub side of ocm-score")]
 struct Cli {
+    #[command(flatten)]
+    log: LogArgs,
     #[command(subcommand)]
     command: Command,
 }
@@ -18,7 +22,7 @@ enum Command {
     Simulate(simulate::SimulateArgs),
     /// Install the score agent on every managed cluster as an OCM add-on (registration, hub RBAC,
     /// ManifestWork, configuration, health).
-    AddonManager(ocm_score_hub::addon::AddonManagerArgs),
+    AddonManager(Box<ocm_score_hub::addon::AddonManagerArgs>),
     /// Score every ManagedCluster from Thanos/Prometheus metrics in one pass, normalized across the
     /// fleet, and publish the scores as AddOnPlacementScores.
     ThanosScorer(Box<ocm_score_hub::thanos::ThanosScorerArgs>),
@@ -28,18 +32,17 @@ enum Command {
 const EXIT_BAD_INPUT: u8 = 2;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .init();
+    let (cli, deprecated) = ocm_score_shell::cli::parse::<Cli>(std::env::args_os());
+    ocm_score_shell::logging::init(&cli.log);
+    ocm_score_shell::cli::warn_deprecated(&deprecated);
     let result: anyhow::Result<()> = match cli.command {
         Command::Simulate(args) => simulate::run(args).map_err(anyhow::Error::from),
-        Command::AddonManager(args) => return block_on(ocm_score_hub::addon::run(args)),
-        Command::ThanosScorer(args) => return block_on(ocm_score_hub::thanos::run(*args)),
+        Command::AddonManager(args) => {
+            return block_on(|shutdown| ocm_score_hub::addon::run(*args, shutdown));
+        }
+        Command::ThanosScorer(args) => {
+            return block_on(|shutdown| ocm_score_hub::thanos::run(*args, shutdown));
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -53,10 +56,13 @@ fn main() -> ExitCode {
     }
 }
 
-/// Runs an async subcommand to completion on a multi-threaded runtime.
-fn block_on(run: impl std::future::Future<Output = ExitCode>) -> ExitCode {
+/// Runs a long-running mode on a multi-threaded runtime until it returns; SIGTERM or Ctrl-C cancel
+/// the token it is given.
+fn block_on<F: std::future::Future<Output = ExitCode>>(
+    mode: impl FnOnce(ocm_score_shell::CancellationToken) -> F,
+) -> ExitCode {
     match tokio::runtime::Runtime::new() {
-        Ok(runtime) => runtime.block_on(run),
+        Ok(runtime) => runtime.block_on(async { mode(ocm_score_shell::shutdown::on_signals()).await }),
         Err(err) => {
             eprintln!("error: starting the async runtime: {err}");
             ExitCode::FAILURE

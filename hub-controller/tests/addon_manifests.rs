@@ -40,7 +40,11 @@ fn the_deployment_runs_the_addon_manager_with_valid_flags() {
         std::iter::once("ocm-score-hub").chain(args[1..].iter().copied()),
     )
     .unwrap_or_else(|e| panic!("the Deployment's args do not parse: {e}"));
-    parsed.args.validate().expect("valid flags");
+    let leader_election = parsed
+        .args
+        .validate()
+        .expect("valid flags")
+        .expect("leader election on");
     assert_eq!(
         Some(parsed.args.agent_image.as_str()),
         container["image"].as_str(),
@@ -54,7 +58,7 @@ fn the_deployment_runs_the_addon_manager_with_valid_flags() {
     let lease_rule = &find(&objects, "Role")["rules"][1];
     assert_eq!(
         lease_rule["resourceNames"][0],
-        parsed.args.leader_election_id.as_str()
+        leader_election.lease_name.as_str()
     );
 }
 

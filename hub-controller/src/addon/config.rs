@@ -8,8 +8,10 @@ use super::names;
 use clap::{Args, ValueEnum};
 use k8s_openapi::api::core::v1::ResourceRequirements;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use ocm_score_shell::args::{
+    LeaderDefaults, LeaderElection, LeaderElectionArgs, LeaderElectionFile, ProbeArgs,
+};
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -42,29 +44,13 @@ pub struct AddonManagerArgs {
     #[arg(long, env = "HEALTH_CHECK", value_enum, default_value_t = HealthCheckArg::Lease)]
     pub health_check: HealthCheckArg,
 
-    /// Address of the /metrics, /healthz and /readyz endpoint (port 0 picks a free port, logged).
-    #[arg(long, env = "METRICS_BIND_ADDRESS", default_value = "0.0.0.0:8080")]
-    pub metrics_bind_address: SocketAddr,
+    /// `/metrics`, `/healthz` and `/readyz` (the process shell's flags).
+    #[command(flatten)]
+    pub probes: ProbeArgs,
 
-    /// Namespace of the leader election Lease (normally the controller's own namespace).
-    #[arg(long, env = "POD_NAMESPACE", default_value = "ocm-score")]
-    pub leader_election_namespace: String,
-
-    /// Name of the leader election Lease.
-    #[arg(long, env = "LEADER_ELECTION_ID", default_value = "ocm-score-addon-manager")]
-    pub leader_election_id: String,
-
-    /// This replica's identity in the Lease; default: the pod name, else host name and process id.
-    #[arg(long, env = "POD_NAME")]
-    pub leader_election_identity: Option<String>,
-
-    /// How long a leader's Lease stays valid without renewal; standby replicas take over after it.
-    #[arg(long, env = "LEADER_ELECTION_LEASE_DURATION", default_value = "15s", value_parser = parse_duration)]
-    pub leader_election_lease_duration: Duration,
-
-    /// How often the leader renews its Lease (and a standby replica retries).
-    #[arg(long, env = "LEADER_ELECTION_RETRY_PERIOD", default_value = "2s", value_parser = parse_duration)]
-    pub leader_election_retry_period: Duration,
+    /// Leader election (the process shell's flags).
+    #[command(flatten)]
+    pub leader_election: LeaderElectionArgs,
 
     /// How many add-ons are reconciled at once.
     #[arg(long, env = "WORKERS", default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=256))]
@@ -78,6 +64,13 @@ pub struct AddonManagerArgs {
     #[arg(long, env = "HUB_KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
 }
+
+/// The add-on manager's Lease, in its own namespace unless told otherwise.
+pub const LEADER_DEFAULTS: LeaderDefaults = LeaderDefaults {
+    lease_name: "ocm-score-addon-manager",
+    namespace: Some("ocm-score"),
+    identity_fallback: "addon-manager",
+};
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HealthCheckArg {
@@ -122,18 +115,14 @@ impl AddonManagerArgs {
         }
     }
 
-    /// Checks between flags that clap cannot express.
-    pub fn validate(&self) -> Result<(), String> {
+    /// Checks between flags that clap cannot express; the leader election settings (`None`: off).
+    pub fn validate(&self) -> Result<Option<LeaderElection>, String> {
         if self.agent_image.trim().is_empty() {
             return Err("--agent-image: must not be empty".into());
         }
-        if self.leader_election_retry_period >= self.leader_election_lease_duration {
-            return Err(format!(
-                "--leader-election-retry-period={:?} must be shorter than --leader-election-lease-duration={:?}",
-                self.leader_election_retry_period, self.leader_election_lease_duration
-            ));
-        }
-        Ok(())
+        self.leader_election
+            .resolve(LeaderElectionFile::default(), &LEADER_DEFAULTS)
+            .map_err(|e| e.to_string())
     }
 }
 

@@ -1,133 +1,127 @@
-//! The add-on manager's metrics, in the Prometheus text format.
-//!
-//! A few counters and gauges keyed by label values; a map behind a mutex is all they need.
+//! The add-on manager's metrics, registered under `ocm_score_addon` in a `prometheus-client`
+//! registry and served by the process shell on `/metrics`.
 
-use std::collections::BTreeMap;
-use std::fmt::Write;
-use std::sync::Mutex;
+use ocm_score_shell::metrics::{Registry, encode};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use std::time::Duration;
 
-const PREFIX: &str = "ocm_score_addon_";
+type Labels = Vec<(&'static str, String)>;
 
-/// Metric families: name, type and help.
-const FAMILIES: &[(&str, &str, &str)] = &[
-    (
-        "reconciles_total",
-        "counter",
-        "Reconciliations run, by controller.",
-    ),
-    (
-        "reconcile_errors_total",
-        "counter",
-        "Reconciliations that failed, by controller and error kind.",
-    ),
-    (
-        "reconcile_seconds_sum",
-        "counter",
-        "Time spent reconciling, by controller.",
-    ),
-    (
-        "writes_total",
-        "counter",
-        "Writes sent to the hub API server, by kind and verb.",
-    ),
-    (
-        "csr_decisions_total",
-        "counter",
-        "Add-on CSRs approved or denied.",
-    ),
-    (
-        "config_invalid",
-        "gauge",
-        "Add-ons whose AddOnDeploymentConfig is invalid (the last good agent stays).",
-    ),
-    ("leader", "gauge", "1 while this replica holds the leader Lease."),
-];
+/// Reconcile durations in seconds: 1 ms to about a minute.
+fn reconcile_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.001, 4.0, 9))
+}
 
-type Key = (&'static str, Vec<(&'static str, String)>);
-
-#[derive(Default)]
 pub struct Metrics {
-    values: Mutex<BTreeMap<Key, f64>>,
+    registry: Registry,
+    reconciles: Family<Labels, Counter>,
+    reconcile_errors: Family<Labels, Counter>,
+    reconcile_seconds: Family<Labels, Histogram, fn() -> Histogram>,
+    writes: Family<Labels, Counter>,
+    csr_decisions: Family<Labels, Counter>,
+    config_invalid: Gauge,
+    leader: Gauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("ocm_score_addon");
+        let reconciles = Family::default();
+        registry.register(
+            "reconciles",
+            "Reconciliations run, by controller",
+            reconciles.clone(),
+        );
+        let reconcile_errors = Family::default();
+        registry.register(
+            "reconcile_errors",
+            "Reconciliations that failed, by controller and error kind",
+            reconcile_errors.clone(),
+        );
+        let reconcile_seconds = Family::new_with_constructor(reconcile_histogram as fn() -> Histogram);
+        registry.register(
+            "reconcile_seconds",
+            "Time spent reconciling, by controller",
+            reconcile_seconds.clone(),
+        );
+        let writes = Family::default();
+        registry.register(
+            "writes",
+            "Writes sent to the hub API server, by kind and verb",
+            writes.clone(),
+        );
+        let csr_decisions = Family::default();
+        registry.register(
+            "csr_decisions",
+            "Add-on CSRs approved or denied",
+            csr_decisions.clone(),
+        );
+        let config_invalid = Gauge::default();
+        registry.register(
+            "config_invalid",
+            "Add-ons whose AddOnDeploymentConfig is invalid (the last good agent stays)",
+            config_invalid.clone(),
+        );
+        let leader = Gauge::default();
+        registry.register(
+            "leader",
+            "1 while this replica holds the leader Lease",
+            leader.clone(),
+        );
+        Metrics {
+            registry,
+            reconciles,
+            reconcile_errors,
+            reconcile_seconds,
+            writes,
+            csr_decisions,
+            config_invalid,
+            leader,
+        }
+    }
 }
 
 impl Metrics {
-    fn add(&self, name: &'static str, labels: Vec<(&'static str, String)>, delta: f64) {
-        let mut values = self.values.lock().unwrap_or_else(|p| p.into_inner());
-        *values.entry((name, labels)).or_insert(0.0) += delta;
-    }
-
-    fn set(&self, name: &'static str, labels: Vec<(&'static str, String)>, value: f64) {
-        let mut values = self.values.lock().unwrap_or_else(|p| p.into_inner());
-        values.insert((name, labels), value);
-    }
-
     pub fn reconciled(&self, controller: &'static str, took: Duration) {
-        self.add("reconciles_total", vec![("controller", controller.into())], 1.0);
-        self.add(
-            "reconcile_seconds_sum",
-            vec![("controller", controller.into())],
-            took.as_secs_f64(),
-        );
+        let labels = vec![("controller", controller.to_owned())];
+        self.reconciles.get_or_create(&labels).inc();
+        self.reconcile_seconds
+            .get_or_create(&labels)
+            .observe(took.as_secs_f64());
     }
 
     pub fn reconcile_failed(&self, controller: &'static str, error: &'static str) {
-        self.add(
-            "reconcile_errors_total",
-            vec![("controller", controller.into()), ("error", error.into())],
-            1.0,
-        );
+        self.reconcile_errors
+            .get_or_create(&vec![("controller", controller.into()), ("error", error.into())])
+            .inc();
     }
 
     pub fn wrote(&self, kind: &str, verb: &'static str) {
-        self.add(
-            "writes_total",
-            vec![("kind", kind.to_string()), ("verb", verb.into())],
-            1.0,
-        );
+        self.writes
+            .get_or_create(&vec![("kind", kind.to_owned()), ("verb", verb.into())])
+            .inc();
     }
 
     pub fn csr_decided(&self, decision: &'static str) {
-        self.add("csr_decisions_total", vec![("decision", decision.into())], 1.0);
+        self.csr_decisions
+            .get_or_create(&vec![("decision", decision.into())])
+            .inc();
     }
 
     pub fn set_config_invalid(&self, count: usize) {
-        self.set("config_invalid", vec![], count as f64);
+        self.config_invalid.set(i64::try_from(count).unwrap_or(i64::MAX));
     }
 
     pub fn set_leader(&self, leading: bool) {
-        self.set("leader", vec![], if leading { 1.0 } else { 0.0 });
+        self.leader.set(i64::from(leading));
     }
 
-    /// Total of a counter over all label values (for tests and logs).
-    pub fn total(&self, name: &str) -> f64 {
-        let values = self.values.lock().unwrap_or_else(|p| p.into_inner());
-        values
-            .iter()
-            .filter(|((n, _), _)| *n == name)
-            .map(|(_, v)| v)
-            .sum()
-    }
-
+    /// The OpenMetrics text of every family.
     pub fn render(&self) -> String {
-        let values = self.values.lock().unwrap_or_else(|p| p.into_inner());
-        let mut out = String::new();
-        for (name, kind, help) in FAMILIES {
-            let _ = writeln!(out, "# HELP {PREFIX}{name} {help}");
-            let _ = writeln!(out, "# TYPE {PREFIX}{name} {kind}");
-            for ((_, labels), value) in values.iter().filter(|((n, _), _)| n == name) {
-                let labels: Vec<String> = labels
-                    .iter()
-                    .map(|(k, v)| format!("{k}=\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\"")))
-                    .collect();
-                if labels.is_empty() {
-                    let _ = writeln!(out, "{PREFIX}{name} {value}");
-                } else {
-                    let _ = writeln!(out, "{PREFIX}{name}{{{}}} {value}", labels.join(","));
-                }
-            }
-        }
-        out
+        encode(&self.registry)
     }
 }
 
@@ -136,17 +130,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn renders_prometheus_text() {
+    fn renders_the_families_under_their_names() {
         let m = Metrics::default();
         m.wrote("ManifestWork", "create");
         m.wrote("ManifestWork", "create");
         m.reconcile_failed("addon", "kube");
+        m.reconciled("addon", Duration::from_millis(20));
         m.set_leader(true);
         let text = m.render();
-        assert!(
-            text.contains("# TYPE ocm_score_addon_writes_total counter"),
-            "{text}"
-        );
+        assert!(text.contains("# TYPE ocm_score_addon_writes counter"), "{text}");
         assert!(
             text.contains("ocm_score_addon_writes_total{kind=\"ManifestWork\",verb=\"create\"} 2"),
             "{text}"
@@ -155,7 +147,15 @@ mod tests {
             text.contains("ocm_score_addon_reconcile_errors_total{controller=\"addon\",error=\"kube\"} 1"),
             "{text}"
         );
+        assert!(
+            text.contains("ocm_score_addon_reconcile_seconds_sum{controller=\"addon\"} 0.02"),
+            "{text}"
+        );
+        assert!(
+            text.contains("ocm_score_addon_reconciles_total{controller=\"addon\"} 1"),
+            "{text}"
+        );
         assert!(text.contains("ocm_score_addon_leader 1"), "{text}");
-        assert_eq!(m.total("writes_total"), 2.0);
+        assert!(text.contains("ocm_score_addon_config_invalid 0"), "{text}");
     }
 }

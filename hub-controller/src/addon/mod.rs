@@ -21,7 +21,6 @@ pub mod deployment_config;
 pub mod health;
 pub mod hub_rbac;
 pub mod install;
-pub mod leader;
 pub mod metrics;
 pub mod names;
 pub mod ownership;

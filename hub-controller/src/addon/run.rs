@@ -1,12 +1,12 @@
-//! Process wiring of `ocm-score-hub addon-manager`: client, probes, leader election, the shared
-//! watches and the three controllers, and a clean shutdown on SIGTERM.
+//! The `ocm-score-hub addon-manager` mode: the shared watches and the three controllers, run by the
+//! replica holding the Lease, in the process shell (`ocm_score_shell`: shutdown token, probe server,
+//! leader elector). Unlike the Thanos scorer, a manager that loses the Lease does not step down and
+//! carry on: it stops its controllers and exits 1, and restarts as a standby with empty caches.
 
 use super::config::{AddonManagerArgs, Settings};
-use super::leader::{LeaderConfig, LeaderElector};
 use super::metrics::Metrics;
 use super::reconcile::{self, Context, Stores, csr::csrs_of_cluster};
 use super::{names, ownership, work};
-use crate::serve::{self, Probes};
 use futures::channel::mpsc;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
@@ -16,6 +16,9 @@ use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::reflector::{self, ObjectRef, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
+use ocm_score_shell::CancellationToken;
+use ocm_score_shell::leader::{LeaderElector, Leadership};
+use ocm_score_shell::probes::{ProbeServer, Probes};
 use scheduler_core::api::{
     AddOnDeploymentConfig, AddOnPlacementScore, ClusterManagementAddOn, ManagedCluster, ManagedClusterAddOn,
     ManifestWork, PlacementDecision, well_known,
@@ -25,8 +28,7 @@ use std::fmt::Debug;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use tokio::net::TcpListener;
-use tokio::sync::watch;
+use std::time::Duration;
 use tokio::task::JoinHandle;
 
 /// Exit code for a configuration the process cannot start with.
@@ -56,34 +58,27 @@ impl Probes for ProcessProbes {
     }
 }
 
-/// Runs until SIGTERM or Ctrl-C. Exit code 2 for a bad configuration, 1 when the process cannot run
-/// or lost leadership, 0 after a clean shutdown.
-pub async fn run(args: AddonManagerArgs) -> ExitCode {
-    if let Err(message) = args.validate() {
-        eprintln!("error: invalid configuration: {message}");
-        return ExitCode::from(EXIT_CONFIG);
-    }
+/// Runs until `shutdown` (SIGTERM or Ctrl-C). Exit code 2 for a bad configuration, 1 when the
+/// process cannot run or lost leadership, 0 after a clean shutdown.
+pub async fn run(args: AddonManagerArgs, shutdown: CancellationToken) -> ExitCode {
+    let leader_election = match args.validate() {
+        Ok(leader_election) => leader_election,
+        Err(message) => {
+            eprintln!("error: invalid configuration: {message}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
     if let Some(warning) = super::config::short_image_name(&args.agent_image) {
         tracing::warn!("{warning}");
     }
     let settings = args.settings();
-    let client = match hub_client(&args).await {
+    let client = match ocm_score_shell::client::client(args.kubeconfig.as_deref(), "--kubeconfig").await {
         Ok(client) => client,
-        Err(message) => {
-            eprintln!("error: {message}");
+        Err(error) => {
+            eprintln!("error: {error}");
             return ExitCode::FAILURE;
         }
     };
-    let listener = match TcpListener::bind(args.metrics_bind_address).await {
-        Ok(listener) => listener,
-        Err(e) => {
-            eprintln!("error: binding {}: {e}", args.metrics_bind_address);
-            return ExitCode::FAILURE;
-        }
-    };
-    if let Ok(addr) = listener.local_addr() {
-        tracing::info!(%addr, "serving /metrics, /healthz and /readyz");
-    }
     let metrics = Arc::new(Metrics::default());
     metrics.set_leader(false);
     let probes = Arc::new(ProcessProbes {
@@ -91,81 +86,73 @@ pub async fn run(args: AddonManagerArgs) -> ExitCode {
         leading: AtomicBool::new(false),
         synced: AtomicBool::new(false),
     });
-    let (stop, stopped) = watch::channel(false);
-    let signals = {
-        let stop = stop.clone();
-        tokio::spawn(async move {
-            wait_for_signal().await;
-            tracing::info!("shutting down");
-            stop.send_replace(true);
-        })
+    let server = match ProbeServer::start(args.probes.address(), probes.clone(), shutdown.clone()).await {
+        Ok(server) => server,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return ExitCode::FAILURE;
+        }
     };
-    let server = tokio::spawn(serve::serve(listener, probes.clone(), stopped.clone()));
-
-    let identity = args
-        .leader_election_identity
-        .clone()
-        .unwrap_or_else(default_identity);
-    let elector = Arc::new(LeaderElector::new(
-        client.clone(),
-        LeaderConfig {
-            namespace: args.leader_election_namespace.clone(),
-            name: args.leader_election_id.clone(),
-            identity,
-            lease_duration: args.leader_election_lease_duration,
-            retry_period: args.leader_election_retry_period,
-        },
-    ));
-    let code = if elector.acquire(&mut stopped.clone()).await {
-        metrics.set_leader(true);
-        probes.leading.store(true, Ordering::Relaxed);
-        lead(
-            client,
-            settings,
-            metrics.clone(),
-            probes.clone(),
-            elector.clone(),
-            stop.clone(),
-            stopped.clone(),
-        )
-        .await
-    } else {
-        ExitCode::SUCCESS
+    let code = match leader_election {
+        None => lead(client, settings, metrics, probes, None, shutdown.clone()).await,
+        Some(le) => {
+            let mut leadership = LeaderElector::new(client.clone(), le.config(&client)).spawn();
+            let code = if leadership.acquired(&shutdown).await {
+                lead(
+                    client,
+                    settings,
+                    metrics,
+                    probes,
+                    Some(&leadership),
+                    shutdown.clone(),
+                )
+                .await
+            } else {
+                ExitCode::SUCCESS
+            };
+            // The controllers have stopped: release the Lease so a standby takes over at once.
+            leadership.stop(Duration::from_secs(5)).await;
+            code
+        }
     };
-    stop.send_replace(true);
-    signals.abort();
-    let _ = server.await;
+    server.stopped().await;
     code
 }
 
-/// Life as the leader: renew the Lease while the controllers run; stop them when it is lost.
+/// Life as the leader: run the controllers until shutdown, or until leadership is lost.
 async fn lead(
     client: Client,
     settings: Settings,
     metrics: Arc<Metrics>,
     probes: Arc<ProcessProbes>,
-    elector: Arc<LeaderElector>,
-    stop: watch::Sender<bool>,
-    stopped: watch::Receiver<bool>,
+    leadership: Option<&Leadership>,
+    shutdown: CancellationToken,
 ) -> ExitCode {
-    let holder = {
-        let elector = elector.clone();
-        let mut stopped = stopped.clone();
+    metrics.set_leader(true);
+    probes.leading.store(true, Ordering::Relaxed);
+    let stop = shutdown.child_token();
+    let loss = leadership.map(|leadership| {
+        let mut leading = leadership.watch();
+        let stop = stop.clone();
         tokio::spawn(async move {
-            let result = elector.hold(&mut stopped).await;
-            if let Err(e) = &result {
-                tracing::error!(error = %e, "stopping: leadership lost");
-                stop.send_replace(true);
+            tokio::select! {
+                // A closed channel means the election ended: no longer leading either.
+                _ = leading.wait_for(|leading| !*leading) => {
+                    tracing::error!("stopping: leadership lost");
+                    stop.cancel();
+                    true
+                }
+                () = stop.cancelled() => false,
             }
-            result
         })
+    });
+    let result = run_controllers(client, settings, metrics.clone(), probes, stop.clone()).await;
+    stop.cancel();
+    let lost = match loss {
+        Some(task) => task.await.unwrap_or(true),
+        None => false,
     };
-    let result = run_controllers(client, settings, metrics.clone(), probes, stopped).await;
-    let lost = matches!(holder.await, Ok(Err(_)));
     metrics.set_leader(false);
-    if !lost {
-        elector.release().await;
-    }
     match result {
         Err(e) => {
             tracing::error!(error = %e, "addon-manager cannot run");
@@ -175,52 +162,6 @@ async fn lead(
         Ok(()) if lost => ExitCode::FAILURE,
         Ok(()) => ExitCode::SUCCESS,
     }
-}
-
-async fn hub_client(args: &AddonManagerArgs) -> Result<Client, String> {
-    let config = match &args.kubeconfig {
-        Some(path) => {
-            let kubeconfig = kube::config::Kubeconfig::read_from(path)
-                .map_err(|e| format!("--kubeconfig={}: {e}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-                .await
-                .map_err(|e| format!("--kubeconfig={}: {e}", path.display()))?
-        }
-        None => kube::Config::infer()
-            .await
-            .map_err(|e| format!("no hub configuration found: {e}"))?,
-    };
-    Client::try_from(config).map_err(|e| format!("building the hub client: {e}"))
-}
-
-fn default_identity() -> String {
-    let host = std::env::var("HOSTNAME")
-        .ok()
-        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
-        .map(|h| h.trim().to_string())
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "addon-manager".into());
-    format!("{host}-{}", std::process::id())
-}
-
-/// Resolves once `stopped` is true (or its sender is gone).
-async fn stop_requested(mut stopped: watch::Receiver<bool>) {
-    let _ = stopped.wait_for(|stop| *stop).await;
-}
-
-async fn wait_for_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        if let Ok(mut term) = signal(SignalKind::terminate()) {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = tokio::signal::ctrl_c() => {}
-            }
-            return;
-        }
-    }
-    let _ = tokio::signal::ctrl_c().await;
 }
 
 /// A controller's share of a watch: a channel and what of each object it needs.
@@ -347,13 +288,13 @@ fn config_metadata(object: &DynamicObject) -> DynamicObject {
     }
 }
 
-/// Runs the three controllers until `stopped` turns true.
+/// Runs the three controllers until `stop` is cancelled.
 async fn run_controllers(
     client: Client,
     settings: Settings,
     metrics: Arc<Metrics>,
     probes: Arc<ProcessProbes>,
-    stopped: watch::Receiver<bool>,
+    stop: CancellationToken,
 ) -> Result<(), reconcile::Error> {
     let addon = settings.addon.clone();
     let by_name = || watcher::Config::default().fields(&format!("metadata.name={addon}"));
@@ -390,7 +331,7 @@ async fn run_controllers(
         stores.clone(),
         metrics,
     ));
-    let shutdown = || stop_requested(stopped.clone());
+    let shutdown = || stop.clone().cancelled_owned();
     let controller_config = ControllerConfig::default().concurrency(settings.workers);
 
     // A config change re-renders every add-on; so does a change of the ClusterManagementAddOn.

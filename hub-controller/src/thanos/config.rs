@@ -3,6 +3,9 @@
 //! before anything starts, so a bad value stops the process with exit code 2 and the field named.
 
 use super::mapping::ClusterMapping;
+use ocm_score_shell::args::{
+    LeaderDefaults, LeaderElection, LeaderElectionArgs, LeaderElectionFile, ProbeArgs,
+};
 use serde::Deserialize;
 use std::{
     fmt,
@@ -17,8 +20,12 @@ use std::{
 pub const DEFAULT_PLACEMENT_SCORE_NAME: &str = "thanos-score";
 /// The series label naming the cluster by default (the common Thanos external label).
 pub const DEFAULT_CLUSTER_LABEL: &str = "cluster";
-/// The Lease that decides which replica writes.
-pub const DEFAULT_LEASE_NAME: &str = "ocm-score-thanos-scorer";
+/// The Lease that decides which replica writes, and the other leader election defaults.
+pub const LEADER_DEFAULTS: LeaderDefaults = LeaderDefaults {
+    lease_name: "ocm-score-thanos-scorer",
+    namespace: None,
+    identity_fallback: "thanos-scorer",
+};
 
 const DEFAULT_INTERVAL: Duration = Duration::from_secs(60);
 /// By default every round renews `validUntil`, as the add-on's contract says.
@@ -29,10 +36,6 @@ const DEFAULT_QUERY_CONCURRENCY: usize = 4;
 const DEFAULT_QUERY_RETRIES: u32 = 2;
 const MAX_QUERY_RETRIES: u32 = 10;
 const DEFAULT_WRITE_CONCURRENCY: usize = 16;
-const DEFAULT_METRICS_ADDRESS: &str = "0.0.0.0:8080";
-const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(15);
-const DEFAULT_RENEW_DEADLINE: Duration = Duration::from_secs(10);
-const DEFAULT_RETRY_PERIOD: Duration = Duration::from_secs(2);
 
 /// Flags of the `thanos-scorer` subcommand. Every flag can also be set through its environment
 /// variable, and overrides the same setting in `--config`.
@@ -102,30 +105,12 @@ pub struct ThanosScorerArgs {
     /// Kubeconfig of the hub (default: KUBECONFIG, ~/.kube/config, or the in-cluster account).
     #[arg(long, env = "OCM_SCORE_THANOS_KUBECONFIG", value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,
-    /// Address serving /metrics, /healthz and /readyz.
-    #[arg(long, env = "OCM_SCORE_THANOS_METRICS_BIND_ADDRESS", value_name = "ADDR")]
-    pub metrics_bind_address: Option<String>,
-    /// Elect a leader through a Lease so only one replica writes (`false` for a single replica).
-    #[arg(long, env = "OCM_SCORE_THANOS_LEADER_ELECT", value_name = "BOOL")]
-    pub leader_elect: Option<bool>,
-    /// Namespace of the Lease (default: the namespace of the hub kubeconfig or service account).
-    #[arg(long, env = "OCM_SCORE_THANOS_LEADER_ELECTION_NAMESPACE", value_name = "NS")]
-    pub leader_election_namespace: Option<String>,
-    /// Name of the Lease.
-    #[arg(long, env = "OCM_SCORE_THANOS_LEADER_ELECTION_ID", value_name = "NAME")]
-    pub leader_election_id: Option<String>,
-    /// This replica's identity in the Lease (default: HOSTNAME and process id).
-    #[arg(long, env = "OCM_SCORE_THANOS_LEADER_IDENTITY", value_name = "ID")]
-    pub leader_identity: Option<String>,
-    /// How long a Lease holder's claim lasts without renewal.
-    #[arg(long, env = "OCM_SCORE_THANOS_LEASE_DURATION", value_name = "DURATION")]
-    pub lease_duration: Option<String>,
-    /// The leader gives up leadership when it could not renew for this long.
-    #[arg(long, env = "OCM_SCORE_THANOS_RENEW_DEADLINE", value_name = "DURATION")]
-    pub renew_deadline: Option<String>,
-    /// Time between two attempts to acquire or renew the Lease.
-    #[arg(long, env = "OCM_SCORE_THANOS_RETRY_PERIOD", value_name = "DURATION")]
-    pub retry_period: Option<String>,
+    /// `/metrics`, `/healthz` and `/readyz` (the process shell's flags; override `metricsBindAddress`).
+    #[command(flatten)]
+    pub probes: ProbeArgs,
+    /// Leader election (the process shell's flags; override `leaderElection`).
+    #[command(flatten)]
+    pub leader_election: LeaderElectionArgs,
 }
 
 /// The configuration file. Unknown keys are rejected so a typo cannot silently fall back to a default.
@@ -180,18 +165,6 @@ pub struct ScoreFile {
     pub max: Option<f64>,
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct LeaderElectionFile {
-    pub enabled: Option<bool>,
-    pub namespace: Option<String>,
-    pub lease_name: Option<String>,
-    pub identity: Option<String>,
-    pub lease_duration: Option<String>,
-    pub renew_deadline: Option<String>,
-    pub retry_period: Option<String>,
-}
-
 /// Whether a larger query value makes a cluster more or less attractive.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -242,16 +215,8 @@ pub struct QueryConfig {
     pub allow_partial_response: bool,
 }
 
-#[derive(Debug, Clone, PartialEq)]
-pub struct LeaderElectionConfig {
-    /// `None`: the namespace of the hub client's configuration.
-    pub namespace: Option<String>,
-    pub lease_name: String,
-    pub identity: String,
-    pub lease_duration: Duration,
-    pub renew_deadline: Duration,
-    pub retry_period: Duration,
-}
+/// Validated leader election settings (the process shell's).
+pub type LeaderElectionConfig = LeaderElection;
 
 /// The validated configuration.
 #[derive(Debug, Clone, PartialEq)]
@@ -458,18 +423,18 @@ impl Config {
             must_be_readable("kubeconfig", path)?;
         }
 
-        let (addr_field, addr) = pick(
-            "--metrics-bind-address",
-            &args.metrics_bind_address,
-            "metricsBindAddress",
-            file.metrics_bind_address,
-        );
-        let addr = addr.unwrap_or_else(|| DEFAULT_METRICS_ADDRESS.to_owned());
-        let metrics_bind_address = addr
-            .parse::<SocketAddr>()
-            .map_err(|_| ConfigError::invalid(addr_field, &addr, "is not an address like 0.0.0.0:8080"))?;
+        let metrics_bind_address = match (args.probes.metrics_bind_address, file.metrics_bind_address) {
+            (Some(flag), _) => flag,
+            (None, Some(addr)) => addr.parse::<SocketAddr>().map_err(|_| {
+                ConfigError::invalid("metricsBindAddress", &addr, "is not an address like 0.0.0.0:8080")
+            })?,
+            (None, None) => args.probes.address(),
+        };
 
-        let leader_election = leader_election(args, file.leader_election)?;
+        let leader_election = args
+            .leader_election
+            .resolve(file.leader_election, &LEADER_DEFAULTS)
+            .map_err(|e| ConfigError::invalid(e.field, e.value, e.problem))?;
 
         Ok(Self {
             query,
@@ -722,120 +687,6 @@ fn scores(files: Vec<ScoreFile>) -> Result<Vec<ScoreSpec>, ConfigError> {
         });
     }
     Ok(specs)
-}
-
-fn leader_election(
-    args: &ThanosScorerArgs,
-    file: LeaderElectionFile,
-) -> Result<Option<LeaderElectionConfig>, ConfigError> {
-    let (_, enabled) = pick(
-        "--leader-elect",
-        &args.leader_elect,
-        "leaderElection.enabled",
-        file.enabled,
-    );
-    if !enabled.unwrap_or(true) {
-        return Ok(None);
-    }
-    let (ns_field, namespace) = pick(
-        "--leader-election-namespace",
-        &args.leader_election_namespace,
-        "leaderElection.namespace",
-        file.namespace,
-    );
-    if let Some(ns) = &namespace
-        && !is_dns_label(ns)
-    {
-        return Err(ConfigError::invalid(ns_field, ns, "is not a namespace name"));
-    }
-    let (name_field, lease_name) = pick(
-        "--leader-election-id",
-        &args.leader_election_id,
-        "leaderElection.leaseName",
-        file.lease_name,
-    );
-    let lease_name = lease_name.unwrap_or_else(|| DEFAULT_LEASE_NAME.to_owned());
-    if !is_dns_subdomain(&lease_name) {
-        return Err(ConfigError::invalid(
-            name_field,
-            &lease_name,
-            "is not a valid object name",
-        ));
-    }
-    let (id_field, identity) = pick(
-        "--leader-identity",
-        &args.leader_identity,
-        "leaderElection.identity",
-        file.identity,
-    );
-    let identity = identity.unwrap_or_else(default_identity);
-    if identity.trim().is_empty() {
-        return Err(ConfigError::invalid(id_field, &identity, "must not be empty"));
-    }
-    let (d_field, d) = pick(
-        "--lease-duration",
-        &args.lease_duration,
-        "leaderElection.leaseDuration",
-        file.lease_duration,
-    );
-    let lease_duration = optional_duration(d_field, d)?.unwrap_or(DEFAULT_LEASE_DURATION);
-    let (r_field, r) = pick(
-        "--renew-deadline",
-        &args.renew_deadline,
-        "leaderElection.renewDeadline",
-        file.renew_deadline,
-    );
-    let renew_deadline = optional_duration(r_field, r)?.unwrap_or(DEFAULT_RENEW_DEADLINE);
-    let (p_field, p) = pick(
-        "--retry-period",
-        &args.retry_period,
-        "leaderElection.retryPeriod",
-        file.retry_period,
-    );
-    let retry_period = optional_duration(p_field, p)?.unwrap_or(DEFAULT_RETRY_PERIOD);
-    if lease_duration.as_secs() < 1 {
-        return Err(ConfigError::invalid(
-            d_field,
-            humantime(lease_duration),
-            "must be at least 1s",
-        ));
-    }
-    if renew_deadline >= lease_duration {
-        return Err(ConfigError::invalid(
-            r_field,
-            humantime(renew_deadline),
-            format!(
-                "must be shorter than the lease duration ({})",
-                humantime(lease_duration)
-            ),
-        ));
-    }
-    if retry_period >= renew_deadline {
-        return Err(ConfigError::invalid(
-            p_field,
-            humantime(retry_period),
-            format!(
-                "must be shorter than the renew deadline ({})",
-                humantime(renew_deadline)
-            ),
-        ));
-    }
-    Ok(Some(LeaderElectionConfig {
-        namespace,
-        lease_name,
-        identity,
-        lease_duration,
-        renew_deadline,
-        retry_period,
-    }))
-}
-
-fn default_identity() -> String {
-    let host = std::env::var("HOSTNAME")
-        .ok()
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "thanos-scorer".into());
-    format!("{host}_{}", std::process::id())
 }
 
 /// The flag's value if given, else the file's; with the name to blame if the value is bad.
@@ -1103,14 +954,6 @@ scores:
                 "",
             ),
             (
-                "--metrics-bind-address",
-                ThanosScorerArgs {
-                    metrics_bind_address: Some("8080".into()),
-                    ..Default::default()
-                },
-                "",
-            ),
-            (
                 "--ca-file",
                 ThanosScorerArgs {
                     ca_file: Some("/nonexistent/ca.pem".into()),
@@ -1252,11 +1095,19 @@ leaderElection: {namespace: ocm, leaseName: scorer, leaseDuration: 20s, renewDea
     #[test]
     fn lease_timing_must_nest() {
         let args = ThanosScorerArgs {
-            renew_deadline: Some("20s".into()),
+            leader_election: LeaderElectionArgs {
+                renew_deadline: Some(Duration::from_secs(20)),
+                ..Default::default()
+            },
             ..Default::default()
         };
         let yaml = "query: {url: 'http://127.0.0.1:9090'}\nscores: [{name: a, query: x}]\n";
-        assert_eq!(error(args, yaml).field(), "--renew-deadline");
+        assert_eq!(error(args, yaml).field(), "--leader-election-renew-deadline");
+        let yaml = "query: {url: 'http://127.0.0.1:9090'}\nscores: [{name: a, query: x}]\nmetricsBindAddress: '8080'\n";
+        assert_eq!(
+            error(ThanosScorerArgs::default(), yaml).field(),
+            "metricsBindAddress"
+        );
     }
 
     #[test]

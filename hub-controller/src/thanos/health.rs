@@ -1,29 +1,33 @@
-//! What the scorer reports on `/metrics`, `/healthz` and `/readyz` (served by [`crate::serve`]).
+//! What the scorer reports on `/metrics`, `/healthz` and `/readyz` (served by the process shell's
+//! probe server).
 
 use super::metrics::Metrics;
+use ocm_score_shell::probes::{Heartbeat, Probes};
 use std::{
     sync::{
-        Arc, Mutex,
+        Arc,
         atomic::{AtomicBool, Ordering},
     },
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 /// Liveness from the round loop's heartbeat, readiness from the hub caches, metrics from [`Metrics`].
 pub struct Health {
     metrics: Arc<Metrics>,
     ready: AtomicBool,
-    heartbeat: Mutex<Instant>,
+    heartbeat: Heartbeat,
     stall_after: Duration,
 }
 
 impl Health {
-    /// Live while the round loop beats at least every `stall_after`.
+    /// Live while the round loop beats at least every `stall_after` (counted from now).
     pub fn new(metrics: Arc<Metrics>, stall_after: Duration) -> Self {
+        let heartbeat = Heartbeat::default();
+        heartbeat.beat();
         Self {
             metrics,
             ready: AtomicBool::new(false),
-            heartbeat: Mutex::new(Instant::now()),
+            heartbeat,
             stall_after,
         }
     }
@@ -35,25 +39,17 @@ impl Health {
 
     /// Called by the round loop each time it comes round, leader or not.
     pub fn beat(&self) {
-        *self.heartbeat.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+        self.heartbeat.beat();
     }
 }
 
-impl crate::serve::Probes for Health {
+impl Probes for Health {
     fn metrics(&self) -> String {
         self.metrics.render()
     }
 
     fn live(&self) -> Result<(), String> {
-        let quiet = self.heartbeat.lock().unwrap_or_else(|p| p.into_inner()).elapsed();
-        if quiet <= self.stall_after {
-            Ok(())
-        } else {
-            Err(format!(
-                "the scoring loop has not come round for {}s",
-                quiet.as_secs()
-            ))
-        }
+        self.heartbeat.live("the scoring loop", self.stall_after)
     }
 
     fn ready(&self) -> Result<(), String> {
@@ -68,10 +64,9 @@ impl crate::serve::Probes for Health {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::serve::Probes;
 
-    #[test]
-    fn liveness_follows_the_heartbeat_and_readiness_the_caches() {
+    #[tokio::test(start_paused = true)]
+    async fn liveness_follows_the_heartbeat_and_readiness_the_caches() {
         let metrics = Arc::new(Metrics::new());
         metrics.set_clusters_scored(7);
         let health = Health::new(metrics, Duration::from_secs(60));
@@ -80,8 +75,8 @@ mod tests {
         assert_eq!(health.ready(), Ok(()));
         assert_eq!(health.live(), Ok(()));
         assert!(health.metrics().contains("ocm_score_thanos_clusters_scored 7\n"));
-        *health.heartbeat.lock().expect("not poisoned") = Instant::now() - Duration::from_secs(61);
-        assert!(health.live().expect_err("stalled").contains("not come round"));
+        tokio::time::advance(Duration::from_secs(61)).await;
+        assert!(health.live().expect_err("stalled").contains("silent for 61s"));
         health.beat();
         assert_eq!(health.live(), Ok(()));
     }

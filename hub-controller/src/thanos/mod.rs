@@ -5,9 +5,10 @@
 //! Each round: one instant query per configured score for the whole fleet ([`client`], answers decoded
 //! by [`response`]); series mapped to ManagedClusters ([`mapping`]) and normalized across the fleet
 //! ([`normalize`], [`fleet`]); the result compared with the objects on the hub ([`diff`]) and only what
-//! changed or needs renewing written ([`writer`]), by the replica holding the Lease ([`leader`]).
-//! [`scorer`] ties a round together without touching the hub, [`mod@run`] is the process around it
-//! (hub caches, round loop, shutdown), and [`health`] and [`metrics`] feed [`crate::serve`].
+//! changed or needs renewing written ([`writer`]), by the replica holding the Lease (the process
+//! shell's elector, `ocm_score_shell::leader`). [`scorer`] ties a round together without touching the
+//! hub, [`mod@run`] is the mode around it (hub caches, round loop), and [`health`] and [`metrics`]
+//! feed the shell's probe server.
 //! `validUntil` counts from the sample time, so when a cluster's series stop (they leave the query
 //! result once Prometheus marks them stale, or after its lookback window) the cluster is not renewed and
 //! its scores expire; when a query fails, nothing is written that round.
@@ -41,7 +42,6 @@ pub mod config;
 pub mod diff;
 pub mod fleet;
 pub mod health;
-pub mod leader;
 pub mod mapping;
 pub mod metrics;
 pub mod normalize;
@@ -52,8 +52,3 @@ pub mod writer;
 
 pub use config::ThanosScorerArgs;
 pub use run::run;
-
-/// Resolves once `shutdown` is (or becomes) true, or its sender is gone.
-pub(crate) async fn stop_requested(shutdown: &mut tokio::sync::watch::Receiver<bool>) {
-    let _ = shutdown.wait_for(|stop| *stop).await;
-}

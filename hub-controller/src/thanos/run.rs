@@ -1,50 +1,43 @@
-//! The `thanos-scorer` process: configuration, hub caches, leader election, probes and the round loop.
+//! The `thanos-scorer` mode: configuration, hub caches and the round loop, in the process shell
+//! (`ocm_score_shell`: shutdown token, probe server, leader elector).
 
 use super::{
     config::{Config, ThanosScorerArgs},
     health::Health,
-    leader::LeaderElector,
     metrics::Metrics,
     scorer::{RecentWrites, RoundPlan, Scorer, count_expired, current_scores},
-    stop_requested,
     writer::ScoreWriter,
 };
 use futures::{Stream, StreamExt};
 use kube::{
-    Api, Client,
-    config::{KubeConfigOptions, Kubeconfig},
+    Api,
     runtime::{WatchStreamExt, reflector, watcher},
+};
+use ocm_score_shell::{
+    CancellationToken,
+    leader::{LeaderElector, Leadership},
+    probes::{BindError, ProbeServer},
 };
 use scheduler_core::api::{AddOnPlacementScore, ManagedCluster};
 use std::{process::ExitCode, sync::Arc, time::Duration};
-use tokio::{net::TcpListener, sync::watch, time::MissedTickBehavior};
+use tokio::{sync::watch, time::MissedTickBehavior};
 
 /// Exit code for configuration errors (as for a bad command line).
 pub const EXIT_CONFIG: u8 = 2;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
-    #[error("binding {address} for /metrics, /healthz and /readyz: {source}")]
-    Bind {
-        address: std::net::SocketAddr,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("reading the hub kubeconfig {path}: {source}")]
-    Kubeconfig {
-        path: String,
-        #[source]
-        source: Box<kube::config::KubeconfigError>,
-    },
+    #[error(transparent)]
+    Bind(#[from] BindError),
     #[error("connecting to the hub: {0}")]
-    Client(#[source] Box<kube::Error>),
+    Client(#[from] ocm_score_shell::client::ClientError),
     #[error("the hub cache of {0} stopped before it synced")]
     CacheGone(&'static str),
 }
 
-/// Runs the scorer until SIGTERM or Ctrl-C. Exit code 2 for a bad configuration (the message names
-/// the field), 1 when the process cannot start, 0 after a clean shutdown.
-pub async fn run(args: ThanosScorerArgs) -> ExitCode {
+/// Runs the scorer until `shutdown` (SIGTERM or Ctrl-C). Exit code 2 for a bad configuration (the
+/// message names the field), 1 when the process cannot start, 0 after a clean shutdown.
+pub async fn run(args: ThanosScorerArgs, shutdown: CancellationToken) -> ExitCode {
     let config = match Config::load(&args) {
         Ok(config) => config,
         Err(e) => {
@@ -60,13 +53,7 @@ pub async fn run(args: ThanosScorerArgs) -> ExitCode {
             return ExitCode::from(EXIT_CONFIG);
         }
     };
-    let (stop, stopped) = watch::channel(false);
-    tokio::spawn(async move {
-        wait_for_signal().await;
-        tracing::info!("shutting down");
-        stop.send_replace(true);
-    });
-    match run_until_stopped(scorer, metrics, stopped).await {
+    match run_until_stopped(scorer, metrics, shutdown).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!(error = %e, "thanos-scorer cannot run");
@@ -76,35 +63,28 @@ pub async fn run(args: ThanosScorerArgs) -> ExitCode {
     }
 }
 
-/// The scorer's life after configuration: everything stops when `stopped` turns true.
+/// The scorer's life after configuration: everything stops when `shutdown` is cancelled.
 pub async fn run_until_stopped(
     scorer: Scorer,
     metrics: Arc<Metrics>,
-    stopped: watch::Receiver<bool>,
+    shutdown: CancellationToken,
 ) -> Result<(), RunError> {
     let config = scorer.config().clone();
-    let listener = TcpListener::bind(config.metrics_bind_address)
-        .await
-        .map_err(|source| RunError::Bind {
-            address: config.metrics_bind_address,
-            source,
-        })?;
     let query_budget = config.query.timeout * (config.query.retries + 1) * (config.scores.len() as u32);
     let health = Arc::new(Health::new(
         metrics.clone(),
         (config.interval * 3 + query_budget).max(Duration::from_secs(300)),
     ));
+    let server = ProbeServer::start(config.metrics_bind_address, health.clone(), shutdown.clone()).await?;
     tracing::info!(
-        address = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(),
         endpoint = scorer.client().endpoint(),
         scores = config.scores.len(),
         mapping = %config.cluster_mapping,
         placement_score = %config.placement_score_name,
         "thanos-scorer starting"
     );
-    let server = tokio::spawn(crate::serve::serve(listener, health.clone(), stopped.clone()));
 
-    let client = hub_client(&config).await?;
+    let client = ocm_score_shell::client::client(config.kubeconfig.as_deref(), "--kubeconfig").await?;
     let (clusters, clusters_writer) = reflector::store::<ManagedCluster>();
     let (scores, scores_writer) = reflector::store::<AddOnPlacementScore>();
     let by_name =
@@ -128,18 +108,18 @@ pub async fn run_until_stopped(
         ),
     ));
 
-    let (leading_tx, leading) = watch::channel(config.leader_election.is_none());
-    let elector = config.leader_election.clone().map(|le| {
-        let namespace = le
-            .namespace
-            .clone()
-            .unwrap_or_else(|| client.default_namespace().to_owned());
-        tokio::spawn(LeaderElector::new(client.clone(), namespace, le).run(leading_tx, stopped.clone()))
-    });
+    // Without leader election this replica always writes. With it, a replica that loses the Lease
+    // steps down (stops writing) and competes again.
+    let leadership = config
+        .leader_election
+        .as_ref()
+        .map(|le| LeaderElector::new(client.clone(), le.config(&client)).spawn());
+    let leading = leadership
+        .as_ref()
+        .map_or_else(|| watch::channel(true).1, Leadership::watch);
 
-    let mut stop = stopped.clone();
     tokio::select! {
-        () = stop_requested(&mut stop) => return finish(elector, server).await,
+        () = shutdown.cancelled() => return finish(leadership, server).await,
         synced = async { (clusters.wait_until_ready().await, scores.wait_until_ready().await) } => {
             if synced.0.is_err() { return Err(RunError::CacheGone("ManagedClusters")); }
             if synced.1.is_err() { return Err(RunError::CacheGone("AddOnPlacementScores")); }
@@ -162,7 +142,7 @@ pub async fn run_until_stopped(
     ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
     loop {
         tokio::select! {
-            () = stop_requested(&mut stop) => break,
+            () = shutdown.cancelled() => break,
             _ = ticker.tick() => {}
         }
         health.beat();
@@ -178,7 +158,7 @@ pub async fn run_until_stopped(
             continue;
         }
         let answers = tokio::select! {
-            () = stop_requested(&mut stop) => break,
+            () = shutdown.cancelled() => break,
             answers = scorer.query_all(now) => answers,
         };
         match scorer.plan(answers, &clusters.state(), &current, now) {
@@ -211,44 +191,17 @@ pub async fn run_until_stopped(
             }
         }
     }
-    finish(elector, server).await
+    finish(leadership, server).await
 }
 
-async fn finish(
-    elector: Option<tokio::task::JoinHandle<()>>,
-    server: tokio::task::JoinHandle<()>,
-) -> Result<(), RunError> {
-    // The elector releases the Lease on its way out; give it a few seconds.
-    if let Some(elector) = elector
-        && tokio::time::timeout(Duration::from_secs(5), elector)
-            .await
-            .is_err()
-    {
-        tracing::warn!("leader election did not stop within 5s");
+/// After the round loop stopped writing: release the Lease (so a standby takes over at once) and
+/// let the probe server go.
+async fn finish(leadership: Option<Leadership>, server: ProbeServer) -> Result<(), RunError> {
+    if let Some(leadership) = leadership {
+        leadership.stop(Duration::from_secs(5)).await;
     }
-    let _ = tokio::time::timeout(Duration::from_secs(1), server).await;
+    server.stopped().await;
     Ok(())
-}
-
-async fn hub_client(config: &Config) -> Result<Client, RunError> {
-    let kube_config = match &config.kubeconfig {
-        Some(path) => {
-            let kubeconfig = Kubeconfig::read_from(path).map_err(|e| RunError::Kubeconfig {
-                path: path.display().to_string(),
-                source: Box::new(e),
-            })?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-                .await
-                .map_err(|e| RunError::Kubeconfig {
-                    path: path.display().to_string(),
-                    source: Box::new(e),
-                })?
-        }
-        None => kube::Config::infer()
-            .await
-            .map_err(|e| RunError::Client(Box::new(kube::Error::InferConfig(e))))?,
-    };
-    Client::try_from(kube_config).map_err(|e| RunError::Client(Box::new(e)))
 }
 
 /// Keeps a reflector's watch running; the watcher retries with backoff on its own.
@@ -260,27 +213,4 @@ async fn drive<K>(kind: &'static str, stream: impl Stream<Item = Result<watcher:
             }
         })
         .await;
-}
-
-async fn wait_for_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = tokio::signal::ctrl_c() => {}
-                }
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot listen for SIGTERM; stopping on Ctrl-C only");
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
 }
