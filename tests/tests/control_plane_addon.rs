@@ -10,18 +10,22 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DynamicObject, ListParams};
 use ocm_score_tests::control_plane::ControlPlane;
 use ocm_score_tests::control_plane::addon::{
     ADDON, INSTALL_NAMESPACE, add_nodes, add_pod, agent_deployment, condition_true, decided, dynamic,
-    hub_snapshot, install_and_start_manager, kubectl, kubectl_binary, score, start_agent, workspace_binary,
+    hub_snapshot, install_and_start_manager, install_from_and_start_manager, kubectl, kubectl_binary,
+    leftovers, manual_install_overlay, score, start_agent, workspace_binary,
 };
 use ocm_score_tests::control_plane::process::Component;
 use ocm_score_tests::support::{TempDir, eventually};
 use serde_json::Value;
 
-const WAIT: Duration = Duration::from_secs(120);
+/// Patience for one convergence: generous, because a loaded 2-core machine runs two API servers,
+/// etcd, OCM's controllers and two klusterlets beside the test.
+const WAIT: Duration = Duration::from_secs(240);
 
 /// [`eventually`] with this test's patience.
 async fn wait_for<T, Fut>(what: &str, context: impl Fn() -> String, check: impl FnMut() -> Fut) -> T
@@ -244,6 +248,20 @@ async fn installed_from_manifests_the_addon_registers_deploys_publishes_and_plac
         "cluster1"
     };
 
+    // A consumer of the decision: OCM's work hub controller deploys the example workload's
+    // ManifestWorkReplicaSet to the chosen cluster, where OCM's work agent applies it.
+    run(&hub_kc, &["apply", "-k", "manifests/examples/workload"]);
+    wait_for(
+        &format!("the example workload runs on {chosen} only"),
+        || cp.log_tail("hub-work-manager", 20),
+        || {
+            let cp = &cp;
+            let chosen = chosen.clone();
+            async move { (workload_placed(cp, &clusters).await == [chosen]).then_some(()) }
+        },
+    )
+    .await;
+
     // 7. Load on the chosen cluster (each node 30 of 32 Gi requested): its memory score drops
     //    below the other's, its agent publishes, and OCM moves the decision.
     let loaded = cp.cluster_client(&chosen).await.expect("client");
@@ -271,6 +289,15 @@ async fn installed_from_manifests_the_addon_registers_deploys_publishes_and_plac
         let hub = hub.clone();
         async move { (decided(&hub, "ocm-score-examples", "most-free-memory").await == [other]).then_some(()) }
     })
+    .await;
+    wait_for(
+        &format!("the example workload follows the decision to {other}"),
+        || cp.log_tail("hub-work-manager", 20),
+        || {
+            let cp = &cp;
+            async move { (workload_placed(cp, &clusters).await == [other]).then_some(()) }
+        },
+    )
     .await;
 
     // simulate, on a snapshot taken the way the README says, predicts every decision OCM made.
@@ -406,6 +433,56 @@ async fn installed_from_manifests_the_addon_registers_deploys_publishes_and_plac
         },
     )
     .await;
+
+    // Uninstall, our manager still running: `kubectl delete -k` returns (nothing hangs on a
+    // finalizer), and the garbage collector and OCM's work agent take the rest: nothing of ours is
+    // left on the hub or the managed clusters.
+    run(
+        &hub_kc,
+        &["delete", "-k", "manifests/examples/workload", "--timeout=120s"],
+    );
+    run(&hub_kc, &["delete", "-k", "manifests/hub", "--timeout=180s"]);
+    wait_for(
+        "nothing of the add-on is left",
+        || manager.tail(),
+        || {
+            let cp = &cp;
+            async move { leftovers(cp, &clusters).await.ok().filter(Vec::is_empty) }
+        },
+    )
+    .await;
+}
+
+/// The clusters where OCM's work agent runs the example workload: each has the
+/// ManifestWorkReplicaSet's ManifestWork in its namespace and the `hello` Deployment applied.
+async fn workload_placed(cp: &ControlPlane, clusters: &[&str]) -> Vec<String> {
+    let Ok(hub) = cp.hub_client().await else {
+        return Vec::new();
+    };
+    let mut placed = Vec::new();
+    for cluster in clusters {
+        let Ok(works) = dynamic(
+            &hub,
+            "work.open-cluster-management.io",
+            "v1",
+            "ManifestWork",
+            Some(cluster),
+        )
+        .await
+        else {
+            continue;
+        };
+        let work = works.get_opt("hello").await.ok().flatten();
+        let Ok(managed) = cp.cluster_client(cluster).await else {
+            continue;
+        };
+        let deployments: Api<Deployment> = Api::namespaced(managed, "hello");
+        let deployed = deployments.get_opt("hello").await.ok().flatten();
+        if work.is_some() && deployed.is_some() {
+            placed.push((*cluster).to_owned());
+        }
+    }
+    placed
 }
 
 /// resourceVersions of the add-on's hub objects: the ClusterManagementAddOn, the
@@ -476,4 +553,203 @@ async fn addon_object_versions(hub: &kube::Client, clusters: &[&str]) -> BTreeMa
         }
     }
     out
+}
+
+/// A ManagedClusterAddOn as a user creates it by hand when the install strategy is Manual.
+fn managed_cluster_addon(cluster: &str) -> String {
+    format!(
+        "apiVersion: addon.open-cluster-management.io/v1alpha1\nkind: ManagedClusterAddOn\n\
+         metadata:\n  name: {ADDON}\n  namespace: {cluster}\nspec:\n  installNamespace: {INSTALL_NAMESPACE}\n"
+    )
+}
+
+/// Whether the agent's score has expired: `validUntil` is in the past.
+async fn score_expired(hub: &kube::Client, cluster: &str) -> Option<String> {
+    let scores = dynamic(
+        hub,
+        "cluster.open-cluster-management.io",
+        "v1alpha1",
+        "AddOnPlacementScore",
+        Some(cluster),
+    )
+    .await
+    .ok()?;
+    let object = scores.get_opt("resource-usage-score").await.ok().flatten()?;
+    let valid_until = object.data.pointer("/status/validUntil")?.as_str()?.to_owned();
+    let at: jiff::Timestamp = valid_until.parse().ok()?;
+    (at < jiff::Timestamp::now()).then_some(valid_until)
+}
+
+/// The Manual install strategy, an agent that dies, a cluster that leaves, and an uninstall after
+/// our manager is gone:
+/// - add-ons created by hand get the agent, as with the Placements strategy;
+/// - a killed agent stops renewing its Lease: after the klusterlet's grace (5 × 60 s in OCM v1.2)
+///   the add-on is `Available=False` (`ManagedClusterAddOnLeaseUpdateStopped`; `Unknown` is only
+///   for a Lease that does not exist), and its score has expired by then;
+/// - deleting a ManagedCluster completes (nothing of ours holds it) and takes our objects with it;
+/// - with our manager stopped first, `kubectl delete -k` of the install returns and leaves nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn manual_install_dead_agent_detach_and_uninstall_without_our_manager() {
+    let cp = match ControlPlane::builder()
+        .clusters(2)
+        .start_with_progress(&|l| eprintln!("{l}"))
+        .await
+    {
+        Ok(cp) => cp,
+        Err(e) => panic!("the control plane did not start: {e}"),
+    };
+    let hub = cp.hub_client().await.expect("hub client");
+    let hub_kc = cp.hub_kubeconfig();
+    let dir = TempDir::new("addon-manual");
+    let clusters = ["cluster1", "cluster2"];
+
+    let overlay = manual_install_overlay(dir.path()).expect("overlay");
+    let mut manager = install_from_and_start_manager(&cp, &overlay, dir.path())
+        .await
+        .expect("the add-on manager starts");
+    for cluster in clusters {
+        let file = dir.path().join(format!("mca-{cluster}.yaml"));
+        std::fs::write(&file, managed_cluster_addon(cluster)).expect("writing the add-on");
+        run(&hub_kc, &["apply", "-f", &file.display().to_string()]);
+    }
+    for cluster in clusters {
+        let managed = cp.cluster_client(cluster).await.expect("managed client");
+        wait_for(
+            &format!("{cluster}: the agent Deployment, from an add-on made by hand"),
+            || {
+                format!(
+                    "{}\n--- klusterlet:\n{}",
+                    manager.tail(),
+                    cp.log_tail(&format!("{cluster}-klusterlet"), 20)
+                )
+            },
+            || {
+                let managed = managed.clone();
+                async move { agent_deployment(&managed).await.map(|_| ()) }
+            },
+        )
+        .await;
+        add_nodes(&managed, cluster, 1).await.expect("nodes");
+    }
+    let mut agents: BTreeMap<&str, Component> = BTreeMap::new();
+    for cluster in clusters {
+        agents.insert(
+            cluster,
+            start_agent(&cp, cluster, dir.path()).await.expect("agent starts"),
+        );
+    }
+    let mcas = |cluster: &str| {
+        let hub = hub.clone();
+        let cluster = cluster.to_owned();
+        async move {
+            api(
+                &hub,
+                "addon.open-cluster-management.io",
+                "v1alpha1",
+                "ManagedClusterAddOn",
+                Some(&cluster),
+            )
+            .await
+        }
+    };
+    for cluster in clusters {
+        let mcas = mcas(cluster).await;
+        wait_for(
+            &format!("{cluster}: scores published and the add-on Available"),
+            || agents[cluster].tail(),
+            || {
+                let (hub, mcas) = (hub.clone(), mcas.clone());
+                async move {
+                    score(&hub, cluster, "cpuClusterAvailable").await?;
+                    let m = mcas.get_opt(ADDON).await.ok().flatten()?;
+                    condition_true(m.data.pointer("/status/conditions"), "Available").then_some(())
+                }
+            },
+        )
+        .await;
+    }
+
+    // cluster1's agent dies as a crashed pod would: no goodbye, its Lease just stops.
+    let killed_at = std::time::Instant::now();
+    if let Some(agent) = agents.get_mut("cluster1") {
+        // No SIGTERM first: killed outright.
+        agent.wait_or_kill(Duration::ZERO);
+    }
+
+    // Meanwhile cluster2 leaves the fleet. Its ManagedCluster goes (OCM's cleanup of the cluster
+    // namespace finishes; nothing of ours holds it) and takes our objects there with it.
+    run(
+        &hub_kc,
+        &["delete", "managedcluster", "cluster2", "--timeout=240s"],
+    );
+    wait_for(
+        "nothing of ours left in cluster2's namespace",
+        || cp.log_tail("hub-registration-controller", 20),
+        || {
+            let cp = &cp;
+            async move {
+                let left = leftovers(cp, &["cluster2"]).await.ok()?;
+                // The hub-wide objects are still installed; only cluster2's part must be gone, except
+                // the agent, which this test runs itself (its Deployment goes with the work).
+                let left: Vec<_> = left.into_iter().filter(|l| l.starts_with("cluster2:")).collect();
+                left.is_empty().then_some(())
+            }
+        },
+    )
+    .await;
+    if let Some(mut agent) = agents.remove("cluster2") {
+        agent.terminate();
+        agent.wait_or_kill(Duration::from_secs(10));
+    }
+
+    // The klusterlet notices cluster1's silent agent after its grace; the score expired before.
+    let cluster1 = mcas("cluster1").await;
+    let reason = eventually(
+        "cluster1's add-on no longer Available",
+        Duration::from_secs(9 * 60),
+        || cp.log_tail("cluster1-klusterlet", 20),
+        || {
+            let cluster1 = cluster1.clone();
+            async move {
+                let m = cluster1.get_opt(ADDON).await.ok().flatten()?;
+                let available = m
+                    .data
+                    .pointer("/status/conditions")
+                    .and_then(Value::as_array)?
+                    .iter()
+                    .find(|c| c["type"] == "Available")?
+                    .clone();
+                (available["status"] == "False")
+                    .then(|| available["reason"].as_str().unwrap_or_default().to_owned())
+            }
+        },
+    )
+    .await;
+    eprintln!(
+        "cluster1's add-on Available=False ({reason}) {:.0} s after its agent was killed",
+        killed_at.elapsed().as_secs_f64()
+    );
+    assert_eq!(reason, "ManagedClusterAddOnLeaseUpdateStopped");
+    assert!(
+        killed_at.elapsed() >= Duration::from_secs(4 * 60),
+        "OCM waits out its 5-minute lease grace before calling the add-on unavailable"
+    );
+    let expired = score_expired(&hub, "cluster1").await;
+    assert!(
+        expired.is_some(),
+        "a dead agent's score has expired by the time OCM marks it unavailable"
+    );
+
+    // Our manager goes first; the uninstall must not wait for it.
+    manager.terminate();
+    manager.wait_or_kill(Duration::from_secs(10));
+    run(
+        &hub_kc,
+        &["delete", "-k", &overlay.display().to_string(), "--timeout=180s"],
+    );
+    wait_for("nothing of the add-on is left", String::new, || {
+        let cp = &cp;
+        async move { leftovers(cp, &["cluster1"]).await.ok().filter(Vec::is_empty) }
+    })
+    .await;
 }

@@ -34,8 +34,10 @@ pub fn workspace_dir() -> PathBuf {
     dir.canonicalize().unwrap_or(dir)
 }
 
-/// A binary of this workspace (`ocm-score-hub`, `ocm-score-agent`) in the target directory of the
-/// running executable, built with cargo first if it is not there.
+/// A binary of this workspace (`ocm-score-hub`, `ocm-score-agent`) in the target directory and
+/// profile of the running executable. It is always (re)built first: a test run of one package
+/// would otherwise run whatever older build of the other package's binary lies there. When it is
+/// up to date, the build is a no-op of about a second.
 pub fn workspace_binary(package: &str, name: &str) -> Result<PathBuf, Error> {
     let exe = std::env::current_exe().map_err(|source| Error::Io {
         what: "locating this executable".into(),
@@ -46,13 +48,26 @@ pub fn workspace_binary(package: &str, name: &str) -> Result<PathBuf, Error> {
     if dir.ends_with("deps") {
         dir.pop();
     }
+    let profile = match dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") | None => "dev".to_owned(),
+        Some(other) => other.to_owned(),
+    };
+    let target_dir = dir.parent().map(Path::to_path_buf).unwrap_or_else(|| dir.clone());
     let path = dir.join(name);
-    if path.is_file() {
-        return Ok(path);
-    }
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let status = Command::new(cargo)
-        .args(["build", "--quiet", "-p", package, "--bin", name])
+        .args([
+            "build",
+            "--quiet",
+            "--profile",
+            &profile,
+            "-p",
+            package,
+            "--bin",
+            name,
+        ])
+        .arg("--target-dir")
+        .arg(&target_dir)
         .current_dir(workspace_dir())
         .status()
         .map_err(|source| Error::Io {
@@ -61,7 +76,7 @@ pub fn workspace_binary(package: &str, name: &str) -> Result<PathBuf, Error> {
         })?;
     if !status.success() || !path.is_file() {
         return Err(Error::Options(format!(
-            "cargo build -p {package} --bin {name} did not produce {}",
+            "cargo build -p {package} --bin {name} --profile {profile} did not produce {}",
             path.display()
         )));
     }
@@ -129,7 +144,17 @@ pub async fn dynamic(
 /// its args (metrics on a free loopback port instead of the pod's), the downward-API env, and a
 /// token of its ServiceAccount, so it has exactly the RBAC the manifests grant.
 pub async fn install_and_start_manager(cp: &ControlPlane, dir: &Path) -> Result<Component, Error> {
-    kubectl(&cp.hub_kubeconfig(), &["apply", "-k", "manifests/hub"])?;
+    install_from_and_start_manager(cp, Path::new("manifests/hub"), dir).await
+}
+
+/// [`install_and_start_manager`] from another kustomization (an overlay of `manifests/hub`).
+pub async fn install_from_and_start_manager(
+    cp: &ControlPlane,
+    kustomization: &Path,
+    dir: &Path,
+) -> Result<Component, Error> {
+    let kustomization = kustomization.to_string_lossy();
+    kubectl(&cp.hub_kubeconfig(), &["apply", "-k", &kustomization])?;
     let kubeconfig = dir.join("addon-manager.kubeconfig");
     cp.write_service_account_kubeconfig(
         "hub",
@@ -461,4 +486,188 @@ pub fn condition_true(conditions: Option<&Value>, kind: &str) -> bool {
     conditions
         .and_then(Value::as_array)
         .is_some_and(|cs| cs.iter().any(|c| c["type"] == kind && c["status"] == "True"))
+}
+
+/// Writes, in `dir`, a kustomize overlay of `manifests/hub` whose ClusterManagementAddOn installs
+/// nothing by itself (`installStrategy: Manual`): what a user who creates ManagedClusterAddOns by
+/// hand applies. Returns the overlay's directory.
+pub fn manual_install_overlay(dir: &Path) -> Result<PathBuf, Error> {
+    let overlay = dir.join("hub-manual");
+    std::fs::create_dir_all(&overlay).map_err(|source| Error::Io {
+        what: format!("creating {}", overlay.display()),
+        source,
+    })?;
+    // kustomize refuses absolute paths, and a temp dir is no fixed distance from the workspace:
+    // the overlay gets its own copy of the install as its base.
+    let base = overlay.join("base");
+    std::fs::create_dir_all(&base).map_err(|source| Error::Io {
+        what: format!("creating {}", base.display()),
+        source,
+    })?;
+    let install = workspace_dir().join("manifests/hub");
+    let entries = std::fs::read_dir(&install).map_err(|source| Error::Io {
+        what: format!("reading {}", install.display()),
+        source,
+    })?;
+    for entry in entries.flatten() {
+        let from = entry.path();
+        if from.is_file() {
+            std::fs::copy(&from, base.join(entry.file_name())).map_err(|source| Error::Io {
+                what: format!("copying {}", from.display()),
+                source,
+            })?;
+        }
+    }
+    let kustomization = [
+        "apiVersion: kustomize.config.k8s.io/v1beta1".to_owned(),
+        "kind: Kustomization".to_owned(),
+        "resources:".to_owned(),
+        "  - base".to_owned(),
+        "patches:".to_owned(),
+        "  - target:".to_owned(),
+        "      kind: ClusterManagementAddOn".to_owned(),
+        format!("      name: {ADDON}"),
+        "    patch: |-".to_owned(),
+        "      - op: replace".to_owned(),
+        "        path: /spec/installStrategy".to_owned(),
+        "        value: {type: Manual}".to_owned(),
+        String::new(),
+    ]
+    .join("\n");
+    let path = overlay.join("kustomization.yaml");
+    std::fs::write(&path, kustomization).map_err(|source| Error::Io {
+        what: format!("writing {}", path.display()),
+        source,
+    })?;
+    Ok(overlay)
+}
+
+/// What of the add-on is still there after an uninstall: its hub objects (ClusterManagementAddOn,
+/// AddOnDeploymentConfig, the `ocm-score` namespace, cluster RBAC, and in each cluster namespace the
+/// ManagedClusterAddOn, ManifestWorks, Roles, RoleBindings and score), any object of ours still
+/// holding an `ocm-score.io` finalizer, and on each managed cluster the agent's Deployment. Empty
+/// when nothing is left.
+pub async fn leftovers(cp: &ControlPlane, clusters: &[&str]) -> Result<Vec<String>, Error> {
+    let hub = cp.hub_client().await?;
+    let mut left = Vec::new();
+    // One line per object still there, saying whether it is being deleted and what holds it.
+    let check = |left: &mut Vec<String>, what: String, object: Option<DynamicObject>| {
+        if let Some(o) = object {
+            let finalizers = o.metadata.finalizers.unwrap_or_default();
+            let deleting = o.metadata.deletion_timestamp.is_some();
+            left.push(format!(
+                "{what}{}{}",
+                if deleting { " (deleting)" } else { "" },
+                if finalizers.is_empty() {
+                    String::new()
+                } else {
+                    format!(" finalizers {finalizers:?}")
+                }
+            ));
+        }
+    };
+    let get = |api: Api<DynamicObject>, name: &str| {
+        let name = name.to_owned();
+        async move { api.get_opt(&name).await }
+    };
+    let kube_err = |what: &str| {
+        let what = what.to_owned();
+        move |source| Error::Kube { what, source }
+    };
+    const ADDON_GROUP: &str = "addon.open-cluster-management.io";
+    let cma = dynamic(&hub, ADDON_GROUP, "v1alpha1", "ClusterManagementAddOn", None).await?;
+    check(
+        &mut left,
+        "ClusterManagementAddOn".into(),
+        get(cma, ADDON)
+            .await
+            .map_err(kube_err("reading the ClusterManagementAddOn"))?,
+    );
+    let namespaces = dynamic(&hub, "", "v1", "Namespace", None).await?;
+    check(
+        &mut left,
+        format!("Namespace {HUB_NAMESPACE}"),
+        get(namespaces, HUB_NAMESPACE)
+            .await
+            .map_err(kube_err("reading the hub namespace"))?,
+    );
+    for kind in ["ClusterRole", "ClusterRoleBinding"] {
+        let api = dynamic(&hub, "rbac.authorization.k8s.io", "v1", kind, None).await?;
+        for o in api
+            .list(&ListParams::default())
+            .await
+            .map_err(kube_err("listing cluster RBAC"))?
+            .items
+        {
+            let name = o.metadata.name.clone().unwrap_or_default();
+            if name.starts_with("ocm-score") || name.contains(ADDON) {
+                check(&mut left, format!("{kind} {name}"), Some(o));
+            }
+        }
+    }
+    for cluster in clusters {
+        let mca = dynamic(
+            &hub,
+            ADDON_GROUP,
+            "v1alpha1",
+            "ManagedClusterAddOn",
+            Some(cluster),
+        )
+        .await?;
+        check(
+            &mut left,
+            format!("{cluster}: ManagedClusterAddOn"),
+            get(mca, ADDON)
+                .await
+                .map_err(kube_err("reading a ManagedClusterAddOn"))?,
+        );
+        let score = dynamic(
+            &hub,
+            "cluster.open-cluster-management.io",
+            "v1alpha1",
+            "AddOnPlacementScore",
+            Some(cluster),
+        )
+        .await?;
+        check(
+            &mut left,
+            format!("{cluster}: AddOnPlacementScore resource-usage-score"),
+            get(score, "resource-usage-score")
+                .await
+                .map_err(kube_err("reading a score"))?,
+        );
+        for (group, version, kind) in [
+            ("work.open-cluster-management.io", "v1", "ManifestWork"),
+            ("rbac.authorization.k8s.io", "v1", "Role"),
+            ("rbac.authorization.k8s.io", "v1", "RoleBinding"),
+        ] {
+            let api = dynamic(&hub, group, version, kind, Some(cluster)).await?;
+            for o in api
+                .list(&ListParams::default())
+                .await
+                .map_err(kube_err("listing a cluster namespace"))?
+                .items
+            {
+                let name = o.metadata.name.clone().unwrap_or_default();
+                let ours = name.contains(ADDON)
+                    || o.metadata
+                        .finalizers
+                        .iter()
+                        .flatten()
+                        .any(|f| f.starts_with("ocm-score.io"));
+                if ours {
+                    check(&mut left, format!("{cluster}: {kind} {name}"), Some(o));
+                }
+            }
+        }
+        if let Ok(managed) = cp.cluster_client(cluster).await
+            && let Some(d) = agent_deployment(&managed).await
+        {
+            left.push(format!(
+                "{cluster}: agent Deployment {} on the managed cluster",
+                d.metadata.name.unwrap_or_default()
+            ));
+        }
+    }
+    Ok(left)
 }
