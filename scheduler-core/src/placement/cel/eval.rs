@@ -377,6 +377,7 @@ impl Operand<'_> {
 
 /// A comparison of two strings or two ints (their CEL order is their Rust order); `None` for
 /// the other operators.
+#[inline]
 fn ordered_binary<T: Ord + ?Sized>(op: BinaryOp, x: &T, y: &T) -> Option<bool> {
     use BinaryOp::*;
     Some(match op {
@@ -480,6 +481,7 @@ impl<'e> Evaluator<'e> {
 
     /// Spends `units` of the budget; once it is exhausted every further step fails too, so the
     /// error cannot be absorbed by `||`, `&&` or a macro into a result.
+    #[inline]
     fn charge(&self, units: usize) -> Result<(), String> {
         let units = u64::try_from(units).unwrap_or(u64::MAX);
         match self.budget.get().checked_sub(units) {
