@@ -11,8 +11,9 @@
 //! the cluster (one sync moves the workload; no empty decision list in between).
 
 use crate::api::{Placement, PlacementSpec, TieredPlacementSpec};
-use crate::placement::filters::{FilterReason, taints};
+use crate::placement::filters::{predicate, taints};
 use crate::placement::snapshot::{ClusterId, HubSnapshot};
+use crate::placement::weights;
 use crate::placement::{candidates, schedule};
 
 /// How far ahead tolerations are judged.
@@ -24,7 +25,8 @@ pub struct TierClusters {
     /// Members: clusters of the tier's bound cluster sets that its predicates select and no
     /// earlier tier holds, in name order.
     pub members: Vec<ClusterId>,
-    /// Members OCM would keep at `now + LEAD`, best first by the template's prioritizers.
+    /// Members OCM would keep at `now + LEAD` (best first by the template's prioritizers when
+    /// ranked, else in name order).
     pub feasible: Vec<ClusterId>,
     /// Members the filters drop, with why.
     pub rejected: Vec<(ClusterId, String)>,
@@ -60,7 +62,9 @@ pub(crate) fn tier_placement(
 }
 
 /// Evaluates every tier at `now_ns`. `in_decision` says which clusters are in the child's
-/// PlacementDecisions (by id).
+/// PlacementDecisions (by id). With `rank`, each tier's feasible members are ordered by the
+/// template's prioritizers (one OCM `Schedule` over all tiers' feasible members, so Balance's
+/// fleet-wide count is taken once); otherwise they stay in name order.
 pub fn evaluate(
     spec: &TieredPlacementSpec,
     namespace: &str,
@@ -68,62 +72,40 @@ pub fn evaluate(
     snapshot: &HubSnapshot,
     in_decision: &[bool],
     now_ns: i128,
+    rank: bool,
 ) -> Vec<TierClusters> {
     let mut claimed = vec![false; snapshot.clusters().len()];
-    let now = super::time::timestamp(now_ns);
-    (0..spec.tiers.len())
+    let bindings = candidates::valid_bindings(snapshot, namespace);
+    let ahead = now_ns + LEAD_NS;
+    let tolerations = &spec.template.tolerations;
+    let mut out: Vec<TierClusters> = (0..spec.tiers.len())
         .map(|i| {
             let placement = tier_placement(spec, namespace, child, i);
             let mut out = TierClusters::default();
-            let cands = match candidates::candidates(snapshot, &placement) {
-                Ok(c) => c.clusters,
+            let sets = candidates::eligible_sets(&placement, &bindings);
+            let cands = match candidates::available_clusters(snapshot, &sets) {
+                Ok(c) => c,
                 Err(e) => {
                     out.misconfigured = Some(e.to_string());
                     return out;
                 }
             };
             let cands: Vec<ClusterId> = cands.into_iter().filter(|id| !claimed[id.index()]).collect();
-            let result = match schedule(snapshot, &placement, &cands, now) {
-                Ok(r) => r,
-                Err(e) => {
-                    out.misconfigured = Some(e.to_string());
-                    return out;
-                }
-            };
-            if result.aborted {
-                out.misconfigured = Some(format!("{}: {}", result.status.plugin, result.status.message));
-                if !result.filters_completed {
-                    return out;
-                }
+            let (passed, status) = predicate::filter(snapshot, &placement, &cands);
+            if status.is_error() {
+                out.misconfigured = Some(format!("{}: {}", status.plugin, status.message));
+                return out;
             }
-            // Members: passed the Predicate filter (the first record).
-            out.members = result
-                .filter_records
-                .first()
-                .map(|r| r.clusters.clone())
-                .unwrap_or_default();
+            if let Err(status) = taints::validate(tolerations) {
+                out.misconfigured = Some(format!("spec.template.tolerations: {}", status.message));
+                return out;
+            }
+            out.members = passed.passed;
             for id in &out.members {
                 claimed[id.index()] = true;
             }
-            for (id, reason) in &result.rejected {
-                if let FilterReason::Taint { taint, expired } = reason {
-                    let key = &snapshot.cluster(*id).spec.taints[*taint].key;
-                    let why = match expired {
-                        Some((_, at)) => format!("taint {key} no longer tolerated since {at}"),
-                        None => format!("taint {key} not tolerated"),
-                    };
-                    out.rejected.push((*id, why));
-                }
-            }
-            // Feasible at now + LEAD, in OCM's rank order at now.
-            let ahead = now_ns + LEAD_NS;
-            let tolerations = &spec.template.tolerations;
-            let ranked: Vec<ClusterId> = if result.ranking.len() == result.feasible.len() {
-                result.ranked().map(|(id, _)| id).collect()
-            } else {
-                result.feasible.clone()
-            };
-            for id in ranked {
+            // Feasible at now + LEAD: OCM keeps them at least until then.
+            for &id in &out.members {
                 if !snapshot.is_tainted(id) {
                     out.feasible.push(id);
                     continue;
@@ -136,15 +118,51 @@ pub fn evaluate(
                         }
                         out.feasible.push(id);
                     }
-                    taints::Tolerance::Rejected { taint, .. } => {
+                    taints::Tolerance::Rejected { taint, expired } => {
                         let key = &snapshot.cluster(id).spec.taints[taint].key;
-                        out.rejected
-                            .push((id, format!("taint {key}: toleration runs out within 1s")));
+                        let why = match expired {
+                            Some((_, at)) if at > now_ns => {
+                                format!("taint {key}: toleration runs out within 1s")
+                            }
+                            Some((_, at)) => format!(
+                                "taint {key} no longer tolerated since {}",
+                                super::time::timestamp(at)
+                            ),
+                            None => format!("taint {key} not tolerated"),
+                        };
+                        out.rejected.push((id, why));
                     }
                 }
             }
-            out.rejected.sort_by_key(|(id, _)| *id);
             out
         })
-        .collect()
+        .collect();
+    if let Err(status) = weights::resolve(&tier_placement(spec, namespace, child, 0)) {
+        if let Some(first) = out.first_mut() {
+            first.misconfigured = Some(format!("spec.template.prioritizerPolicy: {}", status.message));
+        }
+        return out;
+    }
+    if rank {
+        let all: Vec<ClusterId> = {
+            let mut v: Vec<ClusterId> = out.iter().flat_map(|t| t.feasible.iter().copied()).collect();
+            v.sort();
+            v
+        };
+        let mut placement = tier_placement(spec, namespace, child, 0);
+        placement.spec.predicates.clear();
+        let now = super::time::timestamp(now_ns);
+        if let Ok(result) = schedule(snapshot, &placement, &all, now)
+            && result.ranking.len() == result.feasible.len()
+        {
+            let mut position = vec![usize::MAX; snapshot.clusters().len()];
+            for (r, (id, _)) in result.ranked().enumerate() {
+                position[id.index()] = r;
+            }
+            for t in &mut out {
+                t.feasible.sort_by_key(|id| position[id.index()]);
+            }
+        }
+    }
+    out
 }

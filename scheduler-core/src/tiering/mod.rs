@@ -175,7 +175,8 @@ pub fn plan(
     // Tier predicates that OCM would call misconfigured are spec errors too.
     let probe = feasibility::tier_placement(spec, namespace, &child_name, 0);
     let (in_decision, _) = existing_decisions(snapshot, &probe);
-    let tiers = feasibility::evaluate(spec, namespace, &child_name, snapshot, &in_decision, now_ns);
+    let rank = spec.mode == crate::api::tiering::TieringMode::Overflow;
+    let tiers = feasibility::evaluate(spec, namespace, &child_name, snapshot, &in_decision, now_ns, rank);
     let misconfigured: Vec<SpecError> = tiers
         .iter()
         .enumerate()

@@ -15,7 +15,6 @@ use super::time::{ceil_second, dur, of, time};
 use crate::api::tiering::{CapacityRule, CapacityState, PendingVerdict, StaleSince, Timings, WhenStale};
 use crate::api::{AddOnPlacementScore, TieredPlacementSpec};
 use crate::placement::snapshot::{ClusterId, HubSnapshot};
-use std::collections::HashMap;
 
 /// What one cluster's rules say right now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,7 +35,10 @@ pub struct Verdict {
     pub unknown: bool,
     /// Lost its verdict because its scores stayed Unknown past `staleGrace`.
     pub stale_disqualified: bool,
-    /// Why, for people (`fits.a100-x1 = 2 replicas < 4`).
+    /// A pending change takes effect then.
+    pub debouncing_until: Option<i128>,
+    /// Why, for people (`fits.a100-x1 = 2 replicas < enter 4`); only for clusters that do not
+    /// qualify or wait out a debounce.
     pub why: String,
 }
 
@@ -78,67 +80,80 @@ fn read(score: Option<&AddOnPlacementScore>, name: &str, now: i128) -> Result<(i
     }
 }
 
-/// One rule: `(raw verdict with the threshold for `was_qualified`, raw with the enter threshold,
-/// validUntil, description)`.
-fn rule_verdict(
-    spec: &TieredPlacementSpec,
-    rule: &CapacityRule,
-    snapshot: &HubSnapshot,
-    id: ClusterId,
-    in_decision: bool,
-    was_qualified: bool,
-    now: i128,
-) -> (Raw, Raw, Option<i128>, String) {
-    // (resource, score name, enter, exit, replicas per point and self-credit for `fits`)
-    let (resource, name, enter, exit, fits) = if let Some(f) = &rule.fits {
-        let scale = i64::from(f.scale.unwrap_or(1).max(1));
-        let credit = match &spec.workload {
-            Some(w) if in_decision && w.shape == f.shape => i64::from(w.replicas_per_cluster),
-            _ => 0,
-        };
-        (
-            crate::api::tiering::FITS_RESOURCE_NAME,
-            format!("fits.{}", f.shape),
-            i64::from(f.at_least_replicas),
-            i64::from(f.exit_below_replicas.unwrap_or(f.at_least_replicas)),
-            Some((scale, credit)),
-        )
-    } else if let Some(s) = &rule.score {
-        (
-            s.resource_name.as_str(),
-            s.score_name.clone(),
-            i64::from(s.at_least),
-            i64::from(s.exit_below.unwrap_or((s.at_least - 20).max(-100))),
-            None,
-        )
-    } else {
-        return (Raw::Unknown, Raw::Unknown, None, "empty rule".into());
-    };
-    // `fits` values encode replicas as `floor(fits / scale) - 100` (design §11).
-    let decode = |v: i32| match fits {
-        Some((scale, credit)) => (i64::from(v) + 100) * scale + credit,
-        None => i64::from(v),
-    };
-    match read(snapshot.score_of(id, resource), &name, now) {
-        Err(why) => (
-            Raw::Unknown,
-            Raw::Unknown,
-            None,
-            format!("{resource}/{name}: {why}"),
-        ),
-        Ok((value, until)) => {
-            let v = decode(value);
-            let threshold = if was_qualified { exit } else { enter };
-            let pass = |t: i64| if v >= t { Raw::Qualifies } else { Raw::Fails };
-            let unit = if rule.fits.is_some() { " replicas" } else { "" };
-            let cmp = if v >= threshold { ">=" } else { "<" };
-            let which = if was_qualified { "exit" } else { "enter" };
-            (
-                pass(threshold),
-                pass(enter),
-                until,
-                format!("{name} = {v}{unit} {cmp} {which} {threshold}"),
-            )
+/// One rule, resolved once per plan.
+struct Rule<'a> {
+    resource: &'a str,
+    name: String,
+    enter: i64,
+    exit: i64,
+    /// `fits`: replicas per score point, and the self-credit for clusters running the workload.
+    fits: Option<(i64, i64)>,
+}
+
+impl<'a> Rule<'a> {
+    fn new(spec: &TieredPlacementSpec, rule: &'a CapacityRule) -> Option<Self> {
+        if let Some(f) = &rule.fits {
+            let credit = match &spec.workload {
+                Some(w) if w.shape == f.shape => i64::from(w.replicas_per_cluster),
+                _ => 0,
+            };
+            Some(Rule {
+                resource: crate::api::tiering::FITS_RESOURCE_NAME,
+                name: format!("fits.{}", f.shape),
+                enter: i64::from(f.at_least_replicas),
+                exit: i64::from(f.exit_below_replicas.unwrap_or(f.at_least_replicas)),
+                fits: Some((i64::from(f.scale.unwrap_or(1).max(1)), credit)),
+            })
+        } else {
+            rule.score.as_ref().map(|s| Rule {
+                resource: s.resource_name.as_str(),
+                name: s.score_name.clone(),
+                enter: i64::from(s.at_least),
+                exit: i64::from(s.exit_below.unwrap_or((s.at_least - 20).max(-100))),
+                fits: None,
+            })
+        }
+    }
+
+    /// `(raw verdict with the threshold for `was_qualified`, raw with the enter threshold,
+    /// validUntil, description when asked for)`.
+    fn verdict(
+        &self,
+        snapshot: &HubSnapshot,
+        id: ClusterId,
+        in_decision: bool,
+        was_qualified: bool,
+        now: i128,
+        describe: bool,
+    ) -> (Raw, Raw, Option<i128>, String) {
+        let (resource, name) = (self.resource, &self.name);
+        match read(snapshot.score_of(id, resource), name, now) {
+            Err(why) => (
+                Raw::Unknown,
+                Raw::Unknown,
+                None,
+                format!("{resource}/{name}: {why}"),
+            ),
+            Ok((value, until)) => {
+                // `fits` values encode replicas as `floor(fits / scale) - 100` (design §11).
+                let v = match self.fits {
+                    Some((scale, credit)) => {
+                        (i64::from(value) + 100) * scale + if in_decision { credit } else { 0 }
+                    }
+                    None => i64::from(value),
+                };
+                let threshold = if was_qualified { self.exit } else { self.enter };
+                let pass = |t: i64| if v >= t { Raw::Qualifies } else { Raw::Fails };
+                let text = if describe {
+                    let unit = if self.fits.is_some() { " replicas" } else { "" };
+                    let cmp = if v >= threshold { ">=" } else { "<" };
+                    let which = if was_qualified { "exit" } else { "enter" };
+                    format!("{name} = {v}{unit} {cmp} {which} {threshold}")
+                } else {
+                    String::new()
+                };
+                (pass(threshold), pass(self.enter), until, text)
+            }
         }
     }
 }
@@ -181,15 +196,30 @@ pub fn evaluate(
         };
     }
     let when_stale = spec.capacity.as_ref().map(|c| c.when_stale).unwrap_or_default();
-    let qualified_before: HashMap<&str, ()> = prior
-        .map(|p| p.qualified.iter().map(|n| (n.as_str(), ())).collect())
-        .unwrap_or_default();
-    let pending_before: HashMap<&str, &PendingVerdict> = prior
-        .map(|p| p.pending.iter().map(|v| (v.cluster.as_str(), v)).collect())
-        .unwrap_or_default();
-    let stale_before: HashMap<&str, &StaleSince> = prior
-        .map(|p| p.stale.iter().map(|v| (v.cluster.as_str(), v)).collect())
-        .unwrap_or_default();
+    let rules: Vec<Rule<'_>> = rules.iter().filter_map(|r| Rule::new(spec, r)).collect();
+    // The status lists are kept sorted by cluster name, so lookups are binary searches.
+    let empty = CapacityState::default();
+    let before = prior.unwrap_or(&empty);
+    let was_qualified = |name: &str| {
+        before
+            .qualified
+            .binary_search_by(|n| n.as_str().cmp(name))
+            .is_ok()
+    };
+    let pending_before = |name: &str| {
+        before
+            .pending
+            .binary_search_by(|p| p.cluster.as_str().cmp(name))
+            .ok()
+            .map(|i| &before.pending[i])
+    };
+    let stale_before = |name: &str| {
+        before
+            .stale
+            .binary_search_by(|p| p.cluster.as_str().cmp(name))
+            .ok()
+            .map(|i| &before.stale[i])
+    };
     let debounce = dur(timings.debounce);
     let grace = dur(timings.stale_grace);
     let mut state = CapacityState::default();
@@ -198,23 +228,20 @@ pub fn evaluate(
     sorted.sort();
     for id in sorted {
         let name = snapshot.cluster_name(id);
-        let was = qualified_before.contains_key(name);
+        let was = was_qualified(name);
         let decided = in_decision[id.index()];
         let mut raw = Raw::Qualifies;
         let mut enter = Raw::Qualifies;
-        let mut why = Vec::with_capacity(rules.len());
-        for rule in rules {
-            let (r, e, until, text) = rule_verdict(spec, rule, snapshot, id, decided, was, now);
+        for rule in &rules {
+            let (r, e, until, _) = rule.verdict(snapshot, id, decided, was, now, false);
             raw = combine(raw, r);
             enter = combine(enter, e);
             if let Some(u) = until {
                 // The score expires (becomes Unknown) 1 ns after validUntil.
                 min_time(&mut requeue_at, u + 1);
             }
-            why.push(text);
         }
         let mut v = Verdict {
-            why: why.join("; "),
             unknown: raw == Raw::Unknown,
             ..Verdict::default()
         };
@@ -224,7 +251,7 @@ pub fn evaluate(
                 v.qualified = if first_plan || now_says == was || debounce == 0 {
                     now_says
                 } else {
-                    let since = match pending_before.get(name) {
+                    let since = match pending_before(name) {
                         Some(p) if p.qualified == now_says => of(&p.since),
                         _ => ceil_second(now),
                     };
@@ -237,16 +264,13 @@ pub fn evaluate(
                             since: time(since),
                         });
                         min_time(&mut requeue_at, since + debounce);
-                        v.why.push_str(&format!(
-                            " (debouncing until {})",
-                            super::time::timestamp(since + debounce)
-                        ));
+                        v.debouncing_until = Some(since + debounce);
                         was
                     }
                 };
             }
             Raw::Unknown => {
-                let since = stale_before.get(name).map_or(ceil_second(now), |s| of(&s.since));
+                let since = stale_before(name).map_or(ceil_second(now), |s| of(&s.since));
                 state.stale.push(StaleSince {
                     cluster: name.to_string(),
                     since: time(since),
@@ -263,6 +287,18 @@ pub fn evaluate(
             }
         }
         v.entry = v.qualified && enter == Raw::Qualifies;
+        // Explanations only for the clusters that need one (they cost an allocation each).
+        if !v.qualified || v.debouncing_until.is_some() {
+            let texts: Vec<String> = rules
+                .iter()
+                .map(|r| r.verdict(snapshot, id, decided, was, now, true).3)
+                .collect();
+            v.why = texts.join("; ");
+            if let Some(until) = v.debouncing_until {
+                v.why
+                    .push_str(&format!(" (debouncing until {})", super::time::timestamp(until)));
+            }
+        }
         if v.qualified {
             state.qualified.push(name.to_string());
         }
