@@ -1,5 +1,6 @@
 //! `ocm-score-agent once`: compute the scores one time, print the AddOnPlacementScore as YAML, and
-//! optionally write it to the hub.
+//! optionally write it to the hub. The YAML quotes timestamps the way kubectl does, so YAML 1.1
+//! readers (PyYAML, go-yaml v2) keep them as strings.
 
 use crate::accounting::ResourceView;
 use crate::config::{OnceConfig, ScoringConfig};
@@ -24,8 +25,8 @@ pub enum OnceError {
     Source { name: &'static str, error: SourceError },
     #[error(transparent)]
     Publish(#[from] PublishError),
-    #[error("rendering YAML: {0}")]
-    Yaml(#[from] serde_norway::Error),
+    #[error("rendering the object: {0}")]
+    Render(#[from] serde_json::Error),
 }
 
 /// Host CPU usage is averaged over this long (at least sysinfo's minimum).
@@ -69,7 +70,12 @@ pub async fn once(cfg: OnceConfig) -> Result<String, OnceError> {
         tracing::info!(cluster = %hub.cluster_name, object = %scoring.score_object_name, "published");
     }
 
-    Ok(explain(scoring, &scores, &detail) + &serde_norway::to_string(&object)?)
+    Ok(explain(scoring, &scores, &detail) + &yaml(&object)?)
+}
+
+/// The object as YAML, strings a YAML 1.1 reader would take for something else quoted.
+fn yaml(object: &AddOnPlacementScore) -> Result<String, serde_json::Error> {
+    Ok(scheduler_core::yaml::to_string(&serde_json::to_value(object)?))
 }
 
 async fn read(scoring: &ScoringConfig) -> Result<(ResourceView, String), OnceError> {
@@ -139,4 +145,45 @@ fn explain(scoring: &ScoringConfig, scores: &[ScoreValue], detail: &str) -> Stri
 fn round(value: f64) -> String {
     let rounded = (value * 100.0).round() / 100.0;
     format!("{rounded}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::publish::status_with_scores;
+
+    #[test]
+    fn printed_timestamps_are_quoted_like_kubectl_and_read_back_as_strings() {
+        let now = Timestamp::from_second(1_700_000_000).expect("valid");
+        let scores = [ScoreValue {
+            name: "cpuAvailable".into(),
+            value: -20,
+            free: None,
+            capacity: None,
+        }];
+        let object = AddOnPlacementScore {
+            metadata: ObjectMeta {
+                name: Some("resource-usage-score".into()),
+                namespace: Some("c1".into()),
+                ..Default::default()
+            },
+            status: Some(status_with_scores(
+                Default::default(),
+                &scores,
+                valid_until(now, Duration::from_secs(180)),
+                "host",
+                now,
+            )),
+        };
+        let text = yaml(&object).expect("renders");
+        assert!(text.contains("validUntil: \"2023-11-14T22:16:20Z\"\n"), "{text}");
+        assert!(
+            text.contains("lastTransitionTime: \"2023-11-14T22:13:20Z\"\n"),
+            "{text}"
+        );
+        assert!(text.contains("status: \"True\"\n"), "{text}");
+        // What a reader gets back is the object, every timestamp a string.
+        let read: serde_json::Value = serde_norway::from_str(&text).expect("valid YAML");
+        assert_eq!(read, serde_json::to_value(&object).expect("serializes"));
+    }
 }

@@ -7,3 +7,4 @@ pub mod duration;
 pub mod normalize;
 pub mod placement;
 pub mod tiering;
+pub mod yaml;
