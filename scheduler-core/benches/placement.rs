@@ -7,7 +7,10 @@
 //!
 //! A second table runs the same Placement with one CEL predicate added (a regular expression over
 //! a label and a `scores()` filter), next to it without, at 10,000 clusters; the goal is at most
-//! twice the cost.
+//! twice the cost. It also shows the fastest runs (on a shared machine the longer run is
+//! preempted more often, which inflates its median) and the cost of the predicate's parts.
+//! `cargo bench -p scheduler-core --bench placement -- cel` runs only that table (`-- fleet`
+//! only the first).
 
 use k8s_openapi::jiff::Timestamp;
 use scheduler_core::api::{
