@@ -175,7 +175,7 @@ async fn snapshot(kubeconfig: &Path) -> String {
 
 /// Waits until OCM has decided `ns/name` and nothing it decides moves between two snapshots;
 /// returns the second snapshot (text and items).
-async fn settled(kubeconfig: &Path, ns: &str, name: &str) -> (String, Vec<Value>) {
+async fn settled(kubeconfig: &Path, ns: &str, name: &str) -> Result<(String, Vec<Value>), String> {
     let deadline = Instant::now() + Duration::from_secs(90);
     let mut previous: Option<Vec<String>> = None;
     loop {
@@ -186,20 +186,47 @@ async fn settled(kubeconfig: &Path, ns: &str, name: &str) -> (String, Vec<Value>
         if decided {
             let now = fingerprint(&items);
             if previous.as_ref() == Some(&now) {
-                return (text, items);
+                return Ok((text, items));
             }
             previous = Some(now);
         }
         if Instant::now() >= deadline {
             let placement = find_placement(&items, ns, name).cloned().unwrap_or(Value::Null);
             let pds: Vec<Value> = decisions_of(&items, ns, name).into_iter().cloned().collect();
-            panic!(
-                "OCM did not settle placement {ns}/{name} within 90 s (decided: {decided})\n{}\n{}",
+            return Err(format!(
+                "OCM did not settle placement {ns}/{name} within 90 s (decided: {decided}; something \
+                 it decides kept changing)\n{}\n{}",
                 yaml(&placement),
                 yaml(&json!(pds))
-            );
+            ));
         }
         tokio::time::sleep(Duration::from_millis(600)).await;
+    }
+}
+
+/// Deletes a placement and waits until the garbage collector has removed its PlacementDecisions.
+async fn remove(hub: &kube::Client, placements: &Api<DynamicObject>, ns: &str, name: &str) {
+    placements
+        .delete(name, &Default::default())
+        .await
+        .unwrap_or_else(|e| panic!("deleting placement {ns}/{name}: {e}"));
+    let decisions = api(hub, "v1beta1", "PlacementDecision", Some(ns)).await;
+    let selector = format!("{GROUP}/placement={name}");
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let left = decisions
+            .list(&kube::api::ListParams::default().labels(&selector))
+            .await
+            .map(|l| l.items.len())
+            .unwrap_or(usize::MAX);
+        if left == 0 {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the PlacementDecisions of deleted placement {ns}/{name} are still there after 90 s"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
     }
 }
 
@@ -288,7 +315,16 @@ async fn ocm_and_simulate_agree_on_random_placements() {
             ));
             continue;
         }
-        let (text, items) = settled(&kubeconfig, &ns, &name).await;
+        let (text, items) = match settled(&kubeconfig, &ns, &name).await {
+            Ok(settled) => settled,
+            Err(e) => {
+                eprintln!("== {ns}/{name}: {e}");
+                failures.push(format!("== {ns}/{name}: {e}"));
+                // A placement that never settles would keep every later one from settling too.
+                remove(&hub, &placements, &ns, &name).await;
+                continue;
+            }
+        };
         let stored = find_placement(&items, &ns, &name).cloned().unwrap_or(Value::Null);
         let ocm: Answer = ocm_answer(&stored, &decisions_of(&items, &ns, &name));
         std::fs::write(&snapshot_file, &text).expect("write snapshot");

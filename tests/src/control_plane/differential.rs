@@ -11,6 +11,7 @@
 //! objects (see `/work/shared/design/placement-spec.md`):
 //! - toleration seconds that expire while the test runs: only none, 0 (already expired) and 10 h;
 //! - a negative `numberOfClusters`, which crashes OCM's controller (§5);
+//! - a negative Steady weight, with which OCM flips a placement's decisions on every sync;
 //! - Balance on a placement whose AddOn prioritizer reads an expired score: the expiry makes the
 //!   sync return a Warning, which OCM retries with backoff for minutes, and each retry would re-read
 //!   the other placements' decisions at a moment of its own choosing.
@@ -719,7 +720,7 @@ fn prioritizer_policy(rng: &mut Rng) -> Value {
     let mut configurations = Vec::new();
     let mut reads_stale = false;
     for _ in 0..rng.range(0, 3) {
-        let weight = *rng.pick(&[-2, -1, 0, 1, 1, 2, 3, 5, 10]);
+        let weight: i32 = *rng.pick(&[-2, -1, 0, 1, 1, 2, 3, 5, 10]);
         let coordinate = match rng.below(10) {
             0..=4 => {
                 let (resource, n) = match rng.below(10) {
@@ -735,6 +736,14 @@ fn prioritizer_policy(rng: &mut Rng) -> Value {
             _ => json!({"type": "BuiltIn", "builtIn": rng.pick(&[
                 "Balance", "Steady", "ResourceAllocatableCPU", "ResourceAllocatableMemory",
             ])}),
+        };
+        // Upstream quirk: a negative Steady weight never settles once numberOfClusters leaves a
+        // choice. The clusters chosen score lower in the very next sync (their own decisions),
+        // so OCM swaps them out, then back, forever; each answer is "wrong" for the next sync.
+        let weight = if coordinate["builtIn"] == "Steady" {
+            weight.abs()
+        } else {
+            weight
         };
         let mut config = json!({"scoreCoordinate": coordinate});
         // Omitted: the CRD default (1).
@@ -1111,6 +1120,11 @@ mod tests {
                 .as_array()
                 .cloned()
                 .unwrap_or_default();
+            assert!(
+                !configs.iter().any(|c| c["scoreCoordinate"]["builtIn"] == "Steady"
+                    && c["weight"].as_i64().is_some_and(|w| w < 0)),
+                "a negative Steady weight never settles: {p}"
+            );
             if configs
                 .iter()
                 .any(|c| c["scoreCoordinate"]["addOn"]["resourceName"] == STALE_SCORE)
