@@ -211,17 +211,7 @@ pub async fn run(cfg: RunConfig, mut shutdown: watch::Receiver<bool>) -> Result<
         _ => None,
     };
 
-    let publisher = Publisher::new(
-        HubConnection::new(cfg.hub.kubeconfig.clone()),
-        cfg.hub.cluster_name.clone(),
-        cfg.scoring.score_object_name.clone(),
-        WritePolicy {
-            validity: cfg.scoring.validity,
-            step: i32::from(cfg.score_step),
-            min_write_interval: cfg.min_write_interval,
-        },
-        cfg.scoring.hub_timeout,
-    );
+    let publisher = publisher(&cfg, HubConnection::new(cfg.hub.kubeconfig.clone()));
     tracing::info!(
         cluster = %cfg.hub.cluster_name,
         object = %cfg.scoring.score_object_name,
@@ -273,6 +263,21 @@ pub async fn run(cfg: RunConfig, mut shutdown: watch::Receiver<bool>) -> Result<
     drop(agent);
     drop(server);
     Ok(())
+}
+
+/// The publisher of `run`'s score object, writing through `hub`.
+fn publisher(cfg: &RunConfig, hub: HubConnection) -> Publisher {
+    Publisher::new(
+        hub,
+        cfg.hub.cluster_name.clone(),
+        cfg.scoring.score_object_name.clone(),
+        WritePolicy {
+            validity: cfg.scoring.validity,
+            step: i32::from(cfg.score_step),
+            min_write_interval: cfg.min_write_interval,
+        },
+        cfg.scoring.hub_timeout,
+    )
 }
 
 impl<S: ReadSources> Agent<S> {

@@ -209,17 +209,7 @@ async fn five_minutes(flags: &[&str], steps: Vec<Step>) -> Vec<Event> {
         max_silence: cfg.refresh_interval * 3,
         ready: AtomicBool::new(false),
     });
-    let publisher = Publisher::new(
-        HubConnection::pinned(hub.client()),
-        cfg.hub.cluster_name.clone(),
-        cfg.scoring.score_object_name.clone(),
-        WritePolicy {
-            validity: cfg.scoring.validity,
-            step: i32::from(cfg.score_step),
-            min_write_interval: cfg.min_write_interval,
-        },
-        cfg.scoring.hub_timeout,
-    );
+    let publisher = publisher(&cfg, HubConnection::pinned(hub.client()));
     let mut agent = Agent {
         cfg,
         metrics,

@@ -367,7 +367,7 @@ impl Config {
                 (renew_before + interval * (2 * n - 1) / 2, renew_before)
             }
         };
-        // A given validity is judged first; a derived one is short only because renew-before is.
+        // A given validity is judged first; a derived one can be short only because renew-before is.
         if validity_given && validity <= interval {
             return Err(ConfigError::invalid(
                 validity_field,
@@ -389,16 +389,7 @@ impl Config {
                 ),
             ));
         }
-        if validity <= interval {
-            return Err(ConfigError::invalid(
-                validity_field,
-                humantime(validity),
-                format!(
-                    "must be longer than interval ({}), or scores expire between two rounds",
-                    humantime(interval)
-                ),
-            ));
-        }
+        // A derived validity is renew-before + (N - 1/2) × interval, longer than the interval now.
         if renew_before >= validity {
             return Err(ConfigError::invalid(
                 renew_field,
