@@ -344,3 +344,189 @@ fn the_readme_example_snapshot_picks_east_and_edge() {
         serde_json::json!({"east": 120, "edge": 0, "west": -40})
     );
 }
+
+/// A primary/backup TieredPlacement: `east` is tainted unreachable since 10:00 with a 120 s
+/// toleration, `west` is healthy.
+const TIERED: &str = r#"
+apiVersion: cluster.open-cluster-management.io/v1beta2
+kind: ManagedClusterSet
+metadata: {name: dc-east}
+---
+apiVersion: cluster.open-cluster-management.io/v1beta2
+kind: ManagedClusterSet
+metadata: {name: dc-west}
+---
+apiVersion: cluster.open-cluster-management.io/v1beta2
+kind: ManagedClusterSetBinding
+metadata: {namespace: apps, name: dc-east}
+spec: {clusterSet: dc-east}
+---
+apiVersion: cluster.open-cluster-management.io/v1beta2
+kind: ManagedClusterSetBinding
+metadata: {namespace: apps, name: dc-west}
+spec: {clusterSet: dc-west}
+---
+apiVersion: cluster.open-cluster-management.io/v1
+kind: ManagedCluster
+metadata: {name: east-1, labels: {cluster.open-cluster-management.io/clusterset: dc-east}}
+spec:
+  hubAcceptsClient: true
+  taints: [{key: cluster.open-cluster-management.io/unreachable, effect: NoSelect, timeAdded: "2026-06-01T10:00:00Z"}]
+---
+apiVersion: cluster.open-cluster-management.io/v1
+kind: ManagedCluster
+metadata: {name: west-1, labels: {cluster.open-cluster-management.io/clusterset: dc-west}}
+spec: {hubAcceptsClient: true}
+---
+apiVersion: cluster.open-cluster-management.io/v1
+kind: ManagedCluster
+metadata: {name: west-2, labels: {cluster.open-cluster-management.io/clusterset: dc-west}}
+spec: {hubAcceptsClient: true}
+---
+apiVersion: tiering.ocm-score.io/v1alpha1
+kind: TieredPlacement
+metadata: {namespace: apps, name: payments}
+spec:
+  tiers:
+  - {name: east, clusterSets: [dc-east]}
+  - {name: west, clusterSets: [dc-west]}
+  template:
+    tolerations:
+    - {key: cluster.open-cluster-management.io/unreachable, operator: Exists, tolerationSeconds: 120}
+  failback: {policy: Manual}
+"#;
+
+#[test]
+fn tiered_placements_are_planned_from_a_snapshot() {
+    let dir = TempDir::new("tiered");
+    let path = dir.file("hub.yaml", TIERED);
+    let path = path.to_str().expect("utf-8 path");
+    // Within the toleration, the initial plan takes the preferred tier.
+    let results = json(&simulate(&[
+        "-f",
+        path,
+        "--now",
+        "2026-06-01T10:01:00Z",
+        "-o",
+        "json",
+    ]));
+    assert_eq!(results.len(), 1, "no Placement in the input, one TieredPlacement");
+    let tp = by_name(&results, "apps/payments");
+    assert_eq!(tp["activeTiers"], serde_json::json!(["east"]));
+    assert_eq!(tp["decisions"], serde_json::json!(["east-1"]));
+    assert_eq!(tp["tiers"][0]["feasible"], 1);
+    assert_eq!(tp["transition"]["kind"], "Initial");
+    // After it, east is infeasible and the initial plan starts on west.
+    let results = json(&simulate(&[
+        "-f",
+        path,
+        "--now",
+        "2026-06-01T10:05:00Z",
+        "-o",
+        "json",
+    ]));
+    let tp = by_name(&results, "apps/payments");
+    assert_eq!(tp["activeTiers"], serde_json::json!(["west"]));
+    assert_eq!(tp["decisions"], serde_json::json!(["west-1", "west-2"]));
+    assert_eq!(tp["tiers"][0]["feasible"], 0);
+    assert_eq!(tp["tiers"][1]["qualifying"], 2);
+    assert!(
+        tp["tiers"][0]["excluded"]["east-1"]
+            .as_str()
+            .is_some_and(|w| w.contains("unreachable")),
+        "{tp:#}"
+    );
+    assert_eq!(tp["child"]["clusterSets"], serde_json::json!(["dc-west"]));
+
+    let out = simulate(&["-f", path, "--now", "2026-06-01T10:05:00Z"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.contains("TieredPlacement apps/payments (Failover)  active tiers: [west]"),
+        "{table}"
+    );
+    assert!(table.contains("decisions: [west-1, west-2]"), "{table}");
+    assert!(
+        table.contains("east/east-1: not qualifying: taint cluster.open-cluster-management.io/unreachable"),
+        "{table}"
+    );
+}
+
+#[test]
+fn a_tiered_placement_with_status_continues_from_it() {
+    let dir = TempDir::new("tiered-status");
+    let with_status = format!(
+        "{TIERED}status:\n  activeTiers: [east]\n  placement: {{name: payments, predicted: [east-1]}}\n  \
+         transitions:\n  - {{time: \"2026-06-01T09:00:00Z\", kind: Initial, from: [], to: [east], reason: FirstSatisfiedTier}}\n"
+    );
+    let path = dir.file("hub.yaml", &with_status);
+    let path = path.to_str().expect("utf-8 path");
+    let results = json(&simulate(&[
+        "-f",
+        path,
+        "--now",
+        "2026-06-01T10:05:00Z",
+        "-o",
+        "json",
+    ]));
+    let tp = by_name(&results, "apps/payments");
+    assert_eq!(tp["activeTiers"], serde_json::json!(["west"]));
+    assert_eq!(tp["transition"]["kind"], "Failover");
+    assert_eq!(tp["transition"]["reason"], "TierUnavailable");
+    // --placement selects the TieredPlacement.
+    let only = json(&simulate(&[
+        "-f",
+        path,
+        "--now",
+        "2026-06-01T10:05:00Z",
+        "-o",
+        "json",
+        "--placement",
+        "apps/payments",
+    ]));
+    assert_eq!(only.len(), 1);
+}
+
+#[test]
+fn an_invalid_tiered_placement_says_which_field() {
+    let dir = TempDir::new("tiered-invalid");
+    let path = dir.file("hub.yaml", &TIERED.replace("name: west,", "name: east,"));
+    let results = json(&simulate(&[
+        "-f",
+        path.to_str().expect("utf-8 path"),
+        "--now",
+        "2026-06-01T10:05:00Z",
+        "-o",
+        "json",
+    ]));
+    let tp = by_name(&results, "apps/payments");
+    assert_eq!(tp["conditions"]["Ready"]["reason"], "InvalidSpec");
+    assert!(
+        tp["conditions"]["Ready"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("spec.tiers[1].name")),
+        "{tp:#}"
+    );
+    assert_eq!(tp["child"], Value::Null);
+}
+
+#[test]
+fn yaml_output_quotes_timestamps_as_kubectl_does() {
+    let dir = TempDir::new("tiered-yaml");
+    let path = dir.file("hub.yaml", TIERED);
+    let out = simulate(&[
+        "-f",
+        path.to_str().expect("utf-8 path"),
+        "--now",
+        "2026-06-01T10:05:00Z",
+        "-o",
+        "yaml",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).expect("utf-8");
+    assert!(text.contains("time: \"2026-06-01T10:05:00Z\""), "{text}");
+    assert!(!text.contains(": 2026-"), "an unquoted timestamp: {text}");
+    let back: Value = serde_norway::from_str(&text).expect("YAML");
+    assert_eq!(back[0]["name"], "apps/payments");
+    assert_eq!(back[0]["decisions"], serde_json::json!(["west-1", "west-2"]));
+}

@@ -1,10 +1,11 @@
 //! Reading hub snapshots: `kubectl get ... -A -o yaml` Lists, multi-document YAML, and
 //! conformance case files (a YAML list of `{name, now, placement, objects, expect}`).
+//! TieredPlacements (`tiering.ocm-score.io`) are collected beside the OCM objects.
 
 use super::decode::decode;
 use scheduler_core::api::{
     AddOnPlacementScore, ManagedCluster, ManagedClusterSet, ManagedClusterSetBinding, Placement,
-    PlacementDecision,
+    PlacementDecision, TieredPlacement,
 };
 use scheduler_core::placement::HubObjects;
 use serde::Deserialize;
@@ -49,6 +50,8 @@ pub struct Scenario {
     pub now: Option<jiff::Timestamp>,
     pub placement: Option<(String, String)>,
     pub objects: HubObjects,
+    /// TieredPlacements, planned on top of the objects.
+    pub tiered: Vec<TieredPlacement>,
 }
 
 /// Reads `path` (`-` is stdin) into YAML documents as JSON values.
@@ -83,6 +86,7 @@ pub fn load(path: &Path) -> Result<Vec<Scenario>, InputError> {
     let docs = read_documents(path)?;
     let mut scenarios = Vec::new();
     let mut objects = HubObjects::default();
+    let mut tiered = Vec::new();
     let mut saw_objects = false;
     for (d, doc) in docs.iter().enumerate() {
         let location = format!("document {}", d + 1);
@@ -97,12 +101,18 @@ pub fn load(path: &Path) -> Result<Vec<Scenario>, InputError> {
             Value::Array(items) => {
                 saw_objects = true;
                 for (i, item) in items.iter().enumerate() {
-                    add_object(path, &format!("{location}, item #{}", i + 1), item, &mut objects)?;
+                    add_object(
+                        path,
+                        &format!("{location}, item #{}", i + 1),
+                        item,
+                        &mut objects,
+                        &mut tiered,
+                    )?;
                 }
             }
             v => {
                 saw_objects = true;
-                add_object(path, &location, v, &mut objects)?;
+                add_object(path, &location, v, &mut objects, &mut tiered)?;
             }
         }
     }
@@ -124,6 +134,7 @@ pub fn load(path: &Path) -> Result<Vec<Scenario>, InputError> {
         scenarios.push(Scenario {
             label: path.display().to_string(),
             objects,
+            tiered,
             ..Scenario::default()
         });
     }
@@ -142,6 +153,7 @@ pub fn merge(mut scenarios: Vec<Scenario>) -> Scenario {
         merged.objects.placements.extend(o.placements);
         merged.objects.decisions.extend(o.decisions);
         merged.objects.scores.extend(o.scores);
+        merged.tiered.extend(s.tiered);
     }
     merged
 }
@@ -201,8 +213,15 @@ fn load_case(path: &Path, location: &str, case: &Value) -> Result<Scenario, Inpu
         ));
     };
     let mut objects = HubObjects::default();
+    let mut tiered = Vec::new();
     for (i, item) in items.iter().enumerate() {
-        add_object(path, &format!("{location}, objects[{i}]"), item, &mut objects)?;
+        add_object(
+            path,
+            &format!("{location}, objects[{i}]"),
+            item,
+            &mut objects,
+            &mut tiered,
+        )?;
     }
     Ok(Scenario {
         label: name,
@@ -210,6 +229,7 @@ fn load_case(path: &Path, location: &str, case: &Value) -> Result<Scenario, Inpu
         now,
         placement: Some(placement),
         objects,
+        tiered,
     })
 }
 
@@ -226,7 +246,13 @@ fn describe(v: &Value) -> String {
     }
 }
 
-fn add_object(path: &Path, location: &str, v: &Value, objects: &mut HubObjects) -> Result<(), InputError> {
+fn add_object(
+    path: &Path,
+    location: &str,
+    v: &Value,
+    objects: &mut HubObjects,
+    tiered: &mut Vec<TieredPlacement>,
+) -> Result<(), InputError> {
     let Some(kind) = v.get("kind").and_then(Value::as_str) else {
         return Err(shape(
             path,
@@ -243,7 +269,7 @@ fn add_object(path: &Path, location: &str, v: &Value, objects: &mut HubObjects) 
             ));
         };
         for (i, item) in items.iter().enumerate() {
-            add_object(path, &format!("{location}, items[{i}]"), item, objects)?;
+            add_object(path, &format!("{location}, items[{i}]"), item, objects, tiered)?;
         }
         return Ok(());
     }
@@ -252,6 +278,17 @@ fn add_object(path: &Path, location: &str, v: &Value, objects: &mut HubObjects) 
         .and_then(Value::as_str)
         .map(|a| a.split_once('/').map_or("", |(g, _)| g))
         .unwrap_or("");
+    if group == scheduler_core::api::tiering::TIERING_GROUP && kind == "TieredPlacement" {
+        let location = format!("{location} ({})", describe(v));
+        let tp = decode::<TieredPlacement>(v).map_err(|(field, message)| InputError::Field {
+            path: path.to_path_buf(),
+            location,
+            field,
+            message,
+        })?;
+        tiered.push(tp);
+        return Ok(());
+    }
     if group != "cluster.open-cluster-management.io" {
         tracing::debug!(kind, group, "ignoring an object the scheduler does not read");
         return Ok(());

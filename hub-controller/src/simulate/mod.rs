@@ -1,4 +1,6 @@
 //! `ocm-score-hub simulate`: which clusters would a Placement select right now, and why.
+//! TieredPlacements in the snapshot are planned too ([`tiering`]): active tiers, per-tier counts,
+//! the predicted decisions and why.
 //!
 //! Reads hub objects from files (kubectl Lists, multi-document YAML, conformance case files),
 //! runs scheduler-core's placement engine on them and prints a ranked table or the conformance
@@ -7,6 +9,8 @@
 mod decode;
 mod input;
 mod report;
+mod tiering;
+mod yaml;
 
 pub use input::InputError;
 
@@ -23,8 +27,11 @@ pub enum OutputFormat {
     Table,
     /// A JSON array, one object per case or placement: `name` and the conformance `expect`
     /// keys; a placement OCM would leave alone (deleting, or scheduling disabled) is
-    /// `{name, skipped: <why>}`.
+    /// `{name, skipped: <why>}`. A TieredPlacement is `{name, kind: TieredPlacement,
+    /// activeTiers, decisions, tiers, ...}`.
     Json,
+    /// The JSON output as YAML, timestamps quoted as kubectl quotes them.
+    Yaml,
 }
 
 #[derive(Debug, Args)]
@@ -76,7 +83,7 @@ pub enum SimulateError {
     },
     #[error("--placement {value:?}: expected NAMESPACE/NAME")]
     PlacementFlag { value: String },
-    #[error("{scenario}: no Placement to schedule (the input has none)")]
+    #[error("{scenario}: no Placement or TieredPlacement to schedule (the input has none)")]
     NoPlacement { scenario: String },
     /// The cause follows in the error chain (`{:#}`).
     #[error("cannot write the output")]
@@ -146,7 +153,19 @@ pub fn run(args: SimulateArgs) -> Result<(), SimulateError> {
         let now = args.now.or(scenario.now).unwrap_or_else(jiff::Timestamp::now);
         let wanted = flag_placement.clone().or(scenario.placement.clone());
         let snapshot = HubSnapshot::new(scenario.objects).map_err(engine_err)?;
+        let mut tiered: Vec<&scheduler_core::api::TieredPlacement> = scenario
+            .tiered
+            .iter()
+            .filter(|tp| {
+                wanted
+                    .as_ref()
+                    .is_none_or(|(ns, name)| tiering::key(tp) == format!("{ns}/{name}"))
+            })
+            .collect();
+        tiered.sort_by_key(|tp| tiering::key(tp));
+        let wanted_is_tiered = wanted.is_some() && !tiered.is_empty();
         let keys: Vec<(String, String)> = match wanted {
+            Some(_) if wanted_is_tiered => Vec::new(),
             Some(key) => vec![key],
             None => snapshot
                 .placements()
@@ -159,8 +178,19 @@ pub fn run(args: SimulateArgs) -> Result<(), SimulateError> {
                 })
                 .collect(),
         };
-        if keys.is_empty() {
+        if keys.is_empty() && tiered.is_empty() {
             return Err(SimulateError::NoPlacement { scenario: label });
+        }
+        for tp in tiered {
+            let plan = tiering::plan(tp, &snapshot, now);
+            tracing::debug!(scenario = %label, tiered_placement = %tiering::key(tp), %now, "planned");
+            match args.output {
+                OutputFormat::Json | OutputFormat::Yaml => json_out.push(tiering::json(tp, &plan)),
+                OutputFormat::Table => {
+                    text.push_str(&tiering::table(tp, &plan));
+                    text.push('\n');
+                }
+            }
         }
         for (ns, name) in keys {
             let Some(p) = snapshot.placement(&ns, &name) else {
@@ -177,7 +207,7 @@ pub fn run(args: SimulateArgs) -> Result<(), SimulateError> {
                 format!("{ns}/{name}")
             };
             match args.output {
-                OutputFormat::Json => {
+                OutputFormat::Json | OutputFormat::Yaml => {
                     let mut obj = serde_json::Map::new();
                     obj.insert("name".into(), json!(entry_name));
                     match &outcome {
@@ -209,6 +239,7 @@ pub fn run(args: SimulateArgs) -> Result<(), SimulateError> {
             serde_json::to_writer_pretty(&mut stdout, &json_out).map_err(std::io::Error::from)?;
             writeln!(stdout)?;
         }
+        OutputFormat::Yaml => stdout.write_all(yaml::to_string(&Value::Array(json_out)).as_bytes())?,
         OutputFormat::Table => stdout.write_all(text.as_bytes())?,
     }
     Ok(())
