@@ -7,7 +7,7 @@ use agent_contract::{
     self as contract, DurationArg, ExtendedResource, NormalizeArg, Source, flag, parse_duration,
     parse_extended_resource, parse_normalize, parse_source,
 };
-use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
+use clap::{ArgAction, Args, Parser, Subcommand};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -176,11 +176,8 @@ pub struct OnceArgs {
     pub publish: bool,
 }
 
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LogFormat {
-    Text,
-    Json,
-}
+/// The log formats are the process shell's, the same in every mode.
+pub use ocm_score_shell::logging::LogFormat;
 
 /// The arguments with `run` inserted when no subcommand is given, so `ocm-score-agent --flags` runs.
 pub fn with_default_subcommand<I: IntoIterator<Item = std::ffi::OsString>>(

@@ -1,19 +1,25 @@
-//! `ocm-score-agent`: parse and validate the command line (bad values exit 2 naming the flag), set up
-//! logging and the runtime, then hand over to `run` or `once`.
+//! `ocm-score-agent`: wiring only. Parse and validate the command line (bad values exit 2 naming the
+//! flag), set up logging and the runtime (the process shell, `ocm_score_shell`), then hand over to
+//! `run` or `once`.
 
 use anyhow::Context;
-use clap::{CommandFactory, Parser};
+use clap::CommandFactory;
 use ocm_score_agent::cli::{Cli, Command, LogFormat, with_default_subcommand};
 use ocm_score_agent::config::{ConfigError, OnceConfig, RunConfig};
+use ocm_score_shell::logging::{self, LogArgs};
 use std::process::ExitCode;
 use std::time::Duration;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse_from(with_default_subcommand(std::env::args_os()));
+    let (cli, deprecated) = ocm_score_shell::cli::parse::<Cli>(with_default_subcommand(std::env::args_os()));
+    let start_logging = |format: LogFormat| {
+        logging::init(&LogArgs { format });
+        ocm_score_shell::cli::warn_deprecated(&deprecated);
+    };
     let result = match cli.command {
         Command::Run(args) => {
             let cfg = RunConfig::from_args(args).unwrap_or_else(|e| exit_with_config_error(&e));
-            init_logging(cfg.scoring.log_format);
+            start_logging(cfg.scoring.log_format);
             runtime().and_then(|rt| {
                 let result = rt.block_on(run(cfg));
                 rt.shutdown_timeout(Duration::from_secs(1));
@@ -22,7 +28,7 @@ fn main() -> ExitCode {
         }
         Command::Once(args) => {
             let cfg = OnceConfig::from_args(args).unwrap_or_else(|e| exit_with_config_error(&e));
-            init_logging(cfg.scoring.log_format);
+            start_logging(cfg.scoring.log_format);
             runtime().and_then(|rt| {
                 let yaml = rt.block_on(ocm_score_agent::once::once(cfg)).context("once")?;
                 print!("{yaml}");
@@ -54,51 +60,13 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .context("starting the async runtime")
 }
 
+/// `run` until SIGTERM or Ctrl-C (the shell's shutdown token, handed to the loop as a flag).
 async fn run(cfg: RunConfig) -> anyhow::Result<()> {
-    let (stop, shutdown) = tokio::sync::watch::channel(false);
+    let shutdown = ocm_score_shell::shutdown::on_signals();
+    let (stop, stopped) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
-        wait_for_signal().await;
-        tracing::info!("termination signal received");
-        let _ = stop.send(true);
+        shutdown.cancelled().await;
+        stop.send_replace(true);
     });
-    ocm_score_agent::run::run(cfg, shutdown).await.context("run")
-}
-
-async fn wait_for_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = tokio::signal::ctrl_c() => {}
-                }
-            }
-            Err(error) => {
-                tracing::warn!(%error, "cannot listen for SIGTERM; only Ctrl-C stops the agent");
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
-}
-
-/// Structured logs on stderr (stdout is reserved for `once`'s YAML); level from RUST_LOG, default info.
-/// kube's client logs every failed request at ERROR; the agent logs the same failure with context,
-/// so that line is off unless RUST_LOG asks for it.
-fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,kube_client::client::builder=off"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
-    match format {
-        LogFormat::Json => builder.json().init(),
-        LogFormat::Text => builder.init(),
-    }
+    ocm_score_agent::run::run(cfg, stopped).await.context("run")
 }

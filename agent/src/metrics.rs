@@ -1,15 +1,17 @@
-//! Prometheus metrics of the agent, rendered in the text exposition format.
+//! Prometheus metrics of the agent, in a `prometheus-client` registry under `ocm_score_agent`,
+//! served by the process shell on `/metrics`.
 //!
 //! The score object carries only integers in -100..100, so the raw quantities behind every score are
 //! exported here (`ocm_score_agent_free` / `ocm_score_agent_capacity`, in base units: cores, bytes,
-//! devices). A handful of counters and gauges needs no metrics library; they are atomics rendered by hand.
+//! devices).
 
 use crate::accounting::{ResourceSet, ResourceView};
 use crate::scores::ScoreValue;
-use std::collections::BTreeMap;
-use std::fmt::Write;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use ocm_score_shell::metrics::{OptionalGauge, Registry, encode};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use std::sync::atomic::AtomicU64;
 
 /// Which watch a counter is about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,10 +27,6 @@ impl WatchKind {
             WatchKind::Pods => "pods",
         }
     }
-
-    fn index(self) -> usize {
-        self as usize
-    }
 }
 
 /// What a hub write attempt ended as.
@@ -39,68 +37,183 @@ pub enum WriteResult {
     Failed,
 }
 
-#[derive(Default)]
-pub struct Metrics {
-    watch_events: [AtomicU64; 2],
-    watch_errors: [AtomicU64; 2],
-    invalid_objects: AtomicU64,
-    writes: [AtomicU64; 3],
-    lease_renewals: [AtomicU64; 2],
-    kubelet_scrapes: [AtomicU64; 2],
-    last_computed_seconds: AtomicI64,
-    valid_until_seconds: AtomicI64,
-    source_failures: Mutex<BTreeMap<&'static str, u64>>,
-    snapshot: Mutex<Option<Snapshot>>,
+type Labels = Vec<(&'static str, String)>;
+
+fn label(name: &'static str, value: &str) -> Labels {
+    vec![(name, value.to_owned())]
 }
 
-struct Snapshot {
-    /// (resource, scope, free, capacity) in base units.
-    figures: Vec<(String, &'static str, f64, f64)>,
-    scores: Vec<(String, i32)>,
-    eligible_nodes: usize,
-    counted_pods: Option<usize>,
+fn result_label(result: WriteResult) -> Labels {
+    label(
+        "result",
+        match result {
+            WriteResult::Written => "written",
+            WriteResult::Skipped => "skipped",
+            WriteResult::Failed => "failed",
+        },
+    )
+}
+
+fn ok_label(ok: bool) -> Labels {
+    label("result", if ok { "ok" } else { "failed" })
+}
+
+pub struct Metrics {
+    registry: Registry,
+    watch_events: Family<Labels, Counter>,
+    watch_errors: Family<Labels, Counter>,
+    invalid_objects: Gauge,
+    writes: Family<Labels, Counter>,
+    lease_renewals: Family<Labels, Counter>,
+    kubelet_scrapes: Family<Labels, Counter>,
+    source_failures: Family<Labels, Counter>,
+    last_computed_seconds: Gauge,
+    valid_until_seconds: Gauge,
+    free: Family<Labels, Gauge<f64, AtomicU64>>,
+    capacity: Family<Labels, Gauge<f64, AtomicU64>>,
+    score: Family<Labels, Gauge>,
+    eligible_nodes: OptionalGauge,
+    counted_pods: OptionalGauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("ocm_score_agent");
+        let mut family = |name: &str, help: &str| {
+            let family = Family::<Labels, Counter>::default();
+            registry.register(name, help, family.clone());
+            family
+        };
+        let watch_events = family("watch_events", "Watch events applied to the accounting");
+        let watch_errors = family(
+            "watch_errors",
+            "Watch stream errors (each is retried with backoff)",
+        );
+        let writes = family(
+            "hub_writes",
+            "AddOnPlacementScore status writes by result (skipped = nothing moved enough)",
+        );
+        let lease_renewals = family("lease_renewals", "Add-on Lease renewals by result");
+        let kubelet_scrapes = family("kubelet_scrapes", "Kubelet /metrics/resource scrapes by result");
+        let source_failures = family(
+            "source_failures",
+            "Computations abandoned because a source failed",
+        );
+        let invalid_objects = Gauge::default();
+        registry.register(
+            "invalid_objects",
+            "Nodes and pods whose resources cannot be read",
+            invalid_objects.clone(),
+        );
+        let last_computed_seconds = Gauge::default();
+        registry.register(
+            "last_computed_timestamp_seconds",
+            "When scores were last computed from fresh data",
+            last_computed_seconds.clone(),
+        );
+        let valid_until_seconds = Gauge::default();
+        registry.register(
+            "valid_until_timestamp_seconds",
+            "validUntil of the last successful write",
+            valid_until_seconds.clone(),
+        );
+        let free = Family::default();
+        registry.register(
+            "free",
+            "Free amount behind the scores, in base units (cores, bytes, devices)",
+            free.clone(),
+        );
+        let capacity = Family::default();
+        registry.register(
+            "capacity",
+            "Capacity the free amount is measured against, in base units",
+            capacity.clone(),
+        );
+        let score = Family::default();
+        registry.register("score", "The last computed score (-100..100)", score.clone());
+        // Absent until the first computation; pods only with the cluster source.
+        let eligible_nodes = OptionalGauge::register(
+            &mut registry,
+            "eligible_nodes",
+            "Ready, schedulable nodes counted",
+        );
+        let counted_pods =
+            OptionalGauge::register(&mut registry, "counted_pods", "Bound, non-terminal pods counted");
+        // Every known series is visible (at 0) from the first scrape.
+        for kind in [WatchKind::Nodes, WatchKind::Pods] {
+            let _ = watch_events.get_or_create(&label("kind", kind.as_str()));
+            let _ = watch_errors.get_or_create(&label("kind", kind.as_str()));
+        }
+        for result in [WriteResult::Written, WriteResult::Skipped, WriteResult::Failed] {
+            let _ = writes.get_or_create(&result_label(result));
+        }
+        for ok in [true, false] {
+            let _ = lease_renewals.get_or_create(&ok_label(ok));
+            let _ = kubelet_scrapes.get_or_create(&ok_label(ok));
+        }
+        Metrics {
+            registry,
+            watch_events,
+            watch_errors,
+            invalid_objects,
+            writes,
+            lease_renewals,
+            kubelet_scrapes,
+            source_failures,
+            last_computed_seconds,
+            valid_until_seconds,
+            free,
+            capacity,
+            score,
+            eligible_nodes,
+            counted_pods,
+        }
+    }
 }
 
 impl Metrics {
     pub fn watch_event(&self, kind: WatchKind) {
-        self.watch_events[kind.index()].fetch_add(1, Ordering::Relaxed);
+        self.watch_events
+            .get_or_create(&label("kind", kind.as_str()))
+            .inc();
     }
 
     pub fn watch_error(&self, kind: WatchKind) {
-        self.watch_errors[kind.index()].fetch_add(1, Ordering::Relaxed);
+        self.watch_errors
+            .get_or_create(&label("kind", kind.as_str()))
+            .inc();
     }
 
     pub fn set_invalid_objects(&self, count: usize) {
-        self.invalid_objects.store(count as u64, Ordering::Relaxed);
+        self.invalid_objects.set(i64::try_from(count).unwrap_or(i64::MAX));
     }
 
     pub fn write(&self, result: WriteResult) {
-        self.writes[result as usize].fetch_add(1, Ordering::Relaxed);
+        self.writes.get_or_create(&result_label(result)).inc();
     }
 
     pub fn writes(&self, result: WriteResult) -> u64 {
-        self.writes[result as usize].load(Ordering::Relaxed)
+        self.writes.get_or_create(&result_label(result)).get()
     }
 
     pub fn lease_renewal(&self, ok: bool) {
-        self.lease_renewals[usize::from(!ok)].fetch_add(1, Ordering::Relaxed);
+        self.lease_renewals.get_or_create(&ok_label(ok)).inc();
     }
 
     pub fn kubelet_scrape(&self, ok: bool) {
-        self.kubelet_scrapes[usize::from(!ok)].fetch_add(1, Ordering::Relaxed);
+        self.kubelet_scrapes.get_or_create(&ok_label(ok)).inc();
     }
 
     pub fn source_failure(&self, source: &'static str) {
-        if let Ok(mut failures) = self.source_failures.lock() {
-            *failures.entry(source).or_default() += 1;
-        }
+        self.source_failures.get_or_create(&label("source", source)).inc();
     }
 
     pub fn set_valid_until(&self, unix_seconds: i64) {
-        self.valid_until_seconds.store(unix_seconds, Ordering::Relaxed);
+        self.valid_until_seconds.set(unix_seconds);
     }
 
-    /// Records a successful computation: raw figures and the scores derived from them.
+    /// Records a successful computation: raw figures and the scores derived from them. The series of
+    /// the previous computation are replaced, so a resource or score no longer computed disappears.
     pub fn computed(
         &self,
         view: &ResourceView,
@@ -109,217 +222,40 @@ impl Metrics {
         counted_pods: Option<usize>,
         unix_seconds: i64,
     ) {
-        let mut figures = Vec::new();
+        self.free.clear();
+        self.capacity.clear();
         for (r, f) in view.figures.iter().enumerate() {
             let Some(f) = f else { continue };
             let per = resources.units_per_base_unit(r);
             let name = resources.name(r).to_owned();
-            figures.push((
-                name.clone(),
-                "cluster",
-                f.cluster_free as f64 / per,
-                f.cluster_capacity as f64 / per,
-            ));
-            figures.push((
-                name,
-                "node",
-                f.node_free as f64 / per,
-                f.node_capacity as f64 / per,
-            ));
+            for (scope, free, capacity) in [
+                ("cluster", f.cluster_free, f.cluster_capacity),
+                ("node", f.node_free, f.node_capacity),
+            ] {
+                let labels = vec![("resource", name.clone()), ("scope", scope.to_owned())];
+                self.free.get_or_create(&labels).set(free as f64 / per);
+                self.capacity.get_or_create(&labels).set(capacity as f64 / per);
+            }
         }
-        let snapshot = Snapshot {
-            figures,
-            scores: scores.iter().map(|s| (s.name.clone(), s.value)).collect(),
-            eligible_nodes: view.eligible_nodes,
-            counted_pods,
-        };
-        if let Ok(mut slot) = self.snapshot.lock() {
-            *slot = Some(snapshot);
+        self.score.clear();
+        for s in scores {
+            self.score
+                .get_or_create(&label("score", &s.name))
+                .set(i64::from(s.value));
         }
-        self.last_computed_seconds.store(unix_seconds, Ordering::Relaxed);
+        let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+        self.eligible_nodes.set(count(view.eligible_nodes));
+        match counted_pods {
+            Some(pods) => self.counted_pods.set(count(pods)),
+            None => self.counted_pods.clear(),
+        }
+        self.last_computed_seconds.set(unix_seconds);
     }
 
-    /// The text exposition of every metric.
+    /// The OpenMetrics text of every family.
     pub fn render(&self) -> String {
-        let mut out = String::with_capacity(4096);
-        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
-
-        header(
-            &mut out,
-            "ocm_score_agent_watch_events_total",
-            "counter",
-            "Watch events applied to the accounting.",
-        );
-        for kind in [WatchKind::Nodes, WatchKind::Pods] {
-            let _ = writeln!(
-                out,
-                "ocm_score_agent_watch_events_total{{kind=\"{}\"}} {}",
-                kind.as_str(),
-                load(&self.watch_events[kind.index()])
-            );
-        }
-        header(
-            &mut out,
-            "ocm_score_agent_watch_errors_total",
-            "counter",
-            "Watch stream errors (each is retried with backoff).",
-        );
-        for kind in [WatchKind::Nodes, WatchKind::Pods] {
-            let _ = writeln!(
-                out,
-                "ocm_score_agent_watch_errors_total{{kind=\"{}\"}} {}",
-                kind.as_str(),
-                load(&self.watch_errors[kind.index()])
-            );
-        }
-        header(
-            &mut out,
-            "ocm_score_agent_invalid_objects",
-            "gauge",
-            "Nodes and pods whose resources cannot be read.",
-        );
-        let _ = writeln!(
-            out,
-            "ocm_score_agent_invalid_objects {}",
-            load(&self.invalid_objects)
-        );
-
-        header(
-            &mut out,
-            "ocm_score_agent_hub_writes_total",
-            "counter",
-            "AddOnPlacementScore status writes by result (skipped = nothing moved enough).",
-        );
-        for (i, result) in ["written", "skipped", "failed"].iter().enumerate() {
-            let _ = writeln!(
-                out,
-                "ocm_score_agent_hub_writes_total{{result=\"{result}\"}} {}",
-                load(&self.writes[i])
-            );
-        }
-        header(
-            &mut out,
-            "ocm_score_agent_lease_renewals_total",
-            "counter",
-            "Add-on Lease renewals by result.",
-        );
-        for (i, result) in ["ok", "failed"].iter().enumerate() {
-            let _ = writeln!(
-                out,
-                "ocm_score_agent_lease_renewals_total{{result=\"{result}\"}} {}",
-                load(&self.lease_renewals[i])
-            );
-        }
-        header(
-            &mut out,
-            "ocm_score_agent_kubelet_scrapes_total",
-            "counter",
-            "Kubelet /metrics/resource scrapes by result.",
-        );
-        for (i, result) in ["ok", "failed"].iter().enumerate() {
-            let _ = writeln!(
-                out,
-                "ocm_score_agent_kubelet_scrapes_total{{result=\"{result}\"}} {}",
-                load(&self.kubelet_scrapes[i])
-            );
-        }
-        header(
-            &mut out,
-            "ocm_score_agent_source_failures_total",
-            "counter",
-            "Computations abandoned because a source failed.",
-        );
-        if let Ok(failures) = self.source_failures.lock() {
-            for (source, count) in failures.iter() {
-                let _ = writeln!(
-                    out,
-                    "ocm_score_agent_source_failures_total{{source=\"{source}\"}} {count}"
-                );
-            }
-        }
-        header(
-            &mut out,
-            "ocm_score_agent_last_computed_timestamp_seconds",
-            "gauge",
-            "When scores were last computed from fresh data.",
-        );
-        let _ = writeln!(
-            out,
-            "ocm_score_agent_last_computed_timestamp_seconds {}",
-            self.last_computed_seconds.load(Ordering::Relaxed)
-        );
-        header(
-            &mut out,
-            "ocm_score_agent_valid_until_timestamp_seconds",
-            "gauge",
-            "validUntil of the last successful write.",
-        );
-        let _ = writeln!(
-            out,
-            "ocm_score_agent_valid_until_timestamp_seconds {}",
-            self.valid_until_seconds.load(Ordering::Relaxed)
-        );
-
-        if let Ok(slot) = self.snapshot.lock()
-            && let Some(s) = slot.as_ref()
-        {
-            header(
-                &mut out,
-                "ocm_score_agent_free",
-                "gauge",
-                "Free amount behind the scores, in base units (cores, bytes, devices).",
-            );
-            for (resource, scope, free, _) in &s.figures {
-                let _ = writeln!(
-                    out,
-                    "ocm_score_agent_free{{resource=\"{resource}\",scope=\"{scope}\"}} {free}"
-                );
-            }
-            header(
-                &mut out,
-                "ocm_score_agent_capacity",
-                "gauge",
-                "Capacity the free amount is measured against, in base units.",
-            );
-            for (resource, scope, _, capacity) in &s.figures {
-                let _ = writeln!(
-                    out,
-                    "ocm_score_agent_capacity{{resource=\"{resource}\",scope=\"{scope}\"}} {capacity}"
-                );
-            }
-            header(
-                &mut out,
-                "ocm_score_agent_score",
-                "gauge",
-                "The last computed score (-100..100).",
-            );
-            for (name, value) in &s.scores {
-                let _ = writeln!(out, "ocm_score_agent_score{{score=\"{name}\"}} {value}");
-            }
-            header(
-                &mut out,
-                "ocm_score_agent_eligible_nodes",
-                "gauge",
-                "Ready, schedulable nodes counted.",
-            );
-            let _ = writeln!(out, "ocm_score_agent_eligible_nodes {}", s.eligible_nodes);
-            if let Some(pods) = s.counted_pods {
-                header(
-                    &mut out,
-                    "ocm_score_agent_counted_pods",
-                    "gauge",
-                    "Bound, non-terminal pods counted.",
-                );
-                let _ = writeln!(out, "ocm_score_agent_counted_pods {pods}");
-            }
-        }
-        out
+        encode(&self.registry)
     }
-}
-
-fn header(out: &mut String, name: &str, kind: &str, help: &str) {
-    let _ = writeln!(out, "# HELP {name} {help}");
-    let _ = writeln!(out, "# TYPE {name} {kind}");
 }
 
 #[cfg(test)]

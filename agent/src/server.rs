@@ -1,12 +1,11 @@
-//! The agent's HTTP endpoint: `/metrics` (Prometheus text), `/healthz` (the main loop is alive) and
-//! `/readyz` (the sources have synced and the hub has accepted, or already held, current scores).
+//! What the agent reports on `/metrics`, `/healthz` (the main loop is alive) and `/readyz` (the
+//! sources have synced and the hub has accepted, or already held, current scores), served by the
+//! process shell's probe server.
 
 use crate::lease::Heartbeat;
 use crate::metrics::Metrics;
-use http_body_util::Full;
-use hyper::body::{Bytes, Incoming};
-use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
+use ocm_score_shell::CancellationToken;
+use ocm_score_shell::probes::ProbeServer;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -30,73 +29,42 @@ impl Probes {
     pub fn is_ready(&self) -> bool {
         self.ready.load(Ordering::Relaxed)
     }
+}
 
-    fn respond(&self, request: &Request<Incoming>) -> Response<Full<Bytes>> {
-        let text = |status: StatusCode, body: String| {
-            let mut response = Response::new(Full::new(Bytes::from(body)));
-            *response.status_mut() = status;
-            response
-        };
-        if request.method() != Method::GET && request.method() != Method::HEAD {
-            return text(StatusCode::METHOD_NOT_ALLOWED, "only GET\n".into());
+impl ocm_score_shell::probes::Probes for Probes {
+    fn metrics(&self) -> String {
+        self.metrics.render()
+    }
+
+    fn live(&self) -> Result<(), String> {
+        if self.heartbeat.alive(jiff::Timestamp::now(), self.max_silence) {
+            Ok(())
+        } else {
+            Err("main loop silent".into())
         }
-        match request.uri().path() {
-            "/metrics" => {
-                let mut response = text(StatusCode::OK, self.metrics.render());
-                response.headers_mut().insert(
-                    hyper::header::CONTENT_TYPE,
-                    hyper::header::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
-                );
-                response
-            }
-            "/healthz" | "/livez" => {
-                if self.heartbeat.alive(jiff::Timestamp::now(), self.max_silence) {
-                    text(StatusCode::OK, "ok\n".into())
-                } else {
-                    text(StatusCode::SERVICE_UNAVAILABLE, "main loop silent\n".into())
-                }
-            }
-            "/readyz" => {
-                if self.is_ready() {
-                    text(StatusCode::OK, "ready\n".into())
-                } else {
-                    text(
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        "sources not synced or no hub write yet\n".into(),
-                    )
-                }
-            }
-            _ => text(StatusCode::NOT_FOUND, "not found\n".into()),
+    }
+
+    fn ready(&self) -> Result<(), String> {
+        if self.is_ready() {
+            Ok(())
+        } else {
+            Err("sources not synced or no hub write yet".into())
         }
     }
 }
 
 /// Serves until the task is dropped.
 pub async fn serve(listener: TcpListener, probes: Arc<Probes>) {
-    loop {
-        let (stream, _) = match listener.accept().await {
-            Ok(accepted) => accepted,
-            Err(error) => {
-                tracing::warn!(%error, "accepting a connection failed");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
-        let probes = probes.clone();
-        tokio::spawn(async move {
-            let service = hyper::service::service_fn(move |request| {
-                let response = probes.respond(&request);
-                async move { Ok::<_, std::convert::Infallible>(response) }
-            });
-            let connection = hyper::server::conn::http1::Builder::new()
-                .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(Duration::from_secs(10))
-                .serve_connection(TokioIo::new(stream), service);
-            if let Err(error) = connection.await {
-                tracing::debug!(%error, "metrics connection ended with an error");
-            }
-        });
-    }
+    let stop = CancellationToken::new();
+    // Dropping this future (the task being aborted) drops the server, which aborts its task too.
+    let _server = match ProbeServer::serve_on(listener, probes, stop.clone()) {
+        Ok(server) => server,
+        Err(error) => {
+            tracing::warn!(%error, "the metrics listener has no address; not serving");
+            return;
+        }
+    };
+    std::future::pending::<()>().await;
 }
 
 #[cfg(test)]

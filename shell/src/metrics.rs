@@ -17,6 +17,59 @@ pub fn encode(registry: &Registry) -> String {
     out
 }
 
+/// A gauge that is absent from the exposition until set, and again after [`OptionalGauge::clear`]:
+/// for a figure that only some configurations have (a family with an empty label set would print
+/// `name{}`, which not every parser reads).
+#[derive(Clone, Debug)]
+pub struct OptionalGauge {
+    name: &'static str,
+    help: &'static str,
+    value: std::sync::Arc<std::sync::Mutex<Option<i64>>>,
+}
+
+impl OptionalGauge {
+    /// Registers the gauge in `registry` (under its prefix).
+    pub fn register(registry: &mut Registry, name: &'static str, help: &'static str) -> Self {
+        let gauge = OptionalGauge {
+            name,
+            help,
+            value: Default::default(),
+        };
+        registry.register_collector(Box::new(gauge.clone()));
+        gauge
+    }
+
+    pub fn set(&self, value: i64) {
+        *self.value.lock().unwrap_or_else(|p| p.into_inner()) = Some(value);
+    }
+
+    pub fn clear(&self) {
+        *self.value.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+}
+
+impl prometheus_client::collector::Collector for OptionalGauge {
+    fn encode(
+        &self,
+        mut encoder: prometheus_client::encoding::DescriptorEncoder,
+    ) -> Result<(), std::fmt::Error> {
+        let value = *self.value.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(value) = value {
+            let metric = encoder.encode_descriptor(
+                self.name,
+                self.help,
+                None,
+                prometheus_client::metrics::MetricType::Gauge,
+            )?;
+            prometheus_client::encoding::EncodeMetric::encode(
+                &prometheus_client::metrics::gauge::ConstGauge::new(value),
+                metric,
+            )?;
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -39,5 +92,20 @@ mod tests {
         assert!(text.ends_with("# EOF\n"), "{text}");
         let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).expect("parses");
         assert_eq!(scrape.samples.len(), 1);
+    }
+
+    #[test]
+    fn an_optional_gauge_shows_only_while_set() {
+        let mut registry = Registry::with_prefix("ocm_score_test");
+        let pods = OptionalGauge::register(&mut registry, "pods", "Pods counted");
+        assert!(!encode(&registry).contains("pods"));
+        pods.set(7);
+        assert!(
+            encode(&registry).contains("\nocm_score_test_pods 7\n"),
+            "{}",
+            encode(&registry)
+        );
+        pods.clear();
+        assert!(!encode(&registry).contains("pods"));
     }
 }

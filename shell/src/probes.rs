@@ -57,6 +57,18 @@ impl ProbeServer {
         Ok(ProbeServer { addr: local, task })
     }
 
+    /// Serves on a listener the caller bound (it may have needed the address earlier).
+    pub fn serve_on(
+        listener: TcpListener,
+        probes: Arc<dyn Probes>,
+        shutdown: CancellationToken,
+    ) -> std::io::Result<Self> {
+        let addr = listener.local_addr()?;
+        tracing::info!(%addr, "serving /metrics, /healthz and /readyz");
+        let task = tokio::spawn(serve(listener, probes, shutdown));
+        Ok(ProbeServer { addr, task })
+    }
+
     /// The address actually bound.
     pub fn addr(&self) -> SocketAddr {
         self.addr
