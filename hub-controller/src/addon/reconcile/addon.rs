@@ -221,8 +221,9 @@ async fn apply(
     };
 
     // Creating an owned object for an add-on that is already gone would outlive it until the garbage
-    // collector notices. The cache may still hold an add-on whose deletion it has not seen (the
-    // deletion of what it owned can arrive first), so before creating anything, ask the server.
+    // collector notices (and a re-created work would briefly bring the agent back). The cache may
+    // still hold an add-on whose deletion it has not seen: the garbage collector's deletions of what
+    // it owned can arrive first. So when objects we created for it are missing, ask the server.
     let role_name = names::hub_role_name(addon_name);
     let creates = ctx
         .stores
@@ -234,12 +235,15 @@ async fn apply(
             .bindings
             .get(&ObjectRef::new(&role_name).within(cluster))
             .is_none()
-        || ctx
-            .stores
-            .works
-            .get(&ObjectRef::new(&names::deploy_work_name(addon_name)).within(cluster))
-            .is_none();
-    if creates && !still_exists(ctx, addon, cluster).await? {
+        // The work is only created from a valid config.
+        || (configuration.result.is_ok()
+            && ctx
+                .stores
+                .works
+                .get(&ObjectRef::new(&names::deploy_work_name(addon_name)).within(cluster))
+                .is_none());
+    let uid = addon.metadata.uid.clone().unwrap_or_default();
+    if creates && ctx.was_provisioned(&uid) && !still_exists(ctx, addon, cluster).await? {
         tracing::debug!(%cluster, "the add-on is gone; nothing to create for it");
         return Ok(Action::await_change());
     }
@@ -263,8 +267,9 @@ async fn apply(
             e.to_string(),
         ),
     }));
-    if let Err(e) = rbac {
-        failure = Some(e);
+    match rbac {
+        Ok(()) => ctx.provisioned(&uid),
+        Err(e) => failure = Some(e),
     }
     if let Err(e) = adopt_score(ctx, addon, cluster).await {
         failure.get_or_insert(e);

@@ -136,6 +136,9 @@ pub struct Context {
     failures: Mutex<HashMap<String, u32>>,
     /// Clusters whose deployment config is currently invalid.
     invalid_configs: Mutex<BTreeSet<String>>,
+    /// Add-ons (by uid) whose owned objects this process has created: if those go missing, the
+    /// add-on may be gone too.
+    provisioned: Mutex<BTreeSet<String>>,
 }
 
 /// First retry after a failure; doubled per consecutive failure up to [`MAX_BACKOFF`].
@@ -151,6 +154,7 @@ impl Context {
             metrics,
             failures: Mutex::default(),
             invalid_configs: Mutex::default(),
+            provisioned: Mutex::default(),
         }
     }
 
@@ -167,6 +171,31 @@ impl Context {
         let count = failures.entry(key.to_string()).or_insert(0);
         *count = count.saturating_add(1);
         backoff(*count)
+    }
+
+    /// Whether this process has created owned objects for the add-on with `uid`.
+    pub fn was_provisioned(&self, uid: &str) -> bool {
+        self.provisioned
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(uid)
+    }
+
+    /// Records that the add-on with `uid` got its owned objects, forgetting add-ons that are gone.
+    pub fn provisioned(&self, uid: &str) {
+        let mut set = self.provisioned.lock().unwrap_or_else(|p| p.into_inner());
+        set.insert(uid.to_string());
+        let live = self.stores.addons.state().len();
+        if set.len() > 2 * live + 16 {
+            let uids: BTreeSet<String> = self
+                .stores
+                .addons
+                .state()
+                .iter()
+                .filter_map(|a| a.metadata.uid.clone())
+                .collect();
+            set.retain(|u| uids.contains(u));
+        }
     }
 
     pub fn set_config_invalid(&self, cluster: &str, invalid: bool) {
