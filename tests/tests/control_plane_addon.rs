@@ -17,7 +17,7 @@ use ocm_score_tests::control_plane::ControlPlane;
 use ocm_score_tests::control_plane::addon::{
     ADDON, INSTALL_NAMESPACE, add_nodes, add_pod, agent_deployment, condition_true, decided, dynamic,
     hub_snapshot, install_and_start_manager, install_from_and_start_manager, kubectl, kubectl_binary,
-    leftovers, manual_install_overlay, score, start_agent, workspace_binary,
+    leftovers, manual_install_overlay, score, score_object, start_agent, workspace_binary,
 };
 use ocm_score_tests::control_plane::process::Component;
 use ocm_score_tests::support::{TempDir, eventually};
@@ -53,14 +53,7 @@ fn run(kubeconfig: &Path, args: &[&str]) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn installed_from_manifests_the_addon_registers_deploys_publishes_and_places() {
-    let cp = match ControlPlane::builder()
-        .clusters(2)
-        .start_with_progress(&|l| eprintln!("{l}"))
-        .await
-    {
-        Ok(cp) => cp,
-        Err(e) => panic!("the control plane did not start: {e}"),
-    };
+    let cp = two_clusters().await;
     let hub = cp.hub_client().await.expect("hub client");
     let hub_kc = cp.hub_kubeconfig();
     let dir = TempDir::new("addon-real");
@@ -565,19 +558,19 @@ fn managed_cluster_addon(cluster: &str) -> String {
 
 /// Whether the agent's score has expired: `validUntil` is in the past.
 async fn score_expired(hub: &kube::Client, cluster: &str) -> Option<String> {
-    let scores = dynamic(
-        hub,
-        "cluster.open-cluster-management.io",
-        "v1alpha1",
-        "AddOnPlacementScore",
-        Some(cluster),
-    )
-    .await
-    .ok()?;
-    let object = scores.get_opt("resource-usage-score").await.ok().flatten()?;
+    let object = score_object(hub, cluster).await?;
     let valid_until = object.data.pointer("/status/validUntil")?.as_str()?.to_owned();
     let at: jiff::Timestamp = valid_until.parse().ok()?;
     (at < jiff::Timestamp::now()).then_some(valid_until)
+}
+
+/// A control plane with `cluster1` and `cluster2` joined, its progress on stderr.
+async fn two_clusters() -> ControlPlane {
+    ControlPlane::builder()
+        .clusters(2)
+        .start_with_progress(&|l| eprintln!("{l}"))
+        .await
+        .unwrap_or_else(|e| panic!("the control plane did not start: {e}"))
 }
 
 /// The Manual install strategy, an agent that dies, a cluster that leaves, and an uninstall after
@@ -590,14 +583,7 @@ async fn score_expired(hub: &kube::Client, cluster: &str) -> Option<String> {
 /// - with our manager stopped first, `kubectl delete -k` of the install returns and leaves nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn manual_install_dead_agent_detach_and_uninstall_without_our_manager() {
-    let cp = match ControlPlane::builder()
-        .clusters(2)
-        .start_with_progress(&|l| eprintln!("{l}"))
-        .await
-    {
-        Ok(cp) => cp,
-        Err(e) => panic!("the control plane did not start: {e}"),
-    };
+    let cp = two_clusters().await;
     let hub = cp.hub_client().await.expect("hub client");
     let hub_kc = cp.hub_kubeconfig();
     let dir = TempDir::new("addon-manual");

@@ -426,8 +426,8 @@ pub async fn add_pod(
     Ok(())
 }
 
-/// A published score of `resource-usage-score` in a cluster's namespace.
-pub async fn score(hub: &kube::Client, cluster: &str, name: &str) -> Option<i64> {
+/// The `resource-usage-score` object in a cluster's namespace, if there is one.
+pub async fn score_object(hub: &kube::Client, cluster: &str) -> Option<DynamicObject> {
     let api = dynamic(
         hub,
         "cluster.open-cluster-management.io",
@@ -437,8 +437,13 @@ pub async fn score(hub: &kube::Client, cluster: &str, name: &str) -> Option<i64>
     )
     .await
     .ok()?;
-    let object = api.get_opt("resource-usage-score").await.ok().flatten()?;
-    object
+    api.get_opt("resource-usage-score").await.ok().flatten()
+}
+
+/// A published score of `resource-usage-score` in a cluster's namespace.
+pub async fn score(hub: &kube::Client, cluster: &str, name: &str) -> Option<i64> {
+    score_object(hub, cluster)
+        .await?
         .data
         .pointer("/status/scores")
         .and_then(Value::as_array)?
