@@ -11,11 +11,11 @@ pub enum LogFormat {
     Json,
 }
 
-/// The logging flags every mode takes.
+/// The logging flags every mode takes (global: accepted before or after a subcommand).
 #[derive(Args, Debug, Clone, Default, PartialEq, Eq)]
 pub struct LogArgs {
     /// Log format on stderr.
-    #[arg(long = "log-format", env = "OCM_SCORE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    #[arg(long = "log-format", env = "OCM_SCORE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, global = true)]
     pub format: LogFormat,
 }
 
