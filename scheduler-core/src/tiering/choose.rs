@@ -726,8 +726,6 @@ pub fn decide(input: &Input<'_>) -> Plan {
             selected.sort();
             TierReport {
                 name: tier.name.clone(),
-                members: t.members.iter().map(name_of).collect(),
-                feasible: h.feasible.iter().map(name_of).collect(),
                 qualifying: h.qualifying.iter().map(name_of).collect(),
                 selected,
                 excluded,

@@ -76,8 +76,7 @@ pub struct PlanEvent {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TierReport {
     pub name: String,
-    pub members: Vec<String>,
-    pub feasible: Vec<String>,
+    /// Qualifying clusters, best first (counts of the other sets are in the status).
     pub qualifying: Vec<String>,
     pub selected: Vec<String>,
     /// Members that are not qualifying, with why.
