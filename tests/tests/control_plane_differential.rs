@@ -8,6 +8,9 @@
 //! placement's decisions at the moment OCM schedules it, and OCM does not reschedule a placement
 //! when other placements' decisions change, so only a snapshot of that moment holds OCM's inputs.
 //!
+//! Cost: the control plane's start, then about 2 s per placement (150 placements and the fleet took
+//! 285 s on the 2-core CI machine, 2026-11-23).
+//!
 //! `OCM_SCORE_DIFFERENTIAL_N` (default 50), `OCM_SCORE_DIFFERENTIAL_SEED` (decimal or 0x-hex) and
 //! `OCM_SCORE_DIFFERENTIAL_CLUSTERS` (default 16) choose the run; the test prints them first so a
 //! failure can be replayed exactly.
