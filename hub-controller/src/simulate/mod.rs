@@ -10,7 +10,6 @@ mod decode;
 mod input;
 mod report;
 mod tiering;
-mod yaml;
 
 pub use input::InputError;
 
@@ -30,7 +29,7 @@ pub enum OutputFormat {
     /// `{name, skipped: <why>}`. A TieredPlacement is `{name, kind: TieredPlacement,
     /// activeTiers, decisions, tiers, ...}`.
     Json,
-    /// The JSON output as YAML, timestamps quoted as kubectl quotes them.
+    /// The JSON output as YAML, timestamps quoted as kubectl quotes them (`scheduler_core::yaml`).
     Yaml,
 }
 
@@ -239,7 +238,9 @@ pub fn run(args: SimulateArgs) -> Result<(), SimulateError> {
             serde_json::to_writer_pretty(&mut stdout, &json_out).map_err(std::io::Error::from)?;
             writeln!(stdout)?;
         }
-        OutputFormat::Yaml => stdout.write_all(yaml::to_string(&Value::Array(json_out)).as_bytes())?,
+        OutputFormat::Yaml => {
+            stdout.write_all(scheduler_core::yaml::to_string(&Value::Array(json_out)).as_bytes())?
+        }
         OutputFormat::Table => stdout.write_all(text.as_bytes())?,
     }
     Ok(())
