@@ -260,7 +260,7 @@ impl LeaderElectionArgs {
 }
 
 /// The flag's value if given, else the file's; with the name to blame if the value is bad.
-fn pick<T: Clone>(
+pub fn pick<T: Clone>(
     flag: &'static str,
     flag_value: &Option<T>,
     key: &'static str,

@@ -4,8 +4,9 @@
 
 use super::mapping::ClusterMapping;
 use ocm_score_shell::args::{
-    LeaderDefaults, LeaderElection, LeaderElectionArgs, LeaderElectionFile, ProbeArgs,
+    LeaderDefaults, LeaderElection, LeaderElectionArgs, LeaderElectionFile, ProbeArgs, pick,
 };
+use ocm_score_shell::names::is_dns_subdomain;
 use serde::Deserialize;
 use std::{
     fmt,
@@ -680,19 +681,6 @@ fn scores(files: Vec<ScoreFile>) -> Result<Vec<ScoreSpec>, ConfigError> {
     Ok(specs)
 }
 
-/// The flag's value if given, else the file's; with the name to blame if the value is bad.
-fn pick<T: Clone>(
-    flag: &'static str,
-    flag_value: &Option<T>,
-    key: &'static str,
-    file_value: Option<T>,
-) -> (&'static str, Option<T>) {
-    match flag_value {
-        Some(v) => (flag, Some(v.clone())),
-        None => (key, file_value),
-    }
-}
-
 fn optional_duration(field: &str, text: Option<String>) -> Result<Option<Duration>, ConfigError> {
     text.map(|t| parse_duration(field, &t)).transpose()
 }
@@ -759,19 +747,6 @@ fn is_label_name(s: &str) -> bool {
     let mut chars = s.chars();
     matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-}
-
-fn is_dns_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
-}
-
-fn is_dns_subdomain(s: &str) -> bool {
-    s.len() <= 253 && s.split('.').all(is_dns_label)
 }
 
 fn is_dns_name(s: &str) -> bool {
