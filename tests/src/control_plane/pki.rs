@@ -81,29 +81,33 @@ impl ClusterCa {
 
     /// A serving certificate for a process on 127.0.0.1 (and the names an API server answers to).
     pub fn serving_cert(&self, common_name: &str) -> Result<KeyedCert, Error> {
-        self.serving_cert_for(
-            common_name,
-            &[
-                "localhost",
-                "kubernetes",
-                "kubernetes.default",
-                "kubernetes.default.svc",
-                "kubernetes.default.svc.cluster.local",
-            ],
-        )
-    }
-
-    /// A serving certificate for 127.0.0.1, the service IP and exactly `dns_names`.
-    pub fn serving_cert_for(&self, common_name: &str, dns_names: &[&str]) -> Result<KeyedCert, Error> {
-        let mut params = CertificateParams::default();
-        params.distinguished_name = dn(common_name, None);
-        params.subject_alt_names = vec![
+        let mut names = vec![
             SanType::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST)),
             SanType::IpAddress(IpAddr::V4(KUBERNETES_SERVICE_IP)),
         ];
-        for name in dns_names {
-            params.subject_alt_names.push(dns(name)?);
+        for name in [
+            "localhost",
+            "kubernetes",
+            "kubernetes.default",
+            "kubernetes.default.svc",
+            "kubernetes.default.svc.cluster.local",
+        ] {
+            names.push(dns(name)?);
         }
+        self.serving(common_name, names)
+    }
+
+    /// A serving certificate valid for exactly `dns_names` (no IP address), for tests of a client's
+    /// server-name checks.
+    pub fn serving_cert_for(&self, common_name: &str, dns_names: &[&str]) -> Result<KeyedCert, Error> {
+        let names = dns_names.iter().map(|n| dns(n)).collect::<Result<Vec<_>, _>>()?;
+        self.serving(common_name, names)
+    }
+
+    fn serving(&self, common_name: &str, names: Vec<SanType>) -> Result<KeyedCert, Error> {
+        let mut params = CertificateParams::default();
+        params.distinguished_name = dn(common_name, None);
+        params.subject_alt_names = names;
         params.key_usages = vec![
             KeyUsagePurpose::DigitalSignature,
             KeyUsagePurpose::KeyEncipherment,
