@@ -800,7 +800,7 @@ impl ScorerProcess {
             .arg("--kubeconfig")
             .arg(&kubeconfig)
             .arg(format!("--metrics-bind-address=127.0.0.1:{metrics_port}"))
-            .arg(format!("--leader-identity={user}"))
+            .arg(format!("--leader-election-identity={user}"))
             .args(extra)
             .env("RUST_LOG", "info,ocm_score_hub=debug")
             .stdout(Stdio::null())
