@@ -5,7 +5,8 @@
 //! Built with the `kubectl` of the real control plane's Go components (its embedded kustomize), so
 //! what is checked is what a user's `kubectl apply -k` sends.
 
-use clap::Parser;
+mod addon_common;
+
 use ocm_score_hub::addon::AddonManagerArgs;
 use ocm_score_hub::addon::config::short_image_name;
 use ocm_score_tests::control_plane::go_components;
@@ -13,12 +14,6 @@ use ocm_score_tests::support::TempDir;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-#[derive(Parser, Debug)]
-struct AddonManagerCommand {
-    #[command(flatten)]
-    args: AddonManagerArgs,
-}
 
 fn hub_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifests/hub")
@@ -50,20 +45,10 @@ fn controller(objects: &[Value]) -> (String, AddonManagerArgs) {
         .find(|o| o["kind"] == "Deployment" && o["metadata"]["name"] == "ocm-score-addon-manager")
         .expect("the controller's Deployment");
     let container = &deployment["spec"]["template"]["spec"]["containers"][0];
-    let args: Vec<&str> = container["args"]
-        .as_array()
-        .expect("args")
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
-    assert_eq!(args.first(), Some(&"addon-manager"));
-    let parsed = AddonManagerCommand::try_parse_from(
-        std::iter::once("ocm-score-hub").chain(args[1..].iter().copied()),
-    )
-    .unwrap_or_else(|e| panic!("the built Deployment's args do not parse: {e}"));
-    parsed.args.validate().expect("valid flags");
+    let parsed = addon_common::manager_args_of(container);
+    parsed.validate().expect("valid flags");
     let image = container["image"].as_str().expect("an image").to_owned();
-    (image, parsed.args)
+    (image, parsed)
 }
 
 #[test]

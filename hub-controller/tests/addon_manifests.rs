@@ -5,17 +5,9 @@
 mod addon_common;
 
 use addon_common::hub_manifests;
-use clap::Parser;
-use ocm_score_hub::addon::AddonManagerArgs;
 use ocm_score_hub::addon::deployment_config::agent_config;
 use scheduler_core::api::{AddOnDeploymentConfig, ClusterManagementAddOn};
 use serde_json::Value;
-
-#[derive(Parser, Debug)]
-struct AddonManagerCommand {
-    #[command(flatten)]
-    args: AddonManagerArgs,
-}
 
 fn find<'a>(objects: &'a [Value], kind: &str) -> &'a Value {
     objects
@@ -29,29 +21,18 @@ fn the_deployment_runs_the_addon_manager_with_valid_flags() {
     let objects = hub_manifests();
     let container = &find(&objects, "Deployment")["spec"]["template"]["spec"]["containers"][0];
     assert_eq!(container["command"], serde_json::json!(["ocm-score-hub"]));
-    let args: Vec<&str> = container["args"]
-        .as_array()
-        .expect("args")
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
-    assert_eq!(args.first(), Some(&"addon-manager"));
-    let parsed = AddonManagerCommand::try_parse_from(
-        std::iter::once("ocm-score-hub").chain(args[1..].iter().copied()),
-    )
-    .unwrap_or_else(|e| panic!("the Deployment's args do not parse: {e}"));
+    let parsed = addon_common::manager_args_of(container);
     let leader_election = parsed
-        .args
         .validate()
         .expect("valid flags")
         .expect("leader election on");
     assert_eq!(
-        Some(parsed.args.agent_image.as_str()),
+        Some(parsed.agent_image.as_str()),
         container["image"].as_str(),
         "one image holds both binaries"
     );
     assert_eq!(
-        parsed.args.addon_name,
+        parsed.addon_name,
         find(&objects, "ClusterManagementAddOn")["metadata"]["name"]
     );
     // The leader election Lease the Role allows is the one the controller uses.

@@ -565,3 +565,25 @@ impl Drop for TempDir {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+/// The add-on manager's command line as its Deployment's container gives it: the first argument
+/// must be `addon-manager`, the rest must parse as its flags.
+pub fn manager_args_of(container: &Value) -> ocm_score_hub::addon::AddonManagerArgs {
+    #[derive(clap::Parser, Debug)]
+    struct AddonManagerCommand {
+        #[command(flatten)]
+        args: ocm_score_hub::addon::AddonManagerArgs,
+    }
+    let args: Vec<&str> = container["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(args.first(), Some(&"addon-manager"));
+    <AddonManagerCommand as clap::Parser>::try_parse_from(
+        std::iter::once("ocm-score-hub").chain(args[1..].iter().copied()),
+    )
+    .unwrap_or_else(|e| panic!("the Deployment's args do not parse: {e}"))
+    .args
+}
