@@ -12,9 +12,9 @@
 //! - the install's pods pass PodSecurity `restricted` (no fixed user ids) with the shipped image.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
@@ -22,6 +22,7 @@ use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use ocm_score_hub::addon::names;
 use ocm_score_hub::addon::spec_hash::spec_hash_of_object;
+use ocm_score_tests::control_plane::process::{Component, Tier};
 use ocm_score_tests::control_plane::{self, ControlPlane, addon};
 use ocm_score_tests::support::{TempDir, eventually};
 use rcgen::{CertificateParams, DistinguishedName, DnType, KeyPair};
@@ -37,58 +38,6 @@ const CLUSTER: &str = "cluster1";
 const HUB_NAMESPACE: &str = "ocm-score";
 /// Generous for a loaded 2-core machine; only a hang should reach it.
 const WAIT: Duration = Duration::from_secs(150);
-
-/// A process of ours, stopped (SIGTERM, then SIGKILL) when dropped.
-struct Running {
-    child: Child,
-    log: PathBuf,
-}
-
-impl Running {
-    fn start(program: &Path, args: &[String], env: &[(&str, String)], log: PathBuf) -> Self {
-        let file = std::fs::File::create(&log).expect("log file");
-        let child = Command::new(program)
-            .args(args)
-            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
-            .env("NO_COLOR", "1")
-            .stdin(Stdio::null())
-            .stdout(file.try_clone().expect("log file"))
-            .stderr(file)
-            .spawn()
-            .unwrap_or_else(|e| panic!("starting {}: {e}", program.display()));
-        Running { child, log }
-    }
-
-    fn log_tail(&self) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        lines[lines.len().saturating_sub(40)..].join("\n")
-    }
-
-    fn stop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(Some(_))) {
-            return;
-        }
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if matches!(self.child.try_wait(), Ok(Some(_))) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
 
 fn kubectl(kubeconfig: &Path, args: &[&str]) -> String {
     addon::kubectl(kubeconfig, args).unwrap_or_else(|e| panic!("{e}"))
@@ -133,50 +82,12 @@ async fn install_and_start_manager(
     cp: &ControlPlane,
     dir: &Path,
     before_start: impl AsyncFnOnce(),
-) -> Running {
-    let hub = cp.hub_client().await.expect("hub client");
+) -> Component {
     kubectl(&cp.hub_kubeconfig(), &["apply", "-k", "manifests/hub"]);
     before_start().await;
-    let kubeconfig = dir.join("addon-manager.kubeconfig");
-    cp.write_service_account_kubeconfig(
-        "hub",
-        HUB_NAMESPACE,
-        "ocm-score-addon-manager",
-        Duration::from_secs(3600),
-        &kubeconfig,
-    )
-    .await
-    .expect("the add-on manager's identity");
-    let deployment = Api::<Deployment>::namespaced(hub, HUB_NAMESPACE)
-        .get("ocm-score-addon-manager")
+    addon::start_manager(cp, dir)
         .await
-        .expect("the Deployment");
-    let container = deployment
-        .spec
-        .expect("spec")
-        .template
-        .spec
-        .expect("pod")
-        .containers[0]
-        .clone();
-    let mut args: Vec<String> = container
-        .args
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|a| !a.starts_with("--metrics-bind-address"))
-        .collect();
-    args.push("--metrics-bind-address=127.0.0.1:0".into());
-    args.push(format!("--kubeconfig={}", kubeconfig.display()));
-    Running::start(
-        Path::new(env!("CARGO_BIN_EXE_ocm-score-hub")),
-        &args,
-        &[
-            ("POD_NAMESPACE", HUB_NAMESPACE.into()),
-            ("POD_NAME", "ocm-score-addon-manager-0".into()),
-            ("RUST_LOG", "info,kube=warn".into()),
-        ],
-        dir.join("addon-manager.log"),
-    )
+        .unwrap_or_else(|e| panic!("the add-on manager did not start: {e}"))
 }
 
 async fn start_control_plane() -> ControlPlane {
@@ -214,7 +125,7 @@ async fn under_ocm_addon_manager_the_hashes_agree_and_grpc_csrs_are_decided() {
     let context = || {
         format!(
             "--- ocm-score-hub:\n{}\n--- OCM addon-manager:\n{}",
-            manager.log_tail(),
+            manager.tail(),
             cp.log_tail("hub-addon-manager", 20)
         )
     };
@@ -497,7 +408,7 @@ async fn nothing_waits_for_our_controller_and_the_agent_works_through_a_proxy() 
             .expect("the legacy add-on");
     })
     .await;
-    let context = || manager.log_tail();
+    let context = || manager.tail();
     let addon = eventually("the legacy finalizer removed", WAIT, context, || async {
         let addon = get(&mcas, ADDON).await?;
         let legacy = addon["metadata"]["finalizers"]
@@ -600,17 +511,20 @@ async fn nothing_waits_for_our_controller_and_the_agent_works_through_a_proxy() 
         })
         .chain([format!("--managed-kubeconfig={}", managed_kubeconfig.display())])
         .collect();
-    let mut agent = Running::start(
+    let mut agent = Component::spawn(
+        "ocm-score-agent",
+        Tier::Client,
         &agent_binary(),
         &args,
-        &[("RUST_LOG", "info,kube=warn".into())],
-        dir.path().join("agent.log"),
-    );
+        &[("RUST_LOG", "info,kube=warn".into()), ("NO_COLOR", "1".into())],
+        dir.path(),
+    )
+    .expect("the agent starts");
     let scores = raw::<AddOnPlacementScore>(&hub, Some(CLUSTER));
     let score = eventually(
         "the score published through the proxy, and adopted",
         WAIT,
-        || format!("{}\n--- agent:\n{}", manager.log_tail(), agent.log_tail()),
+        || format!("{}\n--- agent:\n{}", manager.tail(), agent.tail()),
         || async {
             let score = get(&scores, well_known_score()).await?;
             let owned = score["metadata"]["ownerReferences"]
@@ -633,7 +547,8 @@ async fn nothing_waits_for_our_controller_and_the_agent_works_through_a_proxy() 
     );
 
     // Uninstall with our controller gone: the garbage collector alone removes everything.
-    agent.stop();
+    agent.terminate();
+    agent.wait_or_kill(Duration::from_secs(10));
     drop(manager);
     kubectl(
         &cp.hub_kubeconfig(),

@@ -155,6 +155,12 @@ pub async fn install_from_and_start_manager(
 ) -> Result<Component, Error> {
     let kustomization = kustomization.to_string_lossy();
     kubectl(&cp.hub_kubeconfig(), &["apply", "-k", &kustomization])?;
+    start_manager(cp, dir).await
+}
+
+/// The add-on manager as the installed Deployment's container (see [`install_and_start_manager`]),
+/// for a test that changes something between the install and the start.
+pub async fn start_manager(cp: &ControlPlane, dir: &Path) -> Result<Component, Error> {
     let kubeconfig = dir.join("addon-manager.kubeconfig");
     cp.write_service_account_kubeconfig(
         "hub",
