@@ -335,9 +335,44 @@ impl ClusterMatcher {
     }
 
     /// Whether the cluster matches; the same answer as [`ClusterMatcher::miss`], without
-    /// building the reason (the scheduler asks this for every cluster).
+    /// building the reason. Over many clusters, [`ClusterMatcher::bind`] once instead.
     pub fn matches(&self, snapshot: &HubSnapshot, id: ClusterId) -> bool {
-        if !self.labels_and_claims_match(snapshot, id) {
+        self.bind(snapshot).matches(id)
+    }
+
+    /// Why the cluster does not match, or `None` when it does.
+    pub fn miss(&self, snapshot: &HubSnapshot, id: ClusterId) -> Option<SelectorMiss> {
+        self.bind(snapshot).miss(id)
+    }
+
+    /// The selector ready to run over the clusters of `snapshot`: its CEL programs resolve the
+    /// snapshot's names once, not per cluster.
+    pub fn bind<'m, 's>(&'m self, snapshot: &'s HubSnapshot) -> BoundMatcher<'m, 's> {
+        BoundMatcher {
+            matcher: self,
+            snapshot,
+            cel: self
+                .cel
+                .iter()
+                .map(|(expression, program)| (expression, program.as_ref().map(|p| p.bind(snapshot))))
+                .collect(),
+        }
+    }
+}
+
+/// A [`ClusterMatcher`] bound to one snapshot (see [`ClusterMatcher::bind`]).
+pub struct BoundMatcher<'m, 's> {
+    matcher: &'m ClusterMatcher,
+    snapshot: &'s HubSnapshot,
+    cel: Vec<(&'m String, Result<cel::BoundProgram<'m, 's>, &'m String>)>,
+}
+
+impl BoundMatcher<'_, '_> {
+    /// Whether the cluster matches; the same answer as [`BoundMatcher::miss`], without
+    /// building the reason (the scheduler asks this for every cluster).
+    pub fn matches(&self, id: ClusterId) -> bool {
+        let snapshot = self.snapshot;
+        if !self.labels_and_claims_match(id) {
             return false;
         }
         if self.cel.is_empty() {
@@ -346,26 +381,36 @@ impl ClusterMatcher {
         let activation = ClusterActivation::new(snapshot, id);
         self.cel
             .iter()
-            .all(|(_, program)| matches!(program, Ok(p) if p.eval_bool(&activation) == Ok(true)))
+            .all(|(_, program)| matches!(program, Ok(p) if p.is_true(&activation)))
     }
 
     /// Reads the cluster only for a requirement, so that a CEL-only selector does not touch it.
-    fn labels_and_claims_match(&self, snapshot: &HubSnapshot, id: ClusterId) -> bool {
-        self.labels
+    fn labels_and_claims_match(&self, id: ClusterId) -> bool {
+        let snapshot = self.snapshot;
+        self.matcher
+            .labels
             .matches(|k| snapshot.cluster_labels(id).get(k).map(String::as_str))
-            && self.claims.matches(|k| claim_value(snapshot.cluster(id), k))
+            && self
+                .matcher
+                .claims
+                .matches(|k| claim_value(snapshot.cluster(id), k))
     }
 
     /// Why the cluster does not match, or `None` when it does.
-    pub fn miss(&self, snapshot: &HubSnapshot, id: ClusterId) -> Option<SelectorMiss> {
+    pub fn miss(&self, id: ClusterId) -> Option<SelectorMiss> {
+        let snapshot = self.snapshot;
         let labels = snapshot.cluster_labels(id);
-        if let Some(req) = self.labels.first_unmatched(|k| labels.get(k).map(String::as_str)) {
+        if let Some(req) = self
+            .matcher
+            .labels
+            .first_unmatched(|k| labels.get(k).map(String::as_str))
+        {
             return Some(SelectorMiss::Label(
                 req.map_or_else(|| "<nothing>".into(), |r| r.to_string()),
             ));
         }
         let cluster = snapshot.cluster(id);
-        if let Some(req) = self.claims.first_unmatched(|k| claim_value(cluster, k)) {
+        if let Some(req) = self.matcher.claims.first_unmatched(|k| claim_value(cluster, k)) {
             return Some(SelectorMiss::Claim(
                 req.map_or_else(|| "<nothing>".into(), |r| r.to_string()),
             ));
@@ -384,7 +429,7 @@ impl ClusterMatcher {
                 },
             };
             return Some(SelectorMiss::Cel {
-                expression: expression.clone(),
+                expression: (*expression).clone(),
                 reason,
             });
         }

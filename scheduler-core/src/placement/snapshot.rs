@@ -108,6 +108,9 @@ pub struct HubSnapshot {
     /// cluster i's `(key, value)` ids, in key order; ids index `label_text`. A CEL predicate
     /// reads these few small arrays instead of every cluster's label map.
     label_text: Vec<Arc<str>>,
+    /// The id of each interned label text, so a CEL predicate resolves its constant keys and
+    /// values once per sync and compares ids per cluster.
+    label_ids: FastMap<Arc<str>, u32>,
     label_start: Vec<u32>,
     label_pairs: Vec<(u32, u32)>,
     /// Whether each cluster has `metadata.labels` at all (absent and empty differ in CEL).
@@ -251,7 +254,7 @@ impl HubSnapshot {
             cluster_score_start[i + 1] += cluster_score_start[i];
         }
         let cluster_scores = per_cluster.into_iter().map(|(_, s)| s).collect();
-        let (label_text, label_start, label_pairs) = intern_labels(&clusters);
+        let (label_text, label_ids, label_start, label_pairs) = intern_labels(&clusters);
         let has_labels = clusters.iter().map(|c| c.metadata.labels.is_some()).collect();
         let tainted = clusters.iter().map(|c| !c.spec.taints.is_empty()).collect();
         let terminating = clusters
@@ -274,6 +277,7 @@ impl HubSnapshot {
             score_names,
             score_name_text,
             label_text,
+            label_ids,
             label_start,
             label_pairs,
             has_labels,
@@ -460,6 +464,31 @@ impl HubSnapshot {
             .and_then(|(_, v)| self.label_text.get(*v as usize))
     }
 
+    /// The interned id of a label key or value, if some cluster uses that text.
+    pub(crate) fn label_id(&self, text: &str) -> Option<u32> {
+        self.label_ids.get(text).copied()
+    }
+
+    /// How many label texts are interned (ids are below this).
+    pub(crate) fn label_text_count(&self) -> usize {
+        self.label_text.len()
+    }
+
+    /// The value id of label `key` (interned) on cluster `id`: [`HubSnapshot::label_value`]
+    /// compared by id.
+    pub(crate) fn label_value_id(&self, id: ClusterId, key: u32) -> Option<u32> {
+        let (start, end) = (self.label_start[id.index()], self.label_start[id.index() + 1]);
+        self.label_pairs[start as usize..end as usize]
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| *v)
+    }
+
+    /// The text of an interned label key or value.
+    pub(crate) fn label_text(&self, id: u32) -> Option<&Arc<str>> {
+        self.label_text.get(id as usize)
+    }
+
     pub fn is_tainted(&self, id: ClusterId) -> bool {
         self.tainted[id.index()]
     }
@@ -482,8 +511,9 @@ pub fn is_decision_of(pd: &PlacementDecision, namespace: &str, placement: &str) 
 }
 
 /// Every cluster's labels as interned `(key, value)` ids (see [`HubSnapshot::label_value`]).
-/// Interned label text, each cluster's start in the pairs, and the `(key, value)` id pairs.
-type InternedLabels = (Vec<Arc<str>>, Vec<u32>, Vec<(u32, u32)>);
+/// Interned label text, its ids, each cluster's start in the pairs, and the `(key, value)` id
+/// pairs.
+type InternedLabels = (Vec<Arc<str>>, FastMap<Arc<str>, u32>, Vec<u32>, Vec<(u32, u32)>);
 
 fn intern_labels(clusters: &[ManagedCluster]) -> InternedLabels {
     let mut ids: FastMap<Arc<str>, u32> = FastMap::default();
@@ -507,7 +537,7 @@ fn intern_labels(clusters: &[ManagedCluster]) -> InternedLabels {
         }
         start.push(pairs.len() as u32);
     }
-    (text, start, pairs)
+    (text, ids, start, pairs)
 }
 
 fn qualified(meta: &crate::api::ObjectMeta) -> String {

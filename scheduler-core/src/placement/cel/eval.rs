@@ -378,7 +378,7 @@ impl Operand<'_> {
 /// A comparison of two strings or two ints (their CEL order is their Rust order); `None` for
 /// the other operators.
 #[inline]
-fn ordered_binary<T: Ord + ?Sized>(op: BinaryOp, x: &T, y: &T) -> Option<bool> {
+pub(super) fn ordered_binary<T: Ord + ?Sized>(op: BinaryOp, x: &T, y: &T) -> Option<bool> {
     use BinaryOp::*;
     Some(match op {
         Eq => x == y,

@@ -52,13 +52,15 @@
 mod check;
 mod eval;
 mod library;
+mod plan;
 mod syntax;
 mod types;
 mod value;
 
 use super::snapshot::{ClusterId, HubSnapshot};
 use check::{Checker, CompileError};
-use eval::{Environment, Evaluator, Node, ScoreItems, score_item_value};
+use eval::{Environment, ScoreItems, score_item_value};
+use plan::{Binding, Plan};
 use std::cell::{Cell, OnceCell};
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex};
@@ -72,7 +74,11 @@ pub const COST_BUDGET: u64 = 10_000_000;
 /// A compiled (parsed, checked and planned) CEL expression; clones share the plan.
 #[derive(Clone, Debug)]
 pub struct Program {
-    node: Arc<Node>,
+    /// The checked tree, which the plan walks where it has no shortcut (tests walk it whole).
+    #[cfg(test)]
+    node: Arc<eval::Node>,
+    /// The boolean skeleton the per-cluster loop runs ([`plan`]).
+    plan: Arc<Plan>,
 }
 
 /// Compiled expressions by source text, so that a Placement synced again (the controller's
@@ -113,17 +119,56 @@ impl Program {
     fn compile_uncached(src: &str) -> Result<Program, String> {
         let ast = syntax::parse(src).map_err(|e| format!("compilation failed: ERROR: <input>: {e}"))?;
         match Checker::new().check(&ast) {
-            Ok((node, _)) => Ok(Program { node: Arc::new(node) }),
+            Ok((node, _)) => Ok(Program {
+                plan: Arc::new(Plan::new(&node)),
+                #[cfg(test)]
+                node: Arc::new(node),
+            }),
             Err(CompileError::Check(e)) => Err(format!("compilation failed: ERROR: <input>: {e}")),
             Err(CompileError::Instantiate(e)) => Err(format!("instantiation failed: {e}")),
         }
     }
 
+    /// The program ready to run over the clusters of `snapshot` (its names resolved once).
+    pub fn bind<'p, 's>(&'p self, snapshot: &'s HubSnapshot) -> BoundProgram<'p, 's> {
+        BoundProgram {
+            plan: &self.plan,
+            snapshot,
+            binding: self.plan.bind(snapshot),
+        }
+    }
+
+    /// Evaluates to a bool; anything else (or a runtime error) is an `Err` with the reason.
+    /// Over many clusters of one snapshot, [`Program::bind`] once instead.
+    pub fn eval_bool(&self, activation: &ClusterActivation<'_>) -> Result<bool, String> {
+        self.bind(activation.snapshot).eval_bool(activation)
+    }
+}
+
+/// A [`Program`] bound to one snapshot: what the scheduler evaluates for each cluster.
+pub struct BoundProgram<'p, 's> {
+    plan: &'p Plan,
+    snapshot: &'s HubSnapshot,
+    binding: Binding,
+}
+
+impl BoundProgram<'_, '_> {
     /// Evaluates to a bool; anything else (or a runtime error) is an `Err` with the reason.
     pub fn eval_bool(&self, activation: &ClusterActivation<'_>) -> Result<bool, String> {
-        match Evaluator::new(activation, &activation.budget).eval(&self.node)? {
-            Value::Bool(b) => Ok(b),
-            other => Err(format!("returned a {} instead of a bool", other.type_name())),
+        self.eval(activation).map_err(plan::Fail::message)
+    }
+
+    /// Whether the expression evaluates to `true`, without formatting the reason if not.
+    pub fn is_true(&self, activation: &ClusterActivation<'_>) -> bool {
+        matches!(self.eval(activation), Ok(true))
+    }
+
+    fn eval(&self, activation: &ClusterActivation<'_>) -> Result<bool, plan::Fail<'_>> {
+        if std::ptr::eq(self.snapshot, activation.snapshot) {
+            self.plan.eval(&self.binding, activation)
+        } else {
+            // Another snapshot's ids mean nothing here: resolve the names for it.
+            self.plan.eval(&self.plan.bind(activation.snapshot), activation)
         }
     }
 }
@@ -473,10 +518,10 @@ mod tests {
         }
     }
 
-    #[test]
-    fn shortcuts_give_what_the_walk_gives_at_every_budget() {
+    /// Two clusters (one without labels) and one AddOnPlacementScore.
+    fn equivalence_snapshot() -> HubSnapshot {
         use crate::api::{AddOnPlacementScore, ManagedCluster};
-        use crate::placement::snapshot::{HubObjects, HubSnapshot};
+        use crate::placement::snapshot::HubObjects;
         let cluster: ManagedCluster = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "c1", "labels": {"env": "prod", "zone": "eu-1", "n": "3"}},
             "spec": {"hubAcceptsClient": true}
@@ -484,17 +529,48 @@ mod tests {
         .expect("a valid cluster");
         let bare: ManagedCluster =
             serde_json::from_value(serde_json::json!({"metadata": {"name": "c2"}})).expect("a valid cluster");
+        let other: ManagedCluster = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "c3", "labels": {"env": "dev", "zone": "us-2"}}
+        }))
+        .expect("a valid cluster");
         let score: AddOnPlacementScore = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "usage", "namespace": "c1"},
             "status": {"scores": [{"name": "cpu", "value": 60}, {"name": "mem", "value": -5}, {"name": "cpu", "value": 7}]}
         }))
         .expect("a valid score");
-        let snapshot = HubSnapshot::new(HubObjects {
-            clusters: vec![cluster, bare],
+        HubSnapshot::new(HubObjects {
+            clusters: vec![cluster, bare, other],
             scores: vec![score],
             ..HubObjects::default()
         })
-        .expect("a valid snapshot");
+        .expect("a valid snapshot")
+    }
+
+    /// The tree walk of `program` without any shortcut, and the budget it leaves.
+    fn walked(snapshot: &HubSnapshot, id: ClusterId, program: &Program, budget: u64) -> (String, u64) {
+        let activation = ClusterActivation::new(snapshot, id);
+        let walked = Walked(&activation);
+        let walked_budget = Cell::new(budget);
+        let result = Evaluator::new(&walked, &walked_budget).eval(&program.node);
+        (format!("{result:?}"), walked_budget.get())
+    }
+
+    /// The bound plan's result, as the walk would give it, and the budget it leaves.
+    fn planned(
+        bound: &BoundProgram<'_, '_>,
+        snapshot: &HubSnapshot,
+        id: ClusterId,
+        budget: u64,
+    ) -> (String, u64) {
+        let activation = ClusterActivation::new(snapshot, id);
+        activation.budget.set(budget);
+        let result = plan::Fail::into_walk_result(bound.eval(&activation));
+        (format!("{result:?}"), activation.budget.get())
+    }
+
+    #[test]
+    fn shortcuts_give_what_the_walk_gives_at_every_budget() {
+        let snapshot = equivalence_snapshot();
         let expressions = [
             "managedCluster.metadata.labels['env'].matches('^(prod|staging)$') && managedCluster.scores('usage').exists(s, s.name == 'cpu' && s.value > -50)",
             "managedCluster.metadata.labels.env == 'prod' || managedCluster.metadata.labels['missing'] < 'a'",
@@ -518,26 +594,117 @@ mod tests {
             "managedCluster.scores('usage').exists(s, s.value > 1.5 && s.name == 'cpu')",
             "managedCluster.scores('usage').exists(s, managedCluster.scores('usage').exists(t, t.name == s.name && t.value != s.value))",
             "[1, 2].exists(x, managedCluster.scores('usage').all(s, s.value > x - 10))",
+            // What the plan covers: constants first, names, `!`, unknown texts, patterns that
+            // are not literal sets, every quantifier, and values that are not bools in logic.
+            "'prod' == managedCluster.metadata.labels['env'] && 'eu-1' != managedCluster.metadata.labels.zone",
+            "managedCluster.metadata.labels['zone'] < 'f' || managedCluster.metadata.name >= 'c2'",
+            "'c' < managedCluster.metadata.name && managedCluster.metadata.labels['env'] <= 'q'",
+            "managedCluster.metadata.name.matches('^c[0-9]$') && !managedCluster.metadata.labels['zone'].matches('^eu-[0-9]+$')",
+            "!(managedCluster.metadata.labels['env'] == 'dev') && managedCluster.metadata.labels['env'] == 'no-such-value' || managedCluster.metadata.labels['no-such-key'] != 'x'",
+            "managedCluster.scores('usage').all(s, s.name != 'nope' && s.value >= -5) || managedCluster.scores('nothing').exists(s, s.value > 0)",
+            "managedCluster.scores('usage').exists_one(s, s.name == 'mem' || s.value == 60) && managedCluster.scores('usage').exists(s, s.name == 'no-such-name')",
+            "managedCluster.scores('usage').all(s, s.name <= 'd') || managedCluster.scores('usage').exists_one(s, s.name == 'cpu')",
+            "dyn(managedCluster.metadata.labels['n']) || false",
+            "dyn(managedCluster.metadata.labels['n']) && dyn(1)",
+            "!dyn(managedCluster.metadata.labels['env'])",
+            "false || managedCluster.metadata.labels['env'].matches('^(prod|staging)$') || !true",
         ];
-        for name in ["c1", "c2"] {
-            let id = snapshot.cluster_id(name).expect("cluster");
-            for src in expressions {
-                let program = Program::compile(src).unwrap_or_else(|e| panic!("{src}: {e}"));
+        for src in expressions {
+            let program = Program::compile(src).unwrap_or_else(|e| panic!("{src}: {e}"));
+            // One binding for every cluster and budget, so that the patterns' answers kept
+            // for one cluster are reused for the next.
+            let bound = program.bind(&snapshot);
+            for name in ["c1", "c2", "c3"] {
+                let id = snapshot.cluster_id(name).expect("cluster");
                 for budget in (0..80).chain([COST_BUDGET]) {
                     let fast = ClusterActivation::new(&snapshot, id);
                     fast.budget.set(budget);
                     let fast_result = Evaluator::new(&fast, &fast.budget).eval(&program.node);
-                    let walked_activation = ClusterActivation::new(&snapshot, id);
-                    let walked = Walked(&walked_activation);
-                    let walked_budget = Cell::new(budget);
-                    let walked_result = Evaluator::new(&walked, &walked_budget).eval(&program.node);
+                    let walked = walked(&snapshot, id, &program, budget);
                     assert_eq!(
                         (format!("{fast_result:?}"), fast.budget.get()),
-                        (format!("{walked_result:?}"), walked_budget.get()),
+                        walked,
                         "{name}: {src} with a budget of {budget}"
+                    );
+                    assert_eq!(
+                        planned(&bound, &snapshot, id, budget),
+                        walked,
+                        "planned, {name}: {src} with a budget of {budget}"
                     );
                 }
             }
+        }
+    }
+
+    /// A bool expression over what the plan covers (and a few things it walks).
+    fn planned_expression() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        let text = prop::sample::select(&["prod", "dev", "eu-1", "c1", "", "zz", "cpu", "mem"][..]);
+        let key = prop::sample::select(&["env", "zone", "n", "absent"][..]);
+        let op = prop::sample::select(&["==", "!=", "<", "<=", ">", ">="][..]);
+        let root = prop_oneof![
+            key.clone()
+                .prop_map(|k| format!("managedCluster.metadata.labels['{k}']")),
+            Just("managedCluster.metadata.name".to_string()),
+        ];
+        let pattern = prop::sample::select(&["^(prod|dev)$", "^e", "[0-9]", "^c1$", "x|y", ""][..]);
+        let item = prop_oneof![
+            (op.clone(), text.clone()).prop_map(|(o, t)| format!("s.name {o} '{t}'")),
+            (op.clone(), -10i64..70).prop_map(|(o, i)| format!("s.value {o} {i}")),
+        ];
+        let body = item.prop_recursive(2, 6, 2, |inner| {
+            prop_oneof![
+                (inner.clone(), inner.clone()).prop_map(|(a, b)| format!("({a} && {b})")),
+                (inner.clone(), inner).prop_map(|(a, b)| format!("({a} || {b})")),
+            ]
+        });
+        let leaf = prop_oneof![
+            any::<bool>().prop_map(|b| b.to_string()),
+            (root.clone(), op, text.clone(), any::<bool>()).prop_map(|(r, o, t, first)| {
+                if first {
+                    format!("'{t}' {o} {r}")
+                } else {
+                    format!("{r} {o} '{t}'")
+                }
+            }),
+            (root.clone(), pattern).prop_map(|(r, p)| format!("{r}.matches('{p}')")),
+            (
+                prop::sample::select(&["all", "exists", "exists_one"][..]),
+                prop::sample::select(&["usage", "absent"][..]),
+                body
+            )
+                .prop_map(|(m, r, b)| format!("managedCluster.scores('{r}').{m}(s, {b})")),
+            (root, text).prop_map(|(r, t)| format!("{r}.startsWith('{t}')")),
+            key.prop_map(|k| format!("dyn(managedCluster.metadata.labels['{k}'])")),
+        ];
+        leaf.prop_recursive(3, 12, 2, |inner| {
+            prop_oneof![
+                (inner.clone(), inner.clone()).prop_map(|(a, b)| format!("({a} && {b})")),
+                (inner.clone(), inner.clone()).prop_map(|(a, b)| format!("({a} || {b})")),
+                inner.prop_map(|a| format!("!({a})")),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_plan_gives_what_the_walk_gives(
+            src in planned_expression(),
+            cluster in 0usize..3,
+            budget in proptest::prop_oneof![0u64..120, proptest::strategy::Just(COST_BUDGET)],
+        ) {
+            let snapshot = equivalence_snapshot();
+            // `!` on a `dyn` that is not a bool, or `&&` on two, can fail to compile; skip those.
+            let Ok(program) = Program::compile(&src) else {
+                return Ok(());
+            };
+            let id = snapshot.cluster_ids().nth(cluster).expect("cluster");
+            let bound = program.bind(&snapshot);
+            proptest::prop_assert_eq!(
+                planned(&bound, &snapshot, id, budget),
+                walked(&snapshot, id, &program, budget),
+                "{} with a budget of {}", src, budget
+            );
         }
     }
 

@@ -46,8 +46,9 @@ pub fn filter(
         passed: Vec::with_capacity(clusters.len()),
         rejected: Vec::new(),
     };
+    let matchers: Vec<_> = matchers.iter().map(|m| m.bind(snapshot)).collect();
     for &id in clusters {
-        if matchers.iter().any(|m| m.matches(snapshot, id)) {
+        if matchers.iter().any(|m| m.matches(id)) {
             out.passed.push(id);
         } else {
             out.rejected.push((id, FilterReason::Predicate));
