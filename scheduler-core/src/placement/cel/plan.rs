@@ -303,15 +303,26 @@ pub struct Binding {
     memos: Vec<Box<[Cell<u8>]>>,
 }
 
-/// Why a planned test did not give a bool; formatted only when the reason is wanted.
+/// Why a planned test did not give a bool; formatted only when the reason is wanted. Two words,
+/// so that `Result<bool, Fail>` is returned in registers, not through memory.
 #[derive(Debug)]
 pub enum Fail<'p> {
     CostLimit,
-    NoSuchKey(&'p str),
-    ScoreNotFound(&'p str),
+    NoSuchKey(&'p Arc<str>),
+    ScoreNotFound(&'p Arc<str>),
     /// The walk gave a value that is not a bool (not an error yet: `&&` and `||` may absorb it).
-    NotBool(Value),
-    Error(String),
+    NotBool(Box<Value>),
+    Error(Box<String>),
+}
+
+/// The cost budget ran out (the only way a planned score-item body fails).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct OutOfBudget;
+
+impl From<OutOfBudget> for Fail<'_> {
+    fn from(_: OutOfBudget) -> Self {
+        Fail::CostLimit
+    }
 }
 
 impl Fail<'_> {
@@ -325,7 +336,7 @@ impl Fail<'_> {
                 "failed to get score: addonplacementscores.cluster.open-cluster-management.io \"{r}\" not found"
             ),
             Fail::NotBool(v) => format!("returned a {} instead of a bool", v.type_name()),
-            Fail::Error(e) => e,
+            Fail::Error(e) => *e,
         }
     }
 
@@ -334,7 +345,7 @@ impl Fail<'_> {
     pub fn into_walk_result(result: Result<bool, Fail<'_>>) -> super::value::EvalResult {
         match result {
             Ok(b) => Ok(Value::Bool(b)),
-            Err(Fail::NotBool(v)) => Ok(v),
+            Err(Fail::NotBool(v)) => Ok(*v),
             Err(f) => Err(f.message()),
         }
     }
@@ -349,7 +360,7 @@ struct Run<'r, 's> {
 impl<'s> Run<'_, 's> {
     /// As `Evaluator::charge`.
     #[inline]
-    fn charge(&self, units: usize) -> Result<(), Fail<'static>> {
+    fn charge(&self, units: usize) -> Result<(), OutOfBudget> {
         let units = u64::try_from(units).unwrap_or(u64::MAX);
         match self.budget.get().checked_sub(units) {
             Some(left) => {
@@ -358,11 +369,12 @@ impl<'s> Run<'_, 's> {
             }
             None => {
                 self.budget.set(0);
-                Err(Fail::CostLimit)
+                Err(OutOfBudget)
             }
         }
     }
 
+    #[inline]
     fn id(&self, slot: usize) -> Option<u32> {
         self.binding.ids.get(slot).copied().flatten()
     }
@@ -378,15 +390,16 @@ impl<'s> Run<'_, 's> {
     fn walk<'p>(&self, node: &Node) -> Result<bool, Fail<'p>> {
         match Evaluator::new(self.activation, self.budget).eval(node) {
             Ok(Value::Bool(b)) => Ok(b),
-            Ok(other) => Err(Fail::NotBool(other)),
+            Ok(other) => Err(Fail::NotBool(Box::new(other))),
             Err(e) if e == COST_LIMIT_EXCEEDED => Err(Fail::CostLimit),
-            Err(e) => Err(Fail::Error(e)),
+            Err(e) => Err(Fail::Error(Box::new(e))),
         }
     }
 
     /// The cluster's `text` as the snapshot holds it: `None` when the walk must read it from
     /// the cluster's JSON (no name, or no `metadata.labels` at all), otherwise the text and its
     /// label id, or the missing key.
+    #[inline(always)]
     fn root_text<'p>(&self, text: &'p RootText) -> Option<Result<(&'s str, Option<u32>), Fail<'p>>> {
         let snapshot = self.snapshot();
         match text {
@@ -421,7 +434,7 @@ impl<'s> Run<'_, 's> {
                 self.charge(1)?;
                 match self.test(inner) {
                     Ok(b) => Ok(!b),
-                    Err(Fail::NotBool(v)) => Err(Fail::Error(no_overload("!_", &[&v]))),
+                    Err(Fail::NotBool(v)) => Err(Fail::Error(Box::new(no_overload("!_", &[&v])))),
                     Err(f) => Err(f),
                 }
             }
@@ -481,7 +494,7 @@ impl<'s> Run<'_, 's> {
                     _ if *constant_first => ordered_binary(*op, &**constant, s),
                     _ => ordered_binary(*op, s, &**constant),
                 };
-                result.ok_or_else(|| Fail::Error("unplanned comparison".into()))
+                result.ok_or_else(|| Fail::Error(Box::new("unplanned comparison".into())))
             }
             Test::Quantifier {
                 kind,
@@ -546,21 +559,23 @@ impl<'s> Run<'_, 's> {
             (left, right) => {
                 let value = |r: Result<bool, Fail<'_>>| match r {
                     Ok(b) => Value::Bool(b),
-                    Err(Fail::NotBool(v)) => v,
+                    Err(Fail::NotBool(v)) => *v,
                     // Unreachable: the errors are handled above.
                     Err(_) => Value::Null,
                 };
                 let (a, b) = (value(left), value(right));
-                Err(Fail::Error(no_overload(
+                Err(Fail::Error(Box::new(no_overload(
                     if decisive { "_||_" } else { "_&&_" },
                     &[&a, &b],
-                )))
+                ))))
             }
         }
     }
 
     /// A planned body on one score item, as `Evaluator::item_predicate`.
-    fn item(&self, t: &ItemTest, name: u32, name_text: &str, value: i32) -> Result<bool, Fail<'static>> {
+    /// Every planned comparison has a result (`plan` admits only comparison operators), so
+    /// only the budget can fail.
+    fn item(&self, t: &ItemTest, name: u32, name_text: &str, value: i32) -> Result<bool, OutOfBudget> {
         match t {
             ItemTest::And(l, r) | ItemTest::Or(l, r) => {
                 let decisive = matches!(t, ItemTest::Or(..));
@@ -577,19 +592,17 @@ impl<'s> Run<'_, 's> {
             }
             ItemTest::Name { op, text, slot } => {
                 self.charge(4 + name_text.len() + text.len())?;
-                let result = match slot {
+                Ok(match slot {
                     Some(slot) => {
                         let equal = self.id(*slot) == Some(name);
-                        Some(if *op == BinaryOp::Eq { equal } else { !equal })
+                        if *op == BinaryOp::Eq { equal } else { !equal }
                     }
-                    None => ordered_binary(*op, name_text, &**text),
-                };
-                result.ok_or_else(|| Fail::Error("unplanned score item comparison".into()))
+                    None => ordered_binary(*op, name_text, &**text).unwrap_or(false),
+                })
             }
             ItemTest::Value { op, int } => {
                 self.charge(6)?;
-                ordered_binary(*op, &i64::from(value), int)
-                    .ok_or_else(|| Fail::Error("unplanned score item comparison".into()))
+                Ok(ordered_binary(*op, &i64::from(value), int).unwrap_or(false))
             }
         }
     }
