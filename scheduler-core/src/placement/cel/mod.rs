@@ -42,6 +42,10 @@
 //!   items; a body of `&&`/`||` over comparisons of `s.name`/`s.value` with constants is planned
 //!   at check time ([`eval::ItemPredicate`]) and runs without the tree walk; a score item
 //!   becomes a map only when the variable is used whole;
+//! - the boolean skeleton of an expression (`&&`, `||`, `!`, constants, `matches` and
+//!   comparisons of the name or a label with constants, quantifiers over `scores()`) runs as a
+//!   [`plan`] bound to the snapshot once per sync: label keys, values and score names become
+//!   interned ids, a pattern runs once per distinct label value, and only the rest is walked;
 //! - the scheduler asks only whether a cluster matches; the reason is built only for
 //!   explanations.
 //!
