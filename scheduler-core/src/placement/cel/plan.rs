@@ -22,7 +22,7 @@ use super::syntax::BinaryOp;
 use super::value::{Key, Value, no_overload};
 use crate::placement::snapshot::{ClusterId, HubSnapshot};
 use regex::Regex;
-use std::cell::Cell;
+use std::cell::{Cell, OnceCell};
 use std::sync::Arc;
 
 /// The planned form of a checked expression.
@@ -270,11 +270,12 @@ impl Plan {
                 Interned::ScoreName(text) => snapshot.score_name_id(text),
             })
             .collect();
-        let values = snapshot.label_text_count();
-        let memos = (0..self.memos)
-            .map(|_| (0..values).map(|_| Cell::new(UNKNOWN)).collect())
-            .collect();
-        Binding { ids, memos }
+        let memos = (0..self.memos).map(|_| Memo::default()).collect();
+        Binding {
+            ids,
+            memos,
+            label_values: snapshot.label_text_count(),
+        }
     }
 
     /// Evaluates the plan for the cluster of `activation`, charging its budget.
@@ -300,7 +301,31 @@ const YES: u8 = 2;
 #[derive(Debug)]
 pub struct Binding {
     ids: Vec<Option<u32>>,
-    memos: Vec<Box<[Cell<u8>]>>,
+    memos: Vec<Memo>,
+    /// How many label texts the snapshot interned (the size of a memo).
+    label_values: usize,
+}
+
+/// A pattern's answers by label value id, made at its second use, so that a binding used for
+/// one cluster (an explanation) allocates nothing.
+#[derive(Debug, Default)]
+struct Memo {
+    answers: OnceCell<Box<[Cell<u8>]>>,
+    used: Cell<bool>,
+}
+
+impl Binding {
+    /// The answer slot of pattern `memo` for label value `value`, once it is worth keeping.
+    fn memo(&self, memo: usize, value: u32) -> Option<&Cell<u8>> {
+        let m = self.memos.get(memo)?;
+        if m.answers.get().is_none() && !m.used.replace(true) {
+            return None;
+        }
+        let answers = m
+            .answers
+            .get_or_init(|| (0..self.label_values).map(|_| Cell::new(UNKNOWN)).collect());
+        answers.get(value as usize)
+    }
 }
 
 /// Why a planned test did not give a bool; formatted only when the reason is wanted. Two words,
@@ -458,7 +483,7 @@ impl<'s> Run<'_, 's> {
                     Some(set) => set.iter().any(|l| **l == *s),
                     None => regex.is_match(s),
                 };
-                let memo = value_id.and_then(|v| self.binding.memos.get(*memo)?.get(v as usize));
+                let memo = value_id.and_then(|v| self.binding.memo(*memo, v));
                 Ok(match memo {
                     Some(cell) => match cell.get() {
                         UNKNOWN => {
