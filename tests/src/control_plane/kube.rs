@@ -16,10 +16,13 @@ pub struct KubeCluster {
     /// `system:masters` kubeconfig.
     pub admin_kubeconfig: PathBuf,
     dir: PathBuf,
+    /// Started by [`KubeCluster::start_controller_manager`] once the API server is ready.
+    controller_manager_args: Vec<String>,
 }
 
 impl KubeCluster {
-    /// Writes the cluster's certificates and starts its three processes (not waiting for them).
+    /// Writes the cluster's certificates and starts etcd and kube-apiserver (not waiting for them).
+    /// The controller manager follows through [`KubeCluster::start_controller_manager`].
     pub fn start(
         name: &str,
         components: &Components,
@@ -123,27 +126,22 @@ impl KubeCluster {
             log_dir,
         )?);
 
-        started.push(Component::spawn(
-            &format!("{name}-kube-controller-manager"),
-            Tier::Client,
-            &components.bin("kube-controller-manager"),
-            &[
-                format!("--kubeconfig={}", p(&kcm_kubeconfig)),
-                // No kubelets run here: nodes created through the API must not turn NotReady
-                // and have their pods evicted.
-                "--controllers=*,-node-lifecycle-controller,-cloud-node-lifecycle-controller".into(),
-                format!("--cluster-signing-cert-file={}", p(&ca_file)),
-                format!("--cluster-signing-key-file={}", p(&ca_key_file)),
-                format!("--root-ca-file={}", p(&ca_file)),
-                format!("--service-account-private-key-file={}", p(&sa_key)),
-                "--use-service-account-credentials=false".into(),
-                "--leader-elect=false".into(),
-                "--secure-port=0".into(),
-                "--profiling=false".into(),
-            ],
-            &[],
-            log_dir,
-        )?);
+        // kube-controller-manager gives the API server only 10 s to report healthy and then exits;
+        // on a loaded machine RBAC's bootstrap hook can take longer, so it starts after /readyz.
+        let controller_manager_args = vec![
+            format!("--kubeconfig={}", p(&kcm_kubeconfig)),
+            // No kubelets run here: nodes created through the API must not turn NotReady
+            // and have their pods evicted.
+            "--controllers=*,-node-lifecycle-controller,-cloud-node-lifecycle-controller".into(),
+            format!("--cluster-signing-cert-file={}", p(&ca_file)),
+            format!("--cluster-signing-key-file={}", p(&ca_key_file)),
+            format!("--root-ca-file={}", p(&ca_file)),
+            format!("--service-account-private-key-file={}", p(&sa_key)),
+            "--use-service-account-credentials=false".into(),
+            "--leader-elect=false".into(),
+            "--secure-port=0".into(),
+            "--profiling=false".into(),
+        ];
 
         Ok(KubeCluster {
             name: name.to_owned(),
@@ -151,7 +149,26 @@ impl KubeCluster {
             ca,
             admin_kubeconfig,
             dir,
+            controller_manager_args,
         })
+    }
+
+    /// Starts kube-controller-manager; call it once the API server answers `/readyz`.
+    pub fn start_controller_manager(
+        &self,
+        components: &Components,
+        log_dir: &Path,
+        started: &mut Vec<Component>,
+    ) -> Result<(), Error> {
+        started.push(Component::spawn(
+            &format!("{}-kube-controller-manager", self.name),
+            Tier::Client,
+            &components.bin("kube-controller-manager"),
+            &self.controller_manager_args,
+            &[],
+            log_dir,
+        )?);
+        Ok(())
     }
 
     /// Writes a kubeconfig for `user` (optionally in `group`) signed by this cluster's CA.

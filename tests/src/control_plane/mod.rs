@@ -379,7 +379,7 @@ impl ControlPlane {
             }
         }
 
-        progress("starting etcd, kube-apiserver and kube-controller-manager");
+        progress("starting etcd and kube-apiserver");
         let hub = KubeCluster::start("hub", components, &self.dir, &self.log_dir, &mut self.components)?;
         copy(&hub.admin_kubeconfig, &self.hub_kubeconfig())?;
         copy(&hub.admin_kubeconfig, &self.kubeconfig("cluster1"))?;
@@ -412,7 +412,10 @@ impl ControlPlane {
             )
             .await?;
         }
-        progress("API servers ready");
+        progress("API servers ready; starting kube-controller-manager");
+        for cluster in self.hub.iter().chain(self.spokes.iter()) {
+            cluster.start_controller_manager(components, &self.log_dir, &mut self.components)?;
+        }
 
         let hub_client = self.hub_client().await?;
         let (ca_bundle, hub_server) = {
