@@ -12,6 +12,7 @@ use ocm_score_hub::thanos::{
     diff::{CurrentScores, PlannedWrite, WriteReason},
     fleet::SkipReason,
     metrics::Metrics,
+    response::VectorSample,
     scorer::{RoundPlan, Scorer, count_expired},
 };
 use scheduler_core::api::{AddOnPlacementScore, ManagedCluster, ObjectMeta, Time};
@@ -226,7 +227,8 @@ mod real_prometheus {
         );
         for write in writes.values() {
             assert_eq!(write.reason, WriteReason::Create);
-            // validUntil counts from the sample time Prometheus reports (the evaluation instant).
+            // validUntil counts from the newest sample behind the scores (every series has one at
+            // t0+30, the evaluation instant).
             assert_eq!(write.status.valid_until, Some(Time(at(t0, 30 + 180))));
         }
 
@@ -369,6 +371,74 @@ mod real_prometheus {
             Some(Time(at(t0, 330)))
         );
         assert!(!by_cluster(&round(after, &current).await).contains_key("c"));
+    }
+
+    /// With Prometheus' default 5-minute lookback a stopped series keeps answering instant queries,
+    /// stamped with the evaluation time; its scores must still date from its last sample.
+    #[tokio::test]
+    #[cfg_attr(
+        skip_prometheus,
+        ignore = "OCM_SCORE_SKIP_PROMETHEUS=1: needs a real Prometheus"
+    )]
+    async fn a_stopped_cluster_expires_one_validity_after_its_last_sample_despite_the_lookback() {
+        require_prometheus();
+        let t0 = start_time();
+        // c's last samples are at t0+50 (one every 5 s); the lookback keeps them in results until
+        // t0+350.
+        let prometheus = Prometheus::start(&fleet_data(t0, 55), "5m").await;
+        let scorer =
+            Scorer::new(config(&prometheus.url(), ""), Arc::new(Metrics::new())).expect("client builds");
+        let clusters = managed(&["a", "b", "c", "d"]);
+        let cluster_sample = |samples: &[VectorSample], cluster: &str| {
+            samples
+                .iter()
+                .find(|s| s.labels.get("cluster").map(String::as_str) == Some(cluster))
+                .cloned()
+        };
+        let valid_until = |write: &PlannedWrite| write.status.valid_until.clone();
+
+        // At t0+150 c still answers the cpuFree and memFree queries, from samples 100 s old.
+        let answers = scorer.query_all(at(t0, 150)).await;
+        for score in [0, 2] {
+            let samples = answers[score].as_ref().expect("queries succeed");
+            let c = cluster_sample(samples, "c").expect("c is within the lookback");
+            assert_eq!(
+                c.timestamp,
+                at(t0, 50),
+                "score {score}: c dates from its last sample"
+            );
+            let a = cluster_sample(samples, "a").expect("a reports");
+            assert_eq!(a.timestamp, at(t0, 150), "score {score}: a is current");
+        }
+        let mut current = CurrentScores::new();
+        let RoundPlan::Ready { writes, .. } = scorer.plan(answers, &clusters, &current, at(t0, 150)) else {
+            panic!("queries succeed")
+        };
+        let first = by_cluster(&writes);
+        assert_eq!(valid_until(first["c"]), Some(Time(at(t0, 50 + 180))));
+        assert_eq!(valid_until(first["a"]), Some(Time(at(t0, 150 + 180))));
+        apply(&mut current, &writes);
+
+        // At t0+240 c's samples are still in the results, but a score from them would already have
+        // expired: c is skipped and left to expire, at t0+230 rather than t0+530.
+        let now = at(t0, 240);
+        let RoundPlan::Ready { fleet, writes } =
+            scorer.plan(scorer.query_all(now).await, &clusters, &current, now)
+        else {
+            panic!("queries succeed")
+        };
+        assert!(!fleet.clusters.contains_key("c"), "{fleet:?}");
+        assert!(!by_cluster(&writes).contains_key("c"), "{writes:?}");
+        assert_eq!(
+            fleet.skipped.get(&("cpuFree".to_owned(), SkipReason::Stale)),
+            Some(&1)
+        );
+        apply(&mut current, &writes);
+        assert_eq!(count_expired(&current, now), 1);
+        assert_eq!(
+            current["c"].status.as_ref().and_then(|s| s.valid_until.clone()),
+            Some(Time(at(t0, 230)))
+        );
     }
 
     #[tokio::test]
