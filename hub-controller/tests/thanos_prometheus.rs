@@ -116,12 +116,9 @@ async fn failing_query_apis_make_rounds_publish_nothing() {
     let samples = vec![("a".to_owned(), 1.0), ("b".to_owned(), 2.0)];
     let now = Timestamp::now();
 
+    // A query that never answers: `a_query_that_never_answers_times_out_twice_on_our_clock`.
     let modes = [
         ("http_status", FakeMode::ServerError),
-        (
-            "timeout",
-            FakeMode::Slow(Duration::from_secs(3600), samples.clone()),
-        ),
         ("malformed", FakeMode::Malformed),
         ("malformed", FakeMode::Truncated(samples.clone())),
         ("partial_response", FakeMode::Partial(vec![("a".to_owned(), 1.0)])),
@@ -163,6 +160,45 @@ async fn failing_query_apis_make_rounds_publish_nothing() {
     assert!(
         !auth.is_empty() && auth.iter().all(|a| a == "Bearer s3cret-token"),
         "{auth:?}"
+    );
+}
+
+/// The query timeout and the retry's backoff are ours, so Tokio's paused clock runs them: the fake API
+/// holds each answer for an hour, and the round gives up after two timeouts per query at once.
+#[tokio::test(start_paused = true)]
+async fn a_query_that_never_answers_times_out_twice_on_our_clock() {
+    let samples = vec![("a".to_owned(), 1.0), ("b".to_owned(), 2.0)];
+    let fake = FakeQueryApi::start(FakeMode::Slow(Duration::from_secs(3600), samples)).await;
+    let mut config = config(&fake.url(), "");
+    config.query.timeout = Duration::from_secs(5);
+    let metrics = Arc::new(Metrics::new());
+    let scorer = Scorer::new(config, metrics.clone()).expect("client builds");
+    let now = Timestamp::now();
+
+    let started = tokio::time::Instant::now();
+    let answers = scorer.query_all(now).await;
+    for answer in &answers {
+        let error = answer
+            .as_ref()
+            .expect_err("an API that never answers gives no samples");
+        assert_eq!(error.kind(), "timeout", "{error}");
+    }
+    // One retry per query (retries: 1), each attempt given up after the 5 s timeout.
+    assert_eq!(fake.requests(), 2 * answers.len());
+    assert!(
+        started.elapsed() >= Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    let plan = scorer.plan(answers, &managed(&["a", "b"]), &CurrentScores::new(), now);
+    assert!(
+        matches!(plan, RoundPlan::QueryFailed { ref failed } if failed.len() == 3),
+        "{plan:?}"
+    );
+    assert!(
+        metrics
+            .render()
+            .contains(r#"ocm_score_thanos_query_errors_total{score="cpuFree",kind="timeout"} 1"#)
     );
 }
 
