@@ -53,123 +53,134 @@ pub const RENAMED_ENV: &[(&str, &str)] = &[
     ),
 ];
 
-/// Environment variables of one mode renamed to the `OCM_SCORE_<FLAG>` scheme: (subcommand, new
-/// name, old name). An old name applies only within the subcommand that read it, so one that two
-/// modes spelled alike (`HUB_KUBECONFIG`) keeps each mode's meaning.
-pub const RENAMED_MODE_ENV: &[(&str, &str, &str)] = &[
-    // ocm-score-agent: the flags of both subcommands, and `run`'s own.
-    ("run", "OCM_SCORE_MANAGED_KUBECONFIG", "MANAGED_KUBECONFIG"),
-    ("run", "OCM_SCORE_HUB_KUBECONFIG", "HUB_KUBECONFIG"),
-    ("run", "OCM_SCORE_CLUSTER_NAME", "CLUSTER_NAME"),
-    ("once", "OCM_SCORE_MANAGED_KUBECONFIG", "MANAGED_KUBECONFIG"),
-    ("once", "OCM_SCORE_HUB_KUBECONFIG", "HUB_KUBECONFIG"),
-    ("once", "OCM_SCORE_CLUSTER_NAME", "CLUSTER_NAME"),
+/// Environment variables of one mode renamed to the `OCM_SCORE_<FLAG>` scheme: (the subcommands
+/// that read the old name, new name, old name). An old name applies only within those subcommands,
+/// so one that two modes spelled alike (`HUB_KUBECONFIG`) keeps each mode's meaning.
+pub const RENAMED_MODE_ENV: &[(&[&str], &str, &str)] = &[
+    // ocm-score-agent
     (
-        "run",
+        &["run", "once"],
+        "OCM_SCORE_MANAGED_KUBECONFIG",
+        "MANAGED_KUBECONFIG",
+    ),
+    (&["run", "once"], "OCM_SCORE_HUB_KUBECONFIG", "HUB_KUBECONFIG"),
+    (&["run", "once"], "OCM_SCORE_CLUSTER_NAME", "CLUSTER_NAME"),
+    (
+        &["run", "once"],
         "OCM_SCORE_EXTENDED_RESOURCE",
         "OCM_SCORE_EXTENDED_RESOURCES",
     ),
     (
-        "once",
-        "OCM_SCORE_EXTENDED_RESOURCE",
-        "OCM_SCORE_EXTENDED_RESOURCES",
+        &["run", "once"],
+        "OCM_SCORE_SCORE_OBJECT_NAME",
+        "OCM_SCORE_OBJECT_NAME",
     ),
-    ("run", "OCM_SCORE_SCORE_OBJECT_NAME", "OCM_SCORE_OBJECT_NAME"),
-    ("once", "OCM_SCORE_SCORE_OBJECT_NAME", "OCM_SCORE_OBJECT_NAME"),
-    ("run", "OCM_SCORE_SCORE_STEP", "OCM_SCORE_STEP"),
-    ("run", "OCM_SCORE_ADDON_NAME", "ADDON_NAME"),
-    ("run", "OCM_SCORE_ADDON_NAMESPACE", "ADDON_NAMESPACE"),
+    (&["run"], "OCM_SCORE_SCORE_STEP", "OCM_SCORE_STEP"),
+    // (the agent's and the add-on manager's --addon-name)
+    (&["run", "addon-manager"], "OCM_SCORE_ADDON_NAME", "ADDON_NAME"),
+    (&["run"], "OCM_SCORE_ADDON_NAMESPACE", "ADDON_NAMESPACE"),
     // ocm-score-hub addon-manager
-    ("addon-manager", "OCM_SCORE_ADDON_NAME", "ADDON_NAME"),
-    ("addon-manager", "OCM_SCORE_AGENT_IMAGE", "AGENT_IMAGE"),
+    (&["addon-manager"], "OCM_SCORE_AGENT_IMAGE", "AGENT_IMAGE"),
     (
-        "addon-manager",
+        &["addon-manager"],
         "OCM_SCORE_AGENT_IMAGE_PULL_POLICY",
         "AGENT_IMAGE_PULL_POLICY",
     ),
-    ("addon-manager", "OCM_SCORE_AGENT_REQUESTS", "AGENT_REQUESTS"),
-    ("addon-manager", "OCM_SCORE_AGENT_LIMITS", "AGENT_LIMITS"),
-    ("addon-manager", "OCM_SCORE_HEALTH_CHECK", "HEALTH_CHECK"),
-    ("addon-manager", "OCM_SCORE_WORKERS", "WORKERS"),
-    ("addon-manager", "OCM_SCORE_RESYNC_PERIOD", "RESYNC_PERIOD"),
-    ("addon-manager", "OCM_SCORE_KUBECONFIG", "HUB_KUBECONFIG"),
+    (&["addon-manager"], "OCM_SCORE_AGENT_REQUESTS", "AGENT_REQUESTS"),
+    (&["addon-manager"], "OCM_SCORE_AGENT_LIMITS", "AGENT_LIMITS"),
+    (&["addon-manager"], "OCM_SCORE_HEALTH_CHECK", "HEALTH_CHECK"),
+    (&["addon-manager"], "OCM_SCORE_WORKERS", "WORKERS"),
+    (&["addon-manager"], "OCM_SCORE_RESYNC_PERIOD", "RESYNC_PERIOD"),
+    (&["addon-manager"], "OCM_SCORE_KUBECONFIG", "HUB_KUBECONFIG"),
     // ocm-score-hub thanos-scorer
-    ("thanos-scorer", "OCM_SCORE_CONFIG", "OCM_SCORE_THANOS_CONFIG"),
+    (&["thanos-scorer"], "OCM_SCORE_CONFIG", "OCM_SCORE_THANOS_CONFIG"),
     (
-        "thanos-scorer",
+        &["thanos-scorer"],
         "OCM_SCORE_QUERY_URL",
         "OCM_SCORE_THANOS_QUERY_URL",
     ),
     (
-        "thanos-scorer",
+        &["thanos-scorer"],
         "OCM_SCORE_BEARER_TOKEN_FILE",
         "OCM_SCORE_THANOS_BEARER_TOKEN_FILE",
     ),
-    ("thanos-scorer", "OCM_SCORE_CA_FILE", "OCM_SCORE_THANOS_CA_FILE"),
     (
-        "thanos-scorer",
+        &["thanos-scorer"],
+        "OCM_SCORE_CA_FILE",
+        "OCM_SCORE_THANOS_CA_FILE",
+    ),
+    (
+        &["thanos-scorer"],
         "OCM_SCORE_CLIENT_CERT_FILE",
         "OCM_SCORE_THANOS_CLIENT_CERT_FILE",
     ),
     (
-        "thanos-scorer",
+        &["thanos-scorer"],
         "OCM_SCORE_CLIENT_KEY_FILE",
         "OCM_SCORE_THANOS_CLIENT_KEY_FILE",
     ),
     (
-        "thanos-scorer",
+        &["thanos-scorer"],
         "OCM_SCORE_TLS_SERVER_NAME",
         "OCM_SCORE_THANOS_TLS_SERVER_NAME",
     ),
     (
-        "thanos-scorer",
+        &["thanos-scorer"],
         "OCM_SCORE_QUERY_TIMEOUT",
         "OCM_SCORE_THANOS_QUERY_TIMEOUT",
     ),
     (
-        "thanos-scorer",
+        &["thanos-scorer"],
         "OCM_SCORE_QUERY_CONCURRENCY",
         "OCM_SCORE_THANOS_QUERY_CONCURRENCY",
     ),
     (
-        "thanos-scorer",
+        &["thanos-scorer"],
         "OCM_SCORE_QUERY_RETRIES",
         "OCM_SCORE_THANOS_QUERY_RETRIES",
     ),
     (
-        "thanos-scorer",
+        &["thanos-scorer"],
         "OCM_SCORE_CLUSTER_LABEL",
         "OCM_SCORE_THANOS_CLUSTER_LABEL",
     ),
     (
-        "thanos-scorer",
+        &["thanos-scorer"],
         "OCM_SCORE_CLUSTER_MAPPING",
         "OCM_SCORE_THANOS_CLUSTER_MAPPING",
     ),
     (
-        "thanos-scorer",
+        &["thanos-scorer"],
         "OCM_SCORE_PLACEMENT_SCORE_NAME",
         "OCM_SCORE_THANOS_PLACEMENT_SCORE_NAME",
     ),
-    ("thanos-scorer", "OCM_SCORE_INTERVAL", "OCM_SCORE_THANOS_INTERVAL"),
-    ("thanos-scorer", "OCM_SCORE_VALIDITY", "OCM_SCORE_THANOS_VALIDITY"),
     (
-        "thanos-scorer",
+        &["thanos-scorer"],
+        "OCM_SCORE_INTERVAL",
+        "OCM_SCORE_THANOS_INTERVAL",
+    ),
+    (
+        &["thanos-scorer"],
+        "OCM_SCORE_VALIDITY",
+        "OCM_SCORE_THANOS_VALIDITY",
+    ),
+    (
+        &["thanos-scorer"],
         "OCM_SCORE_RENEW_BEFORE",
         "OCM_SCORE_THANOS_RENEW_BEFORE",
     ),
     (
-        "thanos-scorer",
+        &["thanos-scorer"],
         "OCM_SCORE_RENEW_EVERY",
         "OCM_SCORE_THANOS_RENEW_EVERY",
     ),
     (
-        "thanos-scorer",
+        &["thanos-scorer"],
         "OCM_SCORE_WRITE_CONCURRENCY",
         "OCM_SCORE_THANOS_WRITE_CONCURRENCY",
     ),
     (
-        "thanos-scorer",
+        &["thanos-scorer"],
         "OCM_SCORE_KUBECONFIG",
         "OCM_SCORE_THANOS_KUBECONFIG",
     ),
@@ -197,7 +208,7 @@ pub fn try_parse_with_env<C: Parser>(
     let every_mode = RENAMED_ENV.iter().map(|&(new, old)| (None, new, old));
     let one_mode = RENAMED_MODE_ENV
         .iter()
-        .map(|&(mode, new, old)| (Some(mode), new, old));
+        .flat_map(|&(modes, new, old)| modes.iter().map(move |&mode| (Some(mode), new, old)));
     for (mode, new, old) in every_mode.chain(one_mode) {
         let Some(value) = env(old) else { continue };
         if env(new).is_some() || mode.is_some_and(|mode| command.find_subcommand(mode).is_none()) {
