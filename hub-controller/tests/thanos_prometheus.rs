@@ -12,6 +12,7 @@ use ocm_score_hub::thanos::{
     diff::{CurrentScores, PlannedWrite, WriteReason},
     fleet::SkipReason,
     metrics::Metrics,
+    response::VectorSample,
     scorer::{RoundPlan, Scorer, count_expired},
 };
 use scheduler_core::api::{AddOnPlacementScore, ManagedCluster, ObjectMeta, Time};
@@ -115,12 +116,9 @@ async fn failing_query_apis_make_rounds_publish_nothing() {
     let samples = vec![("a".to_owned(), 1.0), ("b".to_owned(), 2.0)];
     let now = Timestamp::now();
 
+    // A query that never answers: `a_query_that_never_answers_times_out_twice_on_our_clock`.
     let modes = [
         ("http_status", FakeMode::ServerError),
-        (
-            "timeout",
-            FakeMode::Slow(Duration::from_secs(3600), samples.clone()),
-        ),
         ("malformed", FakeMode::Malformed),
         ("malformed", FakeMode::Truncated(samples.clone())),
         ("partial_response", FakeMode::Partial(vec![("a".to_owned(), 1.0)])),
@@ -162,6 +160,45 @@ async fn failing_query_apis_make_rounds_publish_nothing() {
     assert!(
         !auth.is_empty() && auth.iter().all(|a| a == "Bearer s3cret-token"),
         "{auth:?}"
+    );
+}
+
+/// The query timeout and the retry's backoff are ours, so Tokio's paused clock runs them: the fake API
+/// holds each answer for an hour, and the round gives up after two timeouts per query at once.
+#[tokio::test(start_paused = true)]
+async fn a_query_that_never_answers_times_out_twice_on_our_clock() {
+    let samples = vec![("a".to_owned(), 1.0), ("b".to_owned(), 2.0)];
+    let fake = FakeQueryApi::start(FakeMode::Slow(Duration::from_secs(3600), samples)).await;
+    let mut config = config(&fake.url(), "");
+    config.query.timeout = Duration::from_secs(5);
+    let metrics = Arc::new(Metrics::new());
+    let scorer = Scorer::new(config, metrics.clone()).expect("client builds");
+    let now = Timestamp::now();
+
+    let started = tokio::time::Instant::now();
+    let answers = scorer.query_all(now).await;
+    for answer in &answers {
+        let error = answer
+            .as_ref()
+            .expect_err("an API that never answers gives no samples");
+        assert_eq!(error.kind(), "timeout", "{error}");
+    }
+    // One retry per query (retries: 1), each attempt given up after the 5 s timeout.
+    assert_eq!(fake.requests(), 2 * answers.len());
+    assert!(
+        started.elapsed() >= Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    let plan = scorer.plan(answers, &managed(&["a", "b"]), &CurrentScores::new(), now);
+    assert!(
+        matches!(plan, RoundPlan::QueryFailed { ref failed } if failed.len() == 3),
+        "{plan:?}"
+    );
+    assert!(
+        metrics
+            .render()
+            .contains(r#"ocm_score_thanos_query_errors_total{score="cpuFree",kind="timeout"} 1"#)
     );
 }
 
@@ -226,7 +263,8 @@ mod real_prometheus {
         );
         for write in writes.values() {
             assert_eq!(write.reason, WriteReason::Create);
-            // validUntil counts from the sample time Prometheus reports (the evaluation instant).
+            // validUntil counts from the newest sample behind the scores (every series has one at
+            // t0+30, the evaluation instant).
             assert_eq!(write.status.valid_until, Some(Time(at(t0, 30 + 180))));
         }
 
@@ -369,6 +407,74 @@ mod real_prometheus {
             Some(Time(at(t0, 330)))
         );
         assert!(!by_cluster(&round(after, &current).await).contains_key("c"));
+    }
+
+    /// With Prometheus' default 5-minute lookback a stopped series keeps answering instant queries,
+    /// stamped with the evaluation time; its scores must still date from its last sample.
+    #[tokio::test]
+    #[cfg_attr(
+        skip_prometheus,
+        ignore = "OCM_SCORE_SKIP_PROMETHEUS=1: needs a real Prometheus"
+    )]
+    async fn a_stopped_cluster_expires_one_validity_after_its_last_sample_despite_the_lookback() {
+        require_prometheus();
+        let t0 = start_time();
+        // c's last samples are at t0+50 (one every 5 s); the lookback keeps them in results until
+        // t0+350.
+        let prometheus = Prometheus::start(&fleet_data(t0, 55), "5m").await;
+        let scorer =
+            Scorer::new(config(&prometheus.url(), ""), Arc::new(Metrics::new())).expect("client builds");
+        let clusters = managed(&["a", "b", "c", "d"]);
+        let cluster_sample = |samples: &[VectorSample], cluster: &str| {
+            samples
+                .iter()
+                .find(|s| s.labels.get("cluster").map(String::as_str) == Some(cluster))
+                .cloned()
+        };
+        let valid_until = |write: &PlannedWrite| write.status.valid_until.clone();
+
+        // At t0+150 c still answers the cpuFree and memFree queries, from samples 100 s old.
+        let answers = scorer.query_all(at(t0, 150)).await;
+        for score in [0, 2] {
+            let samples = answers[score].as_ref().expect("queries succeed");
+            let c = cluster_sample(samples, "c").expect("c is within the lookback");
+            assert_eq!(
+                c.timestamp,
+                at(t0, 50),
+                "score {score}: c dates from its last sample"
+            );
+            let a = cluster_sample(samples, "a").expect("a reports");
+            assert_eq!(a.timestamp, at(t0, 150), "score {score}: a is current");
+        }
+        let mut current = CurrentScores::new();
+        let RoundPlan::Ready { writes, .. } = scorer.plan(answers, &clusters, &current, at(t0, 150)) else {
+            panic!("queries succeed")
+        };
+        let first = by_cluster(&writes);
+        assert_eq!(valid_until(first["c"]), Some(Time(at(t0, 50 + 180))));
+        assert_eq!(valid_until(first["a"]), Some(Time(at(t0, 150 + 180))));
+        apply(&mut current, &writes);
+
+        // At t0+240 c's samples are still in the results, but a score from them would already have
+        // expired: c is skipped and left to expire, at t0+230 rather than t0+530.
+        let now = at(t0, 240);
+        let RoundPlan::Ready { fleet, writes } =
+            scorer.plan(scorer.query_all(now).await, &clusters, &current, now)
+        else {
+            panic!("queries succeed")
+        };
+        assert!(!fleet.clusters.contains_key("c"), "{fleet:?}");
+        assert!(!by_cluster(&writes).contains_key("c"), "{writes:?}");
+        assert_eq!(
+            fleet.skipped.get(&("cpuFree".to_owned(), SkipReason::Stale)),
+            Some(&1)
+        );
+        apply(&mut current, &writes);
+        assert_eq!(count_expired(&current, now), 1);
+        assert_eq!(
+            current["c"].status.as_ref().and_then(|s| s.valid_until.clone()),
+            Some(Time(at(t0, 230)))
+        );
     }
 
     #[tokio::test]

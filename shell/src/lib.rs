@@ -10,7 +10,8 @@
 //!   [`probes::Heartbeat`] liveness is judged by; [`metrics`]: registries from `prometheus-client`;
 //! - [`leader`]: one Lease leader elector (a pure [`leader::Election`] plus its I/O) that steps down on
 //!   loss; a mode that must not continue after a loss stops itself;
-//! - [`client`]: the Kubernetes client from a kubeconfig flag or the environment.
+//! - [`client`]: the Kubernetes client from a kubeconfig flag or the environment; [`names`]: the
+//!   object-name rules every mode checks names with.
 
 pub mod args;
 pub mod cli;

@@ -46,7 +46,7 @@ impl Metrics {
         let query_duration = Family::new_with_constructor(latency_histogram as fn() -> Histogram);
         registry.register(
             "query_duration_seconds",
-            "Time of one fleet-wide score query, retries included",
+            "Time of one fleet-wide score query and its freshness queries, retries included",
             query_duration.clone(),
         );
         let query_errors = Family::default();

@@ -9,11 +9,12 @@
 //! shell's elector, `ocm_score_shell::leader`). [`scorer`] ties a round together without touching the
 //! hub, [`mod@run`] is the mode around it (hub caches, round loop), and [`health`] and [`metrics`]
 //! feed the shell's probe server.
-//! `validUntil` counts from the sample time, so when a cluster's series stop (they leave the query
-//! result once Prometheus marks them stale, or after its lookback window) the cluster is not renewed and
-//! its scores expire; when a query fails, nothing is written that round.
+//! `validUntil` counts from the time of the newest sample behind each score ([`freshness`]: not the
+//! evaluation time, which Prometheus stamps on every answer for its whole lookback window), so when a
+//! cluster's series stop the cluster is not renewed and its scores expire one validity after its last
+//! sample; when a query fails, nothing is written that round.
 //!
-//! Example configuration (`--config`; flags and `OCM_SCORE_THANOS_*` variables override it):
+//! Example configuration (`--config`; flags and their `OCM_SCORE_*` variables override it):
 //!
 //! ```yaml
 //! query:
@@ -41,6 +42,7 @@ pub mod client;
 pub mod config;
 pub mod diff;
 pub mod fleet;
+pub mod freshness;
 pub mod health;
 pub mod mapping;
 pub mod metrics;

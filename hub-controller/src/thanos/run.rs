@@ -70,7 +70,12 @@ pub async fn run_until_stopped(
     shutdown: CancellationToken,
 ) -> Result<(), RunError> {
     let config = scorer.config().clone();
-    let query_budget = config.query.timeout * (config.query.retries + 1) * (config.scores.len() as u32);
+    let queries = u32::try_from(scorer.query_count()).unwrap_or(u32::MAX);
+    let query_budget = config
+        .query
+        .timeout
+        .saturating_mul(config.query.retries + 1)
+        .saturating_mul(queries);
     let health = Arc::new(Health::new(
         metrics.clone(),
         (config.interval * 3 + query_budget).max(Duration::from_secs(300)),

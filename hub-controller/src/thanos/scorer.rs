@@ -10,6 +10,7 @@ use super::{
     config::Config,
     diff::{CurrentScores, PlannedWrite, Validity, plan_writes},
     fleet::{FleetScores, score_fleet},
+    freshness::{FreshnessQueries, date_samples},
     mapping::ClusterIndex,
     metrics::Metrics,
     response::VectorSample,
@@ -35,16 +36,24 @@ pub struct Scorer {
     config: Config,
     prom: PromClient,
     metrics: Arc<Metrics>,
+    freshness: FreshnessQueries,
 }
 
 impl Scorer {
     pub fn new(config: Config, metrics: Arc<Metrics>) -> Result<Self, ClientBuildError> {
         let prom = PromClient::new(&config.query)?;
+        let freshness = FreshnessQueries::new(&config.scores, &config.cluster_label);
         Ok(Self {
             config,
             prom,
             metrics,
+            freshness,
         })
+    }
+
+    /// How many queries a round runs: each score's, and its freshness queries.
+    pub fn query_count(&self) -> usize {
+        self.config.scores.len() + self.freshness.count()
     }
 
     pub fn config(&self) -> &Config {
@@ -55,13 +64,14 @@ impl Scorer {
         &self.prom
     }
 
-    /// Runs every score's query, evaluated at `at`, at most `query.concurrency` at a time. The answers
-    /// come back in the order of the configured scores.
+    /// Runs every score's query, evaluated at `at`, at most `query.concurrency` scores at a time. The
+    /// answers come back in the order of the configured scores, each sample dated by the newest data
+    /// behind it ([`super::freshness`]).
     pub async fn query_all(&self, at: Timestamp) -> Vec<Result<Vec<VectorSample>, QueryError>> {
         let mut answers: Vec<(usize, Result<Vec<VectorSample>, QueryError>)> = stream::iter(self.config.scores.iter().enumerate())
             .map(|(i, spec)| async move {
                 let started = Instant::now();
-                let result = self.prom.instant_vector(&spec.query, at).await;
+                let result = self.query_score(i, &spec.query, at).await;
                 self.metrics.observe_query(&spec.name, started.elapsed());
                 if let Err(e) = &result {
                     self.metrics.query_error(&spec.name, e.kind());
@@ -74,6 +84,23 @@ impl Scorer {
             .await;
         answers.sort_by_key(|(i, _)| *i);
         answers.into_iter().map(|(_, r)| r).collect()
+    }
+
+    /// Score `score`'s answer, its samples dated by its freshness queries (run after it, so a failing
+    /// endpoint costs one query per score, not more).
+    async fn query_score(
+        &self,
+        score: usize,
+        query: &str,
+        at: Timestamp,
+    ) -> Result<Vec<VectorSample>, QueryError> {
+        let mut samples = self.prom.instant_vector(query, at).await?;
+        let mut answers = Vec::with_capacity(self.freshness.of(score).len());
+        for freshness in self.freshness.of(score) {
+            answers.push(self.prom.instant_vector(freshness, at).await?);
+        }
+        date_samples(&mut samples, &answers, &self.config.cluster_label);
+        Ok(samples)
     }
 
     /// Turns the answers into planned writes against the hub's current objects.

@@ -530,7 +530,9 @@ impl Drop for Prometheus {
 /// How the fake query API answers.
 #[derive(Clone, Debug)]
 pub enum FakeMode {
-    /// A vector with these (cluster, value) samples, stamped with the requested evaluation time.
+    /// A vector with these (cluster, value) samples, stamped with the requested evaluation time. (In
+    /// this and every mode answering a vector, a freshness query, `…(timestamp(…))`, is answered as
+    /// data that is current: each cluster's newest sample at the evaluation time.)
     Vector(Vec<(String, f64)>),
     /// HTTP 500 with a plain-text body.
     ServerError,
@@ -636,7 +638,19 @@ async fn serve_fake(
     requests.fetch_add(1, Ordering::SeqCst);
     let body = String::from_utf8_lossy(&data[head_end..]).to_string();
     let time = form_value(&body, "time").unwrap_or_else(|| "0".into());
-    let current = mode.lock().expect("mode lock").clone();
+    let freshness = form_value(&body, "query").is_some_and(|q| q.contains("timestamp%28"));
+    let mut current = mode.lock().expect("mode lock").clone();
+    if freshness {
+        let now = time.parse::<f64>().unwrap_or(0.0);
+        let fresh = |samples: Vec<(String, f64)>| samples.into_iter().map(|(c, _)| (c, now)).collect();
+        current = match current {
+            FakeMode::Vector(s) => FakeMode::Vector(fresh(s)),
+            FakeMode::Slow(delay, s) => FakeMode::Slow(delay, fresh(s)),
+            FakeMode::Truncated(s) => FakeMode::Truncated(fresh(s)),
+            FakeMode::Partial(s) => FakeMode::Partial(fresh(s)),
+            other => other,
+        };
+    }
     let (status, text) = match current {
         FakeMode::Vector(samples) => (200, vector(&samples, &time, &[])),
         FakeMode::ServerError => (500, "internal server error\n".to_owned()),
