@@ -45,6 +45,7 @@ pub mod health;
 pub mod mapping;
 pub mod metrics;
 pub mod normalize;
+pub mod params;
 pub mod response;
 pub mod run;
 pub mod scorer;

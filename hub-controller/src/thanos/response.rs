@@ -467,6 +467,24 @@ mod tests {
     }
 
     #[test]
+    fn a_thanos_partial_response_decodes_with_its_warning() {
+        // As Thanos v0.41's querier answered with one of two sidecars stopped.
+        let r = ok(
+            r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{"monitor":"m-a"},"value":[1795453527.500,"1"]}],"analysis":{}},"warnings":["fetch series for {monitor=\"m-b\"} Addr: 127.0.0.1:19192 MinTime: -62167219200000 MaxTime: 9223372036854775807: rpc error: code = Unavailable desc = connection error: desc = \"transport: Error while dialing: dial tcp 127.0.0.1:19192: connect: connection refused\""]}"#,
+        );
+        let QueryData::Vector(samples) = r.data else {
+            panic!("vector expected")
+        };
+        assert_eq!(samples.len(), 1);
+        assert_eq!(r.warnings.len(), 1);
+        assert!(
+            r.warnings[0].starts_with("fetch series for {monitor=\"m-b\"} Addr: 127.0.0.1:19192"),
+            "{:?}",
+            r.warnings
+        );
+    }
+
+    #[test]
     fn api_error_bodies() {
         let e = parse_response(
             400,
