@@ -40,6 +40,9 @@ pub mod flag {
     pub const ADDON_NAMESPACE: &str = "--addon-namespace";
     pub const LEASE_INTERVAL: &str = "--lease-interval";
     pub const PUBLISH: &str = "--publish";
+    /// The process shell's probe address flag (`ocm_score_shell::args::ProbeArgs`), which the agent
+    /// takes like every mode; `--metrics-addr` is its deprecated spelling.
+    pub const METRICS_BIND_ADDRESS: &str = "--metrics-bind-address";
 
     /// The name clap wants: the flag without its leading `--`.
     pub fn long(flag: &'static str) -> &'static str {

@@ -1,4 +1,5 @@
-//! Command line: every flag is also an environment variable. Values are parsed (and so rejected with
+//! Command line: every flag is also an environment variable, `--some-thing` ↔ `OCM_SCORE_SOME_THING`
+//! (the old names are `ocm_score_shell::cli::RENAMED_MODE_ENV`). Values are parsed (and so rejected with
 //! the flag and value named, exit code 2) by clap with the parsers of the agent's contract
 //! (`agent_contract`, shared with the hub), which also names the flags and holds their defaults;
 //! `config` then checks the flags against each other.
@@ -8,7 +9,7 @@ use agent_contract::{
     parse_extended_resource, parse_normalize, parse_source,
 };
 use clap::{ArgAction, Args, Parser, Subcommand};
-use std::net::SocketAddr;
+use ocm_score_shell::args::ProbeArgs;
 use std::path::PathBuf;
 
 #[derive(Parser, Debug)]
@@ -45,7 +46,7 @@ pub struct ScoringArgs {
 
     /// Extra extended resources to score, comma separated, each `RESOURCE[=PREFIX]`, e.g.
     /// `amd.com/gpu=amdGpu` publishes `amdGpuNodeAvailable` and `amdGpuClusterAvailable`.
-    #[arg(long = flag::long(flag::EXTENDED_RESOURCE), env = "OCM_SCORE_EXTENDED_RESOURCES", value_delimiter = ',',
+    #[arg(long = flag::long(flag::EXTENDED_RESOURCE), env = "OCM_SCORE_EXTENDED_RESOURCE", value_delimiter = ',',
           value_parser = parse_extended_resource)]
     pub extended_resources: Vec<ExtendedResource>,
 
@@ -59,7 +60,7 @@ pub struct ScoringArgs {
     pub scores: Vec<String>,
 
     /// Name of the AddOnPlacementScore object written in the cluster namespace on the hub.
-    #[arg(long = flag::long(flag::SCORE_OBJECT_NAME), env = "OCM_SCORE_OBJECT_NAME", default_value = scheduler_core::api::well_known::RESOURCE_USAGE_SCORE)]
+    #[arg(long = flag::long(flag::SCORE_OBJECT_NAME), env = "OCM_SCORE_SCORE_OBJECT_NAME", default_value = scheduler_core::api::well_known::RESOURCE_USAGE_SCORE)]
     pub score_object_name: String,
 
     /// How long published scores stay valid (`validUntil` = now + this). Default for `run`: derived
@@ -68,17 +69,17 @@ pub struct ScoringArgs {
     pub validity: Option<DurationArg>,
 
     /// Kubeconfig of the managed cluster; default: $KUBECONFIG, ~/.kube/config, or the in-cluster account.
-    #[arg(long = flag::long(flag::MANAGED_KUBECONFIG), env = "MANAGED_KUBECONFIG")]
+    #[arg(long = flag::long(flag::MANAGED_KUBECONFIG), env = "OCM_SCORE_MANAGED_KUBECONFIG")]
     pub managed_kubeconfig: Option<PathBuf>,
 
     /// Hub kubeconfig: a file, or the directory OCM mounts the `<addon>-hub-kubeconfig` Secret into
     /// (holding `kubeconfig`, `tls.crt`, `tls.key`, `cluster-name`). Rotated certificates are picked up.
-    #[arg(long = flag::long(flag::HUB_KUBECONFIG), env = "HUB_KUBECONFIG")]
+    #[arg(long = flag::long(flag::HUB_KUBECONFIG), env = "OCM_SCORE_HUB_KUBECONFIG")]
     pub hub_kubeconfig: Option<PathBuf>,
 
     /// The managed cluster's name (its namespace on the hub); default: `cluster-name` in the hub
     /// kubeconfig directory.
-    #[arg(long = flag::long(flag::CLUSTER_NAME), env = "CLUSTER_NAME")]
+    #[arg(long = flag::long(flag::CLUSTER_NAME), env = "OCM_SCORE_CLUSTER_NAME")]
     pub cluster_name: Option<String>,
 
     /// Timeout of each request to the managed cluster's API server (health probe, kubelet scrape).
@@ -137,22 +138,23 @@ pub struct RunArgs {
 
     /// Write only when some score moved by at least this much (or validUntil needs renewing): every
     /// write makes OCM reschedule Placements.
-    #[arg(long = flag::long(flag::SCORE_STEP), env = "OCM_SCORE_STEP", default_value_t = contract::DEFAULT_SCORE_STEP,
+    #[arg(long = flag::long(flag::SCORE_STEP), env = "OCM_SCORE_SCORE_STEP", default_value_t = contract::DEFAULT_SCORE_STEP,
           value_parser = clap::value_parser!(u8).range(i64::from(contract::MIN_SCORE_STEP)..=i64::from(contract::MAX_SCORE_STEP)))]
     pub score_step: u8,
 
-    /// Address of the /metrics, /healthz and /readyz endpoint.
-    #[arg(long, env = "OCM_SCORE_METRICS_ADDR", default_value = "0.0.0.0:8080")]
-    pub metrics_addr: SocketAddr,
+    /// `/metrics`, `/healthz` and `/readyz` (the process shell's flag, `--metrics-bind-address`;
+    /// `--metrics-addr` is its deprecated spelling).
+    #[command(flatten)]
+    pub probes: ProbeArgs,
 
     /// The add-on's name: the Lease renewed for OCM's Lease health check is named after it.
-    #[arg(long = flag::long(flag::ADDON_NAME), env = "ADDON_NAME", default_value = "resource-usage-collect")]
+    #[arg(long = flag::long(flag::ADDON_NAME), env = "OCM_SCORE_ADDON_NAME", default_value = "resource-usage-collect")]
     pub addon_name: String,
 
     /// The add-on's install namespace on the managed cluster (where the Lease lives).
     #[arg(
         long = flag::long(flag::ADDON_NAMESPACE),
-        env = "ADDON_NAMESPACE",
+        env = "OCM_SCORE_ADDON_NAMESPACE",
         default_value = "open-cluster-management-agent-addon"
     )]
     pub addon_namespace: String,

@@ -11,30 +11,13 @@ use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
+use ocm_score_shell::probes::Heartbeat;
 use scheduler_core::api::ObjectMeta;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 /// What OCM's own lease updater sets.
 pub const LEASE_DURATION_SECONDS: i32 = 60;
-
-/// The main loop's last sign of life, in seconds since the epoch.
-#[derive(Default, Debug)]
-pub struct Heartbeat(AtomicI64);
-
-impl Heartbeat {
-    pub fn beat(&self, now: Timestamp) {
-        self.0.store(now.as_second(), Ordering::Relaxed);
-    }
-
-    /// Whether the last beat is at most `max_age` old.
-    pub fn alive(&self, now: Timestamp, max_age: Duration) -> bool {
-        let last = self.0.load(Ordering::Relaxed);
-        last > 0
-            && now.as_second().saturating_sub(last) <= i64::try_from(max_age.as_secs()).unwrap_or(i64::MAX)
-    }
-}
 
 pub struct LeaseRenewer {
     api: Api<Lease>,
@@ -110,7 +93,7 @@ impl LeaseRenewer {
     ) {
         loop {
             let now = Timestamp::now();
-            if heartbeat.alive(now, max_silence) {
+            if heartbeat.alive(max_silence) {
                 let result = tokio::time::timeout(self.timeout, self.renew(now)).await;
                 match result {
                     Ok(Ok(())) => {
@@ -131,20 +114,5 @@ impl LeaseRenewer {
             }
             tokio::time::sleep(crate::jitter::spread(interval, 0.25)).await;
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn heartbeat_ages() {
-        let hb = Heartbeat::default();
-        let t = |s: i64| Timestamp::from_second(1_700_000_000 + s).expect("valid");
-        assert!(!hb.alive(t(0), Duration::from_secs(60)), "never beat");
-        hb.beat(t(0));
-        assert!(hb.alive(t(60), Duration::from_secs(60)));
-        assert!(!hb.alive(t(61), Duration::from_secs(60)));
     }
 }

@@ -60,13 +60,8 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .context("starting the async runtime")
 }
 
-/// `run` until SIGTERM or Ctrl-C (the shell's shutdown token, handed to the loop as a flag).
+/// `run` until SIGTERM or Ctrl-C (the shell's shutdown token).
 async fn run(cfg: RunConfig) -> anyhow::Result<()> {
     let shutdown = ocm_score_shell::shutdown::on_signals();
-    let (stop, stopped) = tokio::sync::watch::channel(false);
-    tokio::spawn(async move {
-        shutdown.cancelled().await;
-        stop.send_replace(true);
-    });
-    ocm_score_agent::run::run(cfg, stopped).await.context("run")
+    ocm_score_agent::run::run(cfg, shutdown).await.context("run")
 }

@@ -16,7 +16,7 @@ use crate::accounting::resources::{CPU, MEMORY};
 use crate::config::RunConfig;
 use crate::hub::HubConnection;
 use crate::jitter::spread;
-use crate::lease::{Heartbeat, LeaseRenewer};
+use crate::lease::LeaseRenewer;
 use crate::metrics::{Metrics, WriteResult};
 use crate::publish::{Outcome, Publisher, WritePolicy};
 use crate::scores;
@@ -27,11 +27,13 @@ use crate::sources::kubelet::{KubeletSource, NodeRequests};
 use crate::sources::{Reading, SourceError};
 use futures::FutureExt;
 use jiff::Timestamp;
+use ocm_score_shell::CancellationToken;
+use ocm_score_shell::probes::Heartbeat;
 use scheduler_core::duration::format as fmt_duration;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
-use tokio::sync::{Notify, watch};
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 #[cfg(test)]
@@ -131,11 +133,11 @@ struct ConfiguredSources {
     host: Option<HostSource>,
 }
 
-/// Runs until `shutdown` turns true.
-pub async fn run(cfg: RunConfig, mut shutdown: watch::Receiver<bool>) -> Result<(), RunError> {
+/// Runs until `shutdown` is cancelled (the process shell's token: SIGTERM or Ctrl-C).
+pub async fn run(cfg: RunConfig, shutdown: CancellationToken) -> Result<(), RunError> {
     let metrics = Arc::new(Metrics::default());
     let heartbeat = Arc::new(Heartbeat::default());
-    heartbeat.beat(Timestamp::now());
+    heartbeat.beat();
     let probes = Arc::new(Probes {
         metrics: metrics.clone(),
         heartbeat: heartbeat.clone(),
@@ -143,14 +145,14 @@ pub async fn run(cfg: RunConfig, mut shutdown: watch::Receiver<bool>) -> Result<
         ready: AtomicBool::new(false),
     });
 
-    let listener = tokio::net::TcpListener::bind(cfg.metrics_addr)
+    let listener = tokio::net::TcpListener::bind(cfg.metrics_bind_address)
         .await
         .map_err(|source| RunError::Bind {
-            addr: cfg.metrics_addr,
+            addr: cfg.metrics_bind_address,
             source,
         })?;
     let addr = listener.local_addr().map_err(|source| RunError::Bind {
-        addr: cfg.metrics_addr,
+        addr: cfg.metrics_bind_address,
         source,
     })?;
     tracing::info!(%addr, "serving /metrics, /healthz and /readyz");
@@ -250,7 +252,7 @@ pub async fn run(cfg: RunConfig, mut shutdown: watch::Receiver<bool>) -> Result<
         }
     };
     tokio::select! {
-        _ = shutdown.wait_for(|stop| *stop) => return Ok(()),
+        _ = shutdown.cancelled() => return Ok(()),
         _ = tokio::time::timeout(agent.cfg.refresh_interval, first) => {}
     }
 
@@ -258,7 +260,7 @@ pub async fn run(cfg: RunConfig, mut shutdown: watch::Receiver<bool>) -> Result<
     // so drop that notification rather than let it open a debounce window for a needless second one.
     let _ = changed.notified().now_or_never();
 
-    agent.drive(&changed, &mut shutdown, &heartbeat).await;
+    agent.drive(&changed, &shutdown, &heartbeat).await;
     tracing::info!("shutting down");
     drop(agent);
     drop(server);
@@ -281,20 +283,20 @@ fn publisher(cfg: &RunConfig, hub: HubConnection) -> Publisher {
 }
 
 impl<S: ReadSources> Agent<S> {
-    /// Refresh ticks, debounced changes and retries, until `shutdown` turns true.
-    async fn drive(&mut self, changed: &Notify, shutdown: &mut watch::Receiver<bool>, heartbeat: &Heartbeat) {
+    /// Refresh ticks, debounced changes and retries, until `shutdown` is cancelled.
+    async fn drive(&mut self, changed: &Notify, shutdown: &CancellationToken, heartbeat: &Heartbeat) {
         let mut next_tick = Instant::now();
         let mut debounce_until: Option<Instant> = None;
         let mut retry_at: Option<Instant> = None;
         loop {
-            heartbeat.beat(self.clock.now());
+            heartbeat.beat();
             let wake = [Some(next_tick), debounce_until, retry_at]
                 .into_iter()
                 .flatten()
                 .min()
                 .unwrap_or(next_tick);
             tokio::select! {
-                _ = shutdown.wait_for(|stop| *stop) => break,
+                _ = shutdown.cancelled() => break,
                 _ = changed.notified() => {
                     // Trailing-edge debounce: the first change starts the window, later ones ride along.
                     debounce_until.get_or_insert_with(|| Instant::now() + self.cfg.debounce);
@@ -310,9 +312,9 @@ impl<S: ReadSources> Agent<S> {
                 next_tick = woke + (self.spread)(self.cfg.refresh_interval, self.cfg.jitter);
             }
             debounce_until = None;
-            heartbeat.beat(self.clock.now());
+            heartbeat.beat();
             tokio::select! {
-                _ = shutdown.wait_for(|stop| *stop) => break,
+                _ = shutdown.cancelled() => break,
                 retry = self.cycle(next_tick) => retry_at = retry,
             }
         }

@@ -4,7 +4,6 @@
 
 use super::*;
 use crate::cli::{Cli, Command};
-use crate::lease::Heartbeat;
 use crate::server::Probes;
 use clap::Parser;
 use http_body_util::{BodyExt, Full};
@@ -230,7 +229,7 @@ async fn five_minutes(flags: &[&str], steps: Vec<Step>) -> Vec<Event> {
     };
 
     let changed = Notify::new();
-    let (stop, mut stopped) = watch::channel(false);
+    let stop = CancellationToken::new();
     let scenario = async {
         for step in steps {
             match step {
@@ -248,9 +247,9 @@ async fn five_minutes(flags: &[&str], steps: Vec<Step>) -> Vec<Event> {
             }
         }
         tokio::time::sleep_until(start + Duration::from_millis(300_500)).await;
-        stop.send_replace(true);
+        stop.cancel();
     };
-    tokio::join!(agent.drive(&changed, &mut stopped, &heartbeat), scenario);
+    tokio::join!(agent.drive(&changed, &stop, &heartbeat), scenario);
     hub.lock().events.clone()
 }
 

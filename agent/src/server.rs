@@ -2,10 +2,9 @@
 //! sources have synced and the hub has accepted, or already held, current scores), served by the
 //! process shell's probe server.
 
-use crate::lease::Heartbeat;
 use crate::metrics::Metrics;
 use ocm_score_shell::CancellationToken;
-use ocm_score_shell::probes::ProbeServer;
+use ocm_score_shell::probes::{Heartbeat, ProbeServer};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -37,11 +36,7 @@ impl ocm_score_shell::probes::Probes for Probes {
     }
 
     fn live(&self) -> Result<(), String> {
-        if self.heartbeat.alive(jiff::Timestamp::now(), self.max_silence) {
-            Ok(())
-        } else {
-            Err("main loop silent".into())
-        }
+        self.heartbeat.live("the main loop", self.max_silence)
     }
 
     fn ready(&self) -> Result<(), String> {
@@ -101,7 +96,7 @@ mod tests {
 
         assert_eq!(get(addr, "/readyz").await.0, 503);
         assert_eq!(get(addr, "/healthz").await.0, 503, "no heartbeat yet");
-        probes.heartbeat.beat(jiff::Timestamp::now());
+        probes.heartbeat.beat();
         probes.set_ready();
         assert_eq!(get(addr, "/readyz").await.0, 200);
         assert_eq!(get(addr, "/healthz").await.0, 200);

@@ -173,6 +173,7 @@ fn run_survives_an_unreachable_hub_and_stops_promptly_on_sigterm() {
             "--refresh-interval=2s",
             "--debounce=1s",
             "--validity=1m",
+            // The deprecated spelling of --metrics-bind-address: still works, with a warning.
             "--metrics-addr=127.0.0.1:0",
             "--log-format=json",
         ])
@@ -194,6 +195,7 @@ fn run_survives_an_unreachable_hub_and_stops_promptly_on_sigterm() {
     // Only a bound on a hang, generous for a loaded machine.
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut port = None;
+    let mut deprecation_warned = false;
     while port.is_none() && Instant::now() < deadline {
         let Ok(line) = lines_rx.recv_timeout(Duration::from_millis(200)) else {
             continue;
@@ -201,12 +203,20 @@ fn run_survives_an_unreachable_hub_and_stops_promptly_on_sigterm() {
         let Ok(log) = serde_json::from_str::<Value>(&line) else {
             continue;
         };
+        deprecation_warned |= log["level"] == "WARN"
+            && log["fields"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("--metrics-addr") && m.contains("--metrics-bind-address"));
         port = log["fields"]["addr"]
             .as_str()
             .and_then(|a| a.rsplit(':').next())
             .and_then(|p| p.parse::<u16>().ok());
     }
     let port = port.expect("the agent logs its metrics address");
+    assert!(
+        deprecation_warned,
+        "the old flag name is warned about before serving"
+    );
 
     // Hub writes fail, yet the agent keeps computing and stays healthy (but not ready).
     let mut failed = 0.0;

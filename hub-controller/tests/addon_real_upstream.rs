@@ -503,8 +503,8 @@ async fn nothing_waits_for_our_controller_and_the_agent_works_through_a_proxy() 
         .map(|a| {
             if a.starts_with("--hub-kubeconfig=") {
                 format!("--hub-kubeconfig={}", mount.join("kubeconfig").display())
-            } else if a.starts_with("--metrics-addr=") {
-                "--metrics-addr=127.0.0.1:0".to_owned()
+            } else if a.starts_with("--metrics-bind-address=") {
+                "--metrics-bind-address=127.0.0.1:0".to_owned()
             } else {
                 a
             }

@@ -4,6 +4,7 @@
 
 pub mod api;
 pub mod duration;
+pub mod names;
 pub mod normalize;
 pub mod placement;
 pub mod tiering;

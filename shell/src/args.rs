@@ -284,10 +284,22 @@ pub fn default_identity(fallback: &str) -> String {
     format!("{host}-{}", std::process::id())
 }
 
-/// A Go-style duration (`90s`, `1m30s`, `500ms`), the grammar of every flag.
+/// A duration as every mode's flags and configuration files take it: the Go-style grammar of
+/// `scheduler_core::duration` (`90s`, `1m30s`, `500ms`, `1h`, bare seconds `90`), which is what we
+/// write; and, read only, the forms the Thanos scorer's settings took before its grammar was folded
+/// in here (jiff's friendly format: `1.5s`, `2 minutes`, `1h 30m`; ISO 8601: `PT1M30S`), so no
+/// setting that worked stops working. Negative durations are refused; a mode checks its own bounds.
+///
+/// The agent's flags keep the Go-style grammar alone (`agent_contract::parse_duration`): the hub
+/// renders them and checks add-on variables with the same parser, and `TieredPlacement` fields are API.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     scheduler_core::duration::parse(text)
-        .map_err(|_| format!("expected a duration such as 15s, 2m or 1m30s, got {text:?}"))
+        .ok()
+        .or_else(|| {
+            let signed: jiff::SignedDuration = text.trim().parse().ok()?;
+            Duration::try_from(signed).ok()
+        })
+        .ok_or_else(|| format!("expected a duration such as 15s, 2m or 1m30s, got {text:?}"))
 }
 
 #[cfg(test)]
@@ -364,6 +376,28 @@ mod tests {
             off.leader.resolve(LeaderElectionFile::default(), &DEFAULTS),
             Ok(None)
         );
+    }
+
+    #[test]
+    fn durations_in_the_go_style_grammar_and_the_forms_thanos_took() {
+        for (text, millis) in [
+            ("90s", 90_000),
+            ("1m30s", 90_000),
+            ("500ms", 500),
+            ("1h", 3_600_000),
+            ("90", 90_000),
+            ("0s", 0),
+            ("1.5s", 1_500),
+            ("2 minutes", 120_000),
+            ("1h 30m", 5_400_000),
+            ("PT1M30S", 90_000),
+        ] {
+            assert_eq!(parse_duration(text), Ok(Duration::from_millis(millis)), "{text}");
+        }
+        for bad in ["", "soon", "-5s", "-PT5S", "1x"] {
+            let err = parse_duration(bad).expect_err(bad);
+            assert!(err.contains(&format!("{bad:?}")), "{err}");
+        }
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Parsing a mode's command line with the deprecated spellings of the naming-scheme change still
 //! accepted for one release: old flag names are hidden clap aliases (every hidden alias is a
-//! deprecated spelling), old environment variables are listed in [`RENAMED_ENV`] and read when the
-//! new one is unset. Each use yields a warning, logged once logging is up ([`warn_deprecated`]).
+//! deprecated spelling), old environment variables are listed in [`RENAMED_ENV`] (shared flags) and
+//! [`RENAMED_MODE_ENV`] (one mode's flags) and read when the new one is unset. Each use yields a warning, logged once logging is up ([`warn_deprecated`]).
 
 use clap::{Command, Parser};
 use std::ffi::{OsStr, OsString};
@@ -53,6 +53,128 @@ pub const RENAMED_ENV: &[(&str, &str)] = &[
     ),
 ];
 
+/// Environment variables of one mode renamed to the `OCM_SCORE_<FLAG>` scheme: (subcommand, new
+/// name, old name). An old name applies only within the subcommand that read it, so one that two
+/// modes spelled alike (`HUB_KUBECONFIG`) keeps each mode's meaning.
+pub const RENAMED_MODE_ENV: &[(&str, &str, &str)] = &[
+    // ocm-score-agent: the flags of both subcommands, and `run`'s own.
+    ("run", "OCM_SCORE_MANAGED_KUBECONFIG", "MANAGED_KUBECONFIG"),
+    ("run", "OCM_SCORE_HUB_KUBECONFIG", "HUB_KUBECONFIG"),
+    ("run", "OCM_SCORE_CLUSTER_NAME", "CLUSTER_NAME"),
+    ("once", "OCM_SCORE_MANAGED_KUBECONFIG", "MANAGED_KUBECONFIG"),
+    ("once", "OCM_SCORE_HUB_KUBECONFIG", "HUB_KUBECONFIG"),
+    ("once", "OCM_SCORE_CLUSTER_NAME", "CLUSTER_NAME"),
+    (
+        "run",
+        "OCM_SCORE_EXTENDED_RESOURCE",
+        "OCM_SCORE_EXTENDED_RESOURCES",
+    ),
+    (
+        "once",
+        "OCM_SCORE_EXTENDED_RESOURCE",
+        "OCM_SCORE_EXTENDED_RESOURCES",
+    ),
+    ("run", "OCM_SCORE_SCORE_OBJECT_NAME", "OCM_SCORE_OBJECT_NAME"),
+    ("once", "OCM_SCORE_SCORE_OBJECT_NAME", "OCM_SCORE_OBJECT_NAME"),
+    ("run", "OCM_SCORE_SCORE_STEP", "OCM_SCORE_STEP"),
+    ("run", "OCM_SCORE_ADDON_NAME", "ADDON_NAME"),
+    ("run", "OCM_SCORE_ADDON_NAMESPACE", "ADDON_NAMESPACE"),
+    // ocm-score-hub addon-manager
+    ("addon-manager", "OCM_SCORE_ADDON_NAME", "ADDON_NAME"),
+    ("addon-manager", "OCM_SCORE_AGENT_IMAGE", "AGENT_IMAGE"),
+    (
+        "addon-manager",
+        "OCM_SCORE_AGENT_IMAGE_PULL_POLICY",
+        "AGENT_IMAGE_PULL_POLICY",
+    ),
+    ("addon-manager", "OCM_SCORE_AGENT_REQUESTS", "AGENT_REQUESTS"),
+    ("addon-manager", "OCM_SCORE_AGENT_LIMITS", "AGENT_LIMITS"),
+    ("addon-manager", "OCM_SCORE_HEALTH_CHECK", "HEALTH_CHECK"),
+    ("addon-manager", "OCM_SCORE_WORKERS", "WORKERS"),
+    ("addon-manager", "OCM_SCORE_RESYNC_PERIOD", "RESYNC_PERIOD"),
+    ("addon-manager", "OCM_SCORE_KUBECONFIG", "HUB_KUBECONFIG"),
+    // ocm-score-hub thanos-scorer
+    ("thanos-scorer", "OCM_SCORE_CONFIG", "OCM_SCORE_THANOS_CONFIG"),
+    (
+        "thanos-scorer",
+        "OCM_SCORE_QUERY_URL",
+        "OCM_SCORE_THANOS_QUERY_URL",
+    ),
+    (
+        "thanos-scorer",
+        "OCM_SCORE_BEARER_TOKEN_FILE",
+        "OCM_SCORE_THANOS_BEARER_TOKEN_FILE",
+    ),
+    ("thanos-scorer", "OCM_SCORE_CA_FILE", "OCM_SCORE_THANOS_CA_FILE"),
+    (
+        "thanos-scorer",
+        "OCM_SCORE_CLIENT_CERT_FILE",
+        "OCM_SCORE_THANOS_CLIENT_CERT_FILE",
+    ),
+    (
+        "thanos-scorer",
+        "OCM_SCORE_CLIENT_KEY_FILE",
+        "OCM_SCORE_THANOS_CLIENT_KEY_FILE",
+    ),
+    (
+        "thanos-scorer",
+        "OCM_SCORE_TLS_SERVER_NAME",
+        "OCM_SCORE_THANOS_TLS_SERVER_NAME",
+    ),
+    (
+        "thanos-scorer",
+        "OCM_SCORE_QUERY_TIMEOUT",
+        "OCM_SCORE_THANOS_QUERY_TIMEOUT",
+    ),
+    (
+        "thanos-scorer",
+        "OCM_SCORE_QUERY_CONCURRENCY",
+        "OCM_SCORE_THANOS_QUERY_CONCURRENCY",
+    ),
+    (
+        "thanos-scorer",
+        "OCM_SCORE_QUERY_RETRIES",
+        "OCM_SCORE_THANOS_QUERY_RETRIES",
+    ),
+    (
+        "thanos-scorer",
+        "OCM_SCORE_CLUSTER_LABEL",
+        "OCM_SCORE_THANOS_CLUSTER_LABEL",
+    ),
+    (
+        "thanos-scorer",
+        "OCM_SCORE_CLUSTER_MAPPING",
+        "OCM_SCORE_THANOS_CLUSTER_MAPPING",
+    ),
+    (
+        "thanos-scorer",
+        "OCM_SCORE_PLACEMENT_SCORE_NAME",
+        "OCM_SCORE_THANOS_PLACEMENT_SCORE_NAME",
+    ),
+    ("thanos-scorer", "OCM_SCORE_INTERVAL", "OCM_SCORE_THANOS_INTERVAL"),
+    ("thanos-scorer", "OCM_SCORE_VALIDITY", "OCM_SCORE_THANOS_VALIDITY"),
+    (
+        "thanos-scorer",
+        "OCM_SCORE_RENEW_BEFORE",
+        "OCM_SCORE_THANOS_RENEW_BEFORE",
+    ),
+    (
+        "thanos-scorer",
+        "OCM_SCORE_RENEW_EVERY",
+        "OCM_SCORE_THANOS_RENEW_EVERY",
+    ),
+    (
+        "thanos-scorer",
+        "OCM_SCORE_WRITE_CONCURRENCY",
+        "OCM_SCORE_THANOS_WRITE_CONCURRENCY",
+    ),
+    (
+        "thanos-scorer",
+        "OCM_SCORE_KUBECONFIG",
+        "OCM_SCORE_THANOS_KUBECONFIG",
+    ),
+];
+
 /// Parses like `C::parse_from` (a usage error exits 2 with clap's message), accepting the old
 /// spellings; returns the deprecation warnings to log.
 pub fn parse<C: Parser>(args: impl IntoIterator<Item = OsString>) -> (C, Vec<String>) {
@@ -70,9 +192,15 @@ pub fn try_parse_with_env<C: Parser>(
     let args: Vec<OsString> = args.into_iter().collect();
     let mut command = C::command();
     let mut warnings = Vec::new();
-    for (new, old) in RENAMED_ENV {
+    // Warnings about one mode's variables, given only when that mode runs.
+    let mut mode_warnings = Vec::new();
+    let every_mode = RENAMED_ENV.iter().map(|&(new, old)| (None, new, old));
+    let one_mode = RENAMED_MODE_ENV
+        .iter()
+        .map(|&(mode, new, old)| (Some(mode), new, old));
+    for (mode, new, old) in every_mode.chain(one_mode) {
         let Some(value) = env(old) else { continue };
-        if env(new).is_some() {
+        if env(new).is_some() || mode.is_some_and(|mode| command.find_subcommand(mode).is_none()) {
             continue;
         }
         let Some(value) = value.to_str() else {
@@ -81,12 +209,27 @@ pub fn try_parse_with_env<C: Parser>(
             ));
             continue;
         };
-        let (renamed, found) = default_from_old_env(command, new, value);
+        let (renamed, found) = match mode {
+            None => default_from_old_env(command, new, value),
+            Some(mode) => {
+                let mut found = false;
+                let renamed = command.mut_subcommand(mode, |sub| {
+                    let (sub, sub_found) = default_from_old_env(sub, new, value);
+                    found = sub_found;
+                    sub
+                });
+                (renamed, found)
+            }
+        };
         command = renamed;
         if found {
-            warnings.push(format!(
+            let warning = format!(
                 "environment variable {old} is deprecated and will be ignored in the next release; set {new}"
-            ));
+            );
+            match mode {
+                None => warnings.push(warning),
+                Some(mode) => mode_warnings.push((mode, warning)),
+            }
         }
     }
     let mut deprecated = Vec::new();
@@ -103,6 +246,13 @@ pub fn try_parse_with_env<C: Parser>(
         }
     }
     let matches = command.clone().try_get_matches_from(args)?;
+    let running = matches.subcommand_name();
+    warnings.extend(
+        mode_warnings
+            .into_iter()
+            .filter(|(mode, _)| Some(*mode) == running)
+            .map(|(_, warning)| warning),
+    );
     let parsed = C::from_arg_matches(&matches).map_err(|e| e.format(&mut command))?;
     Ok((parsed, warnings))
 }
@@ -261,6 +411,87 @@ mod tests {
             Some("flag"),
             "the command line wins over any variable"
         );
+    }
+
+    /// Two modes reading one new variable, each with its own old name.
+    #[derive(Parser, Debug)]
+    struct Hub {
+        #[command(subcommand)]
+        mode: HubMode,
+    }
+
+    #[derive(Subcommand, Debug)]
+    enum HubMode {
+        AddonManager(Kubeconfig),
+        ThanosScorer(Kubeconfig),
+    }
+
+    #[derive(clap::Args, Debug)]
+    struct Kubeconfig {
+        #[arg(long, env = "OCM_SCORE_KUBECONFIG")]
+        kubeconfig: Option<String>,
+    }
+
+    fn hub(mode: &str, env: &[(&str, &str)]) -> (Option<String>, Vec<String>) {
+        let env: BTreeMap<String, OsString> =
+            env.iter().map(|(k, v)| ((*k).to_owned(), (*v).into())).collect();
+        let argv = ["x", mode].map(OsString::from);
+        let (cli, warnings) = try_parse_with_env::<Hub>(argv, |name| env.get(name).cloned()).expect("parses");
+        let (HubMode::AddonManager(args) | HubMode::ThanosScorer(args)) = cli.mode;
+        (args.kubeconfig, warnings)
+    }
+
+    #[test]
+    fn a_mode_s_old_variable_applies_to_that_mode_only() {
+        let old = [
+            ("HUB_KUBECONFIG", "/addon"),
+            ("OCM_SCORE_THANOS_KUBECONFIG", "/thanos"),
+        ];
+        let (kubeconfig, warnings) = hub("addon-manager", &old);
+        assert_eq!(kubeconfig.as_deref(), Some("/addon"));
+        assert_eq!(
+            warnings,
+            [
+                "environment variable HUB_KUBECONFIG is deprecated and will be ignored in the next \
+              release; set OCM_SCORE_KUBECONFIG"
+            ]
+        );
+        let (kubeconfig, warnings) = hub("thanos-scorer", &old);
+        assert_eq!(kubeconfig.as_deref(), Some("/thanos"));
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        let (kubeconfig, warnings) = hub("thanos-scorer", &[("HUB_KUBECONFIG", "/addon")]);
+        assert_eq!(
+            kubeconfig, None,
+            "the add-on manager's old name is not the scorer's"
+        );
+        assert!(warnings.is_empty(), "{warnings:?}");
+    }
+
+    #[test]
+    fn a_variable_two_subcommands_read_is_warned_about_once() {
+        #[derive(Parser, Debug)]
+        struct Agent {
+            #[command(subcommand)]
+            mode: AgentMode,
+        }
+        #[derive(Subcommand, Debug)]
+        enum AgentMode {
+            Run(Cluster),
+            Once(Cluster),
+        }
+        #[derive(clap::Args, Debug)]
+        struct Cluster {
+            #[arg(long, env = "OCM_SCORE_CLUSTER_NAME")]
+            cluster_name: Option<String>,
+        }
+        let argv = ["x", "once"].map(OsString::from);
+        let (cli, warnings) = try_parse_with_env::<Agent>(argv, |name| {
+            (name == "CLUSTER_NAME").then(|| OsString::from("prod-1"))
+        })
+        .expect("parses");
+        let (AgentMode::Run(args) | AgentMode::Once(args)) = cli.mode;
+        assert_eq!(args.cluster_name.as_deref(), Some("prod-1"));
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
     }
 
     #[test]

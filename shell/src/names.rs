@@ -1,35 +1,8 @@
-//! Kubernetes object-name rules for names the modes are given on the command line (namespaces,
-//! Lease names). The hub modes' own validators can call these instead of keeping copies.
+//! Kubernetes object-name rules for names the modes are given (namespaces, Lease names, add-on and
+//! cluster names, object names): one implementation, in the pure core so its API validation uses it
+//! too (`scheduler_core::names`), and used by every mode's validators through here.
+//!
+//! Object names only; where we emulate or match the API server exactly (the kube double, OCM's label
+//! selectors) the server's own rules stand.
 
-/// RFC 1123 label: namespace names, add-on names.
-pub fn is_dns_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
-}
-
-/// RFC 1123 subdomain: most object names.
-pub fn is_dns_subdomain(s: &str) -> bool {
-    s.len() <= 253 && s.split('.').all(is_dns_label)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn labels_and_subdomains() {
-        for ok in ["a", "ocm-score", "a1", &"a".repeat(63)] {
-            assert!(is_dns_label(ok), "{ok}");
-        }
-        for bad in ["", "-a", "a-", "A", "a_b", "a.b", &"a".repeat(64)] {
-            assert!(!is_dns_label(bad), "{bad}");
-        }
-        assert!(is_dns_subdomain("ocm-score.thanos-scorer"));
-        assert!(!is_dns_subdomain("a..b"));
-        assert!(!is_dns_subdomain(&format!("{}.b", "a".repeat(253))));
-    }
-}
+pub use scheduler_core::names::{is_dns_label, is_dns_subdomain};

@@ -307,7 +307,7 @@ impl Clusters {
         let mut all: Vec<String> = vec![
             "run".into(),
             "--log-format=json".into(),
-            "--metrics-addr=127.0.0.1:0".into(),
+            "--metrics-bind-address=127.0.0.1:0".into(),
             "--jitter=0".into(),
             format!("--managed-kubeconfig={}", self.managed_kubeconfig.display()),
             format!("--hub-kubeconfig={}", self.hub_secret.display()),

@@ -6,13 +6,12 @@
 //! the rendered command line through the agent's real clap definition.
 
 pub use agent_contract::flag::{
-    ADDON_NAME, ADDON_NAMESPACE, CLUSTER_NAME, EXTENDED_RESOURCE, HUB_KUBECONFIG, NORMALIZE,
-    REFRESH_INTERVAL, RENEW_EVERY, SCORE_STEP, SCORES, SOURCE, VALIDITY, arg,
+    ADDON_NAME, ADDON_NAMESPACE, CLUSTER_NAME, EXTENDED_RESOURCE, HUB_KUBECONFIG, METRICS_BIND_ADDRESS,
+    NORMALIZE, REFRESH_INTERVAL, RENEW_EVERY, SCORE_STEP, SCORES, SOURCE, VALIDITY, arg,
 };
 pub use agent_contract::{BINARY, RUN as SUBCOMMAND};
 
-/// The process shell's flags (shared by every binary mode, not part of the agent's own contract).
-pub const METRICS_ADDR: &str = "--metrics-addr";
+/// The process shell's log flag (shared by every binary mode, not part of the agent's own contract).
 pub const LOG_FORMAT: &str = "--log-format";
 
 /// Every flag the hub renders, for the test that checks them against the agent.
@@ -21,7 +20,7 @@ pub const ALL_FLAGS: &[&str] = &[
     CLUSTER_NAME,
     ADDON_NAME,
     ADDON_NAMESPACE,
-    METRICS_ADDR,
+    METRICS_BIND_ADDRESS,
     LOG_FORMAT,
     SOURCE,
     REFRESH_INTERVAL,

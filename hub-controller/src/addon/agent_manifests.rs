@@ -191,7 +191,10 @@ pub fn agent_args(input: &RenderInput<'_>) -> Vec<String> {
         cli::arg(cli::CLUSTER_NAME, input.cluster),
         cli::arg(cli::ADDON_NAME, input.addon),
         cli::arg(cli::ADDON_NAMESPACE, input.namespace),
-        cli::arg(cli::METRICS_ADDR, &format!("0.0.0.0:{}", cli::METRICS_PORT)),
+        cli::arg(
+            cli::METRICS_BIND_ADDRESS,
+            &format!("0.0.0.0:{}", cli::METRICS_PORT),
+        ),
     ];
     args.extend(
         input
@@ -423,7 +426,7 @@ mod tests {
                 "--cluster-name=c1",
                 "--addon-name=a",
                 "--addon-namespace=agents",
-                "--metrics-addr=0.0.0.0:8080",
+                "--metrics-bind-address=0.0.0.0:8080",
                 "--validity=5m",
             ]
         );

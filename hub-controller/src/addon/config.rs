@@ -1,9 +1,10 @@
-//! `ocm-score-hub addon-manager` flags. Every flag is also an environment variable; values are
+//! `ocm-score-hub addon-manager` flags. Every flag is also an environment variable (`--x` is
+//! `OCM_SCORE_X`; the old names are `ocm_score_shell::cli::RENAMED_MODE_ENV`); values are
 //! checked by clap (bad ones exit 2 naming the flag and value), then combined into [`Settings`].
 
 use super::agent_manifests::AgentDefaults;
+use super::availability::HealthMode;
 use super::deployment_config::parse_duration;
-use super::health::HealthMode;
 use super::names;
 use clap::{Args, ValueEnum};
 use k8s_openapi::api::core::v1::ResourceRequirements;
@@ -18,30 +19,30 @@ use std::time::Duration;
 #[derive(Args, Debug, Clone)]
 pub struct AddonManagerArgs {
     /// Name of the add-on: the ClusterManagementAddOn and every ManagedClusterAddOn carry it.
-    #[arg(long, env = "ADDON_NAME", default_value = names::DEFAULT_ADDON_NAME, value_parser = parse_dns_label)]
+    #[arg(long, env = "OCM_SCORE_ADDON_NAME", default_value = names::DEFAULT_ADDON_NAME, value_parser = parse_dns_label)]
     pub addon_name: String,
 
     /// Image of the agent deployed to every managed cluster, with its registry (`quay.io/org/ocm-score:0.1.0`);
     /// AddOnDeploymentConfig registries may rewrite it.
-    #[arg(long, env = "AGENT_IMAGE")]
+    #[arg(long, env = "OCM_SCORE_AGENT_IMAGE")]
     pub agent_image: String,
 
     /// Pull policy of the agent image.
-    #[arg(long, env = "AGENT_IMAGE_PULL_POLICY", default_value = "IfNotPresent",
+    #[arg(long, env = "OCM_SCORE_AGENT_IMAGE_PULL_POLICY", default_value = "IfNotPresent",
           value_parser = ["Always", "IfNotPresent", "Never"])]
     pub agent_image_pull_policy: String,
 
     /// Resource requests of the agent container, `name=quantity` comma separated.
-    #[arg(long, env = "AGENT_REQUESTS", default_value = "cpu=20m,memory=64Mi", value_parser = parse_resources)]
+    #[arg(long, env = "OCM_SCORE_AGENT_REQUESTS", default_value = "cpu=20m,memory=64Mi", value_parser = parse_resources)]
     pub agent_requests: ResourceList,
 
     /// Resource limits of the agent container, `name=quantity` comma separated.
-    #[arg(long, env = "AGENT_LIMITS", default_value = "memory=256Mi", value_parser = parse_resources)]
+    #[arg(long, env = "OCM_SCORE_AGENT_LIMITS", default_value = "memory=256Mi", value_parser = parse_resources)]
     pub agent_limits: ResourceList,
 
     /// How the add-on's `Available` condition is decided: `lease` (the klusterlet reads the Lease the
     /// agent renews) or `deployment-availability` (we read the agent Deployment's status from the work).
-    #[arg(long, env = "HEALTH_CHECK", value_enum, default_value_t = HealthCheckArg::Lease)]
+    #[arg(long, env = "OCM_SCORE_HEALTH_CHECK", value_enum, default_value_t = HealthCheckArg::Lease)]
     pub health_check: HealthCheckArg,
 
     /// `/metrics`, `/healthz` and `/readyz` (the process shell's flags).
@@ -53,15 +54,15 @@ pub struct AddonManagerArgs {
     pub leader_election: LeaderElectionArgs,
 
     /// How many add-ons are reconciled at once.
-    #[arg(long, env = "WORKERS", default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=256))]
+    #[arg(long, env = "OCM_SCORE_WORKERS", default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub workers: u16,
 
     /// Re-check every add-on this often even without events.
-    #[arg(long, env = "RESYNC_PERIOD", default_value = "10m", value_parser = parse_duration)]
+    #[arg(long, env = "OCM_SCORE_RESYNC_PERIOD", default_value = "10m", value_parser = parse_duration)]
     pub resync_period: Duration,
 
     /// Kubeconfig of the hub; default: $KUBECONFIG, ~/.kube/config, or the in-cluster account.
-    #[arg(long, env = "HUB_KUBECONFIG")]
+    #[arg(long, env = "OCM_SCORE_KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
 }
 
@@ -142,14 +143,7 @@ pub fn short_image_name(image: &str) -> Option<String> {
 }
 
 fn parse_dns_label(value: &str) -> Result<String, String> {
-    let ok = !value.is_empty()
-        && value.len() <= 63
-        && value
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        && !value.starts_with('-')
-        && !value.ends_with('-');
-    if ok {
+    if ocm_score_shell::names::is_dns_label(value) {
         Ok(value.to_string())
     } else {
         Err(format!("{value:?} is not a DNS label"))

@@ -241,7 +241,7 @@ pub fn agent_config(spec: &AddOnDeploymentConfigSpec) -> Result<AgentConfig, Con
         .as_deref()
         .filter(|ns| !ns.is_empty())
     {
-        if !is_dns_label(ns) {
+        if !ocm_score_shell::names::is_dns_label(ns) {
             return Err(ConfigError::new(
                 "spec.agentInstallNamespace",
                 ns,
@@ -349,14 +349,6 @@ fn check_toleration(index: usize, t: &Toleration) -> Result<(), ConfigError> {
         ));
     }
     Ok(())
-}
-
-fn is_dns_label(s: &str) -> bool {
-    s.len() <= 63
-        && s.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
-        && s.ends_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
-        && s.chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
 }
 
 /// A duration in the agent's grammar (`90s`, `5m`, `1h30m`, `500ms`, or plain seconds), for the hub's

@@ -12,13 +12,13 @@
 
 pub mod agent_cli;
 pub mod agent_manifests;
+pub mod availability;
 pub mod cma_config;
 pub mod conditions;
 pub mod config;
 pub mod config_refs;
 pub mod csr;
 pub mod deployment_config;
-pub mod health;
 pub mod hub_rbac;
 pub mod install;
 pub mod metrics;

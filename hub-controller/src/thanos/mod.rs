@@ -13,7 +13,7 @@
 //! result once Prometheus marks them stale, or after its lookback window) the cluster is not renewed and
 //! its scores expire; when a query fails, nothing is written that round.
 //!
-//! Example configuration (`--config`; flags and `OCM_SCORE_THANOS_*` variables override it):
+//! Example configuration (`--config`; flags and their `OCM_SCORE_*` variables override it):
 //!
 //! ```yaml
 //! query:

@@ -15,6 +15,7 @@
 
 use super::{ClusterPredicate, Condition, PlacementSpec, Time};
 use crate::duration;
+use crate::names::is_dns_label;
 use kube_derive::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -503,17 +504,6 @@ fn parse_duration(field: &str, value: Option<&String>, default: Duration) -> Res
         None => Ok(default),
         Some(text) => duration::parse(text).map_err(|e| err(field, format!("{text:?} {e}"))),
     }
-}
-
-/// Whether `name` is a DNS-1123 label.
-fn is_dns_label(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 63
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !name.starts_with('-')
-        && !name.ends_with('-')
 }
 
 impl TieredPlacementSpec {

@@ -309,8 +309,8 @@ pub async fn start_agent(cp: &ControlPlane, cluster: &str, dir: &Path) -> Result
         .map(|a| a.replace(&mount.mount_path, &mount_path))
         // The pod's port is free in the pod, not necessarily on this machine.
         .map(|a| {
-            if a.starts_with("--metrics-addr") {
-                format!("--metrics-addr=127.0.0.1:{metrics_port}")
+            if a.starts_with("--metrics-bind-address") {
+                format!("--metrics-bind-address=127.0.0.1:{metrics_port}")
             } else {
                 a
             }

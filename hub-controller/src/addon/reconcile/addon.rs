@@ -3,10 +3,10 @@
 //! the add-on (see `ownership`).
 
 use super::{Context, Error, adopt_score, ensure, error_policy, observed};
+use crate::addon::availability::{self, HealthMode};
 use crate::addon::conditions::{CONFIGURED, Change, DEGRADED, Desired, REGISTRATION_APPLIED, Status};
 use crate::addon::config_refs::{self, ConfigKey, ObservedConfig};
 use crate::addon::deployment_config::{AgentConfig, agent_config};
-use crate::addon::health::{self, HealthMode};
 use crate::addon::install::{self, Lifecycle};
 use crate::addon::status::{OwnedStatus, status_patch};
 use crate::addon::{agent_manifests, hub_rbac, names, ownership, registration, work};
@@ -305,7 +305,7 @@ async fn apply(
             }
         }
     }
-    changes.extend(health::manifest_applied(
+    changes.extend(availability::manifest_applied(
         addon_name,
         work_now.as_ref(),
         apply_error.as_deref(),
@@ -314,7 +314,7 @@ async fn apply(
         let ns = namespace
             .clone()
             .unwrap_or_else(|| names::DEFAULT_INSTALL_NAMESPACE.to_string());
-        changes.push(Change::Set(health::available(
+        changes.push(Change::Set(availability::available(
             addon_name,
             work_now.as_ref(),
             &ns,

@@ -1,0 +1,98 @@
+//! `run`'s settings: the refresh, write and renewal timing (the contract's [`Timing`] rules), the
+//! probe address and the add-on Lease.
+
+use super::{ConfigError, HubTarget, ScoringConfig, check_dns_label, check_dns_subdomain};
+use crate::cli::RunArgs;
+use agent_contract::{Timing, flag};
+use scheduler_core::duration::format as fmt_duration;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+#[derive(Clone, Debug)]
+pub struct LeaseConfig {
+    pub name: String,
+    pub namespace: String,
+    pub interval: Duration,
+}
+
+#[derive(Clone, Debug)]
+pub struct RunConfig {
+    pub scoring: ScoringConfig,
+    pub hub: HubTarget,
+    pub refresh_interval: Duration,
+    pub jitter: f64,
+    pub debounce: Duration,
+    pub min_write_interval: Duration,
+    pub score_step: u8,
+    /// The renew-margin rule: the longest one refresh may take to land its write (a refresh as late
+    /// as the jitter allows, a read as slow as --api-timeout, a write as slow as --hub-timeout).
+    pub renew_margin: Duration,
+    /// `--renew-every`: validUntil is renewed at every Nth refresh (1 unless --validity was given).
+    pub renew_every: u32,
+    /// Where `/metrics`, `/healthz` and `/readyz` are served.
+    pub metrics_bind_address: SocketAddr,
+    pub lease: Option<LeaseConfig>,
+}
+
+impl RunConfig {
+    pub fn from_args(args: RunArgs) -> Result<Self, ConfigError> {
+        let RunArgs {
+            scoring,
+            refresh_interval,
+            jitter,
+            debounce,
+            min_write_interval,
+            score_step,
+            renew_every,
+            probes,
+            addon_name,
+            addon_namespace,
+            lease,
+            lease_interval,
+        } = args;
+        let renewal = Timing {
+            refresh: refresh_interval.0,
+            jitter,
+            debounce: debounce.0,
+            min_write_interval: min_write_interval.0,
+            api_timeout: scoring.api_timeout.0,
+            hub_timeout: scoring.hub_timeout.0,
+            validity: scoring.validity.map(|v| v.0),
+            renew_every,
+        }
+        .check()?;
+        let scoring = ScoringConfig::from_args(scoring, renewal.validity)?;
+        let hub = scoring.require_hub()?;
+        let lease = if lease {
+            check_dns_subdomain(flag::ADDON_NAME, &addon_name)?;
+            check_dns_label(flag::ADDON_NAMESPACE, &addon_namespace)?;
+            if lease_interval.0 < Duration::from_secs(1) {
+                return Err(ConfigError::new(
+                    flag::LEASE_INTERVAL,
+                    fmt_duration(lease_interval.0),
+                    "must be at least 1s",
+                ));
+            }
+            Some(LeaseConfig {
+                name: addon_name,
+                namespace: addon_namespace,
+                interval: lease_interval.0,
+            })
+        } else {
+            None
+        };
+        Ok(RunConfig {
+            scoring,
+            hub,
+            refresh_interval: refresh_interval.0,
+            jitter,
+            debounce: debounce.0,
+            min_write_interval: min_write_interval.0,
+            score_step,
+            renew_margin: renewal.renew_margin,
+            renew_every: renewal.renew_every,
+            metrics_bind_address: probes.address(),
+            lease,
+        })
+    }
+}
