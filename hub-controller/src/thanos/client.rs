@@ -9,7 +9,7 @@
 use super::{
     config::QueryConfig,
     params::{PartialPolicy, ThanosParams},
-    response::{QueryData, ResponseError, VectorSample, parse_response},
+    response::{QueryData, ResponseError, VectorSample, is_promql_annotation, parse_response},
 };
 use jiff::Timestamp;
 use reqwest::{
@@ -40,8 +40,9 @@ pub enum QueryError {
     Transport { url: String, message: String },
     #[error(transparent)]
     Response(#[from] ResponseError),
-    /// Warnings usually mean a partial answer (a Thanos store did not respond): the fleet's
-    /// minimum and maximum would be wrong, so, unless partial answers are accepted, it is not used.
+    /// Warnings other than PromQL annotations mean a partial answer (a Thanos store did not
+    /// respond): the fleet's minimum and maximum would be wrong, so, unless partial answers are
+    /// accepted, it is not used.
     #[error("partial response (the answer carries warnings): {}", .0.join("; "))]
     Partial(Vec<String>),
     #[error("expected an instant vector (aggregate `by` the cluster label), got a {0}")]
@@ -75,7 +76,8 @@ impl QueryError {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Answer {
     pub samples: Vec<VectorSample>,
-    /// Empty unless the answer was partial and [`PartialPolicy::Accept`] let it through.
+    /// Empty unless the answer was partial and [`PartialPolicy::Accept`] let it through (PromQL
+    /// annotations are not kept: they say nothing about missing data).
     pub warnings: Vec<String>,
 }
 
@@ -102,13 +104,9 @@ impl std::fmt::Debug for PromClient {
 }
 
 impl PromClient {
-    /// A client of the API at `config.url`, sending `thanos` with every query and treating answers
-    /// with warnings by `partial`.
-    pub fn new(
-        config: &QueryConfig,
-        thanos: ThanosParams,
-        partial: PartialPolicy,
-    ) -> Result<Self, ClientBuildError> {
+    /// A client of the API at `config.url`, sending `config.thanos` with every query and treating
+    /// answers with warnings by `config.partial`.
+    pub fn new(config: &QueryConfig) -> Result<Self, ClientBuildError> {
         let mut endpoint = config.url.clone();
         let mut builder = reqwest::Client::builder()
             .timeout(config.timeout)
@@ -186,8 +184,8 @@ impl PromClient {
             token_file: config.bearer_token_file.clone(),
             timeout: config.timeout,
             retries: config.retries,
-            thanos,
-            partial,
+            thanos: config.thanos.clone(),
+            partial: config.partial,
         })
     }
 
@@ -243,14 +241,18 @@ impl PromClient {
         let status = response.status().as_u16();
         let body = response.bytes().await.map_err(|e| self.transport_error(&e))?;
         let answer = parse_response(status, &body)?;
-        if !answer.warnings.is_empty() && self.partial == PartialPolicy::Refuse {
-            return Err(QueryError::Partial(answer.warnings));
+        // Remarks on the query (PromQL annotations) do not make an answer partial; anything else
+        // among the warnings is about the data sources, e.g. a store that did not answer.
+        let (annotations, warnings): (Vec<String>, Vec<String>) =
+            answer.warnings.into_iter().partition(|w| is_promql_annotation(w));
+        if !annotations.is_empty() {
+            tracing::debug!(?annotations, query, "PromQL annotations");
+        }
+        if !warnings.is_empty() && self.partial == PartialPolicy::Refuse {
+            return Err(QueryError::Partial(warnings));
         }
         match answer.data {
-            QueryData::Vector(samples) => Ok(Answer {
-                samples,
-                warnings: answer.warnings,
-            }),
+            QueryData::Vector(samples) => Ok(Answer { samples, warnings }),
             other => Err(QueryError::NotAVector(other.result_type())),
         }
     }

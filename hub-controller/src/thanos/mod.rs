@@ -11,7 +11,10 @@
 //! feed the shell's probe server.
 //! `validUntil` counts from the sample time, so when a cluster's series stop (they leave the query
 //! result once Prometheus marks them stale, or after its lookback window) the cluster is not renewed and
-//! its scores expire; when a query fails, nothing is written that round.
+//! its scores expire; when a query fails, nothing is written that round. Nor is anything written from
+//! an answer that carries warnings (a Thanos partial response: some stores did not answer, and fleet
+//! bounds from the rest would shift every cluster's score) unless `query.allowPartialResponse` says
+//! so ([`params`]).
 //!
 //! Example configuration (`--config`; flags and their `OCM_SCORE_*` variables override it):
 //!
@@ -21,6 +24,10 @@
 //!   bearerTokenFile: /var/run/secrets/thanos/token
 //!   caFile: /etc/thanos-ca/ca.crt
 //!   timeout: 30s
+//!   partialResponse: true        # Thanos's partial_response; dedup and maxSourceResolution likewise
+//!   allowPartialResponse: false  # true: score from the stores that answered
+//!   dedup: true                  # merge HA replicas (the querier's --query.replica-label)
+//!   maxSourceResolution: 5m      # or auto, 0s, 1h; unset: the querier's default
 //! clusterLabel: cluster          # the label the queries aggregate by
 //! clusterMapping: identity       # or label:<ManagedCluster label key>, claim:<cluster claim name>
 //! placementScoreName: thanos-score

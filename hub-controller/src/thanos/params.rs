@@ -90,9 +90,9 @@ impl fmt::Display for MaxSourceResolution {
     }
 }
 
-/// What to do with an answer that carries warnings. Thanos names the stores that did not answer
-/// there; an answer without some stores lacks their clusters, and fleet-wide bounds taken from the
-/// rest would shift every other cluster's score.
+/// What to do with an answer that carries warnings other than PromQL annotations. Thanos names the
+/// stores that did not answer there; an answer without some stores lacks their clusters, and
+/// fleet-wide bounds taken from the rest would shift every other cluster's score.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum PartialPolicy {
     /// Use nothing of the round (the default): published scores age towards their `validUntil`.

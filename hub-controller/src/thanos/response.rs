@@ -173,6 +173,14 @@ impl ResponseError {
     }
 }
 
+/// Whether a warning is a PromQL annotation (`PromQL info: …`, `PromQL warning: …`): a remark on the
+/// query itself, which Thanos reports among the warnings too (e.g. `rate()` of a metric whose name
+/// does not end in `_total`), rather than a problem with the data, such as a store that did not
+/// answer.
+pub fn is_promql_annotation(warning: &str) -> bool {
+    warning.starts_with("PromQL info:") || warning.starts_with("PromQL warning:")
+}
+
 /// Decodes an answer of the query endpoint, given its HTTP status code and body.
 pub fn parse_response(status: u16, body: &[u8]) -> Result<QueryResponse, ResponseError> {
     let success = (200..300).contains(&status);
@@ -482,6 +490,21 @@ mod tests {
             "{:?}",
             r.warnings
         );
+    }
+
+    #[test]
+    fn promql_annotations_are_told_from_store_failures() {
+        // Both as Thanos v0.41's querier sent them.
+        assert!(is_promql_annotation(
+            "PromQL info: metric might not be a counter, name does not end in _total/_sum/_count/_bucket: \"http_requests\""
+        ));
+        assert!(is_promql_annotation(
+            "PromQL warning: encountered a mix of histograms and floats for metric name \"x\""
+        ));
+        assert!(!is_promql_annotation(
+            "fetch series for {monitor=\"m-b\"} Addr: 127.0.0.1:19192 MinTime: 0 MaxTime: 1: rpc error: code = Unavailable"
+        ));
+        assert!(!is_promql_annotation("receive series from 127.0.0.1:10901: EOF"));
     }
 
     #[test]

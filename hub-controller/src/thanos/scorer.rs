@@ -13,7 +13,6 @@ use super::{
     fleet::{FleetScores, score_fleet},
     mapping::ClusterIndex,
     metrics::Metrics,
-    params::{PartialPolicy, ThanosParams},
     response::VectorSample,
 };
 use futures::{StreamExt, stream};
@@ -102,12 +101,7 @@ pub struct Scorer {
 
 impl Scorer {
     pub fn new(config: Config, metrics: Arc<Metrics>) -> Result<Self, ClientBuildError> {
-        let partial = if config.query.allow_partial_response {
-            PartialPolicy::Accept
-        } else {
-            PartialPolicy::Refuse
-        };
-        let prom = PromClient::new(&config.query, ThanosParams::default(), partial)?;
+        let prom = PromClient::new(&config.query)?;
         Ok(Self {
             config,
             prom,
