@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test entry point: installs what the suite needs and is missing, builds the real control plane's
-# Go components (cached), then runs every test. README's test command and .ci/run both call this.
+# Go components and Thanos (cached), then runs every test. README's test command and .ci/run both call this.
 #
 #   bash scripts/test.sh                 # everything (nextest profile `ci`)
 #   bash scripts/test.sh -E 'binary(control_plane)'   # extra arguments go to cargo nextest run
@@ -77,11 +77,17 @@ build_control_plane() {
   cargo run --locked -p ocm-score-tests --bin control-plane -- build
 }
 
+# The Thanos scorer's tests run a Thanos Querier and Sidecars, compiled from tests/thanos/go.mod.
+build_thanos() {
+  cargo run --locked -p ocm-score-tests --bin thanos -- build
+}
+
 started=$(date +%s)
 step "check ../shared" need_shared
 step "install cargo-nextest" install_nextest
 step "install prometheus and promtool" install_prometheus
 step "install Go" install_go
 step "build the control plane's Go components" build_control_plane
+step "build Thanos" build_thanos
 step "tests" cargo nextest run --workspace --locked --no-fail-fast --profile ci "$@"
 echo "::: total $(( $(date +%s) - started )) s"

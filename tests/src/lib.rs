@@ -3,6 +3,8 @@
 pub mod apiserver;
 pub mod control_plane;
 pub mod crd;
+pub mod go_module;
 pub mod support;
+pub mod thanos;
 
 pub use apiserver::{ApiServer, Gvr, Identity, RequestMatch};

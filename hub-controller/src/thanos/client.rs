@@ -1,13 +1,15 @@
 //! The Prometheus / Thanos Query HTTP client: one instant query per score for the whole fleet,
 //! with a per-attempt timeout, retries with exponential backoff for failures that may pass, bearer
-//! token, custom CA bundle, client certificate and TLS server name.
+//! token, custom CA bundle, client certificate and TLS server name, and Thanos's own parameters
+//! ([`ThanosParams`]).
 //!
 //! Secrets never reach a log line: the token file is read per request and only its path is kept, and
 //! URLs are shown without their password.
 
 use super::{
     config::QueryConfig,
-    response::{QueryData, ResponseError, VectorSample, parse_response},
+    params::{PartialPolicy, ThanosParams},
+    response::{QueryData, ResponseError, VectorSample, is_promql_annotation, parse_response},
 };
 use jiff::Timestamp;
 use reqwest::{
@@ -38,10 +40,11 @@ pub enum QueryError {
     Transport { url: String, message: String },
     #[error(transparent)]
     Response(#[from] ResponseError),
-    /// Warnings usually mean a partial answer (a Thanos store did not respond): the fleet's
-    /// minimum and maximum would be wrong, so the answer is not used.
-    #[error("the answer carries warnings, so it may be partial: {}", .0.join("; "))]
-    Warnings(Vec<String>),
+    /// Warnings other than PromQL annotations mean a partial answer (a Thanos store did not
+    /// respond): the fleet's minimum and maximum would be wrong, so, unless partial answers are
+    /// accepted, it is not used.
+    #[error("partial response (the answer carries warnings): {}", .0.join("; "))]
+    Partial(Vec<String>),
     #[error("expected an instant vector (aggregate `by` the cluster label), got a {0}")]
     NotAVector(&'static str),
 }
@@ -54,18 +57,28 @@ impl QueryError {
             Self::Timeout { .. } => "timeout",
             Self::Transport { .. } => "transport",
             Self::Response(e) => e.kind(),
-            Self::Warnings(_) => "partial_response",
+            Self::Partial(_) => "partial_response",
             Self::NotAVector(_) => "not_a_vector",
         }
     }
 
     fn is_retryable(&self) -> bool {
         match self {
-            Self::Timeout { .. } | Self::Transport { .. } | Self::Warnings(_) => true,
+            // A store that failed one attempt may answer the next.
+            Self::Timeout { .. } | Self::Transport { .. } | Self::Partial(_) => true,
             Self::Response(e) => e.is_retryable(),
             Self::Token { .. } | Self::NotAVector(_) => false,
         }
     }
+}
+
+/// The samples of one score query, and the warnings of an accepted partial answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answer {
+    pub samples: Vec<VectorSample>,
+    /// Empty unless the answer was partial and [`PartialPolicy::Accept`] let it through (PromQL
+    /// annotations are not kept: they say nothing about missing data).
+    pub warnings: Vec<String>,
 }
 
 /// Queries one Prometheus-compatible API.
@@ -77,7 +90,8 @@ pub struct PromClient {
     token_file: Option<PathBuf>,
     timeout: Duration,
     retries: u32,
-    allow_partial_response: bool,
+    thanos: ThanosParams,
+    partial: PartialPolicy,
 }
 
 impl std::fmt::Debug for PromClient {
@@ -90,6 +104,8 @@ impl std::fmt::Debug for PromClient {
 }
 
 impl PromClient {
+    /// A client of the API at `config.url`, sending `config.thanos` with every query and treating
+    /// answers with warnings by `config.partial`.
     pub fn new(config: &QueryConfig) -> Result<Self, ClientBuildError> {
         let mut endpoint = config.url.clone();
         let mut builder = reqwest::Client::builder()
@@ -168,7 +184,8 @@ impl PromClient {
             token_file: config.bearer_token_file.clone(),
             timeout: config.timeout,
             retries: config.retries,
-            allow_partial_response: config.allow_partial_response,
+            thanos: config.thanos.clone(),
+            partial: config.partial,
         })
     }
 
@@ -177,8 +194,9 @@ impl PromClient {
         &self.shown
     }
 
-    /// Evaluates `query` at `at` and returns its instant vector, retrying transient failures.
-    pub async fn instant_vector(&self, query: &str, at: Timestamp) -> Result<Vec<VectorSample>, QueryError> {
+    /// Evaluates `query` at `at` and returns its instant vector, retrying transient failures (a
+    /// partial answer that is refused included).
+    pub async fn instant_vector(&self, query: &str, at: Timestamp) -> Result<Answer, QueryError> {
         let mut attempt = 0;
         loop {
             match self.attempt(query, at).await {
@@ -196,14 +214,12 @@ impl PromClient {
         }
     }
 
-    async fn attempt(&self, query: &str, at: Timestamp) -> Result<Vec<VectorSample>, QueryError> {
+    async fn attempt(&self, query: &str, at: Timestamp) -> Result<Answer, QueryError> {
         let time = format!("{}.{:03}", at.as_second(), at.subsec_millisecond().max(0));
         let timeout = format!("{}ms", self.timeout.as_millis().max(1));
+        let thanos = self.thanos.form();
         let mut form = vec![("query", query), ("time", &time), ("timeout", &timeout)];
-        if !self.allow_partial_response {
-            // Thanos: fail instead of answering without some stores. Prometheus ignores it.
-            form.push(("partial_response", "false"));
-        }
+        form.extend(thanos.iter().map(|(k, v)| (*k, v.as_str())));
         let mut request = self.http.post(self.endpoint.clone()).form(&form);
         if let Some(path) = &self.token_file {
             let token = tokio::fs::read_to_string(path)
@@ -225,11 +241,18 @@ impl PromClient {
         let status = response.status().as_u16();
         let body = response.bytes().await.map_err(|e| self.transport_error(&e))?;
         let answer = parse_response(status, &body)?;
-        if !answer.warnings.is_empty() && !self.allow_partial_response {
-            return Err(QueryError::Warnings(answer.warnings));
+        // Remarks on the query (PromQL annotations) do not make an answer partial; anything else
+        // among the warnings is about the data sources, e.g. a store that did not answer.
+        let (annotations, warnings): (Vec<String>, Vec<String>) =
+            answer.warnings.into_iter().partition(|w| is_promql_annotation(w));
+        if !annotations.is_empty() {
+            tracing::debug!(?annotations, query, "PromQL annotations");
+        }
+        if !warnings.is_empty() && self.partial == PartialPolicy::Refuse {
+            return Err(QueryError::Partial(warnings));
         }
         match answer.data {
-            QueryData::Vector(samples) => Ok(samples),
+            QueryData::Vector(samples) => Ok(Answer { samples, warnings }),
             other => Err(QueryError::NotAVector(other.result_type())),
         }
     }

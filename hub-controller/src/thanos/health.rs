@@ -5,16 +5,19 @@ use super::metrics::Metrics;
 use ocm_score_shell::probes::{Heartbeat, Probes};
 use std::{
     sync::{
-        Arc,
+        Arc, Mutex,
         atomic::{AtomicBool, Ordering},
     },
     time::Duration,
 };
 
-/// Liveness from the round loop's heartbeat, readiness from the hub caches, metrics from [`Metrics`].
+/// Liveness from the round loop's heartbeat, readiness from the hub caches and from whether the
+/// scorer publishes, metrics from [`Metrics`].
 pub struct Health {
     metrics: Arc<Metrics>,
     ready: AtomicBool,
+    /// Why the latest round published nothing though it could have queried, while that lasts.
+    not_publishing: Mutex<Option<String>>,
     heartbeat: Heartbeat,
     stall_after: Duration,
 }
@@ -27,6 +30,7 @@ impl Health {
         Self {
             metrics,
             ready: AtomicBool::new(false),
+            not_publishing: Mutex::new(None),
             heartbeat,
             stall_after,
         }
@@ -35,6 +39,12 @@ impl Health {
     /// Ready once the hub caches have synced. A standby replica is ready too: it can take over at once.
     pub fn set_ready(&self) {
         self.ready.store(true, Ordering::Relaxed);
+    }
+
+    /// Not ready, saying `why`, until called again with `None`: for rounds that refuse partial
+    /// answers, so that `/readyz` says the scorer is not publishing and why.
+    pub fn set_not_publishing(&self, why: Option<String>) {
+        *self.not_publishing.lock().unwrap_or_else(|p| p.into_inner()) = why;
     }
 
     /// Called by the round loop each time it comes round, leader or not.
@@ -53,10 +63,12 @@ impl Probes for Health {
     }
 
     fn ready(&self) -> Result<(), String> {
-        if self.ready.load(Ordering::Relaxed) {
-            Ok(())
-        } else {
-            Err("hub caches not synced yet".into())
+        if !self.ready.load(Ordering::Relaxed) {
+            return Err("hub caches not synced yet".into());
+        }
+        match &*self.not_publishing.lock().unwrap_or_else(|p| p.into_inner()) {
+            Some(why) => Err(why.clone()),
+            None => Ok(()),
         }
     }
 }
@@ -72,6 +84,10 @@ mod tests {
         let health = Health::new(metrics, Duration::from_secs(60));
         assert!(health.ready().is_err());
         health.set_ready();
+        assert_eq!(health.ready(), Ok(()));
+        health.set_not_publishing(Some("partial response from Thanos".into()));
+        assert_eq!(health.ready(), Err("partial response from Thanos".into()));
+        health.set_not_publishing(None);
         assert_eq!(health.ready(), Ok(()));
         assert_eq!(health.live(), Ok(()));
         assert!(health.metrics().contains("ocm_score_thanos_clusters_scored 7\n"));

@@ -31,6 +31,7 @@ pub struct Metrics {
     writes: Family<Labels, Counter>,
     rounds: Family<Labels, Counter>,
     leader: Gauge,
+    partial_response: Gauge,
     last_complete_round: Gauge<f64, AtomicU64>,
 }
 
@@ -88,6 +89,12 @@ impl Metrics {
             "1 while this replica holds the leader Lease and writes scores",
             leader.clone(),
         );
+        let partial_response = Gauge::default();
+        registry.register(
+            "partial_response",
+            "1 while the latest round's answers were partial (some Thanos stores did not answer), whether refused or accepted",
+            partial_response.clone(),
+        );
         let last_complete_round = Gauge::<f64, AtomicU64>::default();
         registry.register(
             "last_complete_round_timestamp_seconds",
@@ -104,6 +111,7 @@ impl Metrics {
             writes,
             rounds,
             leader,
+            partial_response,
             last_complete_round,
         }
     }
@@ -153,6 +161,10 @@ impl Metrics {
         self.leader.set(i64::from(leader));
     }
 
+    pub fn set_partial_response(&self, partial: bool) {
+        self.partial_response.set(i64::from(partial));
+    }
+
     pub fn set_last_complete_round(&self, at: jiff::Timestamp) {
         self.last_complete_round.set(at.as_millisecond() as f64 / 1000.0);
     }
@@ -177,9 +189,11 @@ mod tests {
         m.series_skipped("we\"ird\\", "unknown_cluster", 1);
         m.set_clusters_scored(42);
         m.set_leader(true);
+        m.set_partial_response(true);
         let text = m.render();
         assert!(text.contains("ocm_score_thanos_clusters_scored 42\n"), "{text}");
         assert!(text.contains("ocm_score_thanos_leader 1\n"), "{text}");
+        assert!(text.contains("ocm_score_thanos_partial_response 1\n"), "{text}");
         assert!(
             text.contains("ocm_score_thanos_query_duration_seconds_bucket{le=\"0.05\",score=\"cpu\"} 1\n"),
             "{text}"

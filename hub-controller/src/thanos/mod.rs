@@ -12,7 +12,10 @@
 //! `validUntil` counts from the time of the newest sample behind each score ([`freshness`]: not the
 //! evaluation time, which Prometheus stamps on every answer for its whole lookback window), so when a
 //! cluster's series stop the cluster is not renewed and its scores expire one validity after its last
-//! sample; when a query fails, nothing is written that round.
+//! sample; when a query fails, nothing is written that round. Nor is anything written from an answer
+//! that carries warnings (a Thanos partial response: some stores did not answer, and fleet bounds from
+//! the rest would shift every cluster's score) unless `query.allowPartialResponse` says so
+//! ([`params`]).
 //!
 //! Example configuration (`--config`; flags and their `OCM_SCORE_*` variables override it):
 //!
@@ -22,6 +25,10 @@
 //!   bearerTokenFile: /var/run/secrets/thanos/token
 //!   caFile: /etc/thanos-ca/ca.crt
 //!   timeout: 30s
+//!   partialResponse: true        # Thanos's partial_response; dedup and maxSourceResolution likewise
+//!   allowPartialResponse: false  # true: score from the stores that answered
+//!   dedup: true                  # merge HA replicas (the querier's --query.replica-label)
+//!   maxSourceResolution: 5m      # or auto, 0s, 1h; unset: the querier's default
 //! clusterLabel: cluster          # the label the queries aggregate by
 //! clusterMapping: identity       # or label:<ManagedCluster label key>, claim:<cluster claim name>
 //! placementScoreName: thanos-score
@@ -47,6 +54,7 @@ pub mod health;
 pub mod mapping;
 pub mod metrics;
 pub mod normalize;
+pub mod params;
 pub mod response;
 pub mod run;
 pub mod scorer;

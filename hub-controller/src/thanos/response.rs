@@ -173,6 +173,14 @@ impl ResponseError {
     }
 }
 
+/// Whether a warning is a PromQL annotation (`PromQL info: …`, `PromQL warning: …`): a remark on the
+/// query itself, which Thanos reports among the warnings too (e.g. `rate()` of a metric whose name
+/// does not end in `_total`), rather than a problem with the data, such as a store that did not
+/// answer.
+pub fn is_promql_annotation(warning: &str) -> bool {
+    warning.starts_with("PromQL info:") || warning.starts_with("PromQL warning:")
+}
+
 /// Decodes an answer of the query endpoint, given its HTTP status code and body.
 pub fn parse_response(status: u16, body: &[u8]) -> Result<QueryResponse, ResponseError> {
     let success = (200..300).contains(&status);
@@ -464,6 +472,39 @@ mod tests {
             vec!["store eu-1 unavailable: partial response".to_owned()]
         );
         assert_eq!(r.infos, vec!["note".to_owned()]);
+    }
+
+    #[test]
+    fn a_thanos_partial_response_decodes_with_its_warning() {
+        // As Thanos v0.41's querier answered with one of two sidecars stopped.
+        let r = ok(
+            r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{"monitor":"m-a"},"value":[1795453527.500,"1"]}],"analysis":{}},"warnings":["fetch series for {monitor=\"m-b\"} Addr: 127.0.0.1:19192 MinTime: -62167219200000 MaxTime: 9223372036854775807: rpc error: code = Unavailable desc = connection error: desc = \"transport: Error while dialing: dial tcp 127.0.0.1:19192: connect: connection refused\""]}"#,
+        );
+        let QueryData::Vector(samples) = r.data else {
+            panic!("vector expected")
+        };
+        assert_eq!(samples.len(), 1);
+        assert_eq!(r.warnings.len(), 1);
+        assert!(
+            r.warnings[0].starts_with("fetch series for {monitor=\"m-b\"} Addr: 127.0.0.1:19192"),
+            "{:?}",
+            r.warnings
+        );
+    }
+
+    #[test]
+    fn promql_annotations_are_told_from_store_failures() {
+        // Both as Thanos v0.41's querier sent them.
+        assert!(is_promql_annotation(
+            "PromQL info: metric might not be a counter, name does not end in _total/_sum/_count/_bucket: \"http_requests\""
+        ));
+        assert!(is_promql_annotation(
+            "PromQL warning: encountered a mix of histograms and floats for metric name \"x\""
+        ));
+        assert!(!is_promql_annotation(
+            "fetch series for {monitor=\"m-b\"} Addr: 127.0.0.1:19192 MinTime: 0 MaxTime: 1: rpc error: code = Unavailable"
+        ));
+        assert!(!is_promql_annotation("receive series from 127.0.0.1:10901: EOF"));
     }
 
     #[test]

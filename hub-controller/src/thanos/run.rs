@@ -5,7 +5,7 @@ use super::{
     config::{Config, ThanosScorerArgs},
     health::Health,
     metrics::Metrics,
-    scorer::{RecentWrites, RoundPlan, Scorer, count_expired, current_scores},
+    scorer::{PartialAnswer, RecentWrites, RoundPlan, Scorer, count_expired, current_scores},
     writer::ScoreWriter,
 };
 use futures::{Stream, StreamExt};
@@ -143,6 +143,7 @@ pub async fn run_until_stopped(
         config.write_concurrency,
     );
     let mut recent = RecentWrites::default();
+    let mut was_partial = false;
     let mut ticker = tokio::time::interval(config.interval);
     ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
     loop {
@@ -160,29 +161,69 @@ pub async fn run_until_stopped(
         metrics.set_clusters_stale(count_expired(&current, now));
         if !is_leader {
             metrics.round("not_leader");
+            // A standby publishes nothing by design; what it saw as leader no longer holds.
+            health.set_not_publishing(None);
+            metrics.set_partial_response(false);
+            was_partial = false;
             continue;
         }
         let answers = tokio::select! {
             () = shutdown.cancelled() => break,
             answers = scorer.query_all(now) => answers,
         };
-        match scorer.plan(answers, &clusters.state(), &current, now) {
+        let plan = scorer.plan(answers, &clusters.state(), &current, now);
+        let partial_now = match &plan {
+            RoundPlan::PartialResponse { partial } => Some(partial.as_slice()),
+            RoundPlan::Ready { partial, .. } if !partial.is_empty() => Some(partial.as_slice()),
+            _ => None,
+        };
+        metrics.set_partial_response(partial_now.is_some());
+        if partial_now.is_none() && was_partial {
+            tracing::info!("every store answered again");
+        }
+        was_partial = partial_now.is_some();
+        match plan {
             RoundPlan::QueryFailed { failed } => {
                 metrics.round("query_failed");
+                health.set_not_publishing(None);
                 let scores: Vec<&str> = failed.iter().map(|(s, _)| s.as_str()).collect();
                 tracing::warn!(failed = ?scores, "not every score could be queried; writing nothing this round");
             }
-            RoundPlan::Ready { fleet, writes } => {
+            RoundPlan::PartialResponse { partial } => {
+                metrics.round("partial_response");
+                let why = partial_round_detail(&partial);
+                tracing::warn!(
+                    scores = ?partial.iter().map(|p| p.score.as_str()).collect::<Vec<_>>(),
+                    warnings = ?distinct_warnings(&partial),
+                    "partial response: some stores did not answer, so the fleet's bounds would come from a \
+                     subset and shift every cluster's score; writing nothing this round (query.allowPartialResponse accepts such answers)"
+                );
+                health.set_not_publishing(Some(why));
+            }
+            RoundPlan::Ready {
+                fleet,
+                writes,
+                partial,
+            } => {
+                health.set_not_publishing(None);
+                if !partial.is_empty() {
+                    tracing::warn!(
+                        warnings = ?distinct_warnings(&partial),
+                        "partial response accepted (query.allowPartialResponse): scoring from the stores that answered"
+                    );
+                }
                 let planned = writes.len();
                 let summary = writer.write_all(writes, &leading, &metrics).await;
                 let written = summary.written.len();
                 recent.record(&cached, summary.written);
                 metrics.set_clusters_scored(fleet.clusters.len());
                 metrics.set_last_complete_round(now);
-                metrics.round(if summary.failed == 0 && summary.abandoned == 0 {
-                    "complete"
-                } else {
+                metrics.round(if summary.failed != 0 || summary.abandoned != 0 {
                     "write_failed"
+                } else if !partial.is_empty() {
+                    "partial_accepted"
+                } else {
+                    "complete"
                 });
                 let skipped: u64 = fleet.skipped.values().sum();
                 tracing::info!(
@@ -197,6 +238,25 @@ pub async fn run_until_stopped(
         }
     }
     finish(leadership, server).await
+}
+
+/// The readiness detail of a round that refused partial answers.
+fn partial_round_detail(partial: &[PartialAnswer]) -> String {
+    format!(
+        "not publishing: the latest round's answers were partial (some stores did not answer): {}",
+        distinct_warnings(partial).join("; ")
+    )
+}
+
+/// The warnings of every partial answer, each once (the same store fails every score's query).
+fn distinct_warnings(partial: &[PartialAnswer]) -> Vec<&str> {
+    let mut warnings: Vec<&str> = partial
+        .iter()
+        .flat_map(|p| p.warnings.iter().map(String::as_str))
+        .collect();
+    warnings.sort_unstable();
+    warnings.dedup();
+    warnings
 }
 
 /// After the round loop stopped writing: release the Lease (so a standby takes over at once) and

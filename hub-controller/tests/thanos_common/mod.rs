@@ -1,8 +1,11 @@
 //! Test harness for the Thanos scorer: a real Prometheus server (Debian's `prometheus` package) with
-//! backfilled data, a fake query API that misbehaves on demand, the API server double as the hub, and
+//! backfilled data, a real Thanos Querier and Sidecars over several of them ([`thanos`]), a fake
+//! query API that misbehaves on demand, the API server double as the hub, and
 //! `ocm-score-hub thanos-scorer` run as a process.
 
 #![allow(dead_code)]
+
+pub mod thanos;
 
 use ocm_score_tests::apiserver::{ApiServer, Gvr};
 use ocm_score_tests::control_plane::pki::ClusterCa;
@@ -165,13 +168,22 @@ const MEM_FREE_RATIOS: &[(&str, f64)] = &[
     ("ghost", 1.0),
 ];
 
+/// Every cluster of the fleet data.
+pub const FLEET: &[&str] = &["a", "b", "c", "d", "e", "ghost"];
+
 /// Fleet data: clusters a–d, `e` whose allocatable CPU is NaN, and `ghost`, which is no
 /// ManagedCluster. Cluster `c`'s series stop `c_stops_after` seconds after `t0`.
 pub fn fleet_data(t0: i64, c_stops_after: i64) -> OpenMetrics {
+    fleet_data_of(t0, c_stops_after, FLEET)
+}
+
+/// [`fleet_data`] of `clusters` only, as one Prometheus of a fleet spread over several holds it.
+pub fn fleet_data_of(t0: i64, c_stops_after: i64, clusters: &[&str]) -> OpenMetrics {
     let span = (t0 - 600, t0 + 600, 5);
     let alive = move |cluster: &str, t: i64| cluster != "c" || t < t0 + c_stops_after;
+    let held = |cluster: &&str| clusters.contains(cluster);
     let mut data = OpenMetrics::default();
-    for (cluster, node, value) in ALLOCATABLE {
+    for (cluster, node, value) in ALLOCATABLE.iter().filter(|(c, _, _)| held(c)) {
         let (cluster, value) = (*cluster, *value);
         data.series(
             "node_cpu_allocatable",
@@ -180,7 +192,7 @@ pub fn fleet_data(t0: i64, c_stops_after: i64) -> OpenMetrics {
             move |t| alive(cluster, t).then_some(value),
         );
     }
-    for (cluster, value) in REQUESTED {
+    for (cluster, value) in REQUESTED.iter().filter(|(c, _)| held(c)) {
         let (cluster, value) = (*cluster, *value);
         data.series(
             "pod_cpu_requests",
@@ -189,13 +201,13 @@ pub fn fleet_data(t0: i64, c_stops_after: i64) -> OpenMetrics {
             move |t| alive(cluster, t).then_some(value),
         );
     }
-    for (cluster, slope) in REQUEST_SLOPES {
+    for (cluster, slope) in REQUEST_SLOPES.iter().filter(|(c, _)| held(c)) {
         let (cluster, slope) = (*cluster, *slope);
         data.series("http_requests", &[("cluster", cluster)], span, move |t| {
             alive(cluster, t).then_some(slope * (t - span.0) as f64)
         });
     }
-    for (cluster, value) in MEM_FREE_RATIOS {
+    for (cluster, value) in MEM_FREE_RATIOS.iter().filter(|(c, _)| held(c)) {
         let (cluster, value) = (*cluster, *value);
         data.series("mem_free_ratio", &[("cluster", cluster)], span, move |t| {
             alive(cluster, t).then_some(value)
@@ -271,6 +283,23 @@ impl Prometheus {
         let dir = TempDir::new("prometheus");
         backfill(&dir, data);
         Self::launch(dir, "global:\n  scrape_interval: 1m\n", lookback, None).await
+    }
+
+    /// As [`Prometheus::start`], with `external_labels` in its global configuration: the labels a
+    /// Thanos sidecar adds to every series it serves (a sidecar refuses a Prometheus without them),
+    /// e.g. the `replica` of an HA pair.
+    pub async fn start_labelled(
+        data: &OpenMetrics,
+        lookback: &str,
+        external_labels: &[(&str, &str)],
+    ) -> Prometheus {
+        let dir = TempDir::new("prometheus");
+        backfill(&dir, data);
+        let mut config = "global:\n  scrape_interval: 1m\n  external_labels:\n".to_owned();
+        for (name, value) in external_labels {
+            let _ = writeln!(config, "    {name}: '{value}'");
+        }
+        Self::launch(dir, &config, lookback, None).await
     }
 
     /// As [`Prometheus::start`], serving TLS with `pki`'s server certificate and requiring a client
@@ -386,6 +415,11 @@ impl Prometheus {
 
     pub fn url(&self) -> String {
         format!("{}://127.0.0.1:{}", self.scheme, self.port)
+    }
+
+    /// The TSDB directory.
+    pub fn tsdb(&self) -> PathBuf {
+        self._dir.path().join("tsdb")
     }
 
     pub fn log(&self) -> String {
@@ -546,12 +580,16 @@ pub enum FakeMode {
     Partial(Vec<(String, f64)>),
 }
 
+/// The form fields of one request to the fake query API, in the order sent.
+pub type Form = Vec<(String, String)>;
+
 /// A tiny HTTP server standing in for Thanos Query.
 pub struct FakeQueryApi {
     pub address: SocketAddr,
     mode: Arc<Mutex<FakeMode>>,
     requests: Arc<AtomicUsize>,
     authorizations: Arc<Mutex<Vec<String>>>,
+    forms: Arc<Mutex<Vec<Form>>>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -564,11 +602,17 @@ impl FakeQueryApi {
         let mode = Arc::new(Mutex::new(mode));
         let requests = Arc::new(AtomicUsize::new(0));
         let authorizations = Arc::new(Mutex::new(Vec::new()));
-        let (m, r, a) = (mode.clone(), requests.clone(), authorizations.clone());
+        let forms = Arc::new(Mutex::new(Vec::new()));
+        let (m, r, a, f) = (
+            mode.clone(),
+            requests.clone(),
+            authorizations.clone(),
+            forms.clone(),
+        );
         let task = tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
-                let (m, r, a) = (m.clone(), r.clone(), a.clone());
-                tokio::spawn(async move { serve_fake(stream, &m, &r, &a).await });
+                let (m, r, a, f) = (m.clone(), r.clone(), a.clone(), f.clone());
+                tokio::spawn(async move { serve_fake(stream, &m, &r, &a, &f).await });
             }
         });
         FakeQueryApi {
@@ -576,6 +620,7 @@ impl FakeQueryApi {
             mode,
             requests,
             authorizations,
+            forms,
             task,
         }
     }
@@ -596,6 +641,11 @@ impl FakeQueryApi {
     pub fn authorizations(&self) -> Vec<String> {
         self.authorizations.lock().expect("auth lock").clone()
     }
+
+    /// The decoded form bodies received, in order.
+    pub fn forms(&self) -> Vec<Form> {
+        self.forms.lock().expect("forms lock").clone()
+    }
 }
 
 impl Drop for FakeQueryApi {
@@ -609,6 +659,7 @@ async fn serve_fake(
     mode: &Mutex<FakeMode>,
     requests: &AtomicUsize,
     authorizations: &Mutex<Vec<String>>,
+    forms: &Mutex<Vec<Form>>,
 ) {
     let mut data = Vec::new();
     let mut buf = [0u8; 4096];
@@ -637,6 +688,11 @@ async fn serve_fake(
     }
     requests.fetch_add(1, Ordering::SeqCst);
     let body = String::from_utf8_lossy(&data[head_end..]).to_string();
+    forms.lock().expect("forms lock").push(
+        form_urlencoded::parse(body.as_bytes())
+            .map(|(k, v)| (k.into_owned(), v.into_owned()))
+            .collect(),
+    );
     let time = form_value(&body, "time").unwrap_or_else(|| "0".into());
     let freshness = form_value(&body, "query").is_some_and(|q| q.contains("timestamp%28"));
     let mut current = mode.lock().expect("mode lock").clone();

