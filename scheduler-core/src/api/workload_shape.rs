@@ -459,6 +459,50 @@ tolerations:
         assert_eq!(fits_score_name("a100-x1"), "fits.a100-x1");
     }
 
+    proptest::proptest! {
+        #[test]
+        fn encode_decode_is_exact_below_saturation(
+            fits in 0u64..2_000_000,
+            scale in 1i32..=10_000,
+            k in 0u64..2_000_000,
+            multiple in 0u64..200,
+        ) {
+            let value = encode_fits(fits, scale);
+            let decoded = decode_fits(value, scale);
+            let scale = u64::try_from(scale).unwrap();
+            if fits < FITS_EXACT_BELOW * scale {
+                proptest::prop_assert!(!decoded.saturated);
+                proptest::prop_assert_eq!(decoded.at_least, fits / scale * scale);
+                proptest::prop_assert_eq!(encode_fits(decoded.at_least, scale as i32), value);
+            } else {
+                proptest::prop_assert!(decoded.saturated);
+                proptest::prop_assert_eq!(decoded.at_least, FITS_EXACT_BELOW * scale);
+            }
+            // A threshold of k replicas read as `value ≥ ceil(k / scale) − 100` never admits fewer,
+            // and is exact when scale divides k (below saturation).
+            let threshold = i64::try_from(k.div_ceil(scale)).unwrap() - 100;
+            let admitted = i64::from(value) >= threshold;
+            if admitted {
+                proptest::prop_assert!(fits >= k);
+            }
+            let k = multiple * scale;
+            if !decoded.saturated {
+                let threshold = i64::try_from(multiple).unwrap() - 100;
+                proptest::prop_assert_eq!(i64::from(value) >= threshold, fits >= k);
+            }
+        }
+
+        #[test]
+        fn every_value_lies_in_minus_100_to_100(fits: u64, scale: i32) {
+            proptest::prop_assert!((-100..=100).contains(&encode_fits(fits, scale)));
+        }
+
+        #[test]
+        fn scale_1_round_trips_every_count_below_200(fits in 0u64..200) {
+            proptest::prop_assert_eq!(decode_fits(encode_fits(fits, 1), 1).at_least, fits);
+        }
+    }
+
     fn named(names: &[&str]) -> Vec<WorkloadShape> {
         names.iter().map(|n| shape(n, "{}")).collect()
     }
