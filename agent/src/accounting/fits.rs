@@ -17,8 +17,10 @@
 //! * **Pending pods** (non-terminal, bound to no node, scheduling-gated or not) are deducted first
 //!   (with [`FitsOptions::deduct_pending`], the default): per shape, in `namespace/name` order, each
 //!   goes onto the first of the shape's eligible nodes, in node-name order, that has a free pod slot
-//!   and room for every resource it requests; one that fits nowhere is not deducted. It is a
-//!   deterministic cluster-level estimate, not kube-scheduler's choice.
+//!   and room for every counted resource it requests (the resources of the shapes; others are not
+//!   tracked); one that fits nowhere is not deducted. It is a deterministic cluster-level
+//!   estimate, not kube-scheduler's choice, and not monotone: a new pod that crowds a pending one
+//!   out of its only node can raise a count (see the tests).
 //! * Out of scope (documented next to the score): pod (anti-)affinity, topology spread, volume
 //!   zones, DRA, ResourceQuota, and the pending pods' own selectors and tolerations.
 //!
@@ -368,8 +370,9 @@ pub struct FitsIndex {
     /// Per shape: node slot → what pending pods take there.
     deductions: Vec<FastMap<u32, Deduction>>,
     pending_stale: bool,
-    /// Per shape, the sum of the nodes' contributions.
-    totals: Box<[u64]>,
+    /// Per shape, the sum of the nodes' contributions (u128: a node's can be as large as an i64
+    /// pod-slot count).
+    totals: Box<[u128]>,
     invalid_pods: FastMap<Box<str>, (ObjectError, u32)>,
     invalid_nodes: FastMap<Box<str>, (ObjectError, u32)>,
     pod_epoch: u32,
@@ -759,7 +762,7 @@ impl FitsIndex {
             for s in 0..self.set.shapes.len() {
                 let c = self.contribution(slot, s);
                 self.nodes[slot].contribution[s] = c;
-                self.totals[s] += c;
+                self.totals[s] += u128::from(c);
             }
         }
         self.pending_stale = true;
@@ -778,9 +781,9 @@ impl FitsIndex {
             return 0;
         };
         let deduction = self.deductions[s].get(&(slot as u32));
-        let deducted_pods = deduction.map_or(0, |d| i64::from(d.pods));
-        let slots = state.pod_slots - i64::from(node.pods) - deducted_pods;
-        let mut fits = i128::from(slots.max(0));
+        let deducted_pods = deduction.map_or(0, |d| i128::from(d.pods));
+        let slots = i128::from(state.pod_slots) - i128::from(node.pods) - deducted_pods;
+        let mut fits = slots.max(0);
         for &(r, amount) in &self.set.shapes[s].needs {
             let mut free = i128::from(state.allocatable[r]) - node.requested[r];
             if let Some(d) = deduction {
@@ -808,7 +811,7 @@ impl FitsIndex {
     fn refresh(&mut self, slot: usize, s: usize) {
         let new = self.contribution(slot, s);
         let old = std::mem::replace(&mut self.nodes[slot].contribution[s], new);
-        self.totals[s] = self.totals[s] - old + new;
+        self.totals[s] = self.totals[s] - u128::from(old) + u128::from(new);
     }
 
     /// Redoes the first-fit of pending pods if anything changed since; refreshes only the nodes
@@ -908,11 +911,14 @@ impl FitsIndex {
             .shapes
             .iter()
             .zip(self.totals.iter())
-            .map(|(shape, &replicas)| ShapeFits {
-                shape: shape.name.clone(),
-                scale: shape.scale,
-                replicas,
-                value: encode_fits(replicas, shape.scale),
+            .map(|(shape, &total)| {
+                let replicas = u64::try_from(total).unwrap_or(u64::MAX);
+                ShapeFits {
+                    shape: shape.name.clone(),
+                    scale: shape.scale,
+                    replicas,
+                    value: encode_fits(replicas, shape.scale),
+                }
             })
             .collect()
     }

@@ -451,6 +451,29 @@ fn unreadable_objects_are_reported_and_not_counted() {
 }
 
 #[test]
+fn extreme_allocatable_values_saturate_instead_of_overflowing() {
+    let mut idx = index(&[shape("s", "{}")], FitsOptions::default(), &[], &[]);
+    for i in 0..3 {
+        let mut node = n(&format!("big{i}"), 1000, None, 0).slim();
+        node.status.allocatable.0[2].1 = QuantityText("9e18".into());
+        idx.apply_node(&node).expect("valid");
+    }
+    let mut negative = n("neg", 1000, None, 0).slim();
+    negative.status.allocatable.0[2].1 = QuantityText("-5".into());
+    idx.apply_node(&negative).expect("valid");
+    idx.apply_pod(&p("x", Some("neg"), 0, 0).slim()).expect("valid");
+    let fits = idx.fits();
+    assert_eq!((fits[0].replicas, fits[0].value), (u64::MAX, 100));
+    idx.delete_node("big0");
+    idx.delete_node("big1");
+    assert_eq!(
+        replicas(&mut idx),
+        [9_000_000_000_000_000_000],
+        "the negative node adds nothing"
+    );
+}
+
+#[test]
 fn compiling_reports_each_skipped_shape_by_name() {
     let mut shapes = vec![
         shape("ok", "requests: {cpu: 1}"),
