@@ -46,6 +46,7 @@ fn node(i: usize) -> SlimNode {
         },
         spec: SlimNodeSpec {
             unschedulable: Some(i.is_multiple_of(97)),
+            ..Default::default()
         },
         status: SlimNodeStatus {
             allocatable: list(&[

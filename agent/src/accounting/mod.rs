@@ -1,6 +1,7 @@
 //! Resource accounting: quantities, a pod's effective requests, and the incremental per-node and
 //! cluster-wide totals the scores are computed from. Pure code over plain data; no I/O.
 
+pub mod fits;
 pub mod ledger;
 pub mod objects;
 pub mod pod;
@@ -10,7 +11,10 @@ pub mod view;
 
 #[cfg(test)]
 mod conformance_tests;
+#[cfg(test)]
+mod fits_tests;
 
+pub use fits::{FitsIndex, FitsOptions, ShapeFits, ShapeSet, compile_shapes};
 pub use ledger::{Ledger, NodeUsage, ObjectError};
 pub use objects::{SlimNode, SlimPod};
 pub use resources::ResourceSet;

@@ -132,9 +132,28 @@ impl SlimPod {
     }
 }
 
+/// A node's identity fields and its labels (the fits scores match shapes' `nodeSelector`).
+fn node_meta<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Wire {
+        name: Option<String>,
+        resource_version: Option<String>,
+        #[serde(default)]
+        labels: Option<std::collections::BTreeMap<String, String>>,
+    }
+    let w = Wire::deserialize(d)?;
+    Ok(ObjectMeta {
+        name: w.name,
+        resource_version: w.resource_version,
+        labels: w.labels.filter(|l| !l.is_empty()),
+        ..Default::default()
+    })
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 pub struct SlimNode {
-    #[serde(default, deserialize_with = "slim_meta")]
+    #[serde(default, deserialize_with = "node_meta")]
     pub metadata: ObjectMeta,
     #[serde(default, deserialize_with = "null_as_default")]
     pub spec: SlimNodeSpec,
@@ -146,6 +165,27 @@ pub struct SlimNode {
 pub struct SlimNodeSpec {
     #[serde(default)]
     pub unschedulable: Option<bool>,
+    /// Read by the fits scores only (the cluster scores ignore taints).
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub taints: Vec<SlimTaint>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+pub struct SlimTaint {
+    #[serde(default)]
+    pub key: String,
+    #[serde(default)]
+    pub value: Option<String>,
+    /// `NoSchedule`, `PreferNoSchedule` or `NoExecute`.
+    #[serde(default)]
+    pub effect: String,
+}
+
+impl SlimTaint {
+    /// Whether the taint keeps pods that do not tolerate it off the node (PreferNoSchedule does not).
+    pub fn repels(&self) -> bool {
+        matches!(self.effect.as_str(), "NoSchedule" | "NoExecute")
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
@@ -257,9 +297,33 @@ mod tests {
     }
 
     #[test]
+    fn decodes_a_nodes_labels_and_taints() {
+        let node: SlimNode = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "gpu-1", "labels": {"pool": "a100", "kubernetes.io/arch": "amd64"},
+                         "annotations": {"x": "y"}},
+            "spec": {"unschedulable": false, "podCIDR": "10.0.0.0/24", "taints": [
+                {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},
+                {"key": "spot", "effect": "PreferNoSchedule", "timeAdded": null}
+            ]},
+            "status": {"allocatable": {"cpu": "8", "pods": "110"}}
+        }))
+        .expect("decodes");
+        let labels = node.metadata.labels.as_ref().expect("labels");
+        assert_eq!(labels.get("pool").map(String::as_str), Some("a100"));
+        assert!(node.metadata.annotations.is_none());
+        let taints = &node.spec.taints;
+        assert_eq!(taints.len(), 2);
+        assert_eq!(taints[0].value.as_deref(), Some("present"));
+        assert!(taints[0].repels() && !taints[1].repels());
+    }
+
+    #[test]
     fn node_eligibility() {
         let node = |unschedulable: Option<bool>, ready: Option<&str>| SlimNode {
-            spec: SlimNodeSpec { unschedulable },
+            spec: SlimNodeSpec {
+                unschedulable,
+                ..Default::default()
+            },
             status: SlimNodeStatus {
                 conditions: ready
                     .map(|s| SlimNodeCondition {

@@ -4,8 +4,8 @@
 //! (AddOnPlacementScore, PlacementDecision) have no `spec` at all, and several others make `spec`
 //! optional, which the derive cannot express. Each root type implements [`kube_core::Resource`] so it
 //! works with `kube::Api`, and [`OcmKind`] so tests can compare its identity with the upstream CRDs.
-//! Our own kind, [`tiering::TieredPlacement`], is declared with kube's `CustomResource` derive
-//! instead: its CRD is generated from the types.
+//! Our own kinds, [`tiering::TieredPlacement`] and [`workload_shape::WorkloadShape`], are declared
+//! with kube's `CustomResource` derive instead: their CRDs are generated from the types.
 //!
 //! Fields we do not model are kept in an `extra` map on every spec and status, so a
 //! read-modify-write never drops what another controller wrote.
@@ -16,6 +16,7 @@ mod placement;
 mod score;
 pub mod tiering;
 mod work;
+pub mod workload_shape;
 
 pub use addon::*;
 pub use cluster::*;
@@ -23,6 +24,7 @@ pub use placement::*;
 pub use score::*;
 pub use tiering::{TieredPlacement, TieredPlacementSpec, TieredPlacementStatus};
 pub use work::*;
+pub use workload_shape::{WorkloadShape, WorkloadShapeSpec};
 
 pub use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 pub use k8s_openapi::apimachinery::pkg::apis::meta::v1::{

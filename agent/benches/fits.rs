@@ -1,0 +1,404 @@
+//! Fits benchmark (plain main, `harness = false`): prints a markdown table.
+//!
+//! 16 WorkloadShapes over 5,000 nodes / 150,000 pods (a tenth of the nodes carry 8 GPUs behind a
+//! taint; pods as in `benches/accounting.rs`):
+//! * from scratch: every node's requested sum and contribution to every shape recomputed from the
+//!   cached pods, then the counts read;
+//! * per pod event: a pod's requests change, or a pod is deleted and re-created, with no pending
+//!   pods (the incremental path: one node's contribution to every shape);
+//! * with pending pods: one event and then a read, which redoes the first-fit of the pending pods.
+//!
+//! Goals (issue 13): from scratch ≤ 50 ms and per pod event ≤ 10 µs with 16 shapes at 5,000 nodes /
+//! 150,000 pods.
+
+use ocm_score_agent::accounting::objects::{
+    ResourceList, SlimContainer, SlimNode, SlimNodeCondition, SlimNodeSpec, SlimNodeStatus, SlimPodSpec,
+    SlimPodStatus, SlimResources, SlimTaint,
+};
+use ocm_score_agent::accounting::quantity::QuantityText;
+use ocm_score_agent::accounting::{FitsIndex, FitsOptions, SlimPod, compile_shapes};
+use scheduler_core::api::{ObjectMeta, WorkloadShape};
+use std::collections::BTreeMap;
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+const NODES: usize = 5_000;
+const PODS: usize = 150_000;
+
+fn list(entries: &[(&str, &str)]) -> ResourceList {
+    ResourceList(
+        entries
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), QuantityText((*v).to_owned())))
+            .collect(),
+    )
+}
+
+fn node_name(i: usize) -> String {
+    format!("ip-10-{}-{}-{}.ec2.internal", i / 65536, (i / 256) % 256, i % 256)
+}
+
+fn node(i: usize) -> SlimNode {
+    let gpu_node = i.is_multiple_of(10);
+    let mut labels = BTreeMap::from([
+        ("kubernetes.io/arch".to_owned(), "amd64".to_owned()),
+        ("kubernetes.io/hostname".to_owned(), node_name(i)),
+        (
+            "topology.kubernetes.io/zone".to_owned(),
+            format!("eu-west-1{}", ["a", "b", "c"][i % 3]),
+        ),
+        (
+            "node.kubernetes.io/instance-type".to_owned(),
+            "m6i.8xlarge".to_owned(),
+        ),
+        (
+            "pool".to_owned(),
+            if gpu_node { "gpu" } else { "general" }.to_owned(),
+        ),
+    ]);
+    if gpu_node {
+        labels.insert("nvidia.com/gpu.product".into(), "NVIDIA-A100-SXM4-80GB".into());
+    }
+    SlimNode {
+        metadata: ObjectMeta {
+            name: Some(node_name(i)),
+            labels: Some(labels),
+            ..Default::default()
+        },
+        spec: SlimNodeSpec {
+            unschedulable: Some(i.is_multiple_of(97)),
+            taints: if gpu_node {
+                vec![SlimTaint {
+                    key: "nvidia.com/gpu".into(),
+                    value: Some("present".into()),
+                    effect: "NoSchedule".into(),
+                }]
+            } else {
+                Vec::new()
+            },
+        },
+        status: SlimNodeStatus {
+            allocatable: list(&[
+                ("cpu", "31850m"),
+                ("memory", "126498524Ki"),
+                ("ephemeral-storage", "95492233231"),
+                ("nvidia.com/gpu", if gpu_node { "8" } else { "0" }),
+                ("pods", "110"),
+            ]),
+            conditions: vec![SlimNodeCondition {
+                type_: "Ready".into(),
+                status: if i.is_multiple_of(211) { "False" } else { "True" }.into(),
+            }],
+        },
+    }
+}
+
+/// Pods as in the accounting benchmark; `pending` ones are bound to no node.
+fn pod(i: usize, variant: usize, pending: bool) -> SlimPod {
+    let container = |name: &str, cpu: &str, memory: &str| SlimContainer {
+        name: name.into(),
+        restart_policy: None,
+        resources: SlimResources {
+            requests: list(&[("cpu", cpu), ("memory", memory)]),
+        },
+    };
+    let mut containers = vec![container(
+        "app",
+        ["250m", "500m", "1", "100m"][(i + variant) % 4],
+        ["512Mi", "1Gi", "256Mi"][i % 3],
+    )];
+    if i.is_multiple_of(3) {
+        containers.push(container("log-shipper", "50m", "64Mi"));
+    }
+    let gpu = i.is_multiple_of(50);
+    if gpu {
+        containers[0]
+            .resources
+            .requests
+            .0
+            .push(("nvidia.com/gpu".into(), QuantityText("1".into())));
+    }
+    let mut init_containers = Vec::new();
+    if i.is_multiple_of(5) {
+        init_containers.push(container("migrate", "1", "2Gi"));
+    }
+    if i.is_multiple_of(7) {
+        let mut proxy = container("proxy", "100m", "128Mi");
+        proxy.restart_policy = Some("Always".into());
+        init_containers.insert(0, proxy);
+    }
+    // GPU pods run on GPU nodes (every tenth), the others anywhere.
+    let node = if gpu { (i / 50 * 10) % NODES } else { i % NODES };
+    SlimPod {
+        metadata: ObjectMeta {
+            name: Some(format!(
+                "{}-{}-7d9f8b6c5d-{:05x}",
+                if pending { "queued" } else { "web" },
+                i / 100,
+                i
+            )),
+            namespace: Some(format!("team-{}", i % 300)),
+            ..Default::default()
+        },
+        spec: SlimPodSpec {
+            node_name: (!pending).then(|| node_name(node)),
+            containers,
+            init_containers,
+            overhead: if i.is_multiple_of(11) {
+                list(&[("cpu", "10m"), ("memory", "20Mi")])
+            } else {
+                ResourceList::default()
+            },
+        },
+        status: SlimPodStatus {
+            phase: Some(if pending { "Pending" } else { "Running" }.into()),
+        },
+    }
+}
+
+fn shapes() -> Vec<WorkloadShape> {
+    let gpu = "tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]\n\
+               nodeSelector: {pool: gpu}\n";
+    let specs: [(&str, String); 16] = [
+        ("tiny", "requests: {cpu: 100m, memory: 128Mi}\nscale: 100".into()),
+        (
+            "web-small",
+            "requests: {cpu: 250m, memory: 512Mi}\nscale: 50".into(),
+        ),
+        ("web", "requests: {cpu: 500m, memory: 1Gi}\nscale: 20".into()),
+        ("cpu-1", "requests: {cpu: 1, memory: 2Gi}\nscale: 10".into()),
+        ("cpu-4", "requests: {cpu: 4, memory: 16Gi}".into()),
+        ("cpu-8", "requests: {cpu: 8, memory: 32Gi}".into()),
+        ("cpu-16", "requests: {cpu: 16, memory: 64Gi}".into()),
+        ("mem-heavy", "requests: {cpu: 1, memory: 48Gi}".into()),
+        (
+            "scratch",
+            "requests: {cpu: 2, memory: 4Gi, ephemeral-storage: 20Gi}".into(),
+        ),
+        (
+            "kata",
+            "requests: {cpu: 2, memory: 4Gi}\npodOverhead: {cpu: 250m, memory: 160Mi}".into(),
+        ),
+        ("pods-only", "scale: 100".into()),
+        (
+            "zone-a",
+            "requests: {cpu: 2, memory: 8Gi}\nnodeSelector: {topology.kubernetes.io/zone: eu-west-1a}".into(),
+        ),
+        (
+            "a100-x1",
+            format!("requests: {{cpu: 8, memory: 64Gi, nvidia.com/gpu: 1}}\n{gpu}"),
+        ),
+        (
+            "a100-x2",
+            format!("requests: {{cpu: 8, memory: 64Gi, nvidia.com/gpu: 2}}\n{gpu}"),
+        ),
+        (
+            "a100-x4",
+            format!("requests: {{cpu: 16, memory: 96Gi, nvidia.com/gpu: 4}}\n{gpu}"),
+        ),
+        (
+            "a100-x8",
+            format!("requests: {{cpu: 30, memory: 110Gi, nvidia.com/gpu: 8}}\n{gpu}"),
+        ),
+    ];
+    specs
+        .into_iter()
+        .map(|(name, yaml)| WorkloadShape {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                ..Default::default()
+            },
+            spec: serde_norway::from_str(&yaml).expect("shape yaml"),
+        })
+        .collect()
+}
+
+fn build(nodes: &[SlimNode], pods: &[SlimPod]) -> FitsIndex {
+    let (set, problems) = compile_shapes(&shapes());
+    assert!(problems.is_empty(), "{problems:?}");
+    assert_eq!(set.len(), 16);
+    let mut index = FitsIndex::new(set, FitsOptions::default());
+    index.reserve_pods(pods.len());
+    index.begin_node_relist();
+    index.begin_pod_relist();
+    for n in nodes {
+        index.apply_node(n).expect("valid node");
+    }
+    for p in pods {
+        index.apply_pod(p).expect("valid pod");
+    }
+    index.finish_node_relist();
+    index.finish_pod_relist();
+    index
+}
+
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+fn fmt(d: Duration) -> String {
+    if d >= Duration::from_millis(1) {
+        format!("{:.1} ms", d.as_secs_f64() * 1e3)
+    } else if d >= Duration::from_micros(1) {
+        format!("{:.2} µs", d.as_secs_f64() * 1e6)
+    } else {
+        format!("{} ns", d.as_nanos())
+    }
+}
+
+/// Median over 5 rounds of the per-event time of `events` calls of `f`.
+fn per_event(events: usize, mut f: impl FnMut(usize)) -> Duration {
+    let mut samples = Vec::new();
+    for _ in 0..5 {
+        let start = Instant::now();
+        for e in 0..events {
+            f(e);
+        }
+        samples.push(start.elapsed() / events as u32);
+    }
+    median(samples)
+}
+
+fn main() {
+    let nodes: Vec<SlimNode> = (0..NODES).map(node).collect();
+    let pods: Vec<SlimPod> = (0..PODS).map(|i| pod(i, 0, false)).collect();
+    let mut rows: Vec<(String, String, String)> = Vec::new();
+
+    let mut samples = Vec::new();
+    for _ in 0..5 {
+        let start = Instant::now();
+        let mut index = build(&nodes, &pods);
+        black_box(index.fits());
+        samples.push(start.elapsed());
+    }
+    rows.push((
+        format!(
+            "cold start (context): initial lists of {NODES} nodes / {PODS} pods, then counts (median of 5)"
+        ),
+        fmt(median(samples)),
+        "—".into(),
+    ));
+
+    let mut index = build(&nodes, &pods);
+    let counts = index.fits();
+    let mut samples = Vec::new();
+    for _ in 0..7 {
+        let start = Instant::now();
+        index.recompute();
+        black_box(index.fits());
+        samples.push(start.elapsed());
+    }
+    rows.insert(
+        0,
+        (
+            format!(
+                "from scratch over the cached state, 16 shapes, {NODES} nodes / {PODS} pods (median of 7)"
+            ),
+            fmt(median(samples)),
+            "≤ 50 ms".into(),
+        ),
+    );
+    assert_eq!(index.fits(), counts, "recomputing changes nothing");
+
+    // Incremental, no pending pods: a pod's requests change (two versions alternating).
+    let changed: Vec<SlimPod> = (0..1000).map(|i| pod(i * 149, 1, false)).collect();
+    let original: Vec<SlimPod> = (0..1000).map(|i| pod(i * 149, 0, false)).collect();
+    let version = |e: usize| {
+        if (e / 1000).is_multiple_of(2) {
+            &changed
+        } else {
+            &original
+        }
+    };
+    let d = per_event(200_000, |e| {
+        index.apply_pod(&version(e)[e % 1000]).expect("valid");
+    });
+    rows.push(("per pod event: requests changed".into(), fmt(d), "≤ 10 µs".into()));
+
+    let d = per_event(100_000, |e| {
+        let p = &original[e % 1000];
+        index.delete_pod(
+            p.metadata.namespace.as_deref().unwrap_or_default(),
+            p.metadata.name.as_deref().unwrap_or_default(),
+        );
+        index.apply_pod(p).expect("valid");
+    }) / 2;
+    rows.push((
+        "per pod event: deleted or created".into(),
+        fmt(d),
+        "≤ 10 µs".into(),
+    ));
+
+    let d = per_event(100_000, |e| {
+        index.apply_pod(&version(e)[e % 1000]).expect("valid");
+        black_box(index.fits());
+    });
+    rows.push((
+        "per pod event, then the 16 counts read".into(),
+        fmt(d),
+        "≤ 10 µs".into(),
+    ));
+
+    let d = per_event(20_000, |e| {
+        index.apply_node(&nodes[(e * 7) % NODES]).expect("valid");
+    });
+    rows.push((
+        "per node event (status update, nothing counted changed)".into(),
+        fmt(d),
+        "—".into(),
+    ));
+
+    // Pending pods: each read after an event redoes their first-fit for every shape.
+    for pending in [100, 1_000] {
+        let queued: Vec<SlimPod> = (0..pending).map(|i| pod(i * 7, 0, true)).collect();
+        for q in &queued {
+            index.apply_pod(q).expect("valid");
+        }
+        black_box(index.fits());
+        let d = per_event(20_000, |e| {
+            index.apply_pod(&version(e)[e % 1000]).expect("valid");
+        });
+        rows.push((
+            format!("per pod event with {pending} pending pods (first-fit deferred to the read)"),
+            fmt(d),
+            "≤ 10 µs".into(),
+        ));
+        // Every event a real change (each pod flips between its two versions), so every read
+        // redoes the first-fit.
+        let mut flipped = vec![false; 1000];
+        let mut calls = 0usize;
+        let rounds = if pending > 100 { 50 } else { 200 };
+        let d = per_event(rounds, |_| {
+            let j = calls % 1000;
+            calls += 1;
+            flipped[j] = !flipped[j];
+            let pod = if flipped[j] { &changed[j] } else { &original[j] };
+            index.apply_pod(pod).expect("valid");
+            black_box(index.fits());
+        });
+        rows.push((
+            format!("per pod event then a read with {pending} pending pods (first-fit redone)"),
+            fmt(d),
+            "—".into(),
+        ));
+        for q in &queued {
+            index.delete_pod(
+                q.metadata.namespace.as_deref().unwrap_or_default(),
+                q.metadata.name.as_deref().unwrap_or_default(),
+            );
+        }
+    }
+
+    println!("| measurement | result | goal |");
+    println!("|---|---|---|");
+    for (what, result, goal) in rows {
+        println!("| {what} | {result} | {goal} |");
+    }
+    let summary: Vec<String> = index
+        .fits()
+        .iter()
+        .map(|f| format!("{} {} ({})", f.shape, f.replicas, f.value))
+        .collect();
+    println!("\ncounts (replicas, score): {}", summary.join(", "));
+}

@@ -1,0 +1,1035 @@
+//! "Fits N replicas of shape S": for each [`WorkloadShape`], how many more replicas the cluster
+//! can take right now (design §11, issue 13). Pure and incremental, fed the same Node and Pod
+//! events as the [`Ledger`](super::Ledger).
+//!
+//! # Semantics
+//!
+//! * A node is **eligible** for a shape when it is Ready and not cordoned, every NoSchedule and
+//!   NoExecute taint on it is tolerated by the shape (Kubernetes toleration rules), its labels
+//!   match the shape's `nodeSelector`, and every resource the shape requests (amount > 0, after
+//!   adding `podOverhead`) is present in its allocatable.
+//! * **Free** on a node = allocatable − the effective requests of the non-terminal pods bound to it
+//!   (the rule of [`effective_requests`], shared with the cluster scores: init containers,
+//!   sidecars and overhead included). **Free pod slots** = allocatable `pods` − pods bound to it.
+//! * Per eligible node, `min(floor(free_r / req_r) over the requested r, free pod slots)`; a shape
+//!   with no requests is bounded by pod slots only. `fits` is the sum over the nodes. Identical
+//!   replicas need no bin packing: the per-node floor sum is the optimum.
+//! * **Pending pods** (non-terminal, bound to no node, scheduling-gated or not) are deducted first
+//!   (with [`FitsOptions::deduct_pending`], the default): per shape, in `namespace/name` order, each
+//!   goes onto the first of the shape's eligible nodes, in node-name order, that has a free pod slot
+//!   and room for every counted resource it requests (the resources of the shapes; others are not
+//!   tracked); one that fits nowhere is not deducted. It is a deterministic cluster-level
+//!   estimate, not kube-scheduler's choice, and not monotone: a new pod that crowds a pending one
+//!   out of its only node can raise a count (see the tests).
+//! * Out of scope (documented next to the score): pod (anti-)affinity, topology spread, volume
+//!   zones, DRA, ResourceQuota, and the pending pods' own selectors and tolerations.
+//!
+//! # Cost
+//!
+//! A bound pod's event updates its node's contribution to every shape and the running sums:
+//! O(shapes × requested resources), never a rescan. The first-fit of pending pods depends on the
+//! whole cluster, so an event only marks it stale and [`FitsIndex::fits`] redoes it before
+//! answering when pending pods exist, touching only the nodes whose deductions moved. Re-lists
+//! defer all of it to one recount when they finish, as the ledger does.
+//!
+//! # Wiring (what the agent's run loop needs)
+//!
+//! 1. Shapes: [`compile_shapes`] over the WorkloadShapes (hub watch or `--shapes` file) gives a
+//!    [`ShapeSet`] and the [`ShapeProblem`]s to log and report as a condition (`problem.shape`
+//!    names the skipped shape; [`TOO_MANY_SHAPES_REASON`] when some were left out).
+//! 2. [`FitsIndex::new`] with the set and [`FitsOptions`] (from `--deduct-pending`); feed it every
+//!    Node and Pod watch event exactly where the ledger is fed: `apply_node`, `delete_node`,
+//!    `apply_pod`, `delete_pod`, and `begin_*_relist` / `finish_*_relist` around re-lists. Its
+//!    errors are per object, like the ledger's ([`FitsIndex::invalid_objects`]).
+//! 3. On a change of shapes, [`FitsIndex::set_shapes`]; when it answers [`NeedsRelist`] (the new
+//!    shapes request a resource the index did not track), build a new index and re-list Nodes
+//!    and Pods into it.
+//! 4. When publishing: [`FitsIndex::score_items`] gives the `fits.<shape>` items (values already
+//!    encoded, within −100..100) to add to `resource-usage-score` with its `validUntil`;
+//!    [`FitsIndex::fits`] gives the raw counts for `ocm_score_agent_fits{shape}`.
+
+use super::ledger::ObjectError;
+use super::objects::{SlimNode, SlimPod, SlimTaint};
+use super::pod::effective_requests;
+use super::quantity::{QuantityError, parse_quantity};
+use super::resources::{BUILT_IN, MAX_RESOURCES, ResourceSet};
+use k8s_openapi::api::core::v1::Toleration;
+use scheduler_core::api::workload_shape::{
+    self, MAX_SHAPES, ShapeError, encode_fits, fits_score_name, select_shapes,
+};
+use scheduler_core::api::{AddOnPlacementScoreItem, WorkloadShape};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+pub use scheduler_core::api::workload_shape::TOO_MANY_SHAPES_REASON;
+
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
+/// Nodes per block of the first-fit search: a block whose best node cannot take a pod is skipped
+/// whole.
+const BLOCK: usize = 64;
+
+/// How the counting treats pending pods.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FitsOptions {
+    /// Deduct pending, unbound pods first-fit before counting (default on).
+    pub deduct_pending: bool,
+}
+
+impl Default for FitsOptions {
+    fn default() -> Self {
+        Self { deduct_pending: true }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shapes
+
+/// A shape that is not scored, and why.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ShapeProblem {
+    #[error("WorkloadShape {shape:?} is not scored: {message}")]
+    LeftOut { shape: String, message: String },
+    #[error("{0}; it is not scored")]
+    Invalid(ShapeError),
+    #[error("WorkloadShape {shape:?} is not scored: field {field}: {source}")]
+    Quantity {
+        shape: String,
+        field: String,
+        #[source]
+        source: QuantityError,
+    },
+    #[error(
+        "WorkloadShape {shape:?} is not scored: it requests {resource:?}, beyond the {MAX_RESOURCES} \
+         resources the agent counts at once (shapes earlier by name requested the others)"
+    )]
+    TooManyResources { shape: String, resource: String },
+}
+
+impl ShapeProblem {
+    /// The shape the problem is about.
+    pub fn shape(&self) -> &str {
+        match self {
+            ShapeProblem::LeftOut { shape, .. }
+            | ShapeProblem::Quantity { shape, .. }
+            | ShapeProblem::TooManyResources { shape, .. } => shape,
+            ShapeProblem::Invalid(e) => &e.shape,
+        }
+    }
+
+    /// The condition reason to report it with.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            ShapeProblem::LeftOut { .. } => TOO_MANY_SHAPES_REASON,
+            _ => "InvalidWorkloadShape",
+        }
+    }
+}
+
+/// A shape ready for counting.
+#[derive(Clone, Debug, PartialEq)]
+struct Shape {
+    name: String,
+    scale: i32,
+    /// `(resource index, amount per replica)`, amounts > 0 (requests plus pod overhead).
+    needs: Vec<(usize, i64)>,
+    node_selector: Vec<(String, String)>,
+    tolerations: Vec<Toleration>,
+}
+
+/// The shapes an index counts, and the resources they need.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ShapeSet {
+    resources: ResourceSet,
+    shapes: Vec<Shape>,
+}
+
+impl ShapeSet {
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.shapes.iter().map(|s| s.name.as_str())
+    }
+
+    pub fn len(&self) -> usize {
+        self.shapes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.shapes.is_empty()
+    }
+
+    /// The resources counted: the built-in ones, then the others the shapes request, by name.
+    pub fn resources(&self) -> &ResourceSet {
+        &self.resources
+    }
+}
+
+/// Selects (first [`MAX_SHAPES`] by name), validates and compiles shapes. Every shape that cannot
+/// be scored comes back as a problem naming it; the others are counted.
+pub fn compile_shapes(shapes: &[WorkloadShape]) -> (ShapeSet, Vec<ShapeProblem>) {
+    let selection = select_shapes(shapes);
+    let mut problems: Vec<ShapeProblem> = selection
+        .left_out
+        .iter()
+        .map(|(shape, why)| ShapeProblem::LeftOut {
+            shape: shape.clone(),
+            message: format!("{why} (at most {MAX_SHAPES} WorkloadShapes are scored)"),
+        })
+        .collect();
+    let mut extended: BTreeSet<String> = BTreeSet::new();
+    let mut valid = Vec::new();
+    for shape in selection.used {
+        let errors = workload_shape::validate(shape);
+        if let Some(first) = errors.into_iter().next() {
+            problems.push(ShapeProblem::Invalid(first));
+            continue;
+        }
+        let name = shape.metadata.name.clone().unwrap_or_default();
+        let wanted: BTreeSet<&String> = shape
+            .spec
+            .requests
+            .keys()
+            .chain(shape.spec.pod_overhead.keys())
+            .filter(|r| !BUILT_IN.contains(&r.as_str()))
+            .collect();
+        let fresh: Vec<&String> = wanted.into_iter().filter(|r| !extended.contains(*r)).collect();
+        if BUILT_IN.len() + extended.len() + fresh.len() > MAX_RESOURCES {
+            problems.push(ShapeProblem::TooManyResources {
+                shape: name,
+                resource: fresh.last().map(|r| (*r).clone()).unwrap_or_default(),
+            });
+            continue;
+        }
+        extended.extend(fresh.into_iter().cloned());
+        valid.push(shape);
+    }
+    let resources = match ResourceSet::with_extended(extended) {
+        Ok(resources) => resources,
+        // Bounded above: every admitted shape kept the set within MAX_RESOURCES.
+        Err(_) => ResourceSet::built_in(),
+    };
+    let mut compiled = Vec::new();
+    for shape in valid {
+        match compile(shape, &resources) {
+            Ok(s) => compiled.push(s),
+            Err(problem) => problems.push(problem),
+        }
+    }
+    (
+        ShapeSet {
+            resources,
+            shapes: compiled,
+        },
+        problems,
+    )
+}
+
+fn compile(shape: &WorkloadShape, resources: &ResourceSet) -> Result<Shape, ShapeProblem> {
+    let name = shape.metadata.name.clone().unwrap_or_default();
+    let mut amounts = [0i64; MAX_RESOURCES];
+    for (list, field) in [
+        (&shape.spec.requests, "requests"),
+        (&shape.spec.pod_overhead, "podOverhead"),
+    ] {
+        for (resource, quantity) in list {
+            let Some(r) = resources.index_of(resource) else {
+                return Err(ShapeProblem::TooManyResources {
+                    shape: name,
+                    resource: resource.clone(),
+                });
+            };
+            let amount =
+                parse_quantity(&quantity.0, resources.unit(r)).map_err(|source| ShapeProblem::Quantity {
+                    shape: name.clone(),
+                    field: format!("spec.{field}[{resource:?}]"),
+                    source,
+                })?;
+            amounts[r] = amounts[r].saturating_add(amount);
+        }
+    }
+    Ok(Shape {
+        scale: shape.spec.scale.max(1),
+        needs: (0..resources.len())
+            .filter(|&r| amounts[r] > 0)
+            .map(|r| (r, amounts[r]))
+            .collect(),
+        node_selector: shape
+            .spec
+            .node_selector
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        tolerations: shape.spec.tolerations.clone(),
+        name,
+    })
+}
+
+/// Kubernetes' rule: whether `t` tolerates `taint`.
+fn tolerates(t: &Toleration, taint: &SlimTaint) -> bool {
+    let effect = t.effect.as_deref().unwrap_or_default();
+    if !effect.is_empty() && effect != taint.effect {
+        return false;
+    }
+    let key = t.key.as_deref().unwrap_or_default();
+    let operator = t.operator.as_deref().unwrap_or_default();
+    if key.is_empty() {
+        // An empty key with Exists tolerates everything; validation refuses it with Equal.
+        return operator == "Exists";
+    }
+    if key != taint.key {
+        return false;
+    }
+    match operator {
+        "Exists" => true,
+        "" | "Equal" => t.value.as_deref().unwrap_or_default() == taint.value.as_deref().unwrap_or_default(),
+        _ => false,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The index
+
+/// What of a Node the counting needs.
+#[derive(Debug, PartialEq)]
+struct NodeState {
+    /// Ready and not cordoned.
+    schedulable: bool,
+    labels: Vec<(Box<str>, Box<str>)>,
+    /// Only the NoSchedule / NoExecute ones.
+    taints: Vec<SlimTaint>,
+    allocatable: Box<[i64]>,
+    /// Bit r: resource r is listed in allocatable.
+    present: u32,
+    pod_slots: i64,
+}
+
+#[derive(Debug)]
+struct NodeSlot {
+    name: Box<str>,
+    state: Option<NodeState>,
+    /// Bit s: the node is eligible for shape s.
+    eligible: u64,
+    /// Sum of the effective requests of the counted pods bound here.
+    requested: Box<[i128]>,
+    pods: u32,
+    /// Per shape, the replicas of it this node takes (after pending deductions).
+    contribution: Box<[u64]>,
+    epoch: u32,
+}
+
+/// What pending pods take from one node, for one shape.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Deduction {
+    requests: Box<[i128]>,
+    pods: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Place {
+    Bound(u32),
+    Pending,
+}
+
+#[derive(Debug)]
+struct PodEntry {
+    place: Place,
+    requests: Box<[i64]>,
+    epoch: u32,
+}
+
+/// The replicas of one shape that fit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShapeFits {
+    pub shape: String,
+    pub scale: i32,
+    /// The exact replica count.
+    pub replicas: u64,
+    /// The published score value, `encode_fits(replicas, scale)`.
+    pub value: i32,
+}
+
+/// The new shapes request a resource this index does not track: build a new index and re-list
+/// Nodes and Pods into it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the WorkloadShapes request resources the fits index does not track; it must be rebuilt from a re-list"
+)]
+pub struct NeedsRelist;
+
+/// Incremental fits counts of a set of shapes.
+#[derive(Debug)]
+pub struct FitsIndex {
+    set: ShapeSet,
+    options: FitsOptions,
+    nodes: Vec<NodeSlot>,
+    vacant: Vec<u32>,
+    node_index: FastMap<Box<str>, u32>,
+    /// Known Node objects in name order (the first-fit order).
+    by_name: BTreeMap<Box<str>, u32>,
+    pods: FastMap<Box<str>, PodEntry>,
+    /// Pending pods' keys in first-fit order.
+    pending: BTreeSet<Box<str>>,
+    /// Per shape: node slot → what pending pods take there.
+    deductions: Vec<FastMap<u32, Deduction>>,
+    pending_stale: bool,
+    /// Per shape, the sum of the nodes' contributions (u128: a node's can be as large as an i64
+    /// pod-slot count).
+    totals: Box<[u128]>,
+    invalid_pods: FastMap<Box<str>, (ObjectError, u32)>,
+    invalid_nodes: FastMap<Box<str>, (ObjectError, u32)>,
+    pod_epoch: u32,
+    node_epoch: u32,
+    relisting_pods: bool,
+    relisting_nodes: bool,
+}
+
+impl FitsIndex {
+    pub fn new(set: ShapeSet, options: FitsOptions) -> Self {
+        let shapes = set.shapes.len();
+        Self {
+            nodes: Vec::new(),
+            vacant: Vec::new(),
+            node_index: FastMap::default(),
+            by_name: BTreeMap::new(),
+            pods: FastMap::default(),
+            pending: BTreeSet::new(),
+            deductions: (0..shapes).map(|_| FastMap::default()).collect(),
+            pending_stale: false,
+            totals: vec![0; shapes].into_boxed_slice(),
+            invalid_pods: FastMap::default(),
+            invalid_nodes: FastMap::default(),
+            pod_epoch: 0,
+            node_epoch: 0,
+            relisting_pods: false,
+            relisting_nodes: false,
+            options,
+            set,
+        }
+    }
+
+    pub fn shapes(&self) -> &ShapeSet {
+        &self.set
+    }
+
+    pub fn options(&self) -> FitsOptions {
+        self.options
+    }
+
+    /// Changes the deduction of pending pods.
+    pub fn set_options(&mut self, options: FitsOptions) {
+        if options != self.options {
+            self.options = options;
+            self.pending_stale = true;
+        }
+    }
+
+    /// Room for `pods` more pods without rehashing.
+    pub fn reserve_pods(&mut self, pods: usize) {
+        self.pods.reserve(pods);
+    }
+
+    /// Counts `set` instead of the current shapes, without re-reading any object, when it needs no
+    /// resource the index does not track already (adding, removing or editing shapes over the same
+    /// resources). Otherwise nothing changes and the caller must rebuild the index.
+    pub fn set_shapes(&mut self, set: ShapeSet) -> Result<(), NeedsRelist> {
+        if set.resources != self.set.resources {
+            let tracked = |r: &String| self.set.resources.index_of(r).is_some();
+            if !set.resources.names().iter().all(tracked) {
+                return Err(NeedsRelist);
+            }
+            // Tracked names at other indices: the needs are re-pointed to this index's positions.
+            let mut set = set;
+            let theirs = std::mem::replace(&mut set.resources, self.set.resources.clone());
+            for shape in &mut set.shapes {
+                for need in &mut shape.needs {
+                    need.0 = self
+                        .set
+                        .resources
+                        .index_of(theirs.name(need.0))
+                        .ok_or(NeedsRelist)?;
+                }
+            }
+            return self.set_shapes(set);
+        }
+        let shapes = set.shapes.len();
+        self.set = set;
+        self.deductions = (0..shapes).map(|_| FastMap::default()).collect();
+        self.totals = vec![0; shapes].into_boxed_slice();
+        for slot in 0..self.nodes.len() {
+            self.nodes[slot].contribution = vec![0; shapes].into_boxed_slice();
+            self.nodes[slot].eligible = self.eligibility(slot);
+        }
+        self.recompute();
+        Ok(())
+    }
+
+    // -- pods --------------------------------------------------------------------------------
+
+    /// Records a pod as it now is. On error the pod is no longer counted and is reported by
+    /// [`FitsIndex::invalid_objects`] until it is fixed or deleted.
+    pub fn apply_pod(&mut self, pod: &SlimPod) -> Result<(), ObjectError> {
+        let key = pod_key(pod);
+        if pod.is_terminal() {
+            self.invalid_pods.remove(key.as_str());
+            self.remove_pod(&key);
+            return Ok(());
+        }
+        let requests = match effective_requests(&pod.spec, &self.set.resources) {
+            Ok(requests) => requests,
+            Err(source) => {
+                self.remove_pod(&key);
+                let error = ObjectError::Pod {
+                    key: key.clone(),
+                    source,
+                };
+                self.invalid_pods
+                    .insert(key.into_boxed_str(), (error.clone(), self.pod_epoch));
+                return Err(error);
+            }
+        };
+        if !self.invalid_pods.is_empty() {
+            self.invalid_pods.remove(key.as_str());
+        }
+        let epoch = self.pod_epoch;
+        if let Some(entry) = self.pods.get_mut(key.as_str()) {
+            entry.epoch = epoch;
+            let same_place = match (entry.place, pod.node_name()) {
+                (Place::Bound(slot), Some(node)) => *self.nodes[slot as usize].name == *node,
+                (Place::Pending, None) => true,
+                _ => false,
+            };
+            if same_place && entry.requests == requests {
+                return Ok(());
+            }
+        }
+        // Taken off where it was first, so a node slot it alone kept alive is not reused under it.
+        self.remove_pod(&key);
+        let place = match pod.node_name() {
+            Some(node) => Place::Bound(self.slot_for(node)),
+            None => Place::Pending,
+        };
+        self.add_pod(key.into_boxed_str(), place, requests, epoch);
+        Ok(())
+    }
+
+    /// Forgets a pod.
+    pub fn delete_pod(&mut self, namespace: &str, name: &str) {
+        let key = join_key(namespace, name);
+        self.invalid_pods.remove(key.as_str());
+        self.remove_pod(&key);
+    }
+
+    fn add_pod(&mut self, key: Box<str>, place: Place, requests: Box<[i64]>, epoch: u32) {
+        match place {
+            Place::Bound(slot) => {
+                let node = &mut self.nodes[slot as usize];
+                node.pods += 1;
+                for (sum, amount) in node.requested.iter_mut().zip(requests.iter()) {
+                    *sum += i128::from(*amount);
+                }
+                self.node_changed(slot);
+            }
+            Place::Pending => {
+                self.pending.insert(key.clone());
+                self.pending_stale = true;
+            }
+        }
+        self.pods.insert(
+            key,
+            PodEntry {
+                place,
+                requests,
+                epoch,
+            },
+        );
+    }
+
+    fn remove_pod(&mut self, key: &str) {
+        let Some(entry) = self.pods.remove(key) else {
+            return;
+        };
+        match entry.place {
+            Place::Bound(slot) => {
+                let node = &mut self.nodes[slot as usize];
+                node.pods -= 1;
+                for (sum, amount) in node.requested.iter_mut().zip(entry.requests.iter()) {
+                    *sum -= i128::from(*amount);
+                }
+                self.node_changed(slot);
+                self.release_if_unused(slot);
+            }
+            Place::Pending => {
+                self.pending.remove(key);
+                self.pending_stale = true;
+            }
+        }
+    }
+
+    // -- nodes -------------------------------------------------------------------------------
+
+    /// Records a node as it now is. A node whose allocatable cannot be read counts as eligible for
+    /// no shape and is reported until fixed or deleted.
+    pub fn apply_node(&mut self, node: &SlimNode) -> Result<(), ObjectError> {
+        let name = node.metadata.name.as_deref().unwrap_or_default();
+        let resources = &self.set.resources;
+        let mut allocatable = resources.zeros();
+        let mut present = 0u32;
+        let mut pod_slots = 0i64;
+        let mut error = None;
+        for (resource, quantity) in &node.status.allocatable.0 {
+            let parsed = if resource == "pods" {
+                parse_quantity(&quantity.0, super::quantity::AccountingUnit::Whole).map(|v| pod_slots = v)
+            } else if let Some(r) = resources.index_of(resource) {
+                present |= 1 << r;
+                parse_quantity(&quantity.0, resources.unit(r)).map(|v| allocatable[r] = v)
+            } else {
+                continue;
+            };
+            if let Err(source) = parsed {
+                error = Some(ObjectError::Node {
+                    name: name.to_owned(),
+                    resource: resource.clone(),
+                    source,
+                });
+                break;
+            }
+        }
+        let state = match &error {
+            None => NodeState {
+                schedulable: node.is_eligible(),
+                labels: node
+                    .metadata
+                    .labels
+                    .iter()
+                    .flatten()
+                    .map(|(k, v)| (k.as_str().into(), v.as_str().into()))
+                    .collect(),
+                taints: node.spec.taints.iter().filter(|t| t.repels()).cloned().collect(),
+                allocatable,
+                present,
+                pod_slots,
+            },
+            Some(_) => NodeState {
+                schedulable: false,
+                labels: Vec::new(),
+                taints: Vec::new(),
+                allocatable: resources.zeros(),
+                present: 0,
+                pod_slots: 0,
+            },
+        };
+        match &error {
+            Some(e) => {
+                self.invalid_nodes
+                    .insert(name.into(), (e.clone(), self.node_epoch));
+            }
+            None => {
+                self.invalid_nodes.remove(name);
+            }
+        }
+        let slot = self.slot_for(name);
+        let epoch = self.node_epoch;
+        self.nodes[slot as usize].epoch = epoch;
+        if self.nodes[slot as usize].state.as_ref() != Some(&state) {
+            if self.nodes[slot as usize].state.is_none() {
+                self.by_name.insert(name.into(), slot);
+            }
+            self.nodes[slot as usize].state = Some(state);
+            self.nodes[slot as usize].eligible = self.eligibility(slot as usize);
+            self.node_changed(slot);
+            self.pending_stale |= !self.pending.is_empty();
+        }
+        match error {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Forgets a node (its pods stay, attributed to the name, until they go too).
+    pub fn delete_node(&mut self, name: &str) {
+        self.invalid_nodes.remove(name);
+        let Some(&slot) = self.node_index.get(name) else {
+            return;
+        };
+        if self.nodes[slot as usize].state.take().is_none() {
+            return;
+        }
+        self.by_name.remove(name);
+        self.nodes[slot as usize].eligible = 0;
+        self.node_changed(slot);
+        self.pending_stale |= !self.pending.is_empty();
+        self.release_if_unused(slot);
+    }
+
+    /// Bit s set: the node in `slot` is eligible for shape s.
+    fn eligibility(&self, slot: usize) -> u64 {
+        let Some(state) = self.nodes[slot].state.as_ref().filter(|s| s.schedulable) else {
+            return 0;
+        };
+        let mut bits = 0u64;
+        for (s, shape) in self.set.shapes.iter().enumerate() {
+            let resources_present = shape.needs.iter().all(|(r, _)| state.present & (1 << r) != 0);
+            let selected = shape
+                .node_selector
+                .iter()
+                .all(|(k, v)| state.labels.iter().any(|(lk, lv)| **lk == **k && **lv == **v));
+            let tolerated = state
+                .taints
+                .iter()
+                .all(|taint| shape.tolerations.iter().any(|t| tolerates(t, taint)));
+            if resources_present && selected && tolerated {
+                bits |= 1 << s;
+            }
+        }
+        bits
+    }
+
+    // -- re-lists ----------------------------------------------------------------------------
+
+    /// A full re-list of pods starts: pods not applied again before
+    /// [`FitsIndex::finish_pod_relist`] are dropped then; counts are recomputed once it ends.
+    pub fn begin_pod_relist(&mut self) {
+        self.relisting_pods = true;
+        self.pod_epoch = self.pod_epoch.wrapping_add(1);
+    }
+
+    pub fn finish_pod_relist(&mut self) {
+        let epoch = self.pod_epoch;
+        let stale: Vec<Box<str>> = self
+            .pods
+            .iter()
+            .filter(|(_, e)| e.epoch != epoch)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in stale {
+            self.remove_pod(&key);
+        }
+        self.invalid_pods.retain(|_, (_, e)| *e == epoch);
+        self.relisting_pods = false;
+        if !self.in_bulk() {
+            self.recompute();
+        }
+    }
+
+    /// A full re-list of nodes starts; see [`FitsIndex::begin_pod_relist`].
+    pub fn begin_node_relist(&mut self) {
+        self.relisting_nodes = true;
+        self.node_epoch = self.node_epoch.wrapping_add(1);
+    }
+
+    pub fn finish_node_relist(&mut self) {
+        let epoch = self.node_epoch;
+        let stale: Vec<Box<str>> = self
+            .nodes
+            .iter()
+            .filter(|s| s.state.is_some() && s.epoch != epoch)
+            .map(|s| s.name.clone())
+            .collect();
+        for name in stale {
+            self.delete_node(&name);
+        }
+        self.invalid_nodes.retain(|_, (_, e)| *e == epoch);
+        self.relisting_nodes = false;
+        if !self.in_bulk() {
+            self.recompute();
+        }
+    }
+
+    fn in_bulk(&self) -> bool {
+        self.relisting_pods || self.relisting_nodes
+    }
+
+    /// Recomputes everything from the cached pods and nodes: every node's requested sum and pod
+    /// count, its contributions and the pending deductions.
+    pub fn recompute(&mut self) {
+        for node in &mut self.nodes {
+            node.requested.fill(0);
+            node.pods = 0;
+            node.contribution.fill(0);
+        }
+        for pod in self.pods.values() {
+            if let Place::Bound(slot) = pod.place {
+                let node = &mut self.nodes[slot as usize];
+                node.pods += 1;
+                for (sum, amount) in node.requested.iter_mut().zip(pod.requests.iter()) {
+                    *sum += i128::from(*amount);
+                }
+            }
+        }
+        for deductions in &mut self.deductions {
+            deductions.clear();
+        }
+        self.totals.fill(0);
+        for slot in 0..self.nodes.len() {
+            for s in 0..self.set.shapes.len() {
+                let c = self.contribution(slot, s);
+                self.nodes[slot].contribution[s] = c;
+                self.totals[s] += u128::from(c);
+            }
+        }
+        self.pending_stale = true;
+        self.settle_pending();
+    }
+
+    // -- counting ----------------------------------------------------------------------------
+
+    /// The replicas of `shape` node `slot` takes now.
+    fn contribution(&self, slot: usize, s: usize) -> u64 {
+        let node = &self.nodes[slot];
+        if node.eligible & (1 << s) == 0 {
+            return 0;
+        }
+        let Some(state) = node.state.as_ref() else {
+            return 0;
+        };
+        let deduction = self.deductions[s].get(&(slot as u32));
+        let deducted_pods = deduction.map_or(0, |d| i128::from(d.pods));
+        let slots = i128::from(state.pod_slots) - i128::from(node.pods) - deducted_pods;
+        let mut fits = slots.max(0);
+        for &(r, amount) in &self.set.shapes[s].needs {
+            let mut free = i128::from(state.allocatable[r]) - node.requested[r];
+            if let Some(d) = deduction {
+                free -= d.requests[r];
+            }
+            fits = fits.min(free.max(0) / i128::from(amount));
+        }
+        u64::try_from(fits).unwrap_or(u64::MAX)
+    }
+
+    /// Refreshes a node's contribution to every shape (skipped during a re-list).
+    fn node_changed(&mut self, slot: u32) {
+        if self.in_bulk() {
+            return;
+        }
+        let slot = slot as usize;
+        for s in 0..self.set.shapes.len() {
+            self.refresh(slot, s);
+        }
+        if !self.pending.is_empty() {
+            self.pending_stale = true;
+        }
+    }
+
+    fn refresh(&mut self, slot: usize, s: usize) {
+        let new = self.contribution(slot, s);
+        let old = std::mem::replace(&mut self.nodes[slot].contribution[s], new);
+        self.totals[s] = self.totals[s] - u128::from(old) + u128::from(new);
+    }
+
+    /// Redoes the first-fit of pending pods if anything changed since; refreshes only the nodes
+    /// whose deductions moved.
+    fn settle_pending(&mut self) {
+        if !self.pending_stale || self.in_bulk() {
+            return;
+        }
+        self.pending_stale = false;
+        for s in 0..self.set.shapes.len() {
+            let placed = if self.options.deduct_pending && !self.pending.is_empty() {
+                self.first_fit(s)
+            } else {
+                FastMap::default()
+            };
+            let old = std::mem::replace(&mut self.deductions[s], placed);
+            let moved: Vec<u32> = old
+                .iter()
+                .filter(|(slot, d)| self.deductions[s].get(slot) != Some(d))
+                .map(|(slot, _)| *slot)
+                .chain(
+                    self.deductions[s]
+                        .iter()
+                        .filter(|(slot, d)| old.get(slot) != Some(d))
+                        .map(|(slot, _)| *slot),
+                )
+                .collect();
+            for slot in moved {
+                self.refresh(slot as usize, s);
+            }
+        }
+    }
+
+    /// Places the pending pods, in key order, on the first eligible node (by name) with room.
+    fn first_fit(&self, s: usize) -> FastMap<u32, Deduction> {
+        let n = self.set.resources.len();
+        let bit = 1u64 << s;
+        let order: Vec<u32> = self
+            .by_name
+            .values()
+            .copied()
+            .filter(|&slot| self.nodes[slot as usize].eligible & bit != 0)
+            .collect();
+        // Room left per node in `order`: free pod slots, then free amounts.
+        let width = n + 1;
+        let mut room: Vec<i128> = Vec::with_capacity(order.len() * width);
+        for &slot in &order {
+            let node = &self.nodes[slot as usize];
+            let Some(state) = node.state.as_ref() else {
+                room.extend(std::iter::repeat_n(0, width));
+                continue;
+            };
+            room.push(i128::from(state.pod_slots) - i128::from(node.pods));
+            room.extend((0..n).map(|r| i128::from(state.allocatable[r]) - node.requested[r]));
+        }
+        // Per block of BLOCK nodes, the most room of any of its nodes, per column.
+        let blocks = order.len().div_ceil(BLOCK);
+        let mut best = vec![i128::MIN; blocks * width];
+        for b in 0..blocks {
+            block_best(
+                &room,
+                b,
+                width,
+                order.len(),
+                &mut best[b * width..(b + 1) * width],
+            );
+        }
+        let mut placed: FastMap<u32, Deduction> = FastMap::default();
+        let mut need = [0i128; MAX_RESOURCES + 1];
+        for key in &self.pending {
+            let Some(pod) = self.pods.get(key) else {
+                continue;
+            };
+            need[0] = 1;
+            for r in 0..n {
+                need[r + 1] = i128::from(pod.requests[r]);
+            }
+            let fits = |have: &[i128]| (0..width).all(|c| need[c] <= 0 || have[c] >= need[c]);
+            // A block whose best node per column cannot take the pod has no node that can.
+            let found = (0..blocks)
+                .filter(|&b| fits(&best[b * width..(b + 1) * width]))
+                .find_map(|b| {
+                    (b * BLOCK..((b + 1) * BLOCK).min(order.len()))
+                        .find(|&i| fits(&room[i * width..(i + 1) * width]))
+                });
+            if let Some(i) = found {
+                take(&mut room, &mut best, &mut placed, &order, i, &need[..width]);
+            }
+        }
+        placed
+    }
+
+    /// The replicas of every shape that fit now, in shape-name order.
+    pub fn fits(&mut self) -> Vec<ShapeFits> {
+        self.settle_pending();
+        self.set
+            .shapes
+            .iter()
+            .zip(self.totals.iter())
+            .map(|(shape, &total)| {
+                let replicas = u64::try_from(total).unwrap_or(u64::MAX);
+                ShapeFits {
+                    shape: shape.name.clone(),
+                    scale: shape.scale,
+                    replicas,
+                    value: encode_fits(replicas, shape.scale),
+                }
+            })
+            .collect()
+    }
+
+    /// The `fits.<shape>` items for `resource-usage-score`, in shape-name order.
+    pub fn score_items(&mut self) -> Vec<AddOnPlacementScoreItem> {
+        self.fits()
+            .into_iter()
+            .map(|f| AddOnPlacementScoreItem {
+                name: fits_score_name(&f.shape),
+                value: f.value,
+            })
+            .collect()
+    }
+
+    /// Objects currently not counted because their resources could not be read.
+    pub fn invalid_objects(&self) -> impl Iterator<Item = &ObjectError> {
+        self.invalid_nodes
+            .values()
+            .chain(self.invalid_pods.values())
+            .map(|(e, _)| e)
+    }
+
+    /// Pending pods known (deducted or not).
+    pub fn pending_pods(&self) -> usize {
+        self.pending.len()
+    }
+
+    fn slot_for(&mut self, name: &str) -> u32 {
+        if let Some(&slot) = self.node_index.get(name) {
+            return slot;
+        }
+        let fresh = NodeSlot {
+            name: name.into(),
+            state: None,
+            eligible: 0,
+            requested: vec![0; self.set.resources.len()].into_boxed_slice(),
+            pods: 0,
+            contribution: vec![0; self.set.shapes.len()].into_boxed_slice(),
+            epoch: self.node_epoch,
+        };
+        let slot = match self.vacant.pop() {
+            Some(slot) => {
+                self.nodes[slot as usize] = fresh;
+                slot
+            }
+            None => {
+                self.nodes.push(fresh);
+                (self.nodes.len() - 1) as u32
+            }
+        };
+        self.node_index.insert(name.into(), slot);
+        slot
+    }
+
+    fn release_if_unused(&mut self, slot: u32) {
+        let s = &self.nodes[slot as usize];
+        if s.state.is_none() && s.pods == 0 {
+            self.node_index.remove(&s.name);
+            self.nodes[slot as usize].name = Box::from("");
+            self.vacant.push(slot);
+        }
+    }
+}
+
+/// Deducts `need` (pod slot first, then amounts) from the node at `order[i]`.
+fn take(
+    room: &mut [i128],
+    best: &mut [i128],
+    placed: &mut FastMap<u32, Deduction>,
+    order: &[u32],
+    i: usize,
+    need: &[i128],
+) {
+    let width = need.len();
+    for (have, want) in room[i * width..(i + 1) * width].iter_mut().zip(need) {
+        *have -= want.max(&0);
+    }
+    let b = i / BLOCK;
+    block_best(room, b, width, order.len(), &mut best[b * width..(b + 1) * width]);
+    let d = placed.entry(order[i]).or_insert_with(|| Deduction {
+        requests: vec![0; width - 1].into_boxed_slice(),
+        pods: 0,
+    });
+    d.pods += 1;
+    for (sum, want) in d.requests.iter_mut().zip(&need[1..]) {
+        *sum += want.max(&0);
+    }
+}
+
+/// The most room per column over the nodes of block `b`.
+fn block_best(room: &[i128], b: usize, width: usize, len: usize, out: &mut [i128]) {
+    out.fill(i128::MIN);
+    for i in b * BLOCK..((b + 1) * BLOCK).min(len) {
+        for c in 0..width {
+            out[c] = out[c].max(room[i * width + c]);
+        }
+    }
+}
+
+fn pod_key(pod: &SlimPod) -> String {
+    join_key(
+        pod.metadata.namespace.as_deref().unwrap_or_default(),
+        pod.metadata.name.as_deref().unwrap_or_default(),
+    )
+}
+
+fn join_key(namespace: &str, name: &str) -> String {
+    let mut key = String::with_capacity(namespace.len() + 1 + name.len());
+    key.push_str(namespace);
+    key.push('/');
+    key.push_str(name);
+    key
+}
