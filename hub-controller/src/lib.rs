@@ -1,4 +1,6 @@
-//! The hub side of ocm-score: the add-on manager, the Thanos scorer and the placement simulator.
+//! The hub side of ocm-score: the add-on manager, the Thanos scorer, the TieredPlacement controller
+//! and the placement simulator.
 
 pub mod addon;
 pub mod thanos;
+pub mod tiering;

@@ -26,6 +26,9 @@ enum Command {
     /// Score every ManagedCluster from Thanos/Prometheus metrics in one pass, normalized across the
     /// fleet, and publish the scores as AddOnPlacementScores.
     ThanosScorer(Box<ocm_score_hub::thanos::ThanosScorerArgs>),
+    /// Reconcile TieredPlacements: keep one OCM Placement per TieredPlacement steered to the
+    /// active tier(s), with failover, overflow and failback.
+    Tiering(Box<ocm_score_hub::tiering::TieringArgs>),
 }
 
 /// Exit code for input the user must fix (files, flags, objects), like clap's usage errors.
@@ -42,6 +45,9 @@ fn main() -> ExitCode {
         }
         Command::ThanosScorer(args) => {
             return block_on(|shutdown| ocm_score_hub::thanos::run(*args, shutdown));
+        }
+        Command::Tiering(args) => {
+            return block_on(|shutdown| ocm_score_hub::tiering::run(*args, shutdown));
         }
     };
     match result {

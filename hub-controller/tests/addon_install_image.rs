@@ -78,16 +78,24 @@ fn the_shipped_image_is_fully_qualified_and_the_agent_runs_the_same() {
     }
 }
 
+/// Copies the kustomization with its subdirectories (the CRDs are one).
+fn copy_tree(from: &Path, to: &Path) {
+    for entry in std::fs::read_dir(from).expect("a manifests directory") {
+        let path = entry.expect("entry").path();
+        let target = to.join(path.file_name().expect("a name"));
+        if path.is_dir() {
+            std::fs::create_dir_all(&target).expect("mkdir");
+            copy_tree(&path, &target);
+        } else {
+            std::fs::copy(&path, &target).expect("copy");
+        }
+    }
+}
+
 #[test]
 fn setting_the_image_in_the_kustomization_moves_the_agent_image_too() {
     let dir = TempDir::new("hub-kustomization");
-    for entry in std::fs::read_dir(hub_dir()).expect("manifests/hub") {
-        let path = entry.expect("entry").path();
-        // The kustomization's files; subdirectories (the not yet installed CRDs) are not part of it.
-        if path.is_file() {
-            std::fs::copy(&path, dir.path().join(path.file_name().expect("a name"))).expect("copy");
-        }
-    }
+    copy_tree(&hub_dir(), dir.path());
     let file = dir.path().join("kustomization.yaml");
     let mut kustomization: Value =
         serde_norway::from_str(&std::fs::read_to_string(&file).expect("read")).expect("YAML");

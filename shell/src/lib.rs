@@ -1,5 +1,5 @@
 //! The process shell every `ocm-score` binary mode runs in (agent `run`, hub `addon-manager`,
-//! `thanos-scorer`, and the controllers to come), so that each mode's `main` is wiring only:
+//! `thanos-scorer`, `tiering`), so that each mode's `main` is wiring only:
 //!
 //! - [`cli`]: parsing with one naming scheme for flags and environment variables (`--some-thing` /
 //!   `OCM_SCORE_SOME_THING`), old spellings accepted for one release with a warning;

@@ -109,6 +109,13 @@ fn kustomizations_list_exactly_the_files_beside_them() {
             .iter()
             .filter_map(|r| r.as_str().map(String::from))
             .collect();
+        // A subdirectory that is a kustomization of its own may be listed too (the hub's CRDs).
+        let subdirectories: BTreeSet<String> = files
+            .iter()
+            .filter(|f| f.ends_with("kustomization.yaml") && f.parent().and_then(Path::parent) == Some(dir))
+            .filter_map(|f| f.parent()?.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .collect();
+        let listed: BTreeSet<String> = listed.difference(&subdirectories).cloned().collect();
         let present: BTreeSet<String> = files
             .iter()
             .filter(|f| f.parent() == Some(dir) && !f.ends_with("kustomization.yaml"))
@@ -503,6 +510,90 @@ fn the_addon_manager_gets_exactly_what_it_needs() {
         .expect("verbs")
         .push(json!("delete"));
     assert_ne!(granted_for_test(&broader), needed);
+}
+
+/// What `ocm-score-hub tiering` needs, and why. Keep in step with
+/// `manifests/hub/tiering-cluster-role.yaml`; `hub-controller/tests/tiering_e2e.rs` runs the
+/// controller with RBAC on and exactly these rules.
+fn tiering_needs() -> BTreeSet<Permission> {
+    let mut out = BTreeSet::new();
+    let mut add = |scope: &str, group: &str, resources: &[&str], verbs: &[&str], name: &str| {
+        for r in resources {
+            for v in verbs {
+                out.insert((
+                    scope.into(),
+                    group.into(),
+                    r.to_string(),
+                    v.to_string(),
+                    name.into(),
+                ));
+            }
+        }
+    };
+    let tiering = "tiering.ocm-score.io";
+    let cluster = "cluster.open-cluster-management.io";
+    // Reflectors over what it reconciles and what the planner reads.
+    add("cluster", tiering, &["tieredplacements"], &["list", "watch"], "*");
+    add(
+        "cluster",
+        cluster,
+        &[
+            "managedclusters",
+            "managedclustersets",
+            "managedclustersetbindings",
+            "addonplacementscores",
+            "placementdecisions",
+        ],
+        &["list", "watch"],
+        "*",
+    );
+    // Status by server-side apply; the child by server-side apply (which creates it too).
+    add("cluster", tiering, &["tieredplacements/status"], &["patch"], "*");
+    add(
+        "cluster",
+        cluster,
+        &["placements"],
+        &["list", "watch", "patch"],
+        "*",
+    );
+    // blockOwnerDeletion on the child's owner reference.
+    add(
+        "cluster",
+        tiering,
+        &["tieredplacements/finalizers"],
+        &["update"],
+        "*",
+    );
+    add("cluster", "events.k8s.io", &["events"], &["create", "patch"], "*");
+    add("ocm-score", "coordination.k8s.io", &["leases"], &["create"], "*");
+    add(
+        "ocm-score",
+        "coordination.k8s.io",
+        &["leases"],
+        &["get", "update"],
+        "ocm-score-tiering",
+    );
+    out
+}
+
+#[test]
+fn the_tiering_controller_gets_exactly_what_it_needs() {
+    let docs = documents();
+    let granted = granted(&docs, "ocm-score", "ocm-score-tiering");
+    let needed = tiering_needs();
+    let missing: Vec<_> = needed.difference(&granted).collect();
+    let extra: Vec<_> = granted.difference(&needed).collect();
+    assert!(missing.is_empty(), "the manifests do not grant: {missing:#?}");
+    assert!(
+        extra.is_empty(),
+        "the manifests grant more than needed: {extra:#?}"
+    );
+    // Neither account holds the other's rights.
+    assert!(
+        !granted
+            .iter()
+            .any(|(_, g, r, _, _)| g == "addon.open-cluster-management.io" || r == "manifestworks")
+    );
 }
 
 fn granted_for_test(docs: &[Doc]) -> BTreeSet<Permission> {

@@ -45,6 +45,10 @@ pub fn hub_manifests() -> Vec<Value> {
     let mut out = Vec::new();
     for file in kustomization["resources"].as_array().expect("resources") {
         let path = dir.join(file.as_str().expect("a file name"));
+        // The CRD kustomization (`crds`): the API server double serves CRDs from their files.
+        if path.is_dir() {
+            continue;
+        }
         let text =
             std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
         out.extend(

@@ -6,7 +6,7 @@
 //! with flap damping ([`choose`]), renders the child Placement ([`render`]) and predicts OCM's
 //! decisions by scheduling that child with the same engine.
 //!
-//! # What the controller (`ocm-score-hub tiering`, a later change) does with a [`Plan`]
+//! # What the controller (`ocm-score-hub tiering`, `hub-controller/src/tiering/`) does with a [`Plan`]
 //!
 //! * **Gathers** a [`HubSnapshot`] from reflectors: ManagedClusters, ManagedClusterSets, the
 //!   namespace's bindings, the AddOnPlacementScores some TieredPlacement references, the child

@@ -1,0 +1,33 @@
+//! `ocm-score-hub tiering`: the TieredPlacement controller (design `tiered-placement.md` §5–7).
+//!
+//! A thin actuator over the pure planner `scheduler_core::tiering`: for each TieredPlacement it
+//! builds a [`snapshot`] of the hub from reflectors (ManagedClusters, ManagedClusterSets, the
+//! namespace's bindings, AddOnPlacementScores, Placements, PlacementDecisions), plans with the
+//! clock, applies the child Placement with server-side apply ([`child`], field manager
+//! `ocm-score-tiering`, owner reference to the TieredPlacement), compares OCM's decisions with the
+//! prediction ([`divergence`], `PlanDiverged`), writes the [`status`] through the status
+//! subresource (a merge patch: [`status`] says why not server-side apply), publishes the plan's
+//! events and requeues at the plan's time ([`reconcile`]).
+//! Nothing is written when nothing changed: the planner gives identical plans for identical input.
+//! OCM's placement controller stays the only writer of PlacementDecisions.
+//!
+//! [`run`] is the mode in the process shell: probe server, metrics ([`metrics`]), and the shell's
+//! Lease elector; a replica that loses the Lease stops its controller and stands by again.
+//!
+//! Where this differs from the design: the child is also re-applied when a field we render no
+//! longer holds our value while the plan hash annotation was kept (a hand edit), found by
+//! comparing "rendered ⊆ live" rather than `managedFields`, so defaults and other managers' fields
+//! are not drift. The design's read-back check of `celSelector` (`PinningUnsupported`) is not
+//! implemented: the hub install ships the Placement CRD of OCM releases that have it.
+
+pub mod child;
+pub mod config;
+pub mod divergence;
+pub mod metrics;
+pub mod reconcile;
+pub mod run;
+pub mod snapshot;
+pub mod status;
+
+pub use config::TieringArgs;
+pub use run::run;

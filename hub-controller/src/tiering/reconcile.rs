@@ -1,0 +1,320 @@
+//! One TieredPlacement: snapshot → plan → child → observe → status → events → requeue.
+//!
+//! Order matters for exactly-once effects: the child is applied first (OCM starts moving at once),
+//! the status next (it records the transition), and the plan's events last, only once the status
+//! that explains them is stored. A failed status write is retried from the old status, so the
+//! planner derives the same transition again and its events are published then.
+
+use super::child;
+use super::config::Settings;
+use super::divergence::{self, Divergence, Verdict};
+use super::metrics::Metrics;
+use super::snapshot::{CacheGone, Stores};
+use super::status;
+use jiff::Timestamp;
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::{Resource, ResourceExt};
+use scheduler_core::api::tiering::TieredPlacement;
+use scheduler_core::placement::PlacementError;
+use scheduler_core::tiering::{PlanEvent, plan_object};
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Shortest requeue: a plan time in the past means "now", but not a busy loop.
+const MIN_REQUEUE: Duration = Duration::from_millis(200);
+/// Retry delays after errors: doubling from the first to the cap.
+const FIRST_RETRY: Duration = Duration::from_millis(500);
+const MAX_RETRY: Duration = Duration::from_secs(300);
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    CacheGone(#[from] CacheGone),
+    #[error("TieredPlacement without a namespace")]
+    NoNamespace,
+    #[error("the hub snapshot for namespace {namespace} is unusable: {source}")]
+    Snapshot {
+        namespace: String,
+        #[source]
+        source: PlacementError,
+    },
+    #[error("applying the child Placement {namespace}/{name}: {source}")]
+    ApplyChild {
+        namespace: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("writing the status of TieredPlacement {namespace}/{name}: {source}")]
+    WriteStatus {
+        namespace: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+impl Error {
+    /// The metric label.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Error::CacheGone(_) => "cache_gone",
+            Error::NoNamespace => "no_namespace",
+            Error::Snapshot { .. } => "snapshot",
+            Error::ApplyChild { .. } => "apply_child",
+            Error::WriteStatus { .. } => "write_status",
+        }
+    }
+}
+
+/// What every reconcile shares.
+pub struct Context {
+    pub client: kube::Client,
+    pub stores: Stores,
+    pub settings: Settings,
+    pub metrics: Arc<Metrics>,
+    pub recorder: Recorder,
+    pub divergence: Divergence,
+    /// Consecutive failures per TieredPlacement, for the retry backoff.
+    failures: Mutex<HashMap<String, u32>>,
+}
+
+impl Context {
+    pub fn new(
+        client: kube::Client,
+        stores: Stores,
+        settings: Settings,
+        metrics: Arc<Metrics>,
+        recorder: Recorder,
+    ) -> Self {
+        Context {
+            client,
+            stores,
+            settings,
+            metrics,
+            recorder,
+            divergence: Divergence::default(),
+            failures: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn failures(&self) -> std::sync::MutexGuard<'_, HashMap<String, u32>> {
+        self.failures
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+fn key_of(tp: &TieredPlacement) -> String {
+    format!("{}/{}", tp.namespace().unwrap_or_default(), tp.name_any())
+}
+
+pub async fn reconcile(tp: Arc<TieredPlacement>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let started = Instant::now();
+    ctx.stores.synced().await?;
+    let key = key_of(&tp);
+    if tp.meta().deletion_timestamp.is_some() {
+        // The garbage collector removes the child with its owner.
+        ctx.divergence.forget(&key);
+        return Ok(Action::await_change());
+    }
+    let namespace = tp.namespace().ok_or(Error::NoNamespace)?;
+    let name = tp.name_any();
+    let snapshot = ctx
+        .stores
+        .snapshot(&namespace)
+        .map_err(|source| Error::Snapshot {
+            namespace: namespace.clone(),
+            source,
+        })?;
+    let now = Timestamp::now();
+    let mut plan = plan_object(&tp, &snapshot, now);
+    let child_name = tp.spec.child_name(&name).to_owned();
+    let live = snapshot.placement(&namespace, &child_name);
+    tracing::debug!(
+        tiered = %key,
+        write_child = plan.write_child,
+        write_status = plan.write_status,
+        transition = ?plan.transition,
+        requeue_at = ?plan.requeue_at,
+        "planned"
+    );
+
+    // The child: when the plan changed, or someone changed what we own.
+    let mut notes: Vec<PlanEvent> = Vec::new();
+    let mut wrote_child = false;
+    if let Some(rendered) = &plan.child {
+        let drift = live.and_then(|l| child::drift(rendered, l));
+        if plan.write_child || drift.is_some() {
+            child::apply(&ctx.client, rendered)
+                .await
+                .map_err(|source| Error::ApplyChild {
+                    namespace: namespace.clone(),
+                    name: child_name.clone(),
+                    source,
+                })?;
+            ctx.metrics.wrote("Placement");
+            wrote_child = true;
+            let had_child = tp
+                .status
+                .as_ref()
+                .and_then(|s| s.placement.as_ref())
+                .is_some_and(|p| p.observed_generation.is_some());
+            match (&drift, live) {
+                (Some(what), _) if !plan.write_child => notes.push(PlanEvent {
+                    type_: "Warning",
+                    reason: "ChildRestored".into(),
+                    message: format!(
+                        "the child Placement {child_name} was changed by someone else; restored ({what})"
+                    ),
+                }),
+                (_, None) if had_child => notes.push(PlanEvent {
+                    type_: "Warning",
+                    reason: "ChildRecreated".into(),
+                    message: format!("the child Placement {child_name} was deleted; recreated"),
+                }),
+                _ => {}
+            }
+            tracing::info!(tiered = %key, child = %child_name, drift = ?drift, "applied the child Placement");
+        }
+    }
+
+    // Observe what OCM made of the child (not of one we just changed: OCM has not seen it yet).
+    let actual: BTreeSet<String> = snapshot
+        .decisions_of(&namespace, &child_name)
+        .filter_map(|d| d.status.as_ref())
+        .flat_map(|s| s.decisions.iter().map(|d| d.cluster_name.clone()))
+        .collect();
+    let verdict = if wrote_child {
+        Verdict::Keep
+    } else {
+        ctx.divergence.judge(
+            &key,
+            live,
+            &plan.predicted,
+            &actual,
+            now,
+            ctx.settings.divergence_grace,
+        )
+    };
+    if divergence::apply(&mut plan.status.conditions, &verdict, tp.meta().generation, now) {
+        ctx.metrics.diverged();
+        let message = match &verdict {
+            Verdict::Diverged(m) => m.clone(),
+            _ => String::new(),
+        };
+        tracing::warn!(tiered = %key, %message, "OCM's decisions differ from the plan");
+        notes.push(PlanEvent {
+            type_: "Warning",
+            reason: "PlanDiverged".into(),
+            message,
+        });
+    }
+
+    if tp.status.as_ref() != Some(&plan.status) {
+        status::write(&ctx.client, &namespace, &name, tp.status.as_ref(), &plan.status)
+            .await
+            .map_err(|source| Error::WriteStatus {
+                namespace: namespace.clone(),
+                name: name.clone(),
+                source,
+            })?;
+        ctx.metrics.wrote("TieredPlacement/status");
+    }
+    if let Some(kind) = plan.transition {
+        ctx.metrics.transition(&format!("{kind:?}"));
+    }
+    for event in plan.events.iter().chain(&notes) {
+        publish(&ctx, &tp, event).await;
+    }
+
+    ctx.failures().remove(&key);
+    ctx.metrics.reconciled(started.elapsed(), Timestamp::now());
+    let mut next = ctx.settings.resync;
+    let mut until = |at: Timestamp| {
+        let wait = at.duration_since(Timestamp::now());
+        let wait = Duration::try_from(wait)
+            .unwrap_or(Duration::ZERO)
+            .max(MIN_REQUEUE);
+        next = next.min(wait);
+    };
+    if let Some(at) = plan.requeue_at {
+        until(at);
+    }
+    if let Verdict::Watching(at) = verdict {
+        until(at);
+    }
+    Ok(Action::requeue(next))
+}
+
+async fn publish(ctx: &Context, tp: &TieredPlacement, event: &PlanEvent) {
+    let event = Event {
+        type_: if event.type_ == "Warning" {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        },
+        reason: event.reason.clone(),
+        // The events API caps the note at 1 kB.
+        note: Some(truncate(&event.message, 1000)),
+        action: "Reconcile".into(),
+        secondary: None,
+    };
+    if let Err(error) = ctx.recorder.publish(&event, &tp.object_ref(&())).await {
+        ctx.metrics.event_failed();
+        tracing::warn!(tiered = %key_of(tp), reason = %event.reason, %error, "publishing an event failed");
+    }
+}
+
+fn truncate(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+/// Retries a failed TieredPlacement after a delay that doubles with each consecutive failure.
+pub fn on_error(tp: Arc<TieredPlacement>, error: &Error, ctx: Arc<Context>) -> Action {
+    ctx.metrics.reconcile_failed(error.kind());
+    let key = key_of(&tp);
+    let failures = {
+        let mut all = ctx.failures();
+        let n = all.entry(key.clone()).or_insert(0);
+        *n = n.saturating_add(1);
+        *n
+    };
+    let delay = retry_delay(failures);
+    tracing::warn!(tiered = %key, %error, failures, retry_in = ?delay, "reconcile failed");
+    Action::requeue(delay)
+}
+
+/// `FIRST_RETRY × 2^(failures − 1)`, at most `MAX_RETRY`.
+fn retry_delay(failures: u32) -> Duration {
+    let factor = 1u32 << failures.saturating_sub(1).min(16);
+    FIRST_RETRY.saturating_mul(factor).min(MAX_RETRY)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retries_back_off_to_the_cap() {
+        assert_eq!(retry_delay(1), Duration::from_millis(500));
+        assert_eq!(retry_delay(2), Duration::from_secs(1));
+        assert_eq!(retry_delay(4), Duration::from_secs(4));
+        assert_eq!(retry_delay(30), MAX_RETRY);
+    }
+
+    #[test]
+    fn notes_are_cut_at_a_character_boundary() {
+        assert_eq!(truncate("abc", 5), "abc");
+        assert_eq!(truncate("ééé", 3), "é…");
+    }
+}

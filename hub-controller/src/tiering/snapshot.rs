@@ -1,0 +1,78 @@
+//! The reflector stores the controller reads, and the planner's [`HubSnapshot`] built from them.
+
+use kube::runtime::reflector::Store;
+use scheduler_core::api::tiering::TieredPlacement;
+use scheduler_core::api::{
+    AddOnPlacementScore, ManagedCluster, ManagedClusterSet, ManagedClusterSetBinding, Placement,
+    PlacementDecision,
+};
+use scheduler_core::placement::{HubObjects, HubSnapshot, PlacementError};
+use tokio::sync::watch;
+
+/// One store per kind the planner reads.
+#[derive(Clone)]
+pub struct Stores {
+    pub tiered: Store<TieredPlacement>,
+    pub clusters: Store<ManagedCluster>,
+    pub cluster_sets: Store<ManagedClusterSet>,
+    pub bindings: Store<ManagedClusterSetBinding>,
+    pub scores: Store<AddOnPlacementScore>,
+    pub placements: Store<Placement>,
+    pub decisions: Store<PlacementDecision>,
+    /// Per kind, whether its first complete list is in the store (set by the watch task on the
+    /// watcher's `InitDone`; a closed channel means the watch task ended).
+    pub listed: Vec<(&'static str, watch::Receiver<bool>)>,
+}
+
+/// A store's watch ended before its first list.
+#[derive(Debug, thiserror::Error)]
+#[error("the hub cache of {0} stopped before it synced")]
+pub struct CacheGone(pub &'static str);
+
+fn cloned<K>(store: &Store<K>) -> Vec<K>
+where
+    K: kube::Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    store.state().iter().map(|o| (**o).clone()).collect()
+}
+
+impl Stores {
+    /// Resolves once every store holds its first complete list: a plan made from half a picture
+    /// (no clusters yet, say) would be a failover.
+    pub async fn synced(&self) -> Result<(), CacheGone> {
+        for (kind, listed) in &self.listed {
+            let mut listed = listed.clone();
+            listed.wait_for(|done| *done).await.map_err(|_| CacheGone(kind))?;
+            tracing::trace!(kind, "cache synced");
+        }
+        Ok(())
+    }
+
+    /// What the planner needs for a TieredPlacement in `namespace`: every cluster, set, score and
+    /// decision (Balance reads other placements' decisions), the namespace's bindings and
+    /// placements.
+    pub fn snapshot(&self, namespace: &str) -> Result<HubSnapshot, PlacementError> {
+        let in_namespace = |ns: &Option<String>| ns.as_deref() == Some(namespace);
+        HubSnapshot::new(HubObjects {
+            clusters: cloned(&self.clusters),
+            cluster_sets: cloned(&self.cluster_sets),
+            bindings: self
+                .bindings
+                .state()
+                .iter()
+                .filter(|b| in_namespace(&b.metadata.namespace))
+                .map(|b| (**b).clone())
+                .collect(),
+            placements: self
+                .placements
+                .state()
+                .iter()
+                .filter(|p| in_namespace(&p.metadata.namespace))
+                .map(|p| (**p).clone())
+                .collect(),
+            decisions: cloned(&self.decisions),
+            scores: cloned(&self.scores),
+        })
+    }
+}

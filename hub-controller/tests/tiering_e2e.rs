@@ -1,0 +1,583 @@
+//! End to end: `ocm-score-hub tiering` as a process, as its service account with the RBAC of
+//! `manifests/hub` enforced, against the API server double (upstream OCM CRDs and our CRD, so every
+//! child and status it writes is schema-checked), with a stand-in for OCM's placement controller
+//! that writes PlacementDecisions with scheduler-core's OCM-exact engine (tiering_common).
+//!
+//! Durations in the specs are seconds, so the tests wait on real time, but always for a positive
+//! sign (a transition in the status, a condition, decisions), never a fixed sleep. In every settled
+//! step OCM's decisions equal the planner's prediction (`PlanDiverged=False`).
+
+mod tiering_common;
+
+use jiff::Timestamp;
+use ocm_score_tests::apiserver::RequestMatch;
+use scheduler_core::api::tiering::{TieredPlacement, TransitionKind};
+use serde_json::json;
+use std::collections::BTreeSet;
+use tiering_common::{ControllerProcess, Hub, eventually};
+
+const NAME: &str = "web";
+
+/// Failover between two tiers of two clusters; `failback` and `minDwell` vary per test.
+fn failover_spec(toleration_seconds: u32, failback: &str) -> String {
+    format!(
+        "
+apiVersion: tiering.ocm-score.io/v1alpha1
+kind: TieredPlacement
+metadata: {{name: {NAME}, namespace: apps}}
+spec:
+  mode: Failover
+  tiers:
+  - {{name: primary, clusterSets: [primary]}}
+  - {{name: secondary, clusterSets: [secondary]}}
+  template:
+    tolerations:
+    - {{key: cluster.open-cluster-management.io/unreachable, operator: Exists, tolerationSeconds: {toleration_seconds}}}
+  failback: {failback}
+  stabilization: {{minDwell: 0s, maxTransitionsPerHour: 9}}
+"
+    )
+}
+
+fn set(names: &[&str]) -> BTreeSet<String> {
+    names.iter().map(|n| n.to_string()).collect()
+}
+
+/// Waits until the controller has planned the current generation, the active tiers are `active`,
+/// OCM's decisions are `clusters`, and they equal the prediction (`PlanDiverged=False`).
+async fn settled(
+    hub: &Hub,
+    controller: &ControllerProcess,
+    active: &[&str],
+    clusters: &[&str],
+) -> TieredPlacement {
+    let want = set(clusters);
+    eventually(
+        &format!("active {active:?} with decisions {clusters:?} and PlanDiverged=False"),
+        || format!("{:#?}\n{}", hub.tiered(NAME).status, controller.log()),
+        || {
+            let tp = hub.tiered(NAME);
+            let status = tp.status.as_ref()?;
+            let predicted: BTreeSet<String> = status.placement.as_ref()?.predicted.iter().cloned().collect();
+            let mirror = status.placement.as_ref()?;
+            let child = hub.child(NAME)?;
+            (status.observed_generation == tp.metadata.generation
+                && mirror.observed_generation == child.metadata.generation
+                && mirror.number_of_selected_clusters == Some(want.len() as i32)
+                && status.active_tiers == active
+                && predicted == want
+                && hub.decisions(NAME) == want
+                && hub.condition(NAME, "PlanDiverged") == Some(("False".into(), "OCMAgrees".into())))
+            .then_some(tp)
+        },
+    )
+    .await
+}
+
+/// Waits for a newest transition of `kind` newer than `count` transitions ago; returns it.
+async fn transition(
+    hub: &Hub,
+    controller: &ControllerProcess,
+    kind: TransitionKind,
+    after: Timestamp,
+) -> scheduler_core::api::tiering::Transition {
+    eventually(
+        &format!("a {kind:?} transition"),
+        || format!("{:#?}\n{}", hub.tiered(NAME).status, controller.log()),
+        || {
+            let status = hub.tiered(NAME).status?;
+            status
+                .transitions
+                .into_iter()
+                .find(|t| t.kind == kind && t.time.0 >= after)
+        },
+    )
+    .await
+}
+
+async fn started(hub: &Hub, identity: &str) -> ControllerProcess {
+    let mut controller = hub.controller(identity);
+    controller.wait_ready(|| hub.controller_requests()).await;
+    controller
+}
+
+fn whole_seconds_after(t: Timestamp, seconds: i64) -> Timestamp {
+    Timestamp::from_second(t.as_second() + seconds).expect("a timestamp")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fails_over_after_the_toleration_and_back_after_the_hold_down() {
+    let hub = Hub::start().await;
+    let controller = started(&hub, "tiering-a").await;
+    hub.create_tiered(&failover_spec(
+        3,
+        "{policy: Automatic, holdDown: 3s, maxHoldDown: 1m}",
+    ));
+
+    // Initial placement: the first tier, owned by the TieredPlacement.
+    let tp = settled(&hub, &controller, &["primary"], &["p1", "p2"]).await;
+    let status = tp.status.as_ref().expect("status");
+    assert_eq!(status.transitions[0].kind, TransitionKind::Initial);
+    assert_eq!(
+        hub.condition(NAME, "Ready"),
+        Some(("True".into(), "PlacementSynced".into()))
+    );
+    let child = hub.child(NAME).expect("the child Placement");
+    let owner = &child.metadata.owner_references.as_ref().expect("an owner")[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.uid.as_str()),
+        ("TieredPlacement", tp.metadata.uid.as_deref().unwrap_or_default())
+    );
+    assert_eq!(child.spec.cluster_sets, ["primary"]);
+    assert!(
+        !hub.events("Initial").is_empty(),
+        "an event for the initial placement"
+    );
+
+    // An input change that does not change the plan is reconciled without any write.
+    let writes = hub.controller_writes();
+    let reconciles = controller
+        .metric("ocm_score_tiering_reconciles_total", &[])
+        .await
+        .unwrap_or(0.0);
+    hub.server
+        .create(
+            json!({"apiVersion": "cluster.open-cluster-management.io/v1alpha1",
+            "kind": "AddOnPlacementScore", "metadata": {"name": "unrelated", "namespace": "s1"}}),
+        )
+        .expect("an unrelated score object");
+    let deadline = std::time::Instant::now() + tiering_common::CONVERGE;
+    while controller
+        .metric("ocm_score_tiering_reconciles_total", &[])
+        .await
+        .unwrap_or(0.0)
+        <= reconciles
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no reconcile after the change:\n{}",
+            controller.log()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        hub.controller_writes(),
+        writes,
+        "no write when the plan did not change"
+    );
+
+    // Both primary clusters unreachable: failover once the toleration has run out (the planner
+    // looks 1 s ahead so its switch reaches OCM before OCM's own deadline).
+    let tainted = Timestamp::now();
+    hub.taint("p1", tainted).await;
+    hub.taint("p2", tainted).await;
+    let failover = transition(&hub, &controller, TransitionKind::Failover, tainted).await;
+    assert!(
+        failover.time.0 >= whole_seconds_after(tainted, 2),
+        "failover at {} is before the toleration (3 s, 1 s lead) from {tainted}",
+        failover.time.0
+    );
+    settled(&hub, &controller, &["secondary"], &["s1", "s2"]).await;
+
+    // Recovery: the failback waits for the hold-down.
+    let recovered = Timestamp::now();
+    hub.untaint("p1").await;
+    hub.untaint("p2").await;
+    let eligible_at = eventually(
+        "FailbackPending with eligibleAt",
+        || controller.log(),
+        || {
+            let status = hub.tiered(NAME).status?;
+            let pending = status.failback?.pending?;
+            (hub.condition(NAME, "FailbackPending")?.0 == "True").then_some(pending.eligible_at?.0)
+        },
+    )
+    .await;
+    assert!(
+        eligible_at >= whole_seconds_after(recovered, 3),
+        "{eligible_at} vs {recovered}"
+    );
+    let failback = transition(&hub, &controller, TransitionKind::Failback, recovered).await;
+    assert!(
+        failback.time.0 >= eligible_at,
+        "failback at {} before {eligible_at}",
+        failback.time.0
+    );
+    settled(&hub, &controller, &["primary"], &["p1", "p2"]).await;
+    assert_eq!(
+        hub.condition(NAME, "FailbackPending").map(|c| c.0),
+        Some("False".into())
+    );
+    assert!(!hub.events("Failover").is_empty() && !hub.events("Failback").is_empty());
+    assert!(
+        controller
+            .metric("ocm_score_tiering_transitions_total", &[("kind", "Failback")])
+            .await
+            >= Some(1.0)
+    );
+    assert_eq!(
+        controller.metric("ocm_score_tiering_leader", &[]).await,
+        Some(1.0)
+    );
+    assert_eq!(controller.terminate().await, Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn manual_failback_waits_for_the_trigger() {
+    let hub = Hub::start().await;
+    let controller = started(&hub, "tiering-a").await;
+    hub.create_tiered(&failover_spec(1, "{policy: Manual}"));
+    settled(&hub, &controller, &["primary"], &["p1", "p2"]).await;
+    let tainted = Timestamp::now();
+    hub.taint("p1", tainted).await;
+    hub.taint("p2", tainted).await;
+    transition(&hub, &controller, TransitionKind::Failover, tainted).await;
+    settled(&hub, &controller, &["secondary"], &["s1", "s2"]).await;
+
+    // Recovered, but Manual: pending until someone pulls the trigger.
+    let recovered = Timestamp::now();
+    hub.untaint("p1").await;
+    hub.untaint("p2").await;
+    eventually(
+        "FailbackPending awaiting the trigger",
+        || controller.log(),
+        || {
+            (hub.condition(NAME, "FailbackPending")? == ("True".into(), "AwaitingTrigger".into()))
+                .then_some(())
+        },
+    )
+    .await;
+    let status = hub.tiered(NAME).status.expect("status");
+    assert_eq!(status.active_tiers, ["secondary"]);
+    assert!(
+        !status
+            .transitions
+            .iter()
+            .any(|t| t.kind == TransitionKind::Failback)
+    );
+
+    hub.patch_tiered(NAME, json!({"spec": {"failback": {"trigger": "go-1"}}}))
+        .await;
+    transition(&hub, &controller, TransitionKind::Failback, recovered).await;
+    let tp = settled(&hub, &controller, &["primary"], &["p1", "p2"]).await;
+    assert_eq!(
+        tp.status.and_then(|s| s.failback).map(|f| f.observed_trigger),
+        Some("go-1".into())
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overflow_spills_and_consolidates_one_cluster_at_a_time() {
+    let hub = Hub::start().await;
+    let controller = started(&hub, "tiering-a").await;
+    hub.create_tiered(&format!(
+        "
+apiVersion: tiering.ocm-score.io/v1alpha1
+kind: TieredPlacement
+metadata: {{name: {NAME}, namespace: apps}}
+spec:
+  mode: Overflow
+  numberOfClusters: 2
+  tiers:
+  - {{name: primary, clusterSets: [primary]}}
+  - {{name: secondary, clusterSets: [secondary]}}
+  template:
+    tolerations:
+    - {{key: cluster.open-cluster-management.io/unreachable, operator: Exists, tolerationSeconds: 1}}
+  failback: {{policy: Automatic, holdDown: 2s, maxHoldDown: 1m, maxClustersPerStep: 1}}
+  stabilization: {{minDwell: 2s, maxTransitionsPerHour: 9}}
+"
+    ));
+    settled(&hub, &controller, &["primary"], &["p1", "p2"]).await;
+
+    // Both primary clusters gone: the two places spill to the next tier.
+    let tainted = Timestamp::now();
+    hub.taint("p1", tainted).await;
+    hub.taint("p2", tainted).await;
+    transition(&hub, &controller, TransitionKind::Overflow, tainted).await;
+    settled(&hub, &controller, &["secondary"], &["s1", "s2"]).await;
+
+    // Back: one swap per step, minDwell apart, until both places are on the primary tier again.
+    let recovered = Timestamp::now();
+    hub.untaint("p1").await;
+    hub.untaint("p2").await;
+    settled(&hub, &controller, &["primary"], &["p1", "p2"]).await;
+    let status = hub.tiered(NAME).status.expect("status");
+    let mut swaps: Vec<_> = status
+        .transitions
+        .iter()
+        .filter(|t| t.kind == TransitionKind::Contract && t.time.0 >= recovered)
+        .collect();
+    swaps.reverse();
+    assert_eq!(swaps.len(), 2, "two single swaps: {:#?}", status.transitions);
+    for swap in &swaps {
+        assert_eq!(
+            swap.message.matches("->").count(),
+            1,
+            "one cluster per step: {}",
+            swap.message
+        );
+    }
+    assert!(
+        swaps[1].time.0 >= swaps[0].time.0 + jiff::SignedDuration::from_secs(2),
+        "the second swap waits minDwell: {:#?}",
+        swaps
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expired_scores_are_unknown_not_bad_so_nothing_moves() {
+    let hub = Hub::start().await;
+    let fresh = Timestamp::now() + jiff::SignedDuration::from_hours(1);
+    hub.score("s1", "cpu", 50, fresh).await;
+    hub.score("s2", "cpu", 50, fresh).await;
+    // The primary clusters' scores stop being renewed shortly.
+    let expiring = Timestamp::now() + jiff::SignedDuration::from_secs(4);
+    hub.score("p1", "cpu", 50, expiring).await;
+    hub.score("p2", "cpu", 50, expiring).await;
+    let controller = started(&hub, "tiering-a").await;
+    hub.create_tiered(&format!(
+        "
+apiVersion: tiering.ocm-score.io/v1alpha1
+kind: TieredPlacement
+metadata: {{name: {NAME}, namespace: apps}}
+spec:
+  mode: Failover
+  tiers:
+  - {{name: primary, clusterSets: [primary]}}
+  - {{name: secondary, clusterSets: [secondary]}}
+  capacity:
+    rules:
+    - score: {{resourceName: resource-usage-score, scoreName: cpu, atLeast: 10}}
+  failback: {{policy: Automatic, holdDown: 1s, maxHoldDown: 1m}}
+  stabilization: {{minDwell: 0s}}
+"
+    ));
+    settled(&hub, &controller, &["primary"], &["p1", "p2"]).await;
+    // Pinned (capacity rules): the child names the clusters with a CEL pin.
+    let child = hub.child(NAME).expect("child");
+    assert!(
+        serde_json::to_string(&child.spec.predicates)
+            .expect("json")
+            .contains("managedCluster.metadata.name in"),
+        "{:?}",
+        child.spec.predicates
+    );
+
+    let (status, reason) = eventually(
+        "ScoresStale=True",
+        || {
+            hub.tiered(NAME)
+                .status
+                .map(|s| format!("{s:#?}"))
+                .unwrap_or_default()
+        },
+        || {
+            let c = hub.condition(NAME, "ScoresStale")?;
+            (c.0 == "True").then_some(c)
+        },
+    )
+    .await;
+    assert_eq!(status, "True", "{reason}");
+    let tp = settled(&hub, &controller, &["primary"], &["p1", "p2"]).await;
+    let transitions = tp.status.expect("status").transitions;
+    assert_eq!(
+        transitions.len(),
+        1,
+        "only the initial placement: {transitions:#?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_during_the_hold_down_keeps_its_end() {
+    let hub = Hub::start().await;
+    let first = started(&hub, "tiering-a").await;
+    hub.create_tiered(&failover_spec(
+        1,
+        "{policy: Automatic, holdDown: 8s, maxHoldDown: 1m}",
+    ));
+    settled(&hub, &first, &["primary"], &["p1", "p2"]).await;
+    let tainted = Timestamp::now();
+    hub.taint("p1", tainted).await;
+    hub.taint("p2", tainted).await;
+    transition(&hub, &first, TransitionKind::Failover, tainted).await;
+    settled(&hub, &first, &["secondary"], &["s1", "s2"]).await;
+    let recovered = Timestamp::now();
+    hub.untaint("p1").await;
+    hub.untaint("p2").await;
+    let eligible_at = eventually(
+        "FailbackPending with eligibleAt",
+        || first.log(),
+        || {
+            hub.tiered(NAME)
+                .status?
+                .failback?
+                .pending?
+                .eligible_at
+                .map(|t| t.0)
+        },
+    )
+    .await;
+    assert_eq!(first.terminate().await, Some(0));
+
+    // A new process resumes from the status: same eligibleAt, failback at it.
+    let second = started(&hub, "tiering-b").await;
+    let mut seen = BTreeSet::new();
+    let failback = eventually(
+        "the failback by the new process",
+        || second.log(),
+        || {
+            let status = hub.tiered(NAME).status?;
+            if let Some(at) = status
+                .failback
+                .as_ref()
+                .and_then(|f| f.pending.as_ref())
+                .and_then(|p| p.eligible_at.clone())
+            {
+                seen.insert(at.0);
+            }
+            status
+                .transitions
+                .into_iter()
+                .find(|t| t.kind == TransitionKind::Failback && t.time.0 >= recovered)
+        },
+    )
+    .await;
+    assert!(
+        seen.iter().all(|at| *at == eligible_at),
+        "the hold-down restarted: {seen:?} vs {eligible_at}"
+    );
+    assert!(failback.time.0 >= eligible_at);
+    settled(&hub, &second, &["primary"], &["p1", "p2"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn faults_deleted_and_edited_children_are_survived() {
+    let hub = Hub::start().await;
+    let controller = started(&hub, "tiering-a").await;
+    let child_patch = || {
+        RequestMatch::any()
+            .verb("patch")
+            .resource("placements")
+            .name(NAME)
+    };
+    let status_patch = || {
+        RequestMatch::any()
+            .verb("patch")
+            .resource("tieredplacements/status")
+            .name(NAME)
+    };
+    hub.server.faults().fail_next(2, child_patch(), 409);
+    hub.server.faults().throttle_next(1, child_patch(), 1);
+    hub.server.faults().fail_next(1, status_patch(), 500);
+    hub.server.faults().fail_next(1, status_patch(), 409);
+    hub.create_tiered(&failover_spec(
+        1,
+        "{policy: Automatic, holdDown: 2s, maxHoldDown: 1m}",
+    ));
+    settled(&hub, &controller, &["primary"], &["p1", "p2"]).await;
+    assert_eq!(hub.server.faults().pending(), 0, "every fault was hit");
+    for error in ["apply_child", "write_status"] {
+        assert!(
+            controller
+                .metric("ocm_score_tiering_reconcile_errors_total", &[("error", error)])
+                .await
+                >= Some(1.0),
+            "{error} counted"
+        );
+    }
+
+    // Watches cut: they resume, and a failover still happens.
+    hub.server.faults().cut_watches();
+    let tainted = Timestamp::now();
+    hub.taint("p1", tainted).await;
+    hub.taint("p2", tainted).await;
+    transition(&hub, &controller, TransitionKind::Failover, tainted).await;
+    settled(&hub, &controller, &["secondary"], &["s1", "s2"]).await;
+
+    // The child deleted: recreated as it was, with an event.
+    let old_uid = hub.child(NAME).and_then(|c| c.metadata.uid).expect("uid");
+    hub.delete_child(NAME).await;
+    eventually(
+        "the child recreated",
+        || controller.log(),
+        || {
+            let child = hub.child(NAME)?;
+            (child.metadata.uid.as_ref() != Some(&old_uid) && child.spec.cluster_sets == ["secondary"])
+                .then_some(())
+        },
+    )
+    .await;
+    eventually(
+        "a ChildRecreated event",
+        || controller.log(),
+        || (!hub.events("ChildRecreated").is_empty()).then_some(()),
+    )
+    .await;
+    settled(&hub, &controller, &["secondary"], &["s1", "s2"]).await;
+
+    // The child edited by hand (its plan hash kept): restored, with an event naming the field.
+    kube::Api::<scheduler_core::api::Placement>::namespaced(hub.admin.clone(), "apps")
+        .patch(
+            NAME,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"spec": {"clusterSets": ["primary"]}})),
+        )
+        .await
+        .expect("editing the child");
+    let note = eventually(
+        "a ChildRestored event",
+        || controller.log(),
+        || hub.events("ChildRestored").into_iter().next(),
+    )
+    .await;
+    assert!(note.contains("spec.clusterSets"), "{note}");
+    eventually(
+        "the child restored",
+        || controller.log(),
+        || (hub.child(NAME)?.spec.cluster_sets == ["secondary"]).then_some(()),
+    )
+    .await;
+    settled(&hub, &controller, &["secondary"], &["s1", "s2"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invalid_spec_is_reported_and_the_child_left_alone() {
+    let hub = Hub::start().await;
+    let controller = started(&hub, "tiering-a").await;
+    hub.create_tiered(&failover_spec(1, "{policy: Never}"));
+    settled(&hub, &controller, &["primary"], &["p1", "p2"]).await;
+    let child_version = hub
+        .child(NAME)
+        .and_then(|c| c.metadata.resource_version)
+        .expect("rv");
+
+    hub.patch_tiered(NAME, json!({"spec": {"override": {"tier": "nowhere"}}}))
+        .await;
+    let message = eventually(
+        "Ready=False, InvalidSpec",
+        || controller.log(),
+        || {
+            let tp = hub.tiered(NAME);
+            let status = tp.status?;
+            let ready = status.conditions.iter().find(|c| c.type_ == "Ready")?;
+            (status.observed_generation == tp.metadata.generation && ready.reason == "InvalidSpec")
+                .then(|| (ready.status.clone(), ready.message.clone()))
+        },
+    )
+    .await;
+    assert_eq!(message.0, "False");
+    assert!(message.1.contains("spec.override.tier"), "{}", message.1);
+    assert_eq!(
+        hub.child(NAME).and_then(|c| c.metadata.resource_version),
+        Some(child_version),
+        "the child is left as it was"
+    );
+    assert_eq!(hub.decisions(NAME), set(&["p1", "p2"]));
+    eventually(
+        "an InvalidSpec event",
+        || controller.log(),
+        || (!hub.events("InvalidSpec").is_empty()).then_some(()),
+    )
+    .await;
+}
