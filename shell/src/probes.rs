@@ -7,6 +7,7 @@ use hyper::body::{Bytes, Incoming};
 use hyper::{Method, Request, Response, StatusCode, header};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::net::TcpListener;
@@ -22,6 +23,49 @@ pub trait Probes: Send + Sync + 'static {
     fn live(&self) -> Result<(), String>;
     /// `Err(why)` while the process should not receive traffic.
     fn ready(&self) -> Result<(), String>;
+}
+
+/// The probes of a leader-elected controller: always live; ready while it stands by (it can take
+/// over at once), and while it leads only once its caches have synced.
+pub struct ControllerProbes {
+    render: Box<dyn Fn() -> String + Send + Sync>,
+    leading: AtomicBool,
+    synced: AtomicBool,
+}
+
+impl ControllerProbes {
+    /// Standing by, caches not synced; `render` gives the mode's metrics exposition.
+    pub fn new(render: impl Fn() -> String + Send + Sync + 'static) -> Self {
+        Self {
+            render: Box::new(render),
+            leading: AtomicBool::new(false),
+            synced: AtomicBool::new(false),
+        }
+    }
+
+    pub fn set_leading(&self, leading: bool) {
+        self.leading.store(leading, Ordering::Relaxed);
+    }
+
+    pub fn set_synced(&self, synced: bool) {
+        self.synced.store(synced, Ordering::Relaxed);
+    }
+}
+
+impl Probes for ControllerProbes {
+    fn metrics(&self) -> String {
+        (self.render)()
+    }
+    fn live(&self) -> Result<(), String> {
+        Ok(())
+    }
+    fn ready(&self) -> Result<(), String> {
+        if !self.leading.load(Ordering::Relaxed) || self.synced.load(Ordering::Relaxed) {
+            Ok(())
+        } else {
+            Err("hub caches not synced yet".into())
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -191,7 +235,6 @@ impl Heartbeat {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicBool, Ordering};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     struct Fake {
@@ -212,6 +255,21 @@ mod tests {
                 Err("caches not synced".into())
             }
         }
+    }
+
+    #[test]
+    fn a_controller_is_ready_standing_by_and_leading_only_once_synced() {
+        let probes = ControllerProbes::new(|| "# EOF\n".into());
+        assert_eq!(probes.ready(), Ok(()), "a standby can take over at once");
+        probes.set_leading(true);
+        assert_eq!(probes.ready(), Err("hub caches not synced yet".into()));
+        probes.set_synced(true);
+        assert_eq!(probes.ready(), Ok(()));
+        probes.set_leading(false);
+        probes.set_synced(false);
+        assert_eq!(probes.ready(), Ok(()), "stepped down");
+        assert_eq!(probes.live(), Ok(()));
+        assert_eq!(probes.metrics(), "# EOF\n");
     }
 
     async fn send(addr: SocketAddr, request: &str) -> String {

@@ -18,7 +18,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use ocm_score_shell::CancellationToken;
 use ocm_score_shell::leader::{LeaderElector, Leadership};
-use ocm_score_shell::probes::{ProbeServer, Probes};
+use ocm_score_shell::probes::{ControllerProbes, ProbeServer};
 use scheduler_core::api::{
     AddOnDeploymentConfig, AddOnPlacementScore, ClusterManagementAddOn, ManagedCluster, ManagedClusterAddOn,
     ManifestWork, PlacementDecision, well_known,
@@ -27,36 +27,11 @@ use serde::de::DeserializeOwned;
 use std::fmt::Debug;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio::task::JoinHandle;
 
 /// Exit code for a configuration the process cannot start with.
 const EXIT_CONFIG: u8 = 2;
-
-/// What `/healthz` and `/readyz` report.
-struct ProcessProbes {
-    metrics: Arc<Metrics>,
-    leading: AtomicBool,
-    synced: AtomicBool,
-}
-
-impl Probes for ProcessProbes {
-    fn metrics(&self) -> String {
-        self.metrics.render()
-    }
-    fn live(&self) -> Result<(), String> {
-        Ok(())
-    }
-    /// A standby replica is ready (it can take over at once); a leader once its caches synced.
-    fn ready(&self) -> Result<(), String> {
-        if !self.leading.load(Ordering::Relaxed) || self.synced.load(Ordering::Relaxed) {
-            Ok(())
-        } else {
-            Err("hub caches not synced yet".into())
-        }
-    }
-}
 
 /// Runs until `shutdown` (SIGTERM or Ctrl-C). Exit code 2 for a bad configuration, 1 when the
 /// process cannot run or lost leadership, 0 after a clean shutdown.
@@ -81,11 +56,10 @@ pub async fn run(args: AddonManagerArgs, shutdown: CancellationToken) -> ExitCod
     };
     let metrics = Arc::new(Metrics::default());
     metrics.set_leader(false);
-    let probes = Arc::new(ProcessProbes {
-        metrics: metrics.clone(),
-        leading: AtomicBool::new(false),
-        synced: AtomicBool::new(false),
-    });
+    let probes = Arc::new(ControllerProbes::new({
+        let metrics = metrics.clone();
+        move || metrics.render()
+    }));
     let server = match ProbeServer::start(args.probes.address(), probes.clone(), shutdown.clone()).await {
         Ok(server) => server,
         Err(error) => {
@@ -124,12 +98,12 @@ async fn lead(
     client: Client,
     settings: Settings,
     metrics: Arc<Metrics>,
-    probes: Arc<ProcessProbes>,
+    probes: Arc<ControllerProbes>,
     leadership: Option<&Leadership>,
     shutdown: CancellationToken,
 ) -> ExitCode {
     metrics.set_leader(true);
-    probes.leading.store(true, Ordering::Relaxed);
+    probes.set_leading(true);
     let stop = shutdown.child_token();
     let loss = leadership.map(|leadership| {
         let mut leading = leadership.watch();
@@ -293,7 +267,7 @@ async fn run_controllers(
     client: Client,
     settings: Settings,
     metrics: Arc<Metrics>,
-    probes: Arc<ProcessProbes>,
+    probes: Arc<ControllerProbes>,
     stop: CancellationToken,
 ) -> Result<(), reconcile::Error> {
     let addon = settings.addon.clone();
@@ -463,7 +437,7 @@ async fn run_controllers(
             return Ok(());
         }
     }
-    probes.synced.store(true, Ordering::Relaxed);
+    probes.set_synced(true);
     tracing::info!("hub caches synced");
     tokio::join!(addon_controller, install_controller, csr_controller);
     for watch in watches {

@@ -16,7 +16,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
 use ocm_score_shell::CancellationToken;
 use ocm_score_shell::leader::{LeaderElector, Leadership};
-use ocm_score_shell::probes::{ProbeServer, Probes};
+use ocm_score_shell::probes::{ControllerProbes, ProbeServer};
 use scheduler_core::api::tiering::TieredPlacement;
 use scheduler_core::api::{
     AddOnPlacementScore, ManagedCluster, ManagedClusterSet, ManagedClusterSetBinding, Placement,
@@ -26,7 +26,6 @@ use serde::de::DeserializeOwned;
 use std::fmt::Debug;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -37,30 +36,6 @@ const EXIT_CONFIG: u8 = 2;
 const PLACEMENT_LABEL: &str = "cluster.open-cluster-management.io/placement";
 /// The events' reporting controller.
 const REPORTER: &str = "ocm-score-tiering";
-
-/// What `/healthz` and `/readyz` report.
-struct ProcessProbes {
-    metrics: Arc<Metrics>,
-    leading: AtomicBool,
-    synced: AtomicBool,
-}
-
-impl Probes for ProcessProbes {
-    fn metrics(&self) -> String {
-        self.metrics.render()
-    }
-    fn live(&self) -> Result<(), String> {
-        Ok(())
-    }
-    /// A standby replica is ready (it can take over at once); a leader once its caches synced.
-    fn ready(&self) -> Result<(), String> {
-        if !self.leading.load(Ordering::Relaxed) || self.synced.load(Ordering::Relaxed) {
-            Ok(())
-        } else {
-            Err("hub caches not synced yet".into())
-        }
-    }
-}
 
 /// Runs until `shutdown` (SIGTERM or Ctrl-C). Exit code 2 for a bad configuration, 1 when the
 /// process cannot run, 0 after a clean shutdown.
@@ -81,11 +56,10 @@ pub async fn run(args: TieringArgs, shutdown: CancellationToken) -> ExitCode {
     };
     let metrics = Arc::new(Metrics::default());
     metrics.set_leader(false);
-    let probes = Arc::new(ProcessProbes {
-        metrics: metrics.clone(),
-        leading: AtomicBool::new(false),
-        synced: AtomicBool::new(false),
-    });
+    let probes = Arc::new(ControllerProbes::new({
+        let metrics = metrics.clone();
+        move || metrics.render()
+    }));
     let server = match ProbeServer::start(args.probes.address(), probes.clone(), shutdown.clone()).await {
         Ok(server) => server,
         Err(error) => {
@@ -127,13 +101,13 @@ async fn lead(
     client: &Client,
     settings: &Settings,
     metrics: &Arc<Metrics>,
-    probes: &Arc<ProcessProbes>,
+    probes: &Arc<ControllerProbes>,
     leadership: Option<&Leadership>,
     shutdown: &CancellationToken,
 ) {
     metrics.set_leader(true);
-    probes.synced.store(false, Ordering::Relaxed);
-    probes.leading.store(true, Ordering::Relaxed);
+    probes.set_synced(false);
+    probes.set_leading(true);
     let stop = shutdown.child_token();
     let loss = leadership.map(|leadership| {
         let mut leading = leadership.watch();
@@ -158,7 +132,7 @@ async fn lead(
     if let Some(task) = loss {
         let _ = task.await;
     }
-    probes.leading.store(false, Ordering::Relaxed);
+    probes.set_leading(false);
     metrics.set_leader(false);
 }
 
@@ -248,7 +222,7 @@ async fn run_controller(
     client: Client,
     settings: Settings,
     metrics: Arc<Metrics>,
-    probes: Arc<ProcessProbes>,
+    probes: Arc<ControllerProbes>,
     stop: CancellationToken,
 ) {
     let (tiered, tiered_w) = reflector::store::<TieredPlacement>();
@@ -304,7 +278,7 @@ async fn run_controller(
             tokio::select! {
                 synced = stores.synced() => match synced {
                     Ok(()) => {
-                        probes.synced.store(true, Ordering::Relaxed);
+                        probes.set_synced(true);
                         tracing::info!("hub caches synced");
                     }
                     Err(error) => tracing::error!(%error, "hub caches did not sync"),
