@@ -499,6 +499,32 @@ pub fn condition_true(conditions: Option<&Value>, kind: &str) -> bool {
         .is_some_and(|cs| cs.iter().any(|c| c["type"] == kind && c["status"] == "True"))
 }
 
+/// Copies the files below `from` into `to`, subdirectories included (the hub install lists its CRD
+/// directory as a kustomization of its own).
+fn copy_tree(from: &Path, to: &Path) -> Result<(), Error> {
+    std::fs::create_dir_all(to).map_err(|source| Error::Io {
+        what: format!("creating {}", to.display()),
+        source,
+    })?;
+    let entries = std::fs::read_dir(from).map_err(|source| Error::Io {
+        what: format!("reading {}", from.display()),
+        source,
+    })?;
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let target = to.join(entry.file_name());
+        if path.is_dir() {
+            copy_tree(&path, &target)?;
+        } else if path.is_file() {
+            std::fs::copy(&path, &target).map_err(|source| Error::Io {
+                what: format!("copying {}", path.display()),
+                source,
+            })?;
+        }
+    }
+    Ok(())
+}
+
 /// Writes, in `dir`, a kustomize overlay of `manifests/hub` whose ClusterManagementAddOn installs
 /// nothing by itself (`installStrategy: Manual`): what a user who creates ManagedClusterAddOns by
 /// hand applies. Returns the overlay's directory.
@@ -511,24 +537,7 @@ pub fn manual_install_overlay(dir: &Path) -> Result<PathBuf, Error> {
     // kustomize refuses absolute paths, and a temp dir is no fixed distance from the workspace:
     // the overlay gets its own copy of the install as its base.
     let base = overlay.join("base");
-    std::fs::create_dir_all(&base).map_err(|source| Error::Io {
-        what: format!("creating {}", base.display()),
-        source,
-    })?;
-    let install = workspace_dir().join("manifests/hub");
-    let entries = std::fs::read_dir(&install).map_err(|source| Error::Io {
-        what: format!("reading {}", install.display()),
-        source,
-    })?;
-    for entry in entries.flatten() {
-        let from = entry.path();
-        if from.is_file() {
-            std::fs::copy(&from, base.join(entry.file_name())).map_err(|source| Error::Io {
-                what: format!("copying {}", from.display()),
-                source,
-            })?;
-        }
-    }
+    copy_tree(&workspace_dir().join("manifests/hub"), &base)?;
     let kustomization = [
         "apiVersion: kustomize.config.k8s.io/v1beta1".to_owned(),
         "kind: Kustomization".to_owned(),
