@@ -313,19 +313,29 @@ mod real_prometheus {
             ])
         );
 
-        // The store is back: complete answers, the whole fleet's scores.
+        // The store is back: complete answers, the whole fleet's scores. The querier's store list
+        // can call the sidecar healthy before its gRPC connection has left reconnect backoff, so
+        // the sign waited for is a complete answer itself.
         fleet.sidecar(Store::Other).process.restart().await;
         fleet.wait_stores_healthy(3).await;
-        let plan = refusing.plan(
-            refusing.query_all(now).await,
-            &clusters,
-            &CurrentScores::new(),
-            now,
-        );
-        let RoundPlan::Ready { writes, partial, .. } = plan else {
-            panic!("a complete answer again: {plan:?}\n{}", fleet.logs())
+        let deadline = std::time::Instant::now() + thanos_common::CONVERGE;
+        let writes = loop {
+            let plan = refusing.plan(
+                refusing.query_all(now).await,
+                &clusters,
+                &CurrentScores::new(),
+                now,
+            );
+            match plan {
+                RoundPlan::Ready { writes, partial, .. } if partial.is_empty() => break writes,
+                plan => assert!(
+                    std::time::Instant::now() < deadline,
+                    "no complete answer again: {plan:?}\n{}",
+                    fleet.logs()
+                ),
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
         };
-        assert!(partial.is_empty());
         assert_eq!(scores(&writes), whole_fleet_scores());
     }
 
