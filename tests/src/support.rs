@@ -24,6 +24,12 @@ impl TempDir {
     pub fn path(&self) -> &Path {
         &self.0
     }
+
+    /// Keeps the directory on disk (for a failure's logs) and returns its path.
+    pub fn keep(self) -> PathBuf {
+        let this = std::mem::ManuallyDrop::new(self);
+        this.0.clone()
+    }
 }
 
 impl Drop for TempDir {

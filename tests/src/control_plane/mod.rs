@@ -182,7 +182,17 @@ impl Builder {
             source,
         })?;
         let started = Instant::now();
-        cp.boot(&components, &self, progress).await?;
+        if let Err(error) = cp.boot(&components, &self, progress).await {
+            // A start that fails on a loaded machine is rare and hard to replay: keep every
+            // component's log for diagnosis instead of removing them with the scratch directory.
+            if let Some(scratch) = cp._scratch.take() {
+                progress(&format!(
+                    "the control plane did not start; its logs are kept in {}",
+                    scratch.keep().join("logs").display()
+                ));
+            }
+            return Err(error);
+        }
         progress(&format!(
             "control plane ready in {:.1} s",
             started.elapsed().as_secs_f64()
