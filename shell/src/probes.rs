@@ -43,6 +43,18 @@ impl ControllerProbes {
         }
     }
 
+    /// Starts the probe server for a controller standing by: its probes (to mark leading and
+    /// synced) and the running server.
+    pub async fn serve(
+        addr: SocketAddr,
+        render: impl Fn() -> String + Send + Sync + 'static,
+        shutdown: CancellationToken,
+    ) -> Result<(Arc<Self>, ProbeServer), BindError> {
+        let probes = Arc::new(Self::new(render));
+        let server = ProbeServer::start(addr, probes.clone(), shutdown).await?;
+        Ok((probes, server))
+    }
+
     pub fn set_leading(&self, leading: bool) {
         self.leading.store(leading, Ordering::Relaxed);
     }

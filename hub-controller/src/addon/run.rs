@@ -18,7 +18,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use ocm_score_shell::CancellationToken;
 use ocm_score_shell::leader::{LeaderElector, Leadership};
-use ocm_score_shell::probes::{ControllerProbes, ProbeServer};
+use ocm_score_shell::probes::ControllerProbes;
 use scheduler_core::api::{
     AddOnDeploymentConfig, AddOnPlacementScore, ClusterManagementAddOn, ManagedCluster, ManagedClusterAddOn,
     ManifestWork, PlacementDecision, well_known,
@@ -56,17 +56,18 @@ pub async fn run(args: AddonManagerArgs, shutdown: CancellationToken) -> ExitCod
     };
     let metrics = Arc::new(Metrics::default());
     metrics.set_leader(false);
-    let probes = Arc::new(ControllerProbes::new({
+    let render = {
         let metrics = metrics.clone();
         move || metrics.render()
-    }));
-    let server = match ProbeServer::start(args.probes.address(), probes.clone(), shutdown.clone()).await {
-        Ok(server) => server,
-        Err(error) => {
-            eprintln!("error: {error}");
-            return ExitCode::FAILURE;
-        }
     };
+    let (probes, server) =
+        match ControllerProbes::serve(args.probes.address(), render, shutdown.clone()).await {
+            Ok(started) => started,
+            Err(error) => {
+                eprintln!("error: {error}");
+                return ExitCode::FAILURE;
+            }
+        };
     let code = match leader_election {
         None => lead(client, settings, metrics, probes, None, shutdown.clone()).await,
         Some(le) => {
