@@ -697,7 +697,28 @@ async fn crds_established(client: &Client, names: &[String]) -> Result<bool, Err
 
 /// One pass of `clusteradm accept`: approves pending registration CSRs of the named clusters and
 /// sets `hubAcceptsClient`; true once every cluster is Joined and Available.
+///
+/// A cluster's CSR is approved only once its ManagedCluster exists, as `clusteradm accept` waits
+/// for both: the klusterlet ends its bootstrap phase as soon as its certificate is signed, and a
+/// ManagedCluster create still in flight then is cancelled and never retried, leaving the
+/// cluster unregistered for good (seen on a loaded 2-core CI machine).
 async fn accept_clusters(client: &Client, clusters: &[String]) -> Result<bool, Error> {
+    let gvk = GroupVersionKind::gvk("cluster.open-cluster-management.io", "v1", "ManagedCluster");
+    let (resource, _) = ::kube::discovery::pinned_kind(client, &gvk)
+        .await
+        .map_err(|source| Error::Kube {
+            what: "discovering ManagedCluster".into(),
+            source,
+        })?;
+    let mcs: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+    let mut registered = Vec::new();
+    for cluster in clusters {
+        // A read that fails (a loaded API server) is retried on the next pass.
+        if let Some(mc) = mcs.get_opt(cluster).await.ok().flatten() {
+            registered.push((cluster.clone(), mc));
+        }
+    }
+
     let csrs: Api<CertificateSigningRequest> = Api::all(client.clone());
     let list = csrs
         .list(&Default::default())
@@ -712,7 +733,9 @@ async fn accept_clusters(client: &Client, clusters: &[String]) -> Result<bool, E
             continue;
         };
         // Add-on CSRs are the add-on manager's to approve, never the launcher's.
-        if labels.contains_key("open-cluster-management.io/addon-name") || !clusters.contains(cluster) {
+        if labels.contains_key("open-cluster-management.io/addon-name")
+            || !registered.iter().any(|(name, _)| name == cluster)
+        {
             continue;
         }
         let decided = csr
@@ -736,20 +759,8 @@ async fn accept_clusters(client: &Client, clusters: &[String]) -> Result<bool, E
             })?;
     }
 
-    let gvk = GroupVersionKind::gvk("cluster.open-cluster-management.io", "v1", "ManagedCluster");
-    let (resource, _) = ::kube::discovery::pinned_kind(client, &gvk)
-        .await
-        .map_err(|source| Error::Kube {
-            what: "discovering ManagedCluster".into(),
-            source,
-        })?;
-    let mcs: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
-    let mut all_ready = true;
-    for cluster in clusters {
-        let Some(mc) = mcs.get_opt(cluster).await.ok().flatten() else {
-            all_ready = false;
-            continue;
-        };
+    let mut all_ready = registered.len() == clusters.len();
+    for (cluster, mc) in &registered {
         if mc.data.pointer("/spec/hubAcceptsClient") != Some(&Value::Bool(true)) {
             let accept = json!({"spec": {"hubAcceptsClient": true}});
             mcs.patch(cluster, &PatchParams::default(), &Patch::Merge(&accept))
