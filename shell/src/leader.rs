@@ -379,11 +379,88 @@ impl<S: LeaseStore> LeaderElector<S> {
     }
 }
 
+/// A Lease store in memory, for the elector's and the supervisor's tests.
 #[cfg(test)]
-mod tests {
+pub(crate) mod memory {
     use super::*;
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::{Arc, Mutex};
+
+    /// A Lease in memory with the API server's optimistic concurrency, and a switch to make it fail.
+    #[derive(Clone, Default)]
+    pub(crate) struct Memory {
+        pub(crate) lease: Arc<Mutex<Option<Lease>>>,
+        pub(crate) down: Arc<AtomicBool>,
+        version: Arc<Mutex<u64>>,
+    }
+
+    impl Memory {
+        fn check(&self) -> Result<(), LeaseStoreError> {
+            if self.down.load(Ordering::Relaxed) {
+                Err(LeaseStoreError::Other("API server unreachable".into()))
+            } else {
+                Ok(())
+            }
+        }
+
+        pub(crate) fn store(&self, mut lease: Lease) {
+            let mut version = self.version.lock().expect("lock");
+            *version += 1;
+            lease.metadata.resource_version = Some(version.to_string());
+            *self.lease.lock().expect("lock") = Some(lease);
+        }
+
+        pub(crate) fn holder(&self) -> Option<String> {
+            let lease = self.lease.lock().expect("lock");
+            lease.as_ref()?.spec.as_ref()?.holder_identity.clone()
+        }
+    }
+
+    impl LeaseStore for Memory {
+        async fn get(&self) -> Result<Option<Lease>, LeaseStoreError> {
+            self.check()?;
+            Ok(self.lease.lock().expect("lock").clone())
+        }
+
+        async fn create(&self, lease: &Lease) -> Result<(), LeaseStoreError> {
+            self.check()?;
+            if self.lease.lock().expect("lock").is_some() {
+                return Err(LeaseStoreError::Other("already exists".into()));
+            }
+            self.store(lease.clone());
+            Ok(())
+        }
+
+        async fn replace(&self, lease: &Lease) -> Result<(), LeaseStoreError> {
+            self.check()?;
+            let current = self.lease.lock().expect("lock").clone();
+            let current_version = current.and_then(|l| l.metadata.resource_version);
+            if current_version != lease.metadata.resource_version {
+                return Err(LeaseStoreError::Other("conflict".into()));
+            }
+            self.store(lease.clone());
+            Ok(())
+        }
+    }
+
+    impl Memory {
+        /// Another replica takes the Lease (and then never renews it).
+        pub(crate) fn take_over(&self, holder: &str) {
+            let mut lease = self.lease.lock().expect("lock").clone().unwrap_or_default();
+            let mut spec = lease.spec.take().unwrap_or_default();
+            spec.holder_identity = Some(holder.into());
+            spec.lease_duration_seconds = Some(15);
+            lease.spec = Some(spec);
+            self.store(lease);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::memory::Memory;
+    use super::*;
+    use std::sync::atomic::Ordering;
 
     fn lease(holder: Option<&str>, rv: &str, seconds: i32) -> Lease {
         Lease {
@@ -446,63 +523,6 @@ mod tests {
         assert!(election.leading(Instant::now()));
         election.lost();
         assert!(!election.leading(Instant::now()));
-    }
-
-    /// A Lease in memory with the API server's optimistic concurrency, and a switch to make it fail.
-    #[derive(Clone, Default)]
-    struct Memory {
-        lease: Arc<Mutex<Option<Lease>>>,
-        down: Arc<AtomicBool>,
-        version: Arc<Mutex<u64>>,
-    }
-
-    impl Memory {
-        fn check(&self) -> Result<(), LeaseStoreError> {
-            if self.down.load(Ordering::Relaxed) {
-                Err(LeaseStoreError::Other("API server unreachable".into()))
-            } else {
-                Ok(())
-            }
-        }
-
-        fn store(&self, mut lease: Lease) {
-            let mut version = self.version.lock().expect("lock");
-            *version += 1;
-            lease.metadata.resource_version = Some(version.to_string());
-            *self.lease.lock().expect("lock") = Some(lease);
-        }
-
-        fn holder(&self) -> Option<String> {
-            let lease = self.lease.lock().expect("lock");
-            lease.as_ref()?.spec.as_ref()?.holder_identity.clone()
-        }
-    }
-
-    impl LeaseStore for Memory {
-        async fn get(&self) -> Result<Option<Lease>, LeaseStoreError> {
-            self.check()?;
-            Ok(self.lease.lock().expect("lock").clone())
-        }
-
-        async fn create(&self, lease: &Lease) -> Result<(), LeaseStoreError> {
-            self.check()?;
-            if self.lease.lock().expect("lock").is_some() {
-                return Err(LeaseStoreError::Other("already exists".into()));
-            }
-            self.store(lease.clone());
-            Ok(())
-        }
-
-        async fn replace(&self, lease: &Lease) -> Result<(), LeaseStoreError> {
-            self.check()?;
-            let current = self.lease.lock().expect("lock").clone();
-            let current_version = current.and_then(|l| l.metadata.resource_version);
-            if current_version != lease.metadata.resource_version {
-                return Err(LeaseStoreError::Other("conflict".into()));
-            }
-            self.store(lease.clone());
-            Ok(())
-        }
     }
 
     fn config(identity: &str) -> LeaderConfig {

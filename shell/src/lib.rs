@@ -10,6 +10,9 @@
 //!   [`probes::Heartbeat`] liveness is judged by; [`metrics`]: registries from `prometheus-client`;
 //! - [`leader`]: one Lease leader elector (a pure [`leader::Election`] plus its I/O) that steps down on
 //!   loss; a mode that must not continue after a loss stops itself;
+//! - [`supervise`]: the life of a leader-elected controller mode (run the controllers while leading,
+//!   stop them on loss, then stand by or exit), written once; [`watch`]: one watch per kind shared by
+//!   a mode's controllers (a store and a trigger channel per controller);
 //! - [`client`]: the Kubernetes client from a kubeconfig flag or the environment; [`names`]: the
 //!   object-name rules every mode checks names with.
 
@@ -22,5 +25,7 @@ pub mod metrics;
 pub mod names;
 pub mod probes;
 pub mod shutdown;
+pub mod supervise;
+pub mod watch;
 
 pub use tokio_util::sync::CancellationToken;

@@ -7,28 +7,24 @@ use super::config::{AddonManagerArgs, Settings};
 use super::metrics::Metrics;
 use super::reconcile::{self, Context, Stores, csr::csrs_of_cluster};
 use super::{names, ownership, work};
-use futures::channel::mpsc;
-use futures::{Stream, StreamExt};
+use futures::StreamExt;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
-use kube::runtime::reflector::{self, ObjectRef, store::Writer};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use ocm_score_shell::CancellationToken;
-use ocm_score_shell::leader::{LeaderElector, Leadership};
 use ocm_score_shell::probes::ControllerProbes;
+use ocm_score_shell::supervise::{Ending, OnLoss, Supervision, run_while_leading};
+use ocm_score_shell::watch::{SharedWatch, as_is, metadata_only, whole};
 use scheduler_core::api::{
     AddOnDeploymentConfig, AddOnPlacementScore, ClusterManagementAddOn, ManagedCluster, ManagedClusterAddOn,
     ManifestWork, PlacementDecision, well_known,
 };
-use serde::de::DeserializeOwned;
-use std::fmt::Debug;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
-use tokio::task::JoinHandle;
 
 /// Exit code for a configuration the process cannot start with.
 const EXIT_CONFIG: u8 = 2;
@@ -68,190 +64,40 @@ pub async fn run(args: AddonManagerArgs, shutdown: CancellationToken) -> ExitCod
                 return ExitCode::FAILURE;
             }
         };
-    let code = match leader_election {
-        None => lead(client, settings, metrics, probes, None, shutdown.clone()).await,
-        Some(le) => {
-            let mut leadership = LeaderElector::new(client.clone(), le.config(&client)).spawn();
-            let code = if leadership.acquired(&shutdown).await {
-                lead(
-                    client,
-                    settings,
-                    metrics,
-                    probes,
-                    Some(&leadership),
-                    shutdown.clone(),
-                )
-                .await
-            } else {
-                ExitCode::SUCCESS
-            };
-            // The controllers have stopped: release the Lease so a standby takes over at once.
-            leadership.stop(Duration::from_secs(5)).await;
-            code
+    let code = {
+        let set_leader = |leading: bool| metrics.set_leader(leading);
+        let supervision = Supervision {
+            probes: &probes,
+            set_leader: &set_leader,
+            shutdown: &shutdown,
+        };
+        let election = leader_election.map(|le| le.config(&client));
+        let lead = |stop| {
+            run_controllers(
+                client.clone(),
+                settings.clone(),
+                metrics.clone(),
+                probes.clone(),
+                stop,
+            )
+        };
+        match run_while_leading(&client, election, OnLoss::Exit, supervision, lead).await {
+            Ok(Ending::Shutdown) => ExitCode::SUCCESS,
+            Ok(Ending::LostLeadership) => ExitCode::FAILURE,
+            Err(e) => {
+                tracing::error!(error = %e, "addon-manager cannot run");
+                eprintln!("error: {e}");
+                ExitCode::FAILURE
+            }
         }
     };
     server.stopped().await;
     code
 }
 
-/// Life as the leader: run the controllers until shutdown, or until leadership is lost.
-async fn lead(
-    client: Client,
-    settings: Settings,
-    metrics: Arc<Metrics>,
-    probes: Arc<ControllerProbes>,
-    leadership: Option<&Leadership>,
-    shutdown: CancellationToken,
-) -> ExitCode {
-    metrics.set_leader(true);
-    probes.set_leading(true);
-    let stop = shutdown.child_token();
-    let loss = leadership.map(|leadership| {
-        let mut leading = leadership.watch();
-        let stop = stop.clone();
-        tokio::spawn(async move {
-            tokio::select! {
-                // A closed channel means the election ended: no longer leading either.
-                _ = leading.wait_for(|leading| !*leading) => {
-                    tracing::error!("stopping: leadership lost");
-                    stop.cancel();
-                    true
-                }
-                () = stop.cancelled() => false,
-            }
-        })
-    });
-    let result = run_controllers(client, settings, metrics.clone(), probes, stop.clone()).await;
-    stop.cancel();
-    let lost = match loss {
-        Some(task) => task.await.unwrap_or(true),
-        None => false,
-    };
-    metrics.set_leader(false);
-    match result {
-        Err(e) => {
-            tracing::error!(error = %e, "addon-manager cannot run");
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
-        Ok(()) if lost => ExitCode::FAILURE,
-        Ok(()) => ExitCode::SUCCESS,
-    }
-}
-
-/// A controller's share of a watch: a channel and what of each object it needs.
-struct Subscriber<K> {
-    sender: mpsc::UnboundedSender<K>,
-    project: fn(&K) -> K,
-}
-
-/// Only the metadata: all that owner and name mappings look at (reconcilers read the full object
-/// from the store), so queued triggers cost little memory.
-fn metadata_only<K: kube::Resource + Default>(object: &K) -> K {
-    let mut out = K::default();
-    *out.meta_mut() = object.meta().clone();
-    out
-}
-
-fn whole<K: Clone>(object: &K) -> K {
-    object.clone()
-}
-
-/// Caches objects as they come (apart from managedFields).
-fn as_is<K>(_: &mut K) {}
-
 /// Scores change with every publication; only their owner references matter here.
 fn without_status(score: &mut AddOnPlacementScore) {
     score.status = None;
-}
-
-/// One watch of a kind: it feeds a store the reconcilers read, and a channel per controller that
-/// wants its events as triggers. The channels are unbounded so a busy controller never stalls the
-/// watch (or the other controllers); they only ever hold what arrived since the consumer's last poll.
-struct Watched<K>
-where
-    K: kube::Resource + Clone + 'static,
-    K::DynamicType: Eq + std::hash::Hash + Clone,
-{
-    store: reflector::Store<K>,
-    writer: Writer<K>,
-    subscribers: Vec<Subscriber<K>>,
-    /// For logs.
-    kind: String,
-}
-
-impl<K> Watched<K>
-where
-    K: kube::Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
-    K::DynamicType: Eq + std::hash::Hash + Clone + Default + Send + Sync,
-{
-    fn new() -> Self {
-        Self::with_type(Default::default())
-    }
-}
-
-impl<K> Watched<K>
-where
-    K: kube::Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
-    K::DynamicType: Eq + std::hash::Hash + Clone + Send + Sync,
-{
-    fn with_type(dyntype: K::DynamicType) -> Self {
-        let kind = K::kind(&dyntype).to_string();
-        let writer = Writer::new(dyntype);
-        Watched {
-            store: writer.as_reader(),
-            writer,
-            subscribers: Vec::new(),
-            kind,
-        }
-    }
-
-    /// Every object the watch delivers (added, changed, deleted, or listed again after a restart),
-    /// as `project` shapes it.
-    fn subscribe(
-        &mut self,
-        project: fn(&K) -> K,
-    ) -> impl Stream<Item = Result<K, watcher::Error>> + Send + 'static + use<K> {
-        let (sender, rx) = mpsc::unbounded();
-        self.subscribers.push(Subscriber { sender, project });
-        rx.map(Ok)
-    }
-
-    /// Starts the watch; the task feeds the store and the subscribers until aborted. `compact`
-    /// trims each object before it is cached.
-    fn spawn(self, api: Api<K>, config: watcher::Config, compact: fn(&mut K)) -> JoinHandle<()> {
-        let Watched {
-            writer,
-            subscribers,
-            kind,
-            ..
-        } = self;
-        let events = watcher(api, config)
-            .default_backoff()
-            .modify(move |object: &mut K| {
-                // Nobody here reads managedFields; on objects as big as ManifestWorks they are a large share.
-                object.managed_fields_mut().clear();
-                compact(object);
-            });
-        let stream = reflector::reflector(writer, events);
-        tokio::spawn(stream.for_each(move |event| {
-            match event {
-                Ok(
-                    watcher::Event::Apply(object)
-                    | watcher::Event::Delete(object)
-                    | watcher::Event::InitApply(object),
-                ) => {
-                    for subscriber in &subscribers {
-                        // A closed channel only means that controller has stopped.
-                        let _ = subscriber.sender.unbounded_send((subscriber.project)(&object));
-                    }
-                }
-                Ok(_) => {}
-                Err(error) => tracing::warn!(%kind, %error, "watch failed; retrying"),
-            }
-            futures::future::ready(())
-        }))
-    }
 }
 
 /// A config object reduced to its identity: its subscriber only needs to know something changed.
@@ -275,30 +121,30 @@ async fn run_controllers(
     let by_name = || watcher::Config::default().fields(&format!("metadata.name={addon}"));
     let by_label = || watcher::Config::default().labels(&format!("{}={addon}", names::ADDON_NAME_LABEL));
 
-    let mut addons = Watched::<ManagedClusterAddOn>::new();
-    let mut cmas = Watched::<ClusterManagementAddOn>::new();
-    let mut clusters = Watched::<ManagedCluster>::new();
-    let mut decisions = Watched::<PlacementDecision>::new();
-    let mut works = Watched::<ManifestWork>::new();
-    let mut roles = Watched::<Role>::new();
-    let mut bindings = Watched::<RoleBinding>::new();
-    let mut csrs = Watched::<CertificateSigningRequest>::new();
-    let mut scores = Watched::<AddOnPlacementScore>::new();
+    let mut addons = SharedWatch::<ManagedClusterAddOn>::default();
+    let mut cmas = SharedWatch::<ClusterManagementAddOn>::default();
+    let mut clusters = SharedWatch::<ManagedCluster>::default();
+    let mut decisions = SharedWatch::<PlacementDecision>::default();
+    let mut works = SharedWatch::<ManifestWork>::default();
+    let mut roles = SharedWatch::<Role>::default();
+    let mut bindings = SharedWatch::<RoleBinding>::default();
+    let mut csrs = SharedWatch::<CertificateSigningRequest>::default();
+    let mut scores = SharedWatch::<AddOnPlacementScore>::default();
     // Config objects are read raw (their spec hash must cover exactly what the server holds).
     let config_resource = ApiResource::erase::<AddOnDeploymentConfig>(&());
-    let mut configs = Watched::<DynamicObject>::with_type(config_resource.clone());
+    let mut configs = SharedWatch::<DynamicObject>::with_type(config_resource.clone());
 
     let stores = Stores {
-        addons: addons.store.clone(),
-        cmas: cmas.store.clone(),
-        clusters: clusters.store.clone(),
-        decisions: decisions.store.clone(),
-        configs: configs.store.clone(),
-        works: works.store.clone(),
-        roles: roles.store.clone(),
-        bindings: bindings.store.clone(),
-        csrs: csrs.store.clone(),
-        scores: scores.store.clone(),
+        addons: addons.store(),
+        cmas: cmas.store(),
+        clusters: clusters.store(),
+        decisions: decisions.store(),
+        configs: configs.store(),
+        works: works.store(),
+        roles: roles.store(),
+        bindings: bindings.store(),
+        csrs: csrs.store(),
+        scores: scores.store(),
     };
     let ctx = Arc::new(Context::new(
         client.clone(),
@@ -314,7 +160,7 @@ async fn run_controllers(
         configs.subscribe(config_metadata).map(drop),
         cmas.subscribe(metadata_only).map(drop),
     );
-    let addon_controller = Controller::for_stream(addons.subscribe(metadata_only), addons.store.clone())
+    let addon_controller = Controller::for_stream(addons.subscribe(metadata_only), addons.store())
         .with_config(controller_config.clone())
         .owns_stream(works.subscribe(metadata_only))
         .owns_stream(roles.subscribe(metadata_only))
@@ -363,7 +209,7 @@ async fn run_controllers(
         let addon_name = addon.clone();
         move || Some(ObjectRef::<ClusterManagementAddOn>::new(&addon_name))
     };
-    let install_controller = Controller::for_stream(cmas.subscribe(metadata_only), cmas.store.clone())
+    let install_controller = Controller::for_stream(cmas.subscribe(metadata_only), cmas.store())
         .with_config(controller_config.clone())
         .watches_stream(addons.subscribe(metadata_only), {
             let the_cma = the_cma.clone();
@@ -387,9 +233,9 @@ async fn run_controllers(
         )
         .for_each(|_| async {});
 
-    let csr_store = csrs.store.clone();
-    let csr_store_for_clusters = csrs.store.clone();
-    let csr_controller = Controller::for_stream(csrs.subscribe(metadata_only), csrs.store.clone())
+    let csr_store = csrs.store();
+    let csr_store_for_clusters = csrs.store();
+    let csr_controller = Controller::for_stream(csrs.subscribe(metadata_only), csrs.store())
         .with_config(controller_config)
         .watches_stream(
             addons.subscribe(metadata_only),
@@ -434,15 +280,12 @@ async fn run_controllers(
     tokio::select! {
         synced = stores.synced() => synced?,
         _ = shutdown() => {
-            watches.iter().for_each(JoinHandle::abort);
             return Ok(());
         }
     }
     probes.set_synced(true);
     tracing::info!("hub caches synced");
     tokio::join!(addon_controller, install_controller, csr_controller);
-    for watch in watches {
-        watch.abort();
-    }
+    drop(watches);
     Ok(())
 }

@@ -6,29 +6,24 @@ use super::config::{Settings, TieringArgs};
 use super::metrics::Metrics;
 use super::reconcile::{self, Context};
 use super::snapshot::Stores;
-use futures::channel::mpsc;
-use futures::{Stream, StreamExt};
+use futures::StreamExt;
 use kube::api::Api;
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Client, Resource, ResourceExt};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
 use ocm_score_shell::CancellationToken;
-use ocm_score_shell::leader::{LeaderElector, Leadership};
 use ocm_score_shell::probes::ControllerProbes;
+use ocm_score_shell::supervise::{OnLoss, Supervision, run_while_leading};
+use ocm_score_shell::watch::{SharedWatch, as_is, metadata_only};
 use scheduler_core::api::tiering::TieredPlacement;
 use scheduler_core::api::{
     AddOnPlacementScore, ManagedCluster, ManagedClusterSet, ManagedClusterSetBinding, Placement,
     PlacementDecision,
 };
-use serde::de::DeserializeOwned;
-use std::fmt::Debug;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
-use tokio::sync::watch;
-use tokio::task::JoinHandle;
 
 /// Exit code for a configuration the process cannot start with.
 const EXIT_CONFIG: u8 = 2;
@@ -69,117 +64,27 @@ pub async fn run(args: TieringArgs, shutdown: CancellationToken) -> ExitCode {
             }
         };
     tracing::info!(workers = settings.workers, "tiering controller starting");
-    match leader_election {
-        None => lead(&client, &settings, &metrics, &probes, None, &shutdown).await,
-        Some(le) => {
-            let mut leadership = LeaderElector::new(client.clone(), le.config(&client)).spawn();
-            while leadership.acquired(&shutdown).await {
-                tracing::info!("leading: starting the controller");
-                lead(
-                    &client,
-                    &settings,
-                    &metrics,
-                    &probes,
-                    Some(&leadership),
-                    &shutdown,
-                )
-                .await;
-                if shutdown.is_cancelled() {
-                    break;
-                }
-                tracing::warn!("leadership lost: controller stopped, standing by");
-            }
-            // The controller has stopped: release the Lease so a standby takes over at once.
-            leadership.stop(Duration::from_secs(5)).await;
-        }
-    }
+    let set_leader = |leading: bool| metrics.set_leader(leading);
+    let supervision = Supervision {
+        probes: &probes,
+        set_leader: &set_leader,
+        shutdown: &shutdown,
+    };
+    let election = leader_election.map(|le| le.config(&client));
+    let lead = |stop| async {
+        run_controller(
+            client.clone(),
+            settings.clone(),
+            metrics.clone(),
+            probes.clone(),
+            stop,
+        )
+        .await;
+        Ok::<(), std::convert::Infallible>(())
+    };
+    let _ = run_while_leading(&client, election, OnLoss::StandBy, supervision, lead).await;
     server.stopped().await;
     ExitCode::SUCCESS
-}
-
-/// Life as the leader: run the controller until shutdown or until leadership is lost.
-async fn lead(
-    client: &Client,
-    settings: &Settings,
-    metrics: &Arc<Metrics>,
-    probes: &Arc<ControllerProbes>,
-    leadership: Option<&Leadership>,
-    shutdown: &CancellationToken,
-) {
-    metrics.set_leader(true);
-    probes.set_synced(false);
-    probes.set_leading(true);
-    let stop = shutdown.child_token();
-    let loss = leadership.map(|leadership| {
-        let mut leading = leadership.watch();
-        let stop = stop.clone();
-        tokio::spawn(async move {
-            tokio::select! {
-                // A closed channel means the election ended: no longer leading either.
-                _ = leading.wait_for(|leading| !*leading) => stop.cancel(),
-                () = stop.cancelled() => {}
-            }
-        })
-    });
-    run_controller(
-        client.clone(),
-        settings.clone(),
-        metrics.clone(),
-        probes.clone(),
-        stop.clone(),
-    )
-    .await;
-    stop.cancel();
-    if let Some(task) = loss {
-        let _ = task.await;
-    }
-    probes.set_leading(false);
-    metrics.set_leader(false);
-}
-
-/// A reflector over every object of a kind (managedFields dropped: nothing here reads them),
-/// run in its own task so the store syncs whatever the controller is doing. Returns the stream of
-/// objects added, changed or deleted, reduced to their metadata (the reconciler reads the store;
-/// triggers only need names, namespaces and labels), and whether the first list is in the store.
-fn reflect<K>(
-    client: &Client,
-    writer: reflector::store::Writer<K>,
-    tasks: &mut Vec<JoinHandle<()>>,
-) -> (
-    impl Stream<Item = Result<K, watcher::Error>> + Send + 'static + use<K>,
-    watch::Receiver<bool>,
-)
-where
-    K: Resource<DynamicType = ()> + Clone + Debug + Default + DeserializeOwned + Send + Sync + 'static,
-{
-    let (sender, receiver) = mpsc::unbounded();
-    let (listed_tx, listed) = watch::channel(false);
-    let kind = K::kind(&()).to_string();
-    let events = watcher(Api::<K>::all(client.clone()), watcher::Config::default())
-        .default_backoff()
-        .modify(|object: &mut K| object.managed_fields_mut().clear())
-        .reflect(writer);
-    tasks.push(tokio::spawn(events.for_each(move |event| {
-        match event {
-            Ok(
-                watcher::Event::Apply(object)
-                | watcher::Event::Delete(object)
-                | watcher::Event::InitApply(object),
-            ) => {
-                let mut trigger = K::default();
-                *trigger.meta_mut() = object.meta().clone();
-                // A closed channel only means the controller has stopped.
-                let _ = sender.unbounded_send(trigger);
-            }
-            Ok(watcher::Event::InitDone) => {
-                listed_tx.send_replace(true);
-            }
-            Ok(watcher::Event::Init) => {}
-            Err(error) => tracing::warn!(%kind, %error, "watch failed; retrying"),
-        }
-        futures::future::ready(())
-    })));
-    (receiver.map(Ok), listed)
 }
 
 fn every(store: &Store<TieredPlacement>) -> Vec<ObjectRef<TieredPlacement>> {
@@ -226,39 +131,41 @@ async fn run_controller(
     probes: Arc<ControllerProbes>,
     stop: CancellationToken,
 ) {
-    let (tiered, tiered_w) = reflector::store::<TieredPlacement>();
-    let (clusters, clusters_w) = reflector::store::<ManagedCluster>();
-    let (cluster_sets, cluster_sets_w) = reflector::store::<ManagedClusterSet>();
-    let (bindings, bindings_w) = reflector::store::<ManagedClusterSetBinding>();
-    let (scores, scores_w) = reflector::store::<AddOnPlacementScore>();
-    let (placements, placements_w) = reflector::store::<Placement>();
-    let (decisions, decisions_w) = reflector::store::<PlacementDecision>();
-    let mut tasks = Vec::new();
-    let (tiered_triggers, tiered_listed) = reflect(&client, tiered_w, &mut tasks);
-    let (cluster_triggers, clusters_listed) = reflect(&client, clusters_w, &mut tasks);
-    let (set_triggers, sets_listed) = reflect(&client, cluster_sets_w, &mut tasks);
-    let (score_triggers, scores_listed) = reflect(&client, scores_w, &mut tasks);
-    let (binding_triggers, bindings_listed) = reflect(&client, bindings_w, &mut tasks);
-    let (placement_triggers, placements_listed) = reflect(&client, placements_w, &mut tasks);
-    let (decision_triggers, decisions_listed) = reflect(&client, decisions_w, &mut tasks);
+    let mut tiered_watch = SharedWatch::<TieredPlacement>::default();
+    let mut cluster_watch = SharedWatch::<ManagedCluster>::default();
+    let mut set_watch = SharedWatch::<ManagedClusterSet>::default();
+    let mut binding_watch = SharedWatch::<ManagedClusterSetBinding>::default();
+    let mut score_watch = SharedWatch::<AddOnPlacementScore>::default();
+    let mut placement_watch = SharedWatch::<Placement>::default();
+    let mut decision_watch = SharedWatch::<PlacementDecision>::default();
+    let tiered = tiered_watch.store();
     let stores = Stores {
         tiered: tiered.clone(),
-        clusters,
-        cluster_sets,
-        bindings,
-        scores,
-        placements,
-        decisions,
-        listed: vec![
-            ("TieredPlacements", tiered_listed),
-            ("ManagedClusters", clusters_listed),
-            ("ManagedClusterSets", sets_listed),
-            ("ManagedClusterSetBindings", bindings_listed),
-            ("AddOnPlacementScores", scores_listed),
-            ("Placements", placements_listed),
-            ("PlacementDecisions", decisions_listed),
-        ],
+        clusters: cluster_watch.store(),
+        cluster_sets: set_watch.store(),
+        bindings: binding_watch.store(),
+        scores: score_watch.store(),
+        placements: placement_watch.store(),
+        decisions: decision_watch.store(),
     };
+    // The reconciler reads the stores; triggers only need names, namespaces and labels.
+    let tiered_triggers = tiered_watch.subscribe(metadata_only);
+    let cluster_triggers = cluster_watch.subscribe(metadata_only);
+    let set_triggers = set_watch.subscribe(metadata_only);
+    let binding_triggers = binding_watch.subscribe(metadata_only);
+    let score_triggers = score_watch.subscribe(metadata_only);
+    let placement_triggers = placement_watch.subscribe(metadata_only);
+    let decision_triggers = decision_watch.subscribe(metadata_only);
+    let everything = watcher::Config::default;
+    let _watches = [
+        tiered_watch.spawn(Api::all(client.clone()), everything(), as_is),
+        cluster_watch.spawn(Api::all(client.clone()), everything(), as_is),
+        set_watch.spawn(Api::all(client.clone()), everything(), as_is),
+        binding_watch.spawn(Api::all(client.clone()), everything(), as_is),
+        score_watch.spawn(Api::all(client.clone()), everything(), as_is),
+        placement_watch.spawn(Api::all(client.clone()), everything(), as_is),
+        decision_watch.spawn(Api::all(client.clone()), everything(), as_is),
+    ];
     let recorder = Recorder::new(
         client.clone(),
         Reporter {
@@ -273,20 +180,20 @@ async fn run_controller(
         metrics,
         recorder,
     ));
-    {
-        let (stores, probes, stop) = (stores.clone(), probes.clone(), stop.clone());
-        tokio::spawn(async move {
-            tokio::select! {
-                synced = stores.synced() => match synced {
-                    Ok(()) => {
-                        probes.set_synced(true);
-                        tracing::info!("hub caches synced");
-                    }
-                    Err(error) => tracing::error!(%error, "hub caches did not sync"),
-                },
-                () = stop.cancelled() => {}
+    // Plan nothing on half a picture, and wait here rather than in each worker: kube's store
+    // readiness wakes only the last of several tasks waiting on it at once.
+    tokio::select! {
+        synced = stores.synced() => match synced {
+            Ok(()) => {
+                probes.set_synced(true);
+                tracing::info!("hub caches synced");
             }
-        });
+            Err(error) => {
+                tracing::error!(%error, "hub caches did not sync");
+                return;
+            }
+        },
+        () = stop.cancelled() => return,
     }
 
     let (all1, all2, all3) = (tiered.clone(), tiered.clone(), tiered.clone());
@@ -319,7 +226,4 @@ async fn run_controller(
             }
         })
         .await;
-    for task in tasks {
-        task.abort();
-    }
 }

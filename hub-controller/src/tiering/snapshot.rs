@@ -7,7 +7,6 @@ use scheduler_core::api::{
     PlacementDecision,
 };
 use scheduler_core::placement::{HubObjects, HubSnapshot, PlacementError};
-use tokio::sync::watch;
 
 /// One store per kind the planner reads.
 #[derive(Clone)]
@@ -19,9 +18,6 @@ pub struct Stores {
     pub scores: Store<AddOnPlacementScore>,
     pub placements: Store<Placement>,
     pub decisions: Store<PlacementDecision>,
-    /// Per kind, whether its first complete list is in the store (set by the watch task on the
-    /// watcher's `InitDone`; a closed channel means the watch task ended).
-    pub listed: Vec<(&'static str, watch::Receiver<bool>)>,
 }
 
 /// A store's watch ended before its first list.
@@ -41,11 +37,35 @@ impl Stores {
     /// Resolves once every store holds its first complete list: a plan made from half a picture
     /// (no clusters yet, say) would be a failover.
     pub async fn synced(&self) -> Result<(), CacheGone> {
-        for (kind, listed) in &self.listed {
-            let mut listed = listed.clone();
-            listed.wait_for(|done| *done).await.map_err(|_| CacheGone(kind))?;
-            tracing::trace!(kind, "cache synced");
-        }
+        let gone = |kind| move |_| CacheGone(kind);
+        self.tiered
+            .wait_until_ready()
+            .await
+            .map_err(gone("TieredPlacements"))?;
+        self.clusters
+            .wait_until_ready()
+            .await
+            .map_err(gone("ManagedClusters"))?;
+        self.cluster_sets
+            .wait_until_ready()
+            .await
+            .map_err(gone("ManagedClusterSets"))?;
+        self.bindings
+            .wait_until_ready()
+            .await
+            .map_err(gone("ManagedClusterSetBindings"))?;
+        self.scores
+            .wait_until_ready()
+            .await
+            .map_err(gone("AddOnPlacementScores"))?;
+        self.placements
+            .wait_until_ready()
+            .await
+            .map_err(gone("Placements"))?;
+        self.decisions
+            .wait_until_ready()
+            .await
+            .map_err(gone("PlacementDecisions"))?;
         Ok(())
     }
 

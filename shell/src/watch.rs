@@ -1,0 +1,137 @@
+//! One watch per kind, shared by a mode's controllers: it feeds a reflector store the reconcilers
+//! read, and a trigger channel per controller that wants the kind's events. kube's own shared
+//! streams stalled when an object was deleted before a subscriber read it, so the fan-out is ours.
+//!
+//! Channels are unbounded so a busy controller never stalls the watch (or the other controllers);
+//! they only ever hold what arrived since the consumer's last poll, and a subscriber that only maps
+//! events to object references takes each object reduced to its metadata ([`metadata_only`]).
+
+use futures::channel::mpsc;
+use futures::{Stream, StreamExt};
+use kube::ResourceExt;
+use kube::api::Api;
+use kube::runtime::reflector::{self, Store, store::Writer};
+use kube::runtime::{WatchStreamExt, watcher};
+use serde::de::DeserializeOwned;
+use std::fmt::Debug;
+use std::hash::Hash;
+use tokio::task::JoinHandle;
+
+/// A controller's share of a watch: a channel and what of each object it needs.
+struct Subscriber<K> {
+    sender: mpsc::UnboundedSender<K>,
+    project: fn(&K) -> K,
+}
+
+/// A watch of one kind, before it starts: take its store and subscribe, then [`SharedWatch::spawn`].
+pub struct SharedWatch<K>
+where
+    K: kube::Resource + Clone + 'static,
+    K::DynamicType: Eq + Hash + Clone,
+{
+    writer: Writer<K>,
+    subscribers: Vec<Subscriber<K>>,
+    /// For logs.
+    kind: String,
+}
+
+/// Only the metadata: all that owner and name mappings look at (reconcilers read the full object
+/// from the store), so queued triggers cost little memory.
+pub fn metadata_only<K: kube::Resource + Default>(object: &K) -> K {
+    let mut out = K::default();
+    *out.meta_mut() = object.meta().clone();
+    out
+}
+
+/// The whole object, for a mapping that reads more than metadata.
+pub fn whole<K: Clone>(object: &K) -> K {
+    object.clone()
+}
+
+/// Caches objects as they come (apart from managedFields, which nobody here reads).
+pub fn as_is<K>(_: &mut K) {}
+
+impl<K> Default for SharedWatch<K>
+where
+    K: kube::Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+    K::DynamicType: Eq + Hash + Clone + Default + Send + Sync,
+{
+    fn default() -> Self {
+        Self::with_type(Default::default())
+    }
+}
+
+impl<K> SharedWatch<K>
+where
+    K: kube::Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+    K::DynamicType: Eq + Hash + Clone + Send + Sync,
+{
+    /// A watch of a kind known only at run time (a dynamic object's `ApiResource`).
+    pub fn with_type(dyntype: K::DynamicType) -> Self {
+        let kind = K::kind(&dyntype).to_string();
+        SharedWatch {
+            writer: Writer::new(dyntype),
+            subscribers: Vec::new(),
+            kind,
+        }
+    }
+
+    /// The store the watch keeps; [`Store::wait_until_ready`] resolves after its first full list.
+    pub fn store(&self) -> Store<K> {
+        self.writer.as_reader()
+    }
+
+    /// Every object the watch delivers (added, changed, deleted, or listed again after a restart),
+    /// as `project` shapes it, for `Controller::for_stream`/`watches_stream`/`owns_stream`.
+    pub fn subscribe(
+        &mut self,
+        project: fn(&K) -> K,
+    ) -> impl Stream<Item = Result<K, watcher::Error>> + Send + 'static + use<K> {
+        let (sender, rx) = mpsc::unbounded();
+        self.subscribers.push(Subscriber { sender, project });
+        rx.map(Ok)
+    }
+
+    /// Starts the watch: the task feeds the store and the subscribers until the returned guard is
+    /// dropped. `compact` trims each object before it is cached.
+    pub fn spawn(self, api: Api<K>, config: watcher::Config, compact: fn(&mut K)) -> WatchTask {
+        let SharedWatch {
+            writer,
+            subscribers,
+            kind,
+        } = self;
+        let events = watcher(api, config)
+            .default_backoff()
+            .modify(move |object: &mut K| {
+                object.managed_fields_mut().clear();
+                compact(object);
+            });
+        let stream = reflector::reflector(writer, events);
+        WatchTask(tokio::spawn(stream.for_each(move |event| {
+            match event {
+                Ok(
+                    watcher::Event::Apply(object)
+                    | watcher::Event::Delete(object)
+                    | watcher::Event::InitApply(object),
+                ) => {
+                    for subscriber in &subscribers {
+                        // A closed channel only means that controller has stopped.
+                        let _ = subscriber.sender.unbounded_send((subscriber.project)(&object));
+                    }
+                }
+                Ok(_) => {}
+                Err(error) => tracing::warn!(%kind, %error, "watch failed; retrying"),
+            }
+            futures::future::ready(())
+        })))
+    }
+}
+
+/// A running watch; dropping it stops the watch (the store then stays as it was).
+pub struct WatchTask(JoinHandle<()>);
+
+impl Drop for WatchTask {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
