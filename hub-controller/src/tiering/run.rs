@@ -5,6 +5,8 @@
 use super::config::{Settings, TieringArgs};
 use super::metrics::Metrics;
 use super::reconcile::{self, Context};
+use super::reports::Reports;
+use super::reservations::SharedLedger;
 use super::snapshot::Stores;
 use futures::channel::mpsc;
 use futures::{Stream, StreamExt};
@@ -20,7 +22,7 @@ use ocm_score_shell::probes::ControllerProbes;
 use scheduler_core::api::tiering::TieredPlacement;
 use scheduler_core::api::{
     AddOnPlacementScore, ManagedCluster, ManagedClusterSet, ManagedClusterSetBinding, Placement,
-    PlacementDecision,
+    PlacementDecision, WorkloadShape,
 };
 use serde::de::DeserializeOwned;
 use std::fmt::Debug;
@@ -141,16 +143,20 @@ async fn lead(
 /// run in its own task so the store syncs whatever the controller is doing. Returns the stream of
 /// objects added, changed or deleted, reduced to their metadata (the reconciler reads the store;
 /// triggers only need names, namespaces and labels), and whether the first list is in the store.
-fn reflect<K>(
+///
+/// `observe` sees every event first, before the triggers it causes reach the controller.
+fn reflect<K, F>(
     client: &Client,
     writer: reflector::store::Writer<K>,
     tasks: &mut Vec<JoinHandle<()>>,
+    mut observe: F,
 ) -> (
-    impl Stream<Item = Result<K, watcher::Error>> + Send + 'static + use<K>,
+    impl Stream<Item = Result<K, watcher::Error>> + Send + 'static + use<K, F>,
     watch::Receiver<bool>,
 )
 where
     K: Resource<DynamicType = ()> + Clone + Debug + Default + DeserializeOwned + Send + Sync + 'static,
+    F: FnMut(&watcher::Event<K>) + Send + 'static,
 {
     let (sender, receiver) = mpsc::unbounded();
     let (listed_tx, listed) = watch::channel(false);
@@ -160,6 +166,9 @@ where
         .modify(|object: &mut K| object.managed_fields_mut().clear())
         .reflect(writer);
     tasks.push(tokio::spawn(events.for_each(move |event| {
+        if let Ok(event) = &event {
+            observe(event);
+        }
         match event {
             Ok(
                 watcher::Event::Apply(object)
@@ -181,6 +190,9 @@ where
     })));
     (receiver.map(Ok), listed)
 }
+
+/// For the kinds whose events need no observing beyond the store.
+fn ignore<K>(_: &watcher::Event<K>) {}
 
 fn every(store: &Store<TieredPlacement>) -> Vec<ObjectRef<TieredPlacement>> {
     store
@@ -233,14 +245,36 @@ async fn run_controller(
     let (scores, scores_w) = reflector::store::<AddOnPlacementScore>();
     let (placements, placements_w) = reflector::store::<Placement>();
     let (decisions, decisions_w) = reflector::store::<PlacementDecision>();
+    let (shapes, shapes_w) = reflector::store::<WorkloadShape>();
+    let ledger = Arc::new(SharedLedger::new(settings.reservations));
     let mut tasks = Vec::new();
-    let (tiered_triggers, tiered_listed) = reflect(&client, tiered_w, &mut tasks);
-    let (cluster_triggers, clusters_listed) = reflect(&client, clusters_w, &mut tasks);
-    let (set_triggers, sets_listed) = reflect(&client, cluster_sets_w, &mut tasks);
-    let (score_triggers, scores_listed) = reflect(&client, scores_w, &mut tasks);
-    let (binding_triggers, bindings_listed) = reflect(&client, bindings_w, &mut tasks);
-    let (placement_triggers, placements_listed) = reflect(&client, placements_w, &mut tasks);
-    let (decision_triggers, decisions_listed) = reflect(&client, decisions_w, &mut tasks);
+    let forget = {
+        let ledger = ledger.clone();
+        move |event: &watcher::Event<TieredPlacement>| {
+            if let watcher::Event::Delete(tp) = event {
+                ledger.forget(tp);
+            }
+        }
+    };
+    let (tiered_triggers, tiered_listed) = reflect(&client, tiered_w, &mut tasks, forget);
+    let (cluster_triggers, clusters_listed) = reflect(&client, clusters_w, &mut tasks, ignore);
+    let (set_triggers, sets_listed) = reflect(&client, cluster_sets_w, &mut tasks, ignore);
+    // A report releases reservations before the reconciles it triggers plan with them.
+    let report = {
+        let (ledger, metrics) = (ledger.clone(), metrics.clone());
+        let mut reports = Reports::default();
+        move |event: &watcher::Event<AddOnPlacementScore>| {
+            if let Some(cluster) = reports.observe(event) {
+                ledger.report(&cluster, jiff::Timestamp::now(), &metrics);
+            }
+        }
+    };
+    let (score_triggers, scores_listed) = reflect(&client, scores_w, &mut tasks, report);
+    let (binding_triggers, bindings_listed) = reflect(&client, bindings_w, &mut tasks, ignore);
+    let (placement_triggers, placements_listed) = reflect(&client, placements_w, &mut tasks, ignore);
+    let (decision_triggers, decisions_listed) = reflect(&client, decisions_w, &mut tasks, ignore);
+    // Shapes only change the deduction across shapes: the next plan uses them.
+    let (_, shapes_listed) = reflect(&client, shapes_w, &mut tasks, ignore);
     let stores = Stores {
         tiered: tiered.clone(),
         clusters,
@@ -249,6 +283,7 @@ async fn run_controller(
         scores,
         placements,
         decisions,
+        shapes,
         listed: vec![
             ("TieredPlacements", tiered_listed),
             ("ManagedClusters", clusters_listed),
@@ -257,6 +292,7 @@ async fn run_controller(
             ("AddOnPlacementScores", scores_listed),
             ("Placements", placements_listed),
             ("PlacementDecisions", decisions_listed),
+            ("WorkloadShapes", shapes_listed),
         ],
     };
     let recorder = Recorder::new(
@@ -272,6 +308,7 @@ async fn run_controller(
         settings.clone(),
         metrics,
         recorder,
+        ledger,
     ));
     {
         let (stores, probes, stop) = (stores.clone(), probes.clone(), stop.clone());

@@ -1,12 +1,14 @@
 //! The reflector stores the controller reads, and the planner's [`HubSnapshot`] built from them.
 
 use kube::runtime::reflector::Store;
+use scheduler_core::api::WorkloadShape;
 use scheduler_core::api::tiering::TieredPlacement;
 use scheduler_core::api::{
     AddOnPlacementScore, ManagedCluster, ManagedClusterSet, ManagedClusterSetBinding, Placement,
     PlacementDecision,
 };
 use scheduler_core::placement::{HubObjects, HubSnapshot, PlacementError};
+use scheduler_core::reservation::ShapeCatalog;
 use tokio::sync::watch;
 
 /// One store per kind the planner reads.
@@ -19,6 +21,8 @@ pub struct Stores {
     pub scores: Store<AddOnPlacementScore>,
     pub placements: Store<Placement>,
     pub decisions: Store<PlacementDecision>,
+    /// What one replica of each shape takes (cross-shape reservation deductions).
+    pub shapes: Store<WorkloadShape>,
     /// Per kind, whether its first complete list is in the store (set by the watch task on the
     /// watcher's `InitDone`; a closed channel means the watch task ended).
     pub listed: Vec<(&'static str, watch::Receiver<bool>)>,
@@ -47,6 +51,11 @@ impl Stores {
             tracing::trace!(kind, "cache synced");
         }
         Ok(())
+    }
+
+    /// The WorkloadShapes' per-replica requests.
+    pub fn shape_catalog(&self) -> ShapeCatalog {
+        ShapeCatalog::new(&cloned(&self.shapes))
     }
 
     /// What the planner needs for a TieredPlacement in `namespace`: every cluster, set, score and
