@@ -683,14 +683,7 @@ mod tests {
 
     #[test]
     fn other_shapes_are_deducted_conservatively() {
-        use crate::api::{ObjectMeta, WorkloadShape};
-        let shape = |name: &str, yaml: &str| WorkloadShape {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                ..ObjectMeta::default()
-            },
-            spec: serde_norway::from_str(yaml).unwrap(),
-        };
+        use crate::api::workload_shape::shape;
         let shapes = ShapeCatalog::new(&[
             shape("gpu-x1", r#"requests: {nvidia.com/gpu: "1"}"#),
             shape("gpu-x2", r#"requests: {nvidia.com/gpu: "2"}"#),

@@ -83,17 +83,7 @@ pub(crate) fn deduction(replicas: u32, ratio: f64) -> u64 {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::api::ObjectMeta;
-
-    fn shape(name: &str, yaml: &str) -> WorkloadShape {
-        WorkloadShape {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                ..ObjectMeta::default()
-            },
-            spec: serde_norway::from_str(yaml).unwrap(),
-        }
-    }
+    use crate::api::workload_shape::shape;
 
     fn catalog() -> ShapeCatalog {
         ShapeCatalog::new(&[
