@@ -581,3 +581,176 @@ async fn an_invalid_spec_is_reported_and_the_child_left_alone() {
     )
     .await;
 }
+
+// ---------------------------------------------------------------------------------------------
+// Reservations between score reports (design §10)
+
+/// Overflow to one cluster, at least 4 replicas of `gpu` must fit, 4 replicas per cluster.
+fn reserving_spec(name: &str) -> String {
+    format!(
+        "
+apiVersion: tiering.ocm-score.io/v1alpha1
+kind: TieredPlacement
+metadata: {{name: {name}, namespace: apps}}
+spec:
+  mode: Overflow
+  numberOfClusters: 1
+  tiers:
+  - {{name: primary, clusterSets: [primary]}}
+  - {{name: secondary, clusterSets: [secondary]}}
+  capacity:
+    rules:
+    - fits: {{shape: gpu, atLeastReplicas: 4}}
+  workload: {{shape: gpu, replicasPerCluster: 4}}
+"
+    )
+}
+
+/// Agents' reports: p1 fits 6 replicas of `gpu` (one placement of 4), p2 none, s1 and s2 8.
+async fn gpu_reports(hub: &Hub) {
+    let until = Timestamp::now() + jiff::SignedDuration::from_hours(1);
+    for (cluster, fits) in [("p1", 6), ("p2", 0), ("s1", 8), ("s2", 8)] {
+        hub.score(cluster, "fits.gpu", fits - 100, until).await;
+    }
+}
+
+/// Waits until `name`'s current generation is planned and OCM selected what the plan predicted;
+/// returns that selection and the placement's reservations (cluster, replicas).
+async fn placed(
+    hub: &Hub,
+    controller: &ControllerProcess,
+    name: &str,
+) -> (BTreeSet<String>, Vec<(String, i32)>) {
+    eventually(
+        &format!("{name} placed as predicted"),
+        || {
+            format!(
+                "{:#?}\n{}",
+                hub.find_tiered(name).map(|t| t.status),
+                controller.log()
+            )
+        },
+        || {
+            let tp = hub.find_tiered(name)?;
+            let status = tp.status.as_ref()?;
+            let predicted: BTreeSet<String> = status.placement.as_ref()?.predicted.iter().cloned().collect();
+            let decided = hub.decisions(name);
+            (status.observed_generation == tp.metadata.generation
+                && !predicted.is_empty()
+                && decided == predicted)
+                .then(|| {
+                    let reserved = status
+                        .reservations
+                        .iter()
+                        .map(|r| (r.cluster.clone(), r.replicas))
+                        .collect();
+                    (decided, reserved)
+                })
+        },
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_reservations_two_placements_a_moment_apart_take_the_same_cluster() {
+    let hub = Hub::start().await;
+    gpu_reports(&hub).await;
+    let controller = hub.controller_with("tiering-a", &["--reservations=false"]);
+    let mut controller = controller;
+    controller.wait_ready(|| hub.controller_requests()).await;
+    hub.create_tiered(&reserving_spec("first"));
+    assert_eq!(placed(&hub, &controller, "first").await, (set(&["p1"]), vec![]));
+    hub.create_tiered(&reserving_spec("second"));
+    assert_eq!(
+        placed(&hub, &controller, "second").await,
+        (set(&["p1"]), vec![]),
+        "both saw p1's 6 free replicas"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reservations_send_the_second_placement_elsewhere_survive_a_restart_and_end_with_a_report() {
+    const SETTLE: i64 = 10;
+    let hub = Hub::start().await;
+    gpu_reports(&hub).await;
+    let flags = ["--reservation-settle=10s", "--reservation-ttl=10m"];
+    let mut first_process = hub.controller_with("tiering-a", &flags);
+    first_process.wait_ready(|| hub.controller_requests()).await;
+
+    // The first placement takes p1 and reserves 4 replicas there.
+    hub.create_tiered(&reserving_spec("first"));
+    assert_eq!(
+        placed(&hub, &first_process, "first").await,
+        (set(&["p1"]), vec![("p1".to_string(), 4)])
+    );
+    let status = hub.tiered("first").status.expect("status");
+    let reservation = status.reservations[0].clone();
+    assert_eq!(reservation.shape, "gpu");
+    assert_eq!(
+        reservation.expires_at.0,
+        reservation.created_at.0 + jiff::SignedDuration::from_mins(10)
+    );
+    assert_eq!(status.workload.map(|w| w.replicas_per_cluster), Some(4));
+    assert_eq!(
+        first_process.metric("ocm_score_tiering_reservations", &[]).await,
+        Some(1.0)
+    );
+
+    // A moment later, before p1's agent reports again: p1 has 6 - 4 = 2 left, so the second
+    // placement overflows to the secondary tier.
+    hub.create_tiered(&reserving_spec("second"));
+    let (second, reserved) = placed(&hub, &first_process, "second").await;
+    assert_eq!(second.len(), 1);
+    assert!(second.is_subset(&set(&["s1", "s2"])), "{second:?}");
+    assert_eq!(reserved.len(), 1);
+    let status = hub.tiered("second").status.expect("status");
+    assert_eq!(status.active_tiers, ["secondary"]);
+
+    // A new controller process rebuilds the ledger from the statuses: a third placement still
+    // sees p1 reserved.
+    assert_eq!(first_process.terminate().await, Some(0));
+    let mut second_process = hub.controller_with("tiering-b", &flags);
+    second_process.wait_ready(|| hub.controller_requests()).await;
+    hub.create_tiered(&reserving_spec("third"));
+    let (third, _) = placed(&hub, &second_process, "third").await;
+    assert!(third.is_subset(&set(&["s1", "s2"])), "{third:?}");
+    assert_eq!(
+        placed(&hub, &second_process, "first").await,
+        (set(&["p1"]), vec![("p1".to_string(), 4)]),
+        "the reservation survived the restart"
+    );
+
+    // p1's agent reports after the settle time (its pods counted: 2 left): released; the first
+    // placement keeps p1 (its own 4 replicas are credited back).
+    let settled_at = reservation.created_at.0 + jiff::SignedDuration::from_secs(SETTLE);
+    eventually(
+        "the settle time passed",
+        || format!("waiting for {settled_at}"),
+        || (Timestamp::now() >= settled_at).then_some(()),
+    )
+    .await;
+    let until = Timestamp::now() + jiff::SignedDuration::from_hours(1);
+    hub.score("p1", "fits.gpu", 2 - 100, until).await;
+    let released = eventually(
+        "the report released the reservation",
+        || format!("{:#?}\n{}", hub.tiered("first").status, second_process.log()),
+        || {
+            let status = hub.tiered("first").status?;
+            status.reservations.is_empty().then_some(status)
+        },
+    )
+    .await;
+    assert_eq!(
+        released.placement.map(|p| p.predicted),
+        Some(vec!["p1".to_string()])
+    );
+    assert!(
+        second_process
+            .metric("ocm_score_tiering_reservations_released_by_report_total", &[])
+            .await
+            >= Some(1.0)
+    );
+    assert_eq!(placed(&hub, &second_process, "first").await.0, set(&["p1"]));
+    // The others' reservations on the secondary clusters are untouched by p1's report.
+    assert_eq!(placed(&hub, &second_process, "second").await.1.len(), 1);
+}

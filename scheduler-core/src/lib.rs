@@ -7,5 +7,6 @@ pub mod duration;
 pub mod names;
 pub mod normalize;
 pub mod placement;
+pub mod reservation;
 pub mod tiering;
 pub mod yaml;

@@ -31,9 +31,13 @@ where
 {
     writer: Writer<K>,
     subscribers: Vec<Subscriber<K>>,
+    observer: Option<Observer<K>>,
     /// For logs.
     kind: String,
 }
+
+/// Sees every event of a watch before the triggers it causes are sent.
+type Observer<K> = Box<dyn FnMut(&watcher::Event<K>) + Send>;
 
 /// Only the metadata: all that owner and name mappings look at (reconcilers read the full object
 /// from the store), so queued triggers cost little memory.
@@ -72,6 +76,7 @@ where
         SharedWatch {
             writer: Writer::new(dyntype),
             subscribers: Vec::new(),
+            observer: None,
             kind,
         }
     }
@@ -92,12 +97,19 @@ where
         rx.map(Ok)
     }
 
+    /// Has `observe` see every event (after the store took it, before any subscriber is sent its
+    /// trigger), for state that must be up to date when the controllers react.
+    pub fn observe(&mut self, observe: impl FnMut(&watcher::Event<K>) + Send + 'static) {
+        self.observer = Some(Box::new(observe));
+    }
+
     /// Starts the watch: the task feeds the store and the subscribers until the returned guard is
     /// dropped. `compact` trims each object before it is cached.
     pub fn spawn(self, api: Api<K>, config: watcher::Config, compact: fn(&mut K)) -> WatchTask {
         let SharedWatch {
             writer,
             subscribers,
+            mut observer,
             kind,
         } = self;
         let events = watcher(api, config)
@@ -108,6 +120,9 @@ where
             });
         let stream = reflector::reflector(writer, events);
         WatchTask(tokio::spawn(stream.for_each(move |event| {
+            if let (Ok(event), Some(observe)) = (&event, observer.as_mut()) {
+                observe(event);
+            }
             match event {
                 Ok(
                     watcher::Event::Apply(object)

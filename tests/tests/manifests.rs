@@ -534,6 +534,8 @@ fn tiering_needs() -> BTreeSet<Permission> {
     let cluster = "cluster.open-cluster-management.io";
     // Reflectors over what it reconciles and what the planner reads.
     add("cluster", tiering, &["tieredplacements"], &["list", "watch"], "*");
+    // Shapes: reservations of one shape deducted from another's fits.
+    add("cluster", tiering, &["workloadshapes"], &["list", "watch"], "*");
     add(
         "cluster",
         cluster,

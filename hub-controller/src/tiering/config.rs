@@ -6,6 +6,7 @@ use ocm_score_shell::args::{
     LeaderDefaults, LeaderElection, LeaderElectionArgs, LeaderElectionFile, ProbeArgs, SettingError,
     parse_duration,
 };
+use scheduler_core::reservation::Timing;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -33,6 +34,21 @@ pub struct TieringArgs {
     #[arg(long, env = "OCM_SCORE_DIVERGENCE_GRACE", default_value = "30s", value_parser = parse_duration)]
     pub divergence_grace: Duration,
 
+    /// Reserve each TieredPlacement's `spec.workload` on the clusters its plan adds until their
+    /// agents report again, so plans made in between see the capacity it takes.
+    #[arg(long, env = "OCM_SCORE_RESERVATIONS", value_name = "BOOL", default_value_t = true,
+          action = clap::ArgAction::Set)]
+    pub reservations: bool,
+
+    /// A reservation's lifetime when no report releases it.
+    #[arg(long, env = "OCM_SCORE_RESERVATION_TTL", default_value = "5m", value_parser = parse_duration)]
+    pub reservation_ttl: Duration,
+
+    /// Reports observed sooner than this after a reservation may predate the workload's pods
+    /// (ManifestWork delivery, pod creation) and do not release it.
+    #[arg(long, env = "OCM_SCORE_RESERVATION_SETTLE", default_value = "90s", value_parser = parse_duration)]
+    pub reservation_settle: Duration,
+
     /// Kubeconfig of the hub; default: $KUBECONFIG, ~/.kube/config, or the in-cluster account.
     #[arg(long, env = "OCM_SCORE_KUBECONFIG", value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,
@@ -52,6 +68,8 @@ pub struct Settings {
     pub workers: u16,
     pub resync: Duration,
     pub divergence_grace: Duration,
+    /// `None`: reservations are off.
+    pub reservations: Option<Timing>,
     /// Reported as the events' instance.
     pub identity: String,
 }
@@ -70,6 +88,19 @@ impl TieringArgs {
         if self.divergence_grace.is_zero() {
             return Err(zero("--divergence-grace", self.divergence_grace));
         }
+        if self.reservation_ttl.is_zero() {
+            return Err(zero("--reservation-ttl", self.reservation_ttl));
+        }
+        if self.reservation_settle >= self.reservation_ttl {
+            return Err(SettingError {
+                field: "--reservation-settle".to_owned(),
+                value: format!("{:?}", self.reservation_settle),
+                problem: format!(
+                    "must be shorter than --reservation-ttl ({:?}), or no report could release a reservation",
+                    self.reservation_ttl
+                ),
+            });
+        }
         let leader = self
             .leader_election
             .resolve(LeaderElectionFile::default(), &LEADER_DEFAULTS)?;
@@ -82,6 +113,10 @@ impl TieringArgs {
                 workers: self.workers,
                 resync: self.resync_period,
                 divergence_grace: self.divergence_grace,
+                reservations: self.reservations.then_some(Timing {
+                    ttl: self.reservation_ttl,
+                    settle: self.reservation_settle,
+                }),
                 identity,
             },
             leader,
@@ -110,6 +145,7 @@ mod tests {
         assert_eq!(settings.workers, 4);
         assert_eq!(settings.resync, Duration::from_secs(300));
         assert_eq!(settings.divergence_grace, Duration::from_secs(30));
+        assert_eq!(settings.reservations, Some(Timing::default()));
         let leader = leader.expect("on by default");
         assert_eq!(leader.lease_name, "ocm-score-tiering");
         assert_eq!(leader.namespace, None);
@@ -122,6 +158,22 @@ mod tests {
             (2, Duration::from_secs(5))
         );
         assert!(leader.is_none());
+        let (settings, _) = parse(&["--reservations=false"])
+            .expect("parses")
+            .validate()
+            .expect("valid");
+        assert_eq!(settings.reservations, None);
+        let (settings, _) = parse(&["--reservation-ttl=20s", "--reservation-settle=2s"])
+            .expect("parses")
+            .validate()
+            .expect("valid");
+        assert_eq!(
+            settings.reservations,
+            Some(Timing {
+                ttl: Duration::from_secs(20),
+                settle: Duration::from_secs(2)
+            })
+        );
     }
 
     #[test]
@@ -135,5 +187,13 @@ mod tests {
             .validate()
             .expect_err("zero");
         assert_eq!(err.field, "--divergence-grace");
+        let err = parse(&["--reservation-ttl=1m", "--reservation-settle=1m"])
+            .expect("parses")
+            .validate()
+            .expect_err("settle not below the TTL");
+        assert_eq!(err.field, "--reservation-settle");
+        assert!(err.problem.contains("--reservation-ttl"), "{err:?}");
+        let err = parse(&["--reservations=maybe"]).expect_err("not a bool");
+        assert!(err.to_string().contains("--reservations"), "{err}");
     }
 }

@@ -27,6 +27,8 @@ pub struct Metrics {
     events_failed: Counter,
     last_reconcile: Gauge<f64, AtomicU64>,
     leader: Gauge,
+    reservations: Gauge,
+    released_by_report: Counter,
 }
 
 impl Default for Metrics {
@@ -86,6 +88,18 @@ impl Default for Metrics {
             "1 while this replica holds the leader Lease",
             leader.clone(),
         );
+        let reservations = Gauge::default();
+        registry.register(
+            "reservations",
+            "Capacity reservations in flight (one per TieredPlacement and cluster)",
+            reservations.clone(),
+        );
+        let released_by_report = Counter::default();
+        registry.register(
+            "reservations_released_by_report",
+            "Reservations released because their cluster's agent reported after the settle time",
+            released_by_report.clone(),
+        );
         Metrics {
             registry,
             reconciles,
@@ -97,6 +111,8 @@ impl Default for Metrics {
             events_failed,
             last_reconcile,
             leader,
+            reservations,
+            released_by_report,
         }
     }
 }
@@ -112,6 +128,15 @@ impl Metrics {
         self.reconcile_errors
             .get_or_create(&vec![("error", error.to_owned())])
             .inc();
+    }
+
+    pub fn reservations(&self, in_flight: usize) {
+        self.reservations
+            .set(i64::try_from(in_flight).unwrap_or(i64::MAX));
+    }
+
+    pub fn released_by_report(&self, count: usize) {
+        self.released_by_report.inc_by(count as u64);
     }
 
     pub fn wrote(&self, kind: &'static str) {

@@ -9,6 +9,13 @@
 //! subresource (a merge patch: [`status`] says why not server-side apply), publishes the plan's
 //! events and requeues at the plan's time ([`reconcile`]).
 //! Nothing is written when nothing changed: the planner gives identical plans for identical input.
+//!
+//! Reservations (design §10): plans run through `scheduler_core::reservation::plan_and_assume`
+//! against one ledger ([`reservations`]), one TieredPlacement at a time, so `fits` rules see what
+//! placements planned just before took on each cluster; [`reports`] turns AddOnPlacementScore
+//! updates into the reports that release them; a new leader rebuilds the ledger from every
+//! `status.reservations`. The controller also watches WorkloadShapes, for deducting one shape's
+//! reservations from another's `fits` (their CRD is in `manifests/hub/crds`).
 //! OCM's placement controller stays the only writer of PlacementDecisions.
 //!
 //! [`run`] is the mode in the process shell: probe server, metrics ([`metrics`]), and the shell's
@@ -25,6 +32,8 @@ pub mod config;
 pub mod divergence;
 pub mod metrics;
 pub mod reconcile;
+pub mod reports;
+pub mod reservations;
 pub mod run;
 pub mod snapshot;
 pub mod status;

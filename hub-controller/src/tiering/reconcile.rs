@@ -9,6 +9,7 @@ use super::child;
 use super::config::Settings;
 use super::divergence::{self, Divergence, Verdict};
 use super::metrics::Metrics;
+use super::reservations::SharedLedger;
 use super::snapshot::{CacheGone, Stores};
 use super::status;
 use jiff::Timestamp;
@@ -17,7 +18,8 @@ use kube::runtime::events::{Event, EventType, Recorder};
 use kube::{Resource, ResourceExt};
 use scheduler_core::api::tiering::TieredPlacement;
 use scheduler_core::placement::PlacementError;
-use scheduler_core::tiering::{PlanEvent, plan_object};
+use scheduler_core::reservation::plan_and_assume;
+use scheduler_core::tiering::PlanEvent;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -77,6 +79,8 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     pub recorder: Recorder,
     pub divergence: Divergence,
+    /// The hub's reservations.
+    pub ledger: Arc<SharedLedger>,
     /// Consecutive failures per TieredPlacement, for the retry backoff.
     failures: Mutex<HashMap<String, u32>>,
 }
@@ -88,6 +92,7 @@ impl Context {
         settings: Settings,
         metrics: Arc<Metrics>,
         recorder: Recorder,
+        ledger: Arc<SharedLedger>,
     ) -> Self {
         Context {
             client,
@@ -96,6 +101,7 @@ impl Context {
             metrics,
             recorder,
             divergence: Divergence::default(),
+            ledger,
             failures: Mutex::new(HashMap::new()),
         }
     }
@@ -118,6 +124,7 @@ pub async fn reconcile(tp: Arc<TieredPlacement>, ctx: Arc<Context>) -> Result<Ac
     if tp.meta().deletion_timestamp.is_some() {
         // The garbage collector removes the child with its owner.
         ctx.divergence.forget(&key);
+        ctx.ledger.forget(&tp);
         return Ok(Action::await_change());
     }
     let namespace = tp.namespace().ok_or(Error::NoNamespace)?;
@@ -129,8 +136,15 @@ pub async fn reconcile(tp: Arc<TieredPlacement>, ctx: Arc<Context>) -> Result<Ac
             namespace: namespace.clone(),
             source,
         })?;
+    let shapes = ctx.stores.shape_catalog();
     let now = Timestamp::now();
-    let mut plan = plan_object(&tp, &snapshot, now);
+    // Plan and assume under the ledger's lock: the next TieredPlacement sees these reservations.
+    let (mut plan, errors) = ctx.ledger.with(&ctx.stores.tiered, &ctx.metrics, |ledger| {
+        plan_and_assume(ledger, &tp, &snapshot, &shapes, now)
+    });
+    for error in &errors {
+        tracing::warn!(tiered = %key, %error, "a stored reservation cannot be loaded");
+    }
     let child_name = tp.spec.child_name(&name).to_owned();
     let live = snapshot.placement(&namespace, &child_name);
     tracing::debug!(

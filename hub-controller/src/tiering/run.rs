@@ -5,6 +5,8 @@
 use super::config::{Settings, TieringArgs};
 use super::metrics::Metrics;
 use super::reconcile::{self, Context};
+use super::reports::Reports;
+use super::reservations::SharedLedger;
 use super::snapshot::Stores;
 use futures::StreamExt;
 use kube::api::Api;
@@ -20,7 +22,7 @@ use ocm_score_shell::watch::{SharedWatch, as_is, metadata_only};
 use scheduler_core::api::tiering::TieredPlacement;
 use scheduler_core::api::{
     AddOnPlacementScore, ManagedCluster, ManagedClusterSet, ManagedClusterSetBinding, Placement,
-    PlacementDecision,
+    PlacementDecision, WorkloadShape,
 };
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -138,6 +140,27 @@ async fn run_controller(
     let mut score_watch = SharedWatch::<AddOnPlacementScore>::default();
     let mut placement_watch = SharedWatch::<Placement>::default();
     let mut decision_watch = SharedWatch::<PlacementDecision>::default();
+    // Shapes only change the deduction across shapes: the next plan uses them.
+    let shape_watch = SharedWatch::<WorkloadShape>::default();
+    let ledger = Arc::new(SharedLedger::new(settings.reservations));
+    tiered_watch.observe({
+        let ledger = ledger.clone();
+        move |event: &watcher::Event<TieredPlacement>| {
+            if let watcher::Event::Delete(tp) = event {
+                ledger.forget(tp);
+            }
+        }
+    });
+    // A report releases reservations before the reconciles it triggers plan with them.
+    score_watch.observe({
+        let (ledger, metrics) = (ledger.clone(), metrics.clone());
+        let mut reports = Reports::default();
+        move |event: &watcher::Event<AddOnPlacementScore>| {
+            if let Some(cluster) = reports.observe(event) {
+                ledger.report(&cluster, jiff::Timestamp::now(), &metrics);
+            }
+        }
+    });
     let tiered = tiered_watch.store();
     let stores = Stores {
         tiered: tiered.clone(),
@@ -147,6 +170,7 @@ async fn run_controller(
         scores: score_watch.store(),
         placements: placement_watch.store(),
         decisions: decision_watch.store(),
+        shapes: shape_watch.store(),
     };
     // The reconciler reads the stores; triggers only need names, namespaces and labels.
     let tiered_triggers = tiered_watch.subscribe(metadata_only);
@@ -165,6 +189,7 @@ async fn run_controller(
         score_watch.spawn(Api::all(client.clone()), everything(), as_is),
         placement_watch.spawn(Api::all(client.clone()), everything(), as_is),
         decision_watch.spawn(Api::all(client.clone()), everything(), as_is),
+        shape_watch.spawn(Api::all(client.clone()), everything(), as_is),
     ];
     let recorder = Recorder::new(
         client.clone(),
@@ -179,6 +204,7 @@ async fn run_controller(
         settings.clone(),
         metrics,
         recorder,
+        ledger,
     ));
     // Plan nothing on half a picture, and wait here rather than in each worker: kube's store
     // readiness wakes only the last of several tasks waiting on it at once.

@@ -1,12 +1,14 @@
 //! The reflector stores the controller reads, and the planner's [`HubSnapshot`] built from them.
 
 use kube::runtime::reflector::Store;
+use scheduler_core::api::WorkloadShape;
 use scheduler_core::api::tiering::TieredPlacement;
 use scheduler_core::api::{
     AddOnPlacementScore, ManagedCluster, ManagedClusterSet, ManagedClusterSetBinding, Placement,
     PlacementDecision,
 };
 use scheduler_core::placement::{HubObjects, HubSnapshot, PlacementError};
+use scheduler_core::reservation::ShapeCatalog;
 
 /// One store per kind the planner reads.
 #[derive(Clone)]
@@ -18,6 +20,8 @@ pub struct Stores {
     pub scores: Store<AddOnPlacementScore>,
     pub placements: Store<Placement>,
     pub decisions: Store<PlacementDecision>,
+    /// What one replica of each shape takes (cross-shape reservation deductions).
+    pub shapes: Store<WorkloadShape>,
 }
 
 /// A store's watch ended before its first list.
@@ -67,6 +71,11 @@ impl Stores {
             .await
             .map_err(gone("PlacementDecisions"))?;
         Ok(())
+    }
+
+    /// The WorkloadShapes' per-replica requests.
+    pub fn shape_catalog(&self) -> ShapeCatalog {
+        ShapeCatalog::new(&cloned(&self.shapes))
     }
 
     /// What the planner needs for a TieredPlacement in `namespace`: every cluster, set, score and

@@ -63,11 +63,11 @@ fn tiering_manifests() -> Vec<Value> {
     out
 }
 
-/// Our TieredPlacement CRD, as `manifests/hub/crds` installs it.
-fn own_crd() -> Crd {
-    let path = manifests_dir().join("crds/tiering.ocm-score.io_tieredplacements.yaml");
+/// One of our CRDs, as `manifests/hub/crds` installs it.
+fn own_crd(plural: &str) -> Crd {
+    let path = manifests_dir().join(format!("crds/tiering.ocm-score.io_{plural}.yaml"));
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-    Crd::from_yaml(&path, &text).expect("the TieredPlacement CRD")
+    Crd::from_yaml(&path, &text).unwrap_or_else(|e| panic!("the {plural} CRD: {e:?}"))
 }
 
 pub fn gvr<K: kube::Resource<DynamicType = ()>>() -> Gvr {
@@ -96,7 +96,8 @@ impl Hub {
     pub async fn start() -> Hub {
         let server = ApiServer::builder()
             .upstream_crds()
-            .crd(own_crd())
+            .crd(own_crd("tieredplacements"))
+            .crd(own_crd("workloadshapes"))
             .builtin_kinds()
             .rbac(true)
             .bookmark_interval(Duration::from_secs(1))
@@ -154,6 +155,11 @@ impl Hub {
 
     /// Starts `ocm-score-hub tiering` as the controller's service account (the manifests' RBAC).
     pub fn controller(&self, identity: &str) -> ControllerProcess {
+        self.controller_with(identity, &[])
+    }
+
+    /// [`Hub::controller`] with more flags.
+    pub fn controller_with(&self, identity: &str, flags: &[&str]) -> ControllerProcess {
         let groups = [
             "system:serviceaccounts",
             "system:serviceaccounts:ocm-score",
@@ -164,7 +170,7 @@ impl Hub {
         self.server
             .write_kubeconfig(&id, &kubeconfig)
             .expect("writing a kubeconfig");
-        ControllerProcess::start(&kubeconfig, identity)
+        ControllerProcess::start(&kubeconfig, identity, flags)
     }
 
     pub fn create_tiered(&self, yaml: &str) {
@@ -177,6 +183,13 @@ impl Hub {
             .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
             .expect("patching the TieredPlacement");
+    }
+
+    /// The TieredPlacement `name`, if it exists.
+    pub fn find_tiered(&self, name: &str) -> Option<TieredPlacement> {
+        self.server
+            .object(&gvr::<TieredPlacement>(), NAMESPACE, name)
+            .map(typed)
     }
 
     pub fn tiered(&self, name: &str) -> TieredPlacement {
@@ -441,7 +454,7 @@ pub struct ControllerProcess {
 }
 
 impl ControllerProcess {
-    fn start(kubeconfig: &Path, identity: &str) -> ControllerProcess {
+    fn start(kubeconfig: &Path, identity: &str, flags: &[&str]) -> ControllerProcess {
         let metrics_port = free_port();
         let mut child = Command::new(env!("CARGO_BIN_EXE_ocm-score-hub"))
             .arg("tiering")
@@ -454,6 +467,7 @@ impl ControllerProcess {
             .arg("--leader-election-renew-deadline=40s")
             .arg("--leader-election-retry-period=300ms")
             .arg("--divergence-grace=5s")
+            .args(flags)
             .env(
                 "RUST_LOG",
                 std::env::var("TIERING_E2E_RUST_LOG").unwrap_or_else(|_| "info,ocm_score_hub=debug".into()),

@@ -69,7 +69,9 @@ pub struct TieredPlacementSpec {
     /// qualifies when OCM would find it feasible.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity: Option<CapacityPolicy>,
-    /// What one placement puts on each selected cluster (reservations; `fits` self-credit).
+    /// What one placement puts on each selected cluster: the controller reserves it on every
+    /// cluster the plan adds until that cluster's agent reports again (`status.reservations`),
+    /// and a `fits` rule on the same shape credits it back on clusters already running it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workload: Option<WorkloadFootprint>,
     /// Copied into the child Placement: tolerations, prioritizerPolicy, decisionStrategy. It may
@@ -186,11 +188,14 @@ pub enum WhenStale {
     Disqualify,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+/// The footprint of one placement on each cluster it selects (the same manifest goes everywhere).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct WorkloadFootprint {
+    /// A WorkloadShape's name (the agent scores it as `fits.<shape>`).
     #[schemars(length(min = 1, max = 63))]
     pub shape: String,
+    /// Replicas of the shape on each selected cluster.
     #[schemars(range(min = 1))]
     pub replicas_per_cluster: i32,
 }
@@ -276,7 +281,13 @@ pub struct TieredPlacementStatus {
     /// Voluntary moves are blocked until then (transition budget exceeded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub frozen_until: Option<Time>,
-    /// In-flight capacity reservations (design §10; written by a later version).
+    /// The `spec.workload` the selection in `placement.predicted` was reserved with: a later
+    /// increase of `replicasPerCluster` reserves only the difference.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload: Option<WorkloadFootprint>,
+    /// Capacity this placement took on clusters whose agents have not reported since (design
+    /// §10), sorted by cluster. Other TieredPlacements see the clusters' `fits` scores minus
+    /// these; the controller rebuilds its ledger from them after a restart.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reservations: Vec<Reservation>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -417,16 +428,28 @@ pub struct StaleSince {
     pub since: Time,
 }
 
+/// Replicas of a shape a placement put on a cluster, not yet in the cluster's reported scores.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Reservation {
     pub cluster: String,
     pub shape: String,
+    #[schemars(range(min = 1))]
     pub replicas: i32,
+    /// Released by the first score report the controller observes at or after
+    /// `createdAt + settle`.
     pub created_at: Time,
+    /// Released then at the latest (the TTL).
     pub expires_at: Time,
-    /// `InFlight`.
-    pub state: String,
+    #[serde(default)]
+    pub state: ReservationState,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum ReservationState {
+    /// Deducted from the cluster's reported capacity until released.
+    #[default]
+    InFlight,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -695,13 +718,19 @@ pub fn validate(spec: &TieredPlacementSpec) -> Vec<SpecError> {
             }
         }
     }
-    if let Some(w) = &spec.workload
-        && w.replicas_per_cluster < 1
-    {
-        errors.push(err(
-            "spec.workload.replicasPerCluster",
-            format!("{}; it must be at least 1", w.replicas_per_cluster),
-        ));
+    if let Some(w) = &spec.workload {
+        if !is_dns_label(&w.shape) {
+            errors.push(err(
+                "spec.workload.shape",
+                format!("{:?} is not a DNS label (a WorkloadShape's name)", w.shape),
+            ));
+        }
+        if w.replicas_per_cluster < 1 {
+            errors.push(err(
+                "spec.workload.replicasPerCluster",
+                format!("{}; it must be at least 1", w.replicas_per_cluster),
+            ));
+        }
     }
     match spec.timings() {
         Err(e) => errors.push(e),
@@ -886,6 +915,27 @@ mod tests {
             ..CapacityPolicy::default()
         });
         assert_eq!(fields(&s), ["spec.capacity.debounce"]);
+    }
+
+    #[test]
+    fn the_workload_names_a_shape_and_at_least_one_replica() {
+        let mut s = valid();
+        s.workload = Some(WorkloadFootprint {
+            shape: "A100 x1".into(),
+            replicas_per_cluster: 0,
+        });
+        let e = validate(&s);
+        assert_eq!(
+            fields(&s),
+            ["spec.workload.shape", "spec.workload.replicasPerCluster"]
+        );
+        assert!(e[0].to_string().contains("\"A100 x1\""), "{}", e[0]);
+        assert!(e[1].to_string().contains("0; it must be at least 1"), "{}", e[1]);
+        s.workload = Some(WorkloadFootprint {
+            shape: "a100-x1".into(),
+            replicas_per_cluster: 4,
+        });
+        assert!(fields(&s).is_empty());
     }
 
     #[test]

@@ -320,21 +320,23 @@ fn is_label_value(value: &str) -> bool {
             && value.as_bytes()[value.len() - 1].is_ascii_alphanumeric())
 }
 
+/// A shape named `name` with the spec `yaml`, for tests.
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+pub(crate) fn shape(name: &str, yaml: &str) -> WorkloadShape {
+    WorkloadShape {
+        metadata: crate::api::ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        spec: serde_norway::from_str(yaml).unwrap(),
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::api::ObjectMeta;
-
-    fn shape(name: &str, yaml: &str) -> WorkloadShape {
-        WorkloadShape {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                ..Default::default()
-            },
-            spec: serde_norway::from_str(yaml).unwrap(),
-        }
-    }
 
     fn fields(shape: &WorkloadShape) -> Vec<String> {
         validate(shape).into_iter().map(|e| e.field).collect()

@@ -23,6 +23,7 @@ use crate::api::tiering::{
 use crate::api::{ObjectMeta, Placement, PlacementSpec};
 use crate::placement::snapshot::{ClusterId, HubSnapshot};
 use crate::placement::{candidates, schedule};
+use crate::reservation::View;
 
 const HOUR: i128 = 3600 * 1_000_000_000;
 const KEPT_TRANSITIONS: usize = 10;
@@ -35,6 +36,8 @@ pub struct Input<'a> {
     pub tiers: &'a [TierClusters],
     pub in_decision: &'a [bool],
     pub child_name: &'a str,
+    /// The capacity other placements' reservations take.
+    pub reserved: &'a View<'a>,
     pub now: i128,
 }
 
@@ -125,6 +128,7 @@ pub fn decide(input: &Input<'_>) -> Plan {
         tiers,
         in_decision,
         child_name,
+        reserved,
         now,
     } = *input;
     let timings = match spec.timings() {
@@ -142,6 +146,7 @@ pub fn decide(input: &Input<'_>) -> Plan {
         in_decision,
         prior.and_then(|p| p.capacity.as_ref()),
         first_plan,
+        reserved,
         now,
     );
     let verdict_of = |id: ClusterId| verdicts.by_cluster[id.index()].as_ref();
@@ -427,6 +432,7 @@ pub fn decide(input: &Input<'_>) -> Plan {
         preferred_tier: spec.tiers.first().map(|t| t.name.clone()),
         placement: Some(super::child_mirror(snapshot, namespace, child_name, &predicted)),
         capacity: verdicts.state.clone(),
+        workload: prior.and_then(|p| p.workload.clone()),
         reservations: prior.map(|p| p.reservations.clone()).unwrap_or_default(),
         transitions: prior.map(|p| p.transitions.clone()).unwrap_or_default(),
         frozen_until: frozen_until.map(time),

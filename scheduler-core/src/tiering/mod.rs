@@ -18,6 +18,8 @@
 //!   means "leave the child as it is" (invalid spec, or pins too large). A child edited by hand
 //!   keeps our hash annotation only if the editor kept it: the controller should also compare
 //!   the fields it manages (from `managedFields`) and re-apply with an event when they differ.
+//! * **Reservations**: plan through [`crate::reservation::plan_and_assume`], one TieredPlacement
+//!   at a time against one ledger, so `fits` rules see what placements planned just before took.
 //! * **Status**: write [`Plan::status`] through the status subresource when
 //!   [`Plan::write_status`] is true. It holds every instant the planner needs (rounded up to
 //!   whole seconds, as `metav1.Time` stores them), so a new leader continues hold-downs,
@@ -48,7 +50,7 @@
 pub mod choose;
 pub mod feasibility;
 pub mod render;
-mod time;
+pub(crate) mod time;
 pub mod verdict;
 
 pub use time::format_duration;
@@ -60,6 +62,7 @@ use crate::api::tiering::{
 use crate::api::{Condition, ObjectMeta, Placement, Time};
 use crate::placement::schedule::existing_decisions;
 use crate::placement::snapshot::HubSnapshot;
+use crate::reservation::View;
 use k8s_openapi::jiff::Timestamp;
 use time::{ceil_second, ns};
 
@@ -163,6 +166,19 @@ pub fn plan(
     snapshot: &HubSnapshot,
     now: Timestamp,
 ) -> Plan {
+    plan_with(meta, spec, prior, snapshot, &View::none(), now)
+}
+
+/// [`plan`], with `fits` rules seeing the capacity `reserved` leaves (reported minus the other
+/// placements' in-flight reservations, [`crate::reservation`]).
+pub fn plan_with(
+    meta: &ObjectMeta,
+    spec: &TieredPlacementSpec,
+    prior: Option<&TieredPlacementStatus>,
+    snapshot: &HubSnapshot,
+    reserved: &View<'_>,
+    now: Timestamp,
+) -> Plan {
     let now_ns = ns(now);
     let namespace = meta.namespace.as_deref().unwrap_or("");
     let name = meta.name.as_deref().unwrap_or("");
@@ -197,6 +213,7 @@ pub fn plan(
         tiers: &tiers,
         in_decision: &in_decision,
         child_name: &child_name,
+        reserved,
         now: now_ns,
     })
 }

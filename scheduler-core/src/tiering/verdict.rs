@@ -15,6 +15,7 @@ use super::time::{ceil_second, dur, of, time};
 use crate::api::tiering::{CapacityRule, CapacityState, PendingVerdict, StaleSince, Timings, WhenStale};
 use crate::api::{AddOnPlacementScore, TieredPlacementSpec};
 use crate::placement::snapshot::{ClusterId, HubSnapshot};
+use crate::reservation::View;
 
 /// What one cluster's rules say right now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -86,8 +87,16 @@ struct Rule<'a> {
     name: String,
     enter: i64,
     exit: i64,
-    /// `fits`: replicas per score point, and the self-credit for clusters running the workload.
-    fits: Option<(i64, i64)>,
+    /// `fits`: the shape, replicas per score point, and the self-credit for clusters running
+    /// the workload.
+    fits: Option<Fits<'a>>,
+}
+
+#[derive(Clone, Copy)]
+struct Fits<'a> {
+    shape: &'a str,
+    scale: i64,
+    credit: i64,
 }
 
 impl<'a> Rule<'a> {
@@ -102,7 +111,11 @@ impl<'a> Rule<'a> {
                 name: format!("fits.{}", f.shape),
                 enter: i64::from(f.at_least_replicas),
                 exit: i64::from(f.exit_below_replicas.unwrap_or(f.at_least_replicas)),
-                fits: Some((i64::from(f.scale.unwrap_or(1).max(1)), credit)),
+                fits: Some(Fits {
+                    shape: &f.shape,
+                    scale: i64::from(f.scale.unwrap_or(1).max(1)),
+                    credit,
+                }),
             })
         } else {
             rule.score.as_ref().map(|s| Rule {
@@ -117,9 +130,11 @@ impl<'a> Rule<'a> {
 
     /// `(raw verdict with the threshold for `was_qualified`, raw with the enter threshold,
     /// validUntil, description when asked for)`.
+    #[allow(clippy::too_many_arguments)]
     fn verdict(
         &self,
         snapshot: &HubSnapshot,
+        reserved: &View<'_>,
         id: ClusterId,
         in_decision: bool,
         was_qualified: bool,
@@ -135,10 +150,17 @@ impl<'a> Rule<'a> {
                 format!("{resource}/{name}: {why}"),
             ),
             Ok((value, until)) => {
-                // `fits` values encode replicas as `floor(fits / scale) - 100` (design §11).
+                // `fits` values encode replicas as `floor(fits / scale) - 100` (design §11); other
+                // placements' reservations are deducted from what was reported, floored at 0.
+                let mut taken = 0;
                 let v = match self.fits {
-                    Some((scale, credit)) => {
-                        (i64::from(value) + 100) * scale + if in_decision { credit } else { 0 }
+                    Some(f) => {
+                        let reported = (i64::from(value) + 100) * f.scale;
+                        if !reserved.is_empty() {
+                            let r = reserved.reserved(snapshot.cluster_name(id), f.shape);
+                            taken = i64::try_from(r).unwrap_or(i64::MAX).min(reported.max(0));
+                        }
+                        reported - taken + if in_decision { f.credit } else { 0 }
                     }
                     None => i64::from(value),
                 };
@@ -148,7 +170,12 @@ impl<'a> Rule<'a> {
                     let unit = if self.fits.is_some() { " replicas" } else { "" };
                     let cmp = if v >= threshold { ">=" } else { "<" };
                     let which = if was_qualified { "exit" } else { "enter" };
-                    format!("{name} = {v}{unit} {cmp} {which} {threshold}")
+                    let less = if taken > 0 {
+                        format!(" ({taken} reserved by other placements)")
+                    } else {
+                        String::new()
+                    };
+                    format!("{name} = {v}{unit}{less} {cmp} {which} {threshold}")
                 } else {
                     String::new()
                 };
@@ -177,6 +204,7 @@ pub fn evaluate(
     in_decision: &[bool],
     prior: Option<&CapacityState>,
     first_plan: bool,
+    reserved: &View<'_>,
     now: i128,
 ) -> Verdicts {
     let mut by_cluster: Vec<Option<Verdict>> = vec![None; snapshot.clusters().len()];
@@ -233,7 +261,7 @@ pub fn evaluate(
         let mut raw = Raw::Qualifies;
         let mut enter = Raw::Qualifies;
         for rule in &rules {
-            let (r, e, until, _) = rule.verdict(snapshot, id, decided, was, now, false);
+            let (r, e, until, _) = rule.verdict(snapshot, reserved, id, decided, was, now, false);
             raw = combine(raw, r);
             enter = combine(enter, e);
             if let Some(u) = until {
@@ -291,7 +319,7 @@ pub fn evaluate(
         if !v.qualified || v.debouncing_until.is_some() {
             let texts: Vec<String> = rules
                 .iter()
-                .map(|r| r.verdict(snapshot, id, decided, was, now, true).3)
+                .map(|r| r.verdict(snapshot, reserved, id, decided, was, now, true).3)
                 .collect();
             v.why = texts.join("; ");
             if let Some(until) = v.debouncing_until {
@@ -303,6 +331,10 @@ pub fn evaluate(
             state.qualified.push(name.to_string());
         }
         by_cluster[id.index()] = Some(v);
+    }
+    // A reservation that was deducted expires then, and the verdict may change with it.
+    if let Some(t) = reserved.next_change() {
+        min_time(&mut requeue_at, t);
     }
     Verdicts {
         by_cluster,

@@ -1,0 +1,92 @@
+//! The hub's one reservation ledger (`scheduler_core::reservation`), shared by the reconciles and
+//! the watches. Plan and assume happen under its lock, one TieredPlacement at a time, so a
+//! placement planned right after another sees the other's reservations. It is built from the
+//! TieredPlacements' `status.reservations` on the first plan after the caches synced (each
+//! leadership term starts a new one), so a new leader continues with the reservations the last
+//! one made.
+
+use super::metrics::Metrics;
+use jiff::Timestamp;
+use kube::ResourceExt;
+use kube::runtime::reflector::Store;
+use scheduler_core::api::tiering::TieredPlacement;
+use scheduler_core::reservation::{Ledger, Timing, placement_key};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+pub struct SharedLedger {
+    /// `None` until the first plan.
+    ledger: Mutex<Option<Ledger>>,
+    /// `None`: reservations are off.
+    timing: Option<Timing>,
+}
+
+impl SharedLedger {
+    pub fn new(timing: Option<Timing>) -> SharedLedger {
+        SharedLedger {
+            ledger: Mutex::new(None),
+            timing,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Option<Ledger>> {
+        self.ledger.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Runs `f` on the ledger, building it from `tiered` (synced) first if needed. Keep `f`
+    /// short and free of I/O: every plan waits for the lock.
+    pub fn with<R>(
+        &self,
+        tiered: &Store<TieredPlacement>,
+        metrics: &Metrics,
+        f: impl FnOnce(&mut Ledger) -> R,
+    ) -> R {
+        let mut guard = self.lock();
+        let ledger = guard.get_or_insert_with(|| {
+            let objects = tiered.state();
+            let (ledger, errors) = match self.timing {
+                Some(timing) => Ledger::rebuild(
+                    timing,
+                    true,
+                    objects.iter().map(|tp| (placement_key(tp), tp.status.as_ref())),
+                ),
+                None => (Ledger::disabled(), Vec::new()),
+            };
+            for error in &errors {
+                tracing::warn!(%error, "a stored reservation cannot be loaded");
+            }
+            tracing::info!(
+                reservations = ledger.entries().count(),
+                enabled = self.timing.is_some(),
+                "reservation ledger built from the TieredPlacements' status"
+            );
+            ledger
+        });
+        let result = f(ledger);
+        metrics.reservations(ledger.entries().count());
+        result
+    }
+
+    /// A report of `cluster` observed at `at`: releases what it settles. Before the ledger is
+    /// built nothing is released (the stored reservations then wait for the next report).
+    pub fn report(&self, cluster: &str, at: Timestamp, metrics: &Metrics) {
+        let mut guard = self.lock();
+        let Some(ledger) = guard.as_mut() else {
+            return;
+        };
+        let released = ledger.observe_report(cluster, at.as_nanosecond());
+        if !released.is_empty() {
+            tracing::info!(%cluster, placements = ?released, "a report released reservations");
+            metrics.released_by_report(released.len());
+            metrics.reservations(ledger.entries().count());
+        }
+    }
+
+    /// A TieredPlacement that is gone.
+    pub fn forget(&self, tp: &TieredPlacement) {
+        if let Some(ledger) = self.lock().as_mut()
+            && ledger.forget(&placement_key(tp))
+        {
+            tracing::info!(tiered = %format!("{}/{}", tp.namespace().unwrap_or_default(), tp.name_any()), "released the reservations of a deleted TieredPlacement");
+        }
+    }
+}

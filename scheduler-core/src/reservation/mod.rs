@@ -1,0 +1,113 @@
+//! Reservations between score reports ("assume and deduct", design `tiered-placement.md` §10).
+//!
+//! Agents report every minute or so; decisions taken in between all see the same headroom, so two
+//! TieredPlacements created in the same minute would both take the cluster with the most room.
+//! The [`Ledger`] remembers what each placement just put where until the cluster's agent reports
+//! again, and plans see `fits` minus that.
+//!
+//! * **Assume.** When a plan selects a cluster that its placement's previous plan did not (the
+//!   clusters OCM is predicted to select, `status.placement.predicted`, not the pins: in Failover
+//!   the pins list every qualifying cluster while the workload lands on `numberOfClusters`), the
+//!   ledger reserves `spec.workload.replicasPerCluster` replicas of `spec.workload.shape` there,
+//!   expiring after the TTL (default 5 minutes). One entry per (placement, cluster): a new
+//!   assumption replaces the old one. On a cluster kept, an increase of `replicasPerCluster`
+//!   adds only the increase.
+//! * **Deduct.** A `fits.<S>` capacity rule sees `reported − Σ reservations` on the cluster,
+//!   floored at 0. Reservations of another shape `T` count `ceil(replicas × max_r(req_T[r] /
+//!   req_S[r]))` ([`ShapeCatalog`]); the next report corrects the over-deduction. A placement's
+//!   own reservations are not deducted from its own view (self-credit; the planner adds its
+//!   footprint back on clusters in its decisions, §5 step 2). Reservations never add headroom:
+//!   removing a workload frees capacity only when the agent says so.
+//! * **Release** (a) when the cluster leaves the placement's selection, or the placement its
+//!   `spec.workload`, or the placement is deleted; (b) on the first score report of the cluster
+//!   the controller observes at or after `createdAt + settle` (default 90 s: ManifestWork delivery
+//!   and pod creation; the agent deducts pending pods, so a report after pod creation already
+//!   counts the workload); (d) at `expiresAt` exactly (the TTL).
+//! * **Persist.** Each placement's reservations are in its `status.reservations`, and the
+//!   footprint its selection was reserved with in `status.workload`, so a new leader rebuilds
+//!   the same ledger ([`Ledger::rebuild`]). It cannot know which reports arrived while no one
+//!   watched, so the rebuilt reservations wait for the next report or their TTL.
+//!
+//! [`plan_and_assume`] is the one step the controller runs per TieredPlacement, serially across
+//! all of them against one ledger (Karmada's single scheduling worker): a placement planned right
+//! after another sees the other's reservations.
+//!
+//! # Where this differs from the design (and why)
+//!
+//! * The footprint a selection was reserved with is kept in `status.workload` (the design has no
+//!   such field): without it a restarted controller could not tell an increase of
+//!   `replicasPerCluster` from an unchanged spec, and delta-only would not survive a restart.
+//! * Delta-only adds the increase to what is still in flight on the cluster (Karmada replaces it
+//!   with the increase alone): a report has not counted any of those replicas yet.
+//! * A decrease caps what is in flight at the new size (those replicas will not be created), and
+//!   a footprint declared for clusters already running the workload reserves nothing.
+//! * Release (c), on `ManifestWork Applied=True`, is left out: the TieredPlacement names no
+//!   ManifestWork, and (b) bounds the window already.
+//! * A shape the hub has no valid WorkloadShape for is counted one for one against other shapes.
+
+mod ledger;
+mod shapes;
+
+pub use ledger::{DEFAULT_SETTLE, DEFAULT_TTL, Entry, Ledger, LoadError, Timing, View};
+pub use shapes::ShapeCatalog;
+
+use crate::api::tiering::{TieredPlacement, validate};
+use crate::placement::snapshot::HubSnapshot;
+use crate::tiering::time::{ns, timestamp};
+use crate::tiering::{Plan, plan_with};
+use k8s_openapi::jiff::Timestamp;
+
+/// The ledger's name of a TieredPlacement: `namespace/name`.
+pub fn placement_key(object: &TieredPlacement) -> String {
+    format!(
+        "{}/{}",
+        object.metadata.namespace.as_deref().unwrap_or_default(),
+        object.metadata.name.as_deref().unwrap_or_default()
+    )
+}
+
+/// Plans `object` with the capacity the ledger leaves it, then records what the plan selects:
+/// reservations on the clusters it adds, releases on the clusters it drops, expired reservations
+/// dropped. The plan's status carries the placement's reservations and requeues at their TTL.
+/// A placement the ledger does not know yet is loaded from its status first (the errors are
+/// the entries that could not be).
+pub fn plan_and_assume(
+    ledger: &mut Ledger,
+    object: &TieredPlacement,
+    snapshot: &HubSnapshot,
+    shapes: &ShapeCatalog,
+    now: Timestamp,
+) -> (Plan, Vec<LoadError>) {
+    let key = placement_key(object);
+    let now_ns = ns(now);
+    let errors = if ledger.knows(&key) {
+        Vec::new()
+    } else {
+        ledger.load(&key, object.status.as_ref())
+    };
+    ledger.expire(now_ns);
+    let mut plan = {
+        let view = ledger.view(&key, shapes, now_ns);
+        plan_with(
+            &object.metadata,
+            &object.spec,
+            object.status.as_ref(),
+            snapshot,
+            &view,
+            now,
+        )
+    };
+    // An invalid spec is not acted on (the child is left as it was): neither is its workload.
+    // Otherwise the selection may stay as it was (no child written) while the footprint changed.
+    if validate(&object.spec).is_empty() {
+        ledger.assume(&key, object.spec.workload.as_ref(), &plan.predicted, now_ns);
+    }
+    plan.status.reservations = ledger.reservations_of(&key);
+    plan.status.workload = ledger.workload_of(&key);
+    if let Some(expiry) = ledger.next_expiry_of(&key).filter(|e| *e > now_ns) {
+        let at = timestamp(expiry);
+        plan.requeue_at = Some(plan.requeue_at.map_or(at, |r| r.min(at)));
+    }
+    plan.write_status = object.status.as_ref() != Some(&plan.status);
+    (plan, errors)
+}
