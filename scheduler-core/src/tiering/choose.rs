@@ -136,7 +136,9 @@ pub fn decide(input: &Input<'_>) -> Plan {
         Err(e) => return super::invalid(meta, prior, &[e], now),
     };
     let namespace = meta.namespace.as_deref().unwrap_or("");
-    let first_plan = prior.is_none_or(|p| p.active_tiers.is_empty());
+    // Never planned before: no status yet, or one without any transition (an invalid spec's).
+    // A planned placement may have no active tier (nothing qualifies); that is not a first plan.
+    let first_plan = prior.is_none_or(|p| p.active_tiers.is_empty() && p.transitions.is_empty());
     let members: Vec<ClusterId> = tiers.iter().flat_map(|t| t.members.iter().copied()).collect();
     let verdicts = verdict::evaluate(
         spec,

@@ -157,6 +157,11 @@ pub fn child(
     if every_set {
         cluster_sets.clear();
     }
+    if active.is_empty() {
+        // No tier is active, so the child must select nothing; without predicates and cluster
+        // sets, OCM would take every cluster of every bound set.
+        predicates.push(pinned(&ClusterPredicate::default(), &[]));
+    }
     let decision_strategy = match &template.decision_strategy {
         Some(d) => Some(d.clone()),
         None => tier_groups(spec, active, snapshot),
