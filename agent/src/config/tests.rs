@@ -115,6 +115,7 @@ fn the_renewal_margin_lets_no_score_expire_while_sources_and_hub_answer_within_t
             scores: [("cpuAvailable".to_owned(), 0)].into(),
             valid_until: Some(crate::publish::valid_until(start, cfg.scoring.validity)),
             healthy: true,
+            shapes: None,
             written_at: Some(start),
         };
         let mut cycle_start = start;
@@ -124,7 +125,7 @@ fn the_renewal_margin_lets_no_score_expire_while_sources_and_hub_answer_within_t
             let decided_at = cycle_start + slow(cfg.scoring.api_timeout);
             // The next cycle comes as late as the jitter allows and reads and writes as slowly.
             let renew_by = cycle_start + late_tick + slow(cfg.scoring.api_timeout + cfg.scoring.hub_timeout);
-            if let Decision::Write(_) = decide(Some(&last), &scores, decided_at, renew_by, &policy) {
+            if let Decision::Write(_) = decide(Some(&last), &scores, None, decided_at, renew_by, &policy) {
                 let landed = decided_at + slow(cfg.scoring.hub_timeout);
                 let old = last.valid_until.expect("set");
                 assert!(landed < old, "{flags:?}: renewal landed at {landed}, after {old}");

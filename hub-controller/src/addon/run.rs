@@ -10,7 +10,7 @@ use super::{names, ownership, work};
 use futures::channel::mpsc;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
-use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::reflector::{self, ObjectRef, store::Writer};
@@ -282,6 +282,8 @@ async fn run_controllers(
     let mut works = Watched::<ManifestWork>::new();
     let mut roles = Watched::<Role>::new();
     let mut bindings = Watched::<RoleBinding>::new();
+    let mut cluster_roles = Watched::<ClusterRole>::new();
+    let mut cluster_bindings = Watched::<ClusterRoleBinding>::new();
     let mut csrs = Watched::<CertificateSigningRequest>::new();
     let mut scores = Watched::<AddOnPlacementScore>::new();
     // Config objects are read raw (their spec hash must cover exactly what the server holds).
@@ -297,6 +299,8 @@ async fn run_controllers(
         works: works.store.clone(),
         roles: roles.store.clone(),
         bindings: bindings.store.clone(),
+        cluster_roles: cluster_roles.store.clone(),
+        cluster_bindings: cluster_bindings.store.clone(),
         csrs: csrs.store.clone(),
         scores: scores.store.clone(),
     };
@@ -365,6 +369,9 @@ async fn run_controllers(
     };
     let install_controller = Controller::for_stream(cmas.subscribe(metadata_only), cmas.store.clone())
         .with_config(controller_config.clone())
+        // The agents' read access to WorkloadShapes is the ClusterManagementAddOn's.
+        .owns_stream(cluster_roles.subscribe(metadata_only))
+        .owns_stream(cluster_bindings.subscribe(metadata_only))
         .watches_stream(addons.subscribe(metadata_only), {
             let the_cma = the_cma.clone();
             move |_: ManagedClusterAddOn| the_cma()
@@ -418,6 +425,8 @@ async fn run_controllers(
         ),
         roles.spawn(Api::all(client.clone()), by_label(), as_is),
         bindings.spawn(Api::all(client.clone()), by_label(), as_is),
+        cluster_roles.spawn(Api::all(client.clone()), by_label(), as_is),
+        cluster_bindings.spawn(Api::all(client.clone()), by_label(), as_is),
         csrs.spawn(Api::all(client.clone()), by_label(), as_is),
         scores.spawn(
             Api::all(client.clone()),
