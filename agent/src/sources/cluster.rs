@@ -420,7 +420,10 @@ impl Accounted for SlimPod {
         both(
             accounts,
             |l| unfailing(l.delete_pod(namespace, name)),
-            |f| Ok(f.delete_pod(namespace, name)),
+            |f| {
+                f.delete_pod(namespace, name);
+                Ok(())
+            },
         )
         .unwrap_or(true)
     }
@@ -432,7 +435,10 @@ impl Accounted for SlimPod {
         both(
             accounts,
             |l| unfailing(l.finish_pod_relist()),
-            |f| Ok(f.finish_pod_relist()),
+            |f| {
+                f.finish_pod_relist();
+                Ok(())
+            },
         )
         .unwrap_or(true)
     }
@@ -447,7 +453,10 @@ impl Accounted for SlimNode {
         both(
             accounts,
             |l| unfailing(l.delete_node(name)),
-            |f| Ok(f.delete_node(name)),
+            |f| {
+                f.delete_node(name);
+                Ok(())
+            },
         )
         .unwrap_or(true)
     }
@@ -459,7 +468,10 @@ impl Accounted for SlimNode {
         both(
             accounts,
             |l| unfailing(l.finish_node_relist()),
-            |f| Ok(f.finish_node_relist()),
+            |f| {
+                f.finish_node_relist();
+                Ok(())
+            },
         )
         .unwrap_or(true)
     }
