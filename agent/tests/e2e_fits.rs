@@ -17,11 +17,13 @@ use serde_json::json;
 use std::process::Command;
 use support::*;
 
-const ARGS: [&str; 4] = [
+/// Every move of a score is written (`--score-step=1`), so each change shows within the debounce.
+const ARGS: [&str; 5] = [
     "--refresh-interval=2s",
     "--debounce=300ms",
     "--validity=60s",
     "--min-write-interval=1s",
+    "--score-step=1",
 ];
 
 /// The published status once its `fits.*` scores are `want` (in name order) and the agent's
