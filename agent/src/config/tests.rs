@@ -226,3 +226,28 @@ fn scores_can_be_selected_renormalized_and_extended() {
     );
     assert_eq!(cfg.scoring.resources.name(defs[1].resource), "amd.com/gpu");
 }
+
+#[test]
+fn shapes_come_from_a_file_only_with_the_cluster_source_and_a_bad_file_names_the_flag() {
+    let dir = TempDir::new("shapes");
+    let file = dir.path().join("shapes.yaml");
+    std::fs::write(&file, "- {kind: WorkloadShape, metadata: {name: a}, spec: {}}\n").expect("write");
+    let path = file.to_str().expect("utf-8 path");
+    let shapes = format!("--shapes={path}");
+    let cfg = once(&[&shapes, "--deduct-pending=false"]).expect("valid");
+    assert!(!cfg.scoring.fits.deduct_pending);
+    assert!(
+        matches!(&cfg.scoring.shapes, crate::shapes::ShapeSource::File { shapes, .. } if shapes.len() == 1)
+    );
+    let e = once(&["--source=host", &shapes]).expect_err("needs the cluster source");
+    assert_eq!((e.flag, e.value.as_str()), ("--shapes", path));
+    let e = once(&["--shapes=/nonexistent/shapes.yaml"]).expect_err("no such file");
+    assert_eq!(e.flag, "--shapes");
+    std::fs::write(&file, "a: [").expect("write");
+    assert_eq!(once(&[&shapes]).expect_err("not YAML").flag, "--shapes");
+    assert_eq!(
+        once(&["--source=host"]).expect("valid").scoring.shapes,
+        crate::shapes::ShapeSource::None,
+        "no cluster source, no shapes"
+    );
+}
