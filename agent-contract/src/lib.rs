@@ -40,6 +40,10 @@ pub mod flag {
     pub const ADDON_NAMESPACE: &str = "--addon-namespace";
     pub const LEASE_INTERVAL: &str = "--lease-interval";
     pub const PUBLISH: &str = "--publish";
+    /// WorkloadShapes from a file instead of the hub (standalone runs and `once`).
+    pub const SHAPES: &str = "--shapes";
+    /// Whether pending pods are deducted before counting `fits.<shape>`.
+    pub const DEDUCT_PENDING: &str = "--deduct-pending";
     /// The process shell's probe address flag (`ocm_score_shell::args::ProbeArgs`), which the agent
     /// takes like every mode; `--metrics-addr` is its deprecated spelling.
     pub const METRICS_BIND_ADDRESS: &str = "--metrics-bind-address";
@@ -81,6 +85,8 @@ pub const MIN_VALIDITY: Duration = Duration::from_secs(10);
 pub const MAX_VALIDITY: Duration = Duration::from_secs(24 * 3600);
 /// validUntil of `once` when --validity is not given (nothing renews it).
 pub const ONCE_VALIDITY: Duration = Duration::from_secs(180);
+/// Pending, unbound pods are deducted first-fit before `fits.<shape>` is counted.
+pub const DEFAULT_DEDUCT_PENDING: bool = true;
 /// The log formats `--log-format` takes.
 pub const LOG_FORMATS: [&str; 2] = ["text", "json"];
 

@@ -97,6 +97,18 @@ pub struct ScoringArgs {
           value_parser = clap::value_parser!(u16).range(1..=256))]
     pub kubelet_concurrency: u16,
 
+    /// WorkloadShapes to publish `fits.<shape>` scores for, from this YAML file (a list of
+    /// WorkloadShape objects, a `kind: List`, or one per document) instead of the hub's. Needs the
+    /// cluster source. Without it, `run` watches the hub's WorkloadShapes and `once` publishes none.
+    #[arg(long = flag::long(flag::SHAPES), env = "OCM_SCORE_SHAPES", value_name = "FILE")]
+    pub shapes: Option<PathBuf>,
+
+    /// Deduct pending, unbound pods (first-fit onto eligible nodes, in name order) before counting
+    /// the replicas of each WorkloadShape that fit.
+    #[arg(long = flag::long(flag::DEDUCT_PENDING), env = "OCM_SCORE_DEDUCT_PENDING",
+          default_value_t = contract::DEFAULT_DEDUCT_PENDING, action = ArgAction::Set)]
+    pub deduct_pending: bool,
+
     /// Log format.
     #[arg(long, env = "OCM_SCORE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,

@@ -2,7 +2,7 @@
 //! to the OCM hub as the AddOnPlacementScore `resource-usage-score`.
 //!
 //! Layout: `accounting` (pure resource arithmetic), `sources` (where figures come from), `scores`
-//! (names and normalization), `publish` + `hub` (writing to the hub), `lease`, `server` + `metrics`
+//! (names and normalization), `shapes` (the WorkloadShapes behind the `fits.<shape>` scores), `publish` + `hub` (writing to the hub), `lease`, `server` + `metrics`
 //! (operability), `run` / `once` (the two subcommands), `cli` + `config` (flags, validated up front).
 //! The binary is a thin `main` over this library so benchmarks and tests reach the same code.
 
@@ -21,4 +21,5 @@ pub mod publish;
 pub mod run;
 pub mod scores;
 pub mod server;
+pub mod shapes;
 pub mod sources;

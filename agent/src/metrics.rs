@@ -5,7 +5,7 @@
 //! exported here (`ocm_score_agent_free` / `ocm_score_agent_capacity`, in base units: cores, bytes,
 //! devices).
 
-use crate::accounting::{ResourceSet, ResourceView};
+use crate::accounting::{ResourceSet, ResourceView, ShapeFits};
 use crate::scores::ScoreValue;
 use ocm_score_shell::metrics::{OptionalGauge, Registry, encode};
 use prometheus_client::metrics::counter::Counter;
@@ -72,6 +72,7 @@ pub struct Metrics {
     free: Family<Labels, Gauge<f64, AtomicU64>>,
     capacity: Family<Labels, Gauge<f64, AtomicU64>>,
     score: Family<Labels, Gauge>,
+    fits: Family<Labels, Gauge>,
     eligible_nodes: OptionalGauge,
     counted_pods: OptionalGauge,
 }
@@ -131,6 +132,12 @@ impl Default for Metrics {
         );
         let score = Family::default();
         registry.register("score", "The last computed score (-100..100)", score.clone());
+        let fits = Family::default();
+        registry.register(
+            "fits",
+            "Replicas of each WorkloadShape that fit now (the raw count behind fits.<shape>)",
+            fits.clone(),
+        );
         // Absent until the first computation; pods only with the cluster source.
         let eligible_nodes = OptionalGauge::register(
             &mut registry,
@@ -165,6 +172,7 @@ impl Default for Metrics {
             free,
             capacity,
             score,
+            fits,
             eligible_nodes,
             counted_pods,
         }
@@ -250,6 +258,16 @@ impl Metrics {
             None => self.counted_pods.clear(),
         }
         self.last_computed_seconds.set(unix_seconds);
+    }
+
+    /// The raw replica counts of the shapes; shapes no longer counted disappear.
+    pub fn set_fits(&self, fits: &[ShapeFits]) {
+        self.fits.clear();
+        for f in fits {
+            self.fits
+                .get_or_create(&label("shape", &f.shape))
+                .set(i64::try_from(f.replicas).unwrap_or(i64::MAX));
+        }
     }
 
     /// The OpenMetrics text of every family.

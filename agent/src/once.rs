@@ -2,12 +2,13 @@
 //! optionally write it to the hub. The YAML quotes timestamps the way kubectl does, so YAML 1.1
 //! readers (PyYAML, go-yaml v2) keep them as strings.
 
-use crate::accounting::ResourceView;
+use crate::accounting::{ResourceView, ShapeFits, compile_shapes};
 use crate::config::{OnceConfig, ScoringConfig};
 use crate::hub::HubConnection;
 use crate::publish::{PublishError, Publisher, WritePolicy, status_with_scores, valid_until};
 use crate::scores::{self, Scope, ScoreValue};
-use crate::sources::cluster;
+use crate::shapes::{self, ShapeSource, ShapesCondition, ShapesStatus};
+use crate::sources::cluster::{self, Accounts};
 use crate::sources::host::{HostSource, MIN_SAMPLE_INTERVAL};
 use crate::sources::kubelet::{KubeletSource, NodeRequests};
 use crate::sources::{Reading, SourceError};
@@ -36,8 +37,28 @@ const HOST_SAMPLE: Duration = Duration::from_millis(500);
 pub async fn once(cfg: OnceConfig) -> Result<String, OnceError> {
     let scoring = &cfg.scoring;
     let now = Timestamp::now();
-    let (view, detail) = read(scoring).await?;
-    let scores = scores::compute(&scoring.scores, &view, &scoring.resources);
+    let shapes_status = ShapesStatus::default();
+    let shape_set = match &scoring.shapes {
+        ShapeSource::None => None,
+        ShapeSource::File {
+            shapes, unreadable, ..
+        } => Some(shapes_status.compile(shapes, unreadable)),
+        ShapeSource::Hub => Some(match &scoring.hub {
+            Some(hub) => match shapes::list_hub(&hub.kubeconfig, scoring.hub_timeout).await {
+                Some(listed) => shapes_status.compile(&listed, &[]),
+                None => {
+                    shapes_status.failed("the hub did not list them");
+                    compile_shapes(&[]).0
+                }
+            },
+            None => compile_shapes(&[]).0,
+        }),
+    };
+    let shapes_condition = shapes_status.condition();
+    let (view, detail, fits) = read(scoring, shape_set).await?;
+    let mut scores = scores::compute(&scoring.scores, &view, &scoring.resources);
+    let defined = scores.len();
+    scores.extend(shapes::fits_scores(&fits));
     let valid_until = valid_until(now, scoring.validity);
     let object = AddOnPlacementScore {
         metadata: ObjectMeta {
@@ -48,6 +69,7 @@ pub async fn once(cfg: OnceConfig) -> Result<String, OnceError> {
         status: Some(status_with_scores(
             Default::default(),
             &scores,
+            shapes_condition.as_ref(),
             valid_until,
             &detail,
             now,
@@ -66,11 +88,15 @@ pub async fn once(cfg: OnceConfig) -> Result<String, OnceError> {
             },
             scoring.hub_timeout,
         );
-        publisher.write_scores(&scores, &detail, now).await?;
+        publisher
+            .write_scores(&scores, shapes_condition.as_ref(), &detail, now)
+            .await?;
         tracing::info!(cluster = %hub.cluster_name, object = %scoring.score_object_name, "published");
     }
 
-    Ok(explain(scoring, &scores, &detail) + &yaml(&object)?)
+    Ok(explain(scoring, &scores[..defined], &detail)
+        + &explain_fits(&fits, shapes_condition.as_ref())
+        + &yaml(&object)?)
 }
 
 /// The object as YAML, strings a YAML 1.1 reader would take for something else quoted.
@@ -78,7 +104,10 @@ fn yaml(object: &AddOnPlacementScore) -> Result<String, serde_json::Error> {
     Ok(scheduler_core::yaml::to_string(&serde_json::to_value(object)?))
 }
 
-async fn read(scoring: &ScoringConfig) -> Result<(ResourceView, String), OnceError> {
+async fn read(
+    scoring: &ScoringConfig,
+    shapes: Option<crate::accounting::ShapeSet>,
+) -> Result<(ResourceView, String, Vec<ShapeFits>), OnceError> {
     let sources = scoring.sources;
     let resources = &scoring.resources;
     let fail = |name| move |error| OnceError::Source { name, error };
@@ -90,16 +119,23 @@ async fn read(scoring: &ScoringConfig) -> Result<(ResourceView, String), OnceErr
     };
     let host_started = tokio::time::Instant::now();
     let mut readings: Vec<Reading> = Vec::new();
+    let mut fits = Vec::new();
     if sources.needs_managed_cluster() {
         let client = cluster::connect(scoring.managed_kubeconfig.as_deref())
             .await
             .map_err(OnceError::ManagedCluster)?;
-        let (reading, ledger) = cluster::read_once(client.clone(), resources.clone(), scoring.api_timeout)
+        let accounts = Accounts::new(
+            resources.clone(),
+            shapes.unwrap_or_else(|| compile_shapes(&[]).0),
+            scoring.fits,
+        );
+        let (reading, mut accounts) = cluster::read_once(client.clone(), accounts, scoring.api_timeout)
             .await
             .map_err(fail("cluster"))?;
         readings.push(reading);
+        fits = accounts.fits.fits();
         if sources.kubelet {
-            let nodes: Vec<NodeRequests> = crate::run::node_requests(&ledger);
+            let nodes: Vec<NodeRequests> = crate::run::node_requests(&accounts.ledger);
             // One scrape gives memory; cpu needs a rate over two, so it falls back to requests here.
             let kubelet = KubeletSource::new(
                 client,
@@ -115,7 +151,23 @@ async fn read(scoring: &ScoringConfig) -> Result<(ResourceView, String), OnceErr
         readings.push(host.read(resources).map_err(fail("host"))?);
     }
     let (view, detail) = Reading::combine(&readings);
-    Ok((view, detail))
+    Ok((view, detail, fits))
+}
+
+/// YAML comments stating the replica count behind each `fits` score, and the shapes left out.
+fn explain_fits(fits: &[ShapeFits], condition: Option<&ShapesCondition>) -> String {
+    let mut out = String::new();
+    for f in fits {
+        let _ = writeln!(
+            out,
+            "# fits.{} {:>4}  {} replica(s) fit; scale {}",
+            f.shape, f.value, f.replicas, f.scale
+        );
+    }
+    if let Some(c) = condition.filter(|c| c.status != "True") {
+        let _ = writeln!(out, "# {}: {}", c.reason, c.message);
+    }
+    out
 }
 
 /// YAML comments stating the raw figure behind each score and its normalization.
@@ -170,6 +222,7 @@ mod tests {
             status: Some(status_with_scores(
                 Default::default(),
                 &scores,
+                None,
                 valid_until(now, Duration::from_secs(180)),
                 "host",
                 now,

@@ -9,6 +9,7 @@
 
 use crate::hub::{HubConnection, HubError};
 use crate::scores::ScoreValue;
+use crate::shapes::{self, ShapesCondition};
 use jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, PostParams};
 use scheduler_core::api::{
@@ -38,6 +39,8 @@ pub struct Published {
     pub valid_until: Option<Timestamp>,
     /// Whether the agent's condition says True.
     pub healthy: bool,
+    /// The agent's condition about WorkloadShapes: status, reason, message.
+    pub shapes: Option<(String, String, String)>,
     /// When the agent last wrote scores; unknown for an object found at start-up.
     pub written_at: Option<Timestamp>,
 }
@@ -48,6 +51,8 @@ pub enum WriteReason {
     First,
     /// The published score names differ from the configured ones.
     NamesChanged,
+    /// What the agent says about its WorkloadShapes changed.
+    ShapesChanged,
     /// The last write reported a failure (or someone else's condition).
     Recovered,
     /// `validUntil` is about to run out.
@@ -70,6 +75,7 @@ pub enum Decision {
 pub fn decide(
     last: Option<&Published>,
     scores: &[ScoreValue],
+    shapes: Option<&ShapesCondition>,
     now: Timestamp,
     renew_by: Timestamp,
     policy: &WritePolicy,
@@ -81,6 +87,9 @@ pub fn decide(
         last.scores.len() == scores.len() && scores.iter().all(|s| last.scores.contains_key(&s.name));
     if !names_match {
         return Decision::Write(WriteReason::NamesChanged);
+    }
+    if last.shapes != shapes.map(shapes_key) {
+        return Decision::Write(WriteReason::ShapesChanged);
     }
     if !last.healthy {
         return Decision::Write(WriteReason::Recovered);
@@ -127,6 +136,28 @@ pub fn upsert_condition(conditions: &mut Vec<Condition>, mut condition: Conditio
     }
 }
 
+fn shapes_key(c: &ShapesCondition) -> (String, String, String) {
+    (c.status.to_owned(), c.reason.to_owned(), c.message.clone())
+}
+
+/// Sets the condition about WorkloadShapes, or removes ours when there is nothing to say.
+fn set_shapes_condition(conditions: &mut Vec<Condition>, shapes: Option<&ShapesCondition>, now: Timestamp) {
+    match shapes {
+        Some(c) => upsert_condition(
+            conditions,
+            Condition {
+                type_: shapes::CONDITION_TYPE.to_owned(),
+                status: c.status.to_owned(),
+                reason: c.reason.to_owned(),
+                message: c.message.clone(),
+                last_transition_time: Time(second(now)),
+                observed_generation: None,
+            },
+        ),
+        None => conditions.retain(|c| c.type_ != shapes::CONDITION_TYPE),
+    }
+}
+
 fn condition(healthy: bool, message: String, now: Timestamp) -> Condition {
     Condition {
         type_: CONDITION_TYPE.to_owned(),
@@ -143,10 +174,12 @@ fn condition(healthy: bool, message: String, now: Timestamp) -> Condition {
     }
 }
 
-/// The status after publishing `scores`: scores and `validUntil` replaced, our condition set True.
+/// The status after publishing `scores`: scores and `validUntil` replaced, our condition set True,
+/// the condition about WorkloadShapes set as `shapes` says.
 pub fn status_with_scores(
     mut status: AddOnPlacementScoreStatus,
     scores: &[ScoreValue],
+    shapes: Option<&ShapesCondition>,
     valid_until: Timestamp,
     detail: &str,
     now: Timestamp,
@@ -161,6 +194,7 @@ pub fn status_with_scores(
     status.valid_until = Some(Time(valid_until));
     let message = format!("{detail}; computed at {}; valid until {valid_until}", second(now));
     upsert_condition(&mut status.conditions, condition(true, message, now));
+    set_shapes_condition(&mut status.conditions, shapes, now);
     status
 }
 
@@ -193,10 +227,16 @@ fn second(t: Timestamp) -> Timestamp {
 pub fn published_from(status: Option<&AddOnPlacementScoreStatus>) -> Option<Published> {
     let status = status?;
     let ours = status.conditions.iter().find(|c| c.type_ == CONDITION_TYPE);
+    let shapes = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == shapes::CONDITION_TYPE)
+        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()));
     Some(Published {
         scores: status.scores.iter().map(|s| (s.name.clone(), s.value)).collect(),
         valid_until: status.valid_until.as_ref().map(|t| t.0),
         healthy: ours.is_some_and(|c| c.status == "True"),
+        shapes,
         written_at: None,
     })
 }
@@ -281,16 +321,17 @@ impl Publisher {
     pub async fn publish(
         &mut self,
         scores: &[ScoreValue],
+        shapes: Option<&ShapesCondition>,
         detail: &str,
         now: Timestamp,
         renew_by: Timestamp,
     ) -> Result<Outcome, PublishError> {
         self.ensure_known().await?;
-        match decide(self.last.as_ref(), scores, now, renew_by, &self.policy) {
+        match decide(self.last.as_ref(), scores, shapes, now, renew_by, &self.policy) {
             Decision::Skip => Ok(Outcome::Skipped),
             Decision::Defer(at) => Ok(Outcome::Deferred(at)),
             Decision::Write(reason) => {
-                self.write_scores(scores, detail, now).await?;
+                self.write_scores(scores, shapes, detail, now).await?;
                 Ok(Outcome::Written(reason))
             }
         }
@@ -300,12 +341,13 @@ impl Publisher {
     pub async fn write_scores(
         &mut self,
         scores: &[ScoreValue],
+        shapes: Option<&ShapesCondition>,
         detail: &str,
         now: Timestamp,
     ) -> Result<(), PublishError> {
         let valid_until = valid_until(now, self.policy.validity);
         let status = self
-            .write(|status| status_with_scores(status, scores, valid_until, detail, now))
+            .write(|status| status_with_scores(status, scores, shapes, valid_until, detail, now))
             .await?;
         self.last = published_from(Some(&status)).map(|p| Published {
             written_at: Some(now),
@@ -518,6 +560,7 @@ mod tests {
             scores: values.iter().map(|(n, v)| ((*n).to_owned(), *v)).collect(),
             valid_until: Some(t(valid_until)),
             healthy,
+            shapes: None,
             written_at: written_at.map(t),
         }
     }
@@ -611,8 +654,61 @@ mod tests {
             ),
         ];
         for (name, last, new, want) in cases {
-            assert_eq!(decide(last.as_ref(), &new, now, t(76), &p), want, "{name}");
+            assert_eq!(decide(last.as_ref(), &new, None, now, t(76), &p), want, "{name}");
         }
+    }
+
+    #[test]
+    fn the_shapes_condition_is_written_when_it_changes_and_removed_when_there_is_nothing_to_say() {
+        let invalid = ShapesCondition {
+            status: "False",
+            reason: shapes::REASON_INVALID,
+            message: "WorkloadShape \"B\": field metadata.name: …".into(),
+        };
+        let status = status_with_scores(
+            Default::default(),
+            &scores(&[("a", 1)]),
+            Some(&invalid),
+            t(180),
+            "x",
+            t(0),
+        );
+        let last = published_from(Some(&status)).expect("published");
+        let p = policy();
+        assert_eq!(
+            decide(Some(&last), &scores(&[("a", 1)]), Some(&invalid), t(1), t(76), &p),
+            Decision::Skip
+        );
+        assert_eq!(
+            decide(Some(&last), &scores(&[("a", 1)]), None, t(1), t(76), &p),
+            Decision::Write(WriteReason::ShapesChanged)
+        );
+        let fixed = ShapesCondition {
+            status: "True",
+            reason: shapes::REASON_SCORED,
+            message: "1 WorkloadShape(s) scored as fits.<name>: a".into(),
+        };
+        assert_eq!(
+            decide(Some(&last), &scores(&[("a", 1)]), Some(&fixed), t(1), t(76), &p),
+            Decision::Write(WriteReason::ShapesChanged)
+        );
+        let ours = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == shapes::CONDITION_TYPE)
+            .expect("the shapes condition");
+        assert_eq!(
+            (ours.status.as_str(), ours.reason.as_str()),
+            ("False", "InvalidWorkloadShape")
+        );
+        let cleared = status_with_scores(status, &scores(&[("a", 1)]), None, t(240), "x", t(60));
+        assert!(
+            cleared
+                .conditions
+                .iter()
+                .all(|c| c.type_ != shapes::CONDITION_TYPE)
+        );
+        assert_eq!(cleared.conditions.len(), 1, "ours stays");
     }
 
     #[test]
@@ -649,6 +745,7 @@ mod tests {
         let s = status_with_scores(
             existing,
             &scores(&[("a", 10)]),
+            None,
             t(180),
             "cluster: 3 of 3 nodes",
             t(0),
@@ -675,7 +772,7 @@ mod tests {
         );
 
         // Still True later: the transition time stays.
-        let later = status_with_scores(s.clone(), &scores(&[("a", 12)]), t(240), "again", t(60));
+        let later = status_with_scores(s.clone(), &scores(&[("a", 12)]), None, t(240), "again", t(60));
         assert_eq!(later.conditions[1].last_transition_time, Time(t(0)));
 
         // A failure: scores and validUntil untouched, condition False with the error and the expiry.
@@ -733,6 +830,7 @@ mod tests {
         let status = status_with_scores(
             Default::default(),
             &scores(&[("a", 1), ("b", 2)]),
+            None,
             t(180),
             "x",
             t(0),

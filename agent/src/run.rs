@@ -11,8 +11,8 @@
 //! after it. With the derived validity (see `agent_contract::derived_validity`) that is every
 //! `--renew-every`-th refresh, and never a computation in between.
 
-use crate::accounting::ResourceView;
 use crate::accounting::resources::{CPU, MEMORY};
+use crate::accounting::{ResourceView, ShapeFits};
 use crate::config::RunConfig;
 use crate::hub::HubConnection;
 use crate::jitter::spread;
@@ -21,7 +21,8 @@ use crate::metrics::{Metrics, WriteResult};
 use crate::publish::{Outcome, Publisher, WritePolicy};
 use crate::scores;
 use crate::server::{Probes, serve};
-use crate::sources::cluster::{self, ClusterSource};
+use crate::shapes::{self, ShapeSource, ShapesCondition, ShapesStatus};
+use crate::sources::cluster::{self, Accounts, ClusterSource};
 use crate::sources::host::{HostSource, MIN_SAMPLE_INTERVAL};
 use crate::sources::kubelet::{KubeletSource, NodeRequests};
 use crate::sources::{Reading, SourceError};
@@ -115,6 +116,10 @@ struct Snapshot {
     detail: String,
     /// Pods counted by the cluster source.
     counted_pods: Option<usize>,
+    /// The replicas of each WorkloadShape that fit (cluster source only).
+    fits: Vec<ShapeFits>,
+    /// What to say about the WorkloadShapes.
+    shapes: Option<ShapesCondition>,
 }
 
 /// Where a computation's figures come from: the configured sources, or a script in tests.
@@ -131,6 +136,7 @@ struct ConfiguredSources {
     cluster: Option<ClusterSource>,
     kubelet: Option<KubeletSource>,
     host: Option<HostSource>,
+    shapes: Option<Arc<ShapesStatus>>,
 }
 
 /// Runs until `shutdown` is cancelled (the process shell's token: SIGTERM or Ctrl-C).
@@ -169,16 +175,41 @@ pub async fn run(cfg: RunConfig, shutdown: CancellationToken) -> Result<(), RunE
         None
     };
     let changed = Arc::new(Notify::new());
+    // The shapes first, so the watches list nodes and pods once, already counting them.
+    let shapes_status = Arc::new(ShapesStatus::default());
+    let initial_shapes = match &cfg.scoring.shapes {
+        ShapeSource::None => None,
+        ShapeSource::File {
+            shapes, unreadable, ..
+        } => Some(shapes_status.compile(shapes, unreadable)),
+        ShapeSource::Hub => shapes::list_hub(&cfg.hub.kubeconfig, cfg.scoring.hub_timeout)
+            .await
+            .map(|shapes| shapes_status.compile(&shapes, &[])),
+    };
     let cluster = match (&managed, sources.cluster) {
         (Some(client), true) => Some(ClusterSource::start(
             client.clone(),
-            cfg.scoring.resources.clone(),
+            Accounts::new(
+                cfg.scoring.resources.clone(),
+                initial_shapes.unwrap_or_else(|| crate::accounting::compile_shapes(&[]).0),
+                cfg.scoring.fits,
+            ),
             cfg.scoring.api_timeout,
             changed.clone(),
             metrics.clone(),
         )),
         _ => None,
     };
+    let _shapes_watch = match (&cluster, &cfg.scoring.shapes) {
+        (Some(cluster), ShapeSource::Hub) => Some(AbortOnDrop(tokio::spawn(shapes::watch_hub(
+            cfg.hub.kubeconfig.clone(),
+            shapes_status.clone(),
+            cluster.fits_handle(),
+            changed.clone(),
+        )))),
+        _ => None,
+    };
+    let shapes_status = (cfg.scoring.shapes != ShapeSource::None).then_some(shapes_status);
     let kubelet = match (&managed, sources.kubelet) {
         (Some(client), true) => Some(KubeletSource::new(
             client.clone(),
@@ -230,6 +261,7 @@ pub async fn run(cfg: RunConfig, shutdown: CancellationToken) -> Result<(), RunE
             cluster,
             kubelet,
             host,
+            shapes: shapes_status,
         },
         cfg,
         metrics,
@@ -246,6 +278,9 @@ pub async fn run(cfg: RunConfig, shutdown: CancellationToken) -> Result<(), RunE
     let first = async {
         if let Some(cluster) = &agent.sources.cluster {
             cluster.wait_synced().await;
+        }
+        if let Some(shapes) = &agent.sources.shapes {
+            shapes.wait_settled().await;
         }
         if agent.sources.host.is_some() {
             tokio::time::sleep(MIN_SAMPLE_INTERVAL).await;
@@ -332,12 +367,16 @@ impl<S: ReadSources> Agent<S> {
                 view,
                 detail,
                 counted_pods,
+                fits,
+                shapes,
             }) => {
                 self.failing_since = None;
                 let resources = &self.cfg.scoring.resources;
-                let scores = scores::compute(&self.cfg.scoring.scores, &view, resources);
+                let mut scores = scores::compute(&self.cfg.scoring.scores, &view, resources);
+                scores.extend(shapes::fits_scores(&fits));
                 self.metrics
                     .computed(&view, resources, &scores, counted_pods, now.as_second());
+                self.metrics.set_fits(&fits);
                 // The next refresh has read the sources within --api-timeout of its tick and written
                 // within --hub-timeout after that.
                 let renew_by = self
@@ -345,7 +384,10 @@ impl<S: ReadSources> Agent<S> {
                     .at(next_tick)
                     .checked_add(self.cfg.scoring.api_timeout + self.cfg.scoring.hub_timeout)
                     .unwrap_or(Timestamp::MAX);
-                let result = self.publisher.publish(&scores, &detail, now, renew_by).await;
+                let result = self
+                    .publisher
+                    .publish(&scores, shapes.as_ref(), &detail, now, renew_by)
+                    .await;
                 match result {
                     Ok(Outcome::Written(reason)) => {
                         self.hub_ok(WriteResult::Written);
@@ -426,12 +468,15 @@ impl ReadSources for ConfiguredSources {
         let resources = &self.resources;
         let mut readings: Vec<Reading> = Vec::new();
         let mut counted_pods = None;
+        let mut fits = Vec::new();
         if let Some(cluster) = &self.cluster {
-            readings.push(cluster.read().await.map_err(|e| ("cluster", e))?);
-            counted_pods = Some(cluster.ledger().counted_pods());
+            let (reading, counts) = cluster.read().await.map_err(|e| ("cluster", e))?;
+            readings.push(reading);
+            fits = counts;
+            counted_pods = Some(cluster.accounts().ledger.counted_pods());
         }
         if let (Some(kubelet), Some(cluster)) = (&self.kubelet, &self.cluster) {
-            let nodes = node_requests(&cluster.ledger());
+            let nodes = node_requests(&cluster.accounts().ledger);
             readings.push(kubelet.read(nodes, resources).await.map_err(|e| ("kubelet", e))?);
         }
         if let Some(host) = &mut self.host {
@@ -442,6 +487,8 @@ impl ReadSources for ConfiguredSources {
             view,
             detail,
             counted_pods,
+            fits,
+            shapes: self.shapes.as_ref().and_then(|s| s.condition()),
         })
     }
 

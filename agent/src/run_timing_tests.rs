@@ -149,6 +149,8 @@ impl ReadSources for Script {
             view,
             detail: "scripted".into(),
             counted_pods: None,
+            fits: Vec::new(),
+            shapes: None,
         })
     }
 

@@ -180,6 +180,8 @@ fn hub_validation_agrees_with_the_agent() {
         &[("SCORES", "cpuNodeAvailable,unknownScore")],
         &[("LOG_FORMAT", "json")],
         &[("LOG_FORMAT", "xml")],
+        &[("DEDUCT_PENDING", "false")],
+        &[("DEDUCT_PENDING", "no")],
     ];
     let mut disagreements = Vec::new();
     for vars in cases {
@@ -226,6 +228,7 @@ fn raw_flags(vars: &[(&str, &str)]) -> Vec<(&'static str, String)> {
         "EXTENDED_RESOURCES" => agent_cli::EXTENDED_RESOURCE,
         "SCORES" => agent_cli::SCORES,
         "LOG_FORMAT" => agent_cli::LOG_FORMAT,
+        "DEDUCT_PENDING" => agent_cli::DEDUCT_PENDING,
         other => panic!("no flag for {other}"),
     };
     vars.iter().map(|(n, v)| (flag(n), v.to_string())).collect()

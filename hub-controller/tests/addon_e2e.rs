@@ -55,6 +55,39 @@ async fn three_clusters_get_registration_rbac_and_work_as_the_contract_says() {
             .await;
     }
     let cma_uid = hub.cma().expect("cma")["metadata"]["uid"].clone();
+    // WorkloadShapes are cluster-scoped: one ClusterRole reading them and nothing else, bound to
+    // exactly the three agents' identities, both owned by the ClusterManagementAddOn.
+    let readers = controller
+        .wait_for("the agents' read access to WorkloadShapes", || {
+            let readers = hub.shapes_readers();
+            (readers.len() == 6).then_some(readers)
+        })
+        .await;
+    let mut expected: Vec<String> = clusters
+        .iter()
+        .flat_map(|c| {
+            [
+                format!("Group:system:open-cluster-management:cluster:{c}:addon:{ADDON}"),
+                format!("User:{}", agent_user(c)),
+            ]
+        })
+        .collect();
+    expected.sort();
+    assert_eq!(readers, expected);
+    let (shapes_role, shapes_binding) = hub.shapes_rbac();
+    let (shapes_role, shapes_binding) = (shapes_role.expect("role"), shapes_binding.expect("binding"));
+    assert_eq!(
+        shapes_role["rules"],
+        json!([{"apiGroups": ["tiering.ocm-score.io"], "resources": ["workloadshapes"], "verbs": ["get", "list", "watch"]}])
+    );
+    assert_eq!(shapes_binding["roleRef"]["name"], shapes_role["metadata"]["name"]);
+    for object in [&shapes_role, &shapes_binding] {
+        assert_eq!(
+            object["metadata"]["ownerReferences"][0]["kind"],
+            "ClusterManagementAddOn"
+        );
+        assert_eq!(object["metadata"]["ownerReferences"][0]["uid"], cma_uid);
+    }
     let config_hash = spec_hash(&hub.config());
     let hash_key = format!("addondeploymentconfigs.addon.open-cluster-management.io/{NAMESPACE}/{ADDON}");
 
@@ -549,10 +582,16 @@ async fn removal_cleans_up_the_work_rbac_and_score() {
                 && hub.work("c3").is_none()
                 && hub.role("c3").is_none()
                 && hub.role_binding("c3").is_none()
-                && score_object(&hub, "c3").is_none())
+                && score_object(&hub, "c3").is_none()
+                && !hub.shapes_readers().iter().any(|s| s.contains(":cluster:c3:")))
             .then_some(())
         })
         .await;
+    assert_eq!(
+        hub.shapes_readers().len(),
+        4,
+        "c1's and c2's agents still read shapes"
+    );
     for c in ["c1", "c2"] {
         assert!(
             hub.work(c).is_some() && score_object(&hub, c).is_some(),
@@ -577,6 +616,7 @@ async fn removal_cleans_up_the_work_rbac_and_score() {
                         && score_object(&hub, c).is_none()
                 })
                 .then_some(())
+                .filter(|()| hub.shapes_rbac() == (None, None))
         })
         .await;
     assert!(hub.forbidden().is_empty(), "{:?}", hub.forbidden());
@@ -908,6 +948,40 @@ async fn the_agent_publishes_with_the_granted_identity_and_is_refused_elsewhere(
         "{refused}"
     );
     assert!(score_object(&hub, "c2").is_none());
+
+    // WorkloadShapes: the agent may read them, not write them; an identity of a cluster without the
+    // add-on may not even read them.
+    use scheduler_core::api::WorkloadShape;
+    controller
+        .wait_for("the agents' read access to WorkloadShapes", || {
+            (hub.shapes_readers().len() == 4).then_some(())
+        })
+        .await;
+    let shapes: Api<WorkloadShape> = Api::all(hub.server.client(&identity));
+    shapes
+        .list(&Default::default())
+        .await
+        .expect("the agent lists WorkloadShapes");
+    let shape: WorkloadShape = serde_json::from_value(json!({
+        "apiVersion": "tiering.ocm-score.io/v1alpha1", "kind": "WorkloadShape",
+        "metadata": {"name": "x"}, "spec": {}
+    }))
+    .expect("a shape");
+    let created = shapes.create(&Default::default(), &shape).await;
+    assert!(
+        matches!(&created, Err(kube::Error::Api(s)) if s.code == 403),
+        "{created:?}"
+    );
+    let other_groups = agent_groups("c9");
+    let other_groups: Vec<&str> = other_groups.iter().map(String::as_str).collect();
+    let stranger = hub.server.identity(&agent_user("c9"), &other_groups);
+    let listed = Api::<WorkloadShape>::all(hub.server.client(&stranger))
+        .list(&Default::default())
+        .await;
+    assert!(
+        matches!(&listed, Err(kube::Error::Api(s)) if s.code == 403),
+        "{listed:?}"
+    );
     let _ = std::fs::remove_file(&kubeconfig);
     assert_eq!(controller.terminate().await, 0);
 }

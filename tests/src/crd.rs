@@ -139,7 +139,8 @@ impl Crd {
     }
 }
 
-/// Loads every `*.yaml` CRD directly inside `dir` (not recursing), sorted by file name.
+/// Loads every `*.yaml` CRD directly inside `dir` (not recursing), sorted by file name. A
+/// `kustomization.yaml` is kustomize's, not a CRD: a directory `kubectl apply -k` installs loads as is.
 pub fn load_dir(dir: &Path) -> Result<Vec<Crd>, CrdError> {
     let read_err = |source| CrdError::Read {
         path: dir.into(),
@@ -149,6 +150,7 @@ pub fn load_dir(dir: &Path) -> Result<Vec<Crd>, CrdError> {
         .map_err(read_err)?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.is_file() && p.extension().is_some_and(|e| e == "yaml" || e == "yml"))
+        .filter(|p| p.file_stem().is_none_or(|stem| stem != "kustomization"))
         .collect();
     files.sort();
     files

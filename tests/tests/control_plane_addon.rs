@@ -223,6 +223,49 @@ async fn installed_from_manifests_the_addon_registers_deploys_publishes_and_plac
         "no",
         "cluster1's agent may not write cluster2's score"
     );
+    // WorkloadShapes (cluster-scoped): the agent's certificate reads them and writes none.
+    let can_i_shapes = |verb: &str| {
+        let out = Command::new(kubectl_binary().expect("kubectl"))
+            .arg("--kubeconfig")
+            .arg(&c1_kubeconfig)
+            .args(["auth", "can-i", verb, "workloadshapes.tiering.ocm-score.io"])
+            .output()
+            .expect("kubectl");
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    assert_eq!(
+        [
+            can_i_shapes("list"),
+            can_i_shapes("watch"),
+            can_i_shapes("create")
+        ],
+        ["yes", "yes", "no"]
+    );
+
+    // A WorkloadShape applied with kubectl: each running agent publishes `fits.<shape>`. Two nodes
+    // of 8 cpu each take 2 replicas of 3 cpu (the agent's own pending pod, 20m, does not change
+    // that): 4 replicas, score 4 - 100.
+    let shape_file = dir.path().join("shape.yaml");
+    std::fs::write(
+        &shape_file,
+        "apiVersion: tiering.ocm-score.io/v1alpha1\nkind: WorkloadShape\nmetadata: {name: three-cpu}\n\
+         spec: {requests: {cpu: \"3\"}}\n",
+    )
+    .expect("writing the shape");
+    run(&hub_kc, &["apply", "-f", &shape_file.display().to_string()]);
+    for cluster in clusters {
+        let agent = &agents[cluster];
+        let fits = wait_for(
+            &format!("{cluster}: fits.three-cpu published"),
+            || agent.tail(),
+            || {
+                let hub = hub.clone();
+                async move { score(&hub, cluster, "fits.three-cpu").await }
+            },
+        )
+        .await;
+        assert_eq!(fits, -96, "{cluster}: 4 replicas of 3 cpu fit");
+    }
 
     // 6. A user's Placement on those scores: OCM decides by them.
     run(&hub_kc, &["apply", "-k", "manifests/examples"]);

@@ -444,6 +444,22 @@ fn addon_manager_needs() -> BTreeSet<Permission> {
         &["get", "list", "watch", "create", "update"],
         "*",
     );
+    // The agents' read access to WorkloadShapes: a ClusterRole and ClusterRoleBinding per add-on,
+    // and holding what they grant.
+    add(
+        "cluster",
+        "rbac.authorization.k8s.io",
+        &["clusterroles", "clusterrolebindings"],
+        &["get", "list", "watch", "create", "update"],
+        "*",
+    );
+    add(
+        "cluster",
+        "tiering.ocm-score.io",
+        &["workloadshapes"],
+        &["get", "list", "watch"],
+        "*",
+    );
     // Granting the agent's Role requires holding what it grants; the scores are watched and get
     // their owner reference by patch.
     add(

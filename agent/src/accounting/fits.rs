@@ -370,6 +370,8 @@ pub struct FitsIndex {
     /// Per shape: node slot → what pending pods take there.
     deductions: Vec<FastMap<u32, Deduction>>,
     pending_stale: bool,
+    /// Bumped whenever a count moved (see [`FitsIndex::revision`]).
+    changes: u64,
     /// Per shape, the sum of the nodes' contributions (u128: a node's can be as large as an i64
     /// pod-slot count).
     totals: Box<[u128]>,
@@ -393,6 +395,7 @@ impl FitsIndex {
             pending: BTreeSet::new(),
             deductions: (0..shapes).map(|_| FastMap::default()).collect(),
             pending_stale: false,
+            changes: 0,
             totals: vec![0; shapes].into_boxed_slice(),
             invalid_pods: FastMap::default(),
             invalid_nodes: FastMap::default(),
@@ -740,6 +743,7 @@ impl FitsIndex {
     /// Recomputes everything from the cached pods and nodes: every node's requested sum and pod
     /// count, its contributions and the pending deductions.
     pub fn recompute(&mut self) {
+        let before = self.totals.clone();
         for node in &mut self.nodes {
             node.requested.fill(0);
             node.pods = 0;
@@ -767,6 +771,16 @@ impl FitsIndex {
         }
         self.pending_stale = true;
         self.settle_pending();
+        if self.totals != before {
+            self.changes += 1;
+        }
+    }
+
+    /// Differs from an earlier answer when a count may have moved in between: a node's contribution
+    /// changed, or pending pods changed and their deduction has not been redone yet. The run loop
+    /// compares it around each watch event to know whether the event is worth a recomputation.
+    pub fn revision(&self) -> u64 {
+        self.changes.wrapping_mul(2) | u64::from(self.pending_stale)
     }
 
     // -- counting ----------------------------------------------------------------------------
@@ -811,7 +825,10 @@ impl FitsIndex {
     fn refresh(&mut self, slot: usize, s: usize) {
         let new = self.contribution(slot, s);
         let old = std::mem::replace(&mut self.nodes[slot].contribution[s], new);
-        self.totals[s] = self.totals[s] - u128::from(old) + u128::from(new);
+        if old != new {
+            self.changes += 1;
+            self.totals[s] = self.totals[s] - u128::from(old) + u128::from(new);
+        }
     }
 
     /// Redoes the first-fit of pending pods if anything changed since; refreshes only the nodes

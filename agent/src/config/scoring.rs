@@ -3,9 +3,10 @@
 
 use super::hub::locate_hub_kubeconfig;
 use super::{ConfigError, HubTarget, Sources, check_dns_label, check_dns_subdomain};
-use crate::accounting::ResourceSet;
+use crate::accounting::{FitsOptions, ResourceSet};
 use crate::cli::{LogFormat, ScoringArgs};
 use crate::scores::ScoreDef;
+use crate::shapes::ShapeSource;
 use agent_contract::flag;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -25,6 +26,9 @@ pub struct ScoringConfig {
     pub api_timeout: Duration,
     pub hub_timeout: Duration,
     pub kubelet_concurrency: usize,
+    /// Where the WorkloadShapes of the `fits.<shape>` scores come from.
+    pub shapes: ShapeSource,
+    pub fits: FitsOptions,
     pub log_format: LogFormat,
 }
 
@@ -44,6 +48,8 @@ impl ScoringConfig {
             api_timeout,
             hub_timeout,
             kubelet_concurrency,
+            shapes,
+            deduct_pending,
             log_format,
         } = args;
 
@@ -90,6 +96,28 @@ impl ScoringConfig {
             ));
         }
 
+        let shapes = match shapes {
+            Some(path) => {
+                let shown = path.display().to_string();
+                if !sources.cluster {
+                    return Err(ConfigError::new(
+                        flag::SHAPES,
+                        shown,
+                        "fits scores count the managed cluster's nodes and pods: needs --source cluster",
+                    ));
+                }
+                let (shapes, unreadable) =
+                    crate::shapes::read_file(&path).map_err(|e| ConfigError::new(flag::SHAPES, shown, e))?;
+                ShapeSource::File {
+                    path,
+                    shapes,
+                    unreadable,
+                }
+            }
+            None if sources.cluster && hub.is_some() => ShapeSource::Hub,
+            None => ShapeSource::None,
+        };
+
         Ok(ScoringConfig {
             sources,
             resources,
@@ -102,6 +130,8 @@ impl ScoringConfig {
             api_timeout: api_timeout.0,
             hub_timeout: hub_timeout.0,
             kubelet_concurrency: usize::from(kubelet_concurrency),
+            shapes,
+            fits: FitsOptions { deduct_pending },
             log_format,
         })
     }

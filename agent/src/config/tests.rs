@@ -115,6 +115,7 @@ fn the_renewal_margin_lets_no_score_expire_while_sources_and_hub_answer_within_t
             scores: [("cpuAvailable".to_owned(), 0)].into(),
             valid_until: Some(crate::publish::valid_until(start, cfg.scoring.validity)),
             healthy: true,
+            shapes: None,
             written_at: Some(start),
         };
         let mut cycle_start = start;
@@ -124,7 +125,7 @@ fn the_renewal_margin_lets_no_score_expire_while_sources_and_hub_answer_within_t
             let decided_at = cycle_start + slow(cfg.scoring.api_timeout);
             // The next cycle comes as late as the jitter allows and reads and writes as slowly.
             let renew_by = cycle_start + late_tick + slow(cfg.scoring.api_timeout + cfg.scoring.hub_timeout);
-            if let Decision::Write(_) = decide(Some(&last), &scores, decided_at, renew_by, &policy) {
+            if let Decision::Write(_) = decide(Some(&last), &scores, None, decided_at, renew_by, &policy) {
                 let landed = decided_at + slow(cfg.scoring.hub_timeout);
                 let old = last.valid_until.expect("set");
                 assert!(landed < old, "{flags:?}: renewal landed at {landed}, after {old}");
@@ -224,4 +225,29 @@ fn scores_can_be_selected_renormalized_and_extended() {
         Normalization::Absolute { min: 0.0, max: 4.0 }
     );
     assert_eq!(cfg.scoring.resources.name(defs[1].resource), "amd.com/gpu");
+}
+
+#[test]
+fn shapes_come_from_a_file_only_with_the_cluster_source_and_a_bad_file_names_the_flag() {
+    let dir = TempDir::new("shapes");
+    let file = dir.path().join("shapes.yaml");
+    std::fs::write(&file, "- {kind: WorkloadShape, metadata: {name: a}, spec: {}}\n").expect("write");
+    let path = file.to_str().expect("utf-8 path");
+    let shapes = format!("--shapes={path}");
+    let cfg = once(&[&shapes, "--deduct-pending=false"]).expect("valid");
+    assert!(!cfg.scoring.fits.deduct_pending);
+    assert!(
+        matches!(&cfg.scoring.shapes, crate::shapes::ShapeSource::File { shapes, .. } if shapes.len() == 1)
+    );
+    let e = once(&["--source=host", &shapes]).expect_err("needs the cluster source");
+    assert_eq!((e.flag, e.value.as_str()), ("--shapes", path));
+    let e = once(&["--shapes=/nonexistent/shapes.yaml"]).expect_err("no such file");
+    assert_eq!(e.flag, "--shapes");
+    std::fs::write(&file, "a: [").expect("write");
+    assert_eq!(once(&[&shapes]).expect_err("not YAML").flag, "--shapes");
+    assert_eq!(
+        once(&["--source=host"]).expect("valid").scoring.shapes,
+        crate::shapes::ShapeSource::None,
+        "no cluster source, no shapes"
+    );
 }

@@ -1,8 +1,10 @@
 //! The `cluster` source: watches Nodes and Pods of the managed cluster and keeps the accounting
 //! ledger current, one event at a time.
 //!
-//! Objects are decoded into the slim structs of `accounting::objects` and folded into the ledger at
-//! once; nothing else of them is cached. Pods in phase Succeeded or Failed are filtered out by the API
+//! Objects are decoded into the slim structs of `accounting::objects` and folded at once into the
+//! ledger (the cluster scores) and the fits index (the `fits.<shape>` scores); nothing else of them
+//! is cached. When new shapes need a resource the fits index does not track, the index is rebuilt
+//! and both watches re-list into it ([`FitsHandle::set_shapes`]). Pods in phase Succeeded or Failed are filtered out by the API
 //! server (field selector) and, should one still arrive, by the ledger.
 //!
 //! Freshness: the figures count as current only when both watches have completed their initial list,
@@ -10,7 +12,9 @@
 //! answers a cheap probe right now. Otherwise scores are not renewed.
 
 use super::{Reading, SourceError};
-use crate::accounting::{Ledger, ObjectError, ResourceSet, SlimNode, SlimPod};
+use crate::accounting::{
+    FitsIndex, FitsOptions, Ledger, ObjectError, ResourceSet, ShapeFits, ShapeSet, SlimNode, SlimPod,
+};
 use crate::metrics::{Metrics, WatchKind};
 use futures::{StreamExt, TryStreamExt};
 use kube::Client;
@@ -19,7 +23,7 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, watch as signal};
 use tokio::task::JoinHandle;
 
 /// Pods in these phases hold no resources; the API server leaves them out of the watch.
@@ -87,34 +91,85 @@ impl Health {
     }
 }
 
+/// What the watches feed: the ledger behind the cluster scores and the fits index behind the
+/// `fits.<shape>` scores, updated together under one lock.
+pub struct Accounts {
+    pub ledger: Ledger,
+    pub fits: FitsIndex,
+}
+
+impl Accounts {
+    pub fn new(resources: ResourceSet, shapes: ShapeSet, options: FitsOptions) -> Self {
+        Accounts {
+            ledger: Ledger::new(resources),
+            fits: FitsIndex::new(shapes, options),
+        }
+    }
+
+    fn invalid_objects(&self) -> impl Iterator<Item = &ObjectError> {
+        self.ledger.invalid_objects().chain(self.fits.invalid_objects())
+    }
+}
+
 /// Shared state of the running cluster source.
 pub struct ClusterSource {
     client: Client,
-    ledger: Arc<Mutex<Ledger>>,
+    accounts: Arc<Mutex<Accounts>>,
     health: Arc<Mutex<Health>>,
     synced: Arc<Notify>,
+    relist: Arc<signal::Sender<u64>>,
     api_timeout: Duration,
     tasks: Vec<JoinHandle<()>>,
 }
 
+/// Gives the running cluster source new shapes (from the task that reads them).
+#[derive(Clone)]
+pub struct FitsHandle {
+    accounts: Arc<Mutex<Accounts>>,
+    health: Arc<Mutex<Health>>,
+    relist: Arc<signal::Sender<u64>>,
+}
+
+impl FitsHandle {
+    /// Counts `shapes` from now on. Shapes over the resources the index tracks take effect at once;
+    /// others need a new index, filled by a re-list of both watches (the figures are not current,
+    /// so nothing is renewed, until both lists complete).
+    pub fn set_shapes(&self, shapes: ShapeSet) {
+        let mut accounts = lock(&self.accounts);
+        let options = accounts.fits.options();
+        if accounts.fits.set_shapes(shapes.clone()).is_ok() {
+            return;
+        }
+        tracing::info!("the WorkloadShapes request new resources; re-listing nodes and pods to count them");
+        accounts.fits = FitsIndex::new(shapes, options);
+        let mut health = lock(&self.health);
+        health.nodes.relisting = true;
+        health.pods.relisting = true;
+        // Under the accounts lock: a watch sees the new generation before its next event.
+        self.relist.send_modify(|generation| *generation += 1);
+    }
+}
+
 impl ClusterSource {
-    /// Starts the Node and Pod watches. `changed` is notified whenever the cluster figures change.
+    /// Starts the Node and Pod watches. `changed` is notified whenever the figures change.
     pub fn start(
         client: Client,
-        resources: ResourceSet,
+        accounts: Accounts,
         api_timeout: Duration,
         changed: Arc<Notify>,
         metrics: Arc<Metrics>,
     ) -> Self {
-        let ledger = Arc::new(Mutex::new(Ledger::new(resources)));
+        let accounts = Arc::new(Mutex::new(accounts));
         let health = Arc::new(Mutex::new(Health::default()));
         let synced = Arc::new(Notify::new());
+        let relist = Arc::new(signal::channel(0u64).0);
         let shared = Shared {
-            ledger: ledger.clone(),
+            accounts: accounts.clone(),
             health: health.clone(),
             changed,
             synced: synced.clone(),
             metrics,
+            relist: relist.clone(),
         };
         let nodes = tokio::spawn(watch::<SlimNode>(
             Api::all(client.clone()),
@@ -130,11 +185,21 @@ impl ClusterSource {
         ));
         ClusterSource {
             client,
-            ledger,
+            accounts,
             health,
             synced,
+            relist,
             api_timeout,
             tasks: vec![nodes, pods],
+        }
+    }
+
+    /// A handle to change the shapes counted.
+    pub fn fits_handle(&self) -> FitsHandle {
+        FitsHandle {
+            accounts: self.accounts.clone(),
+            health: self.health.clone(),
+            relist: self.relist.clone(),
         }
     }
 
@@ -155,13 +220,13 @@ impl ClusterSource {
         }
     }
 
-    /// The ledger, for the kubelet source (which needs each node's requests).
-    pub fn ledger(&self) -> MutexGuard<'_, Ledger> {
-        lock(&self.ledger)
+    /// The ledger and the fits index (the kubelet source needs each node's requests).
+    pub fn accounts(&self) -> MutexGuard<'_, Accounts> {
+        lock(&self.accounts)
     }
 
-    /// Current figures, or why there are none.
-    pub async fn read(&self) -> Result<Reading, SourceError> {
+    /// Current figures and fits counts, or why there are none.
+    pub async fn read(&self) -> Result<(Reading, Vec<ShapeFits>), SourceError> {
         self.check_watches()?;
         // A watch can sit silent on a dead connection; ask the API server directly.
         let nodes = Api::<SlimNode>::all(self.client.clone());
@@ -178,14 +243,14 @@ impl ClusterSource {
         }
         // The watches may have failed while the probe was in flight.
         self.check_watches()?;
-        let ledger = lock(&self.ledger);
-        if let Some(first) = ledger.invalid_objects().next() {
+        let mut accounts = lock(&self.accounts);
+        if let Some(first) = accounts.invalid_objects().next() {
             return Err(SourceError::InvalidObjects {
-                count: ledger.invalid_objects().count(),
+                count: accounts.invalid_objects().count(),
                 first: first.clone(),
             });
         }
-        Ok(reading_of(&ledger))
+        Ok((reading_of(&accounts.ledger), accounts.fits.fits()))
     }
 
     fn check_watches(&self) -> Result<(), SourceError> {
@@ -239,15 +304,14 @@ fn reading_of(ledger: &Ledger) -> Reading {
 /// Lists Nodes and Pods once (for `once`): no watch, same accounting.
 pub async fn read_once(
     client: Client,
-    resources: ResourceSet,
+    mut accounts: Accounts,
     timeout: Duration,
-) -> Result<(Reading, Ledger), SourceError> {
-    let mut ledger = Ledger::new(resources);
+) -> Result<(Reading, Accounts), SourceError> {
     let params = ListParams::default().limit(500);
     let nodes = list_all::<SlimNode>(Api::all(client.clone()), params.clone(), timeout, "nodes").await?;
     for node in &nodes {
-        if let Err(e) = ledger.apply_node(node) {
-            return Err(invalid(&ledger, e));
+        if let Err(e) = SlimNode::apply(&mut accounts, node) {
+            return Err(invalid(&accounts, e));
         }
     }
     let pods = list_all::<SlimPod>(
@@ -257,18 +321,19 @@ pub async fn read_once(
         "pods",
     )
     .await?;
-    ledger.reserve_pods(pods.len());
+    accounts.ledger.reserve_pods(pods.len());
+    accounts.fits.reserve_pods(pods.len());
     for pod in &pods {
-        if let Err(e) = ledger.apply_pod(pod) {
-            return Err(invalid(&ledger, e));
+        if let Err(e) = SlimPod::apply(&mut accounts, pod) {
+            return Err(invalid(&accounts, e));
         }
     }
-    Ok((reading_of(&ledger), ledger))
+    Ok((reading_of(&accounts.ledger), accounts))
 }
 
-fn invalid(ledger: &Ledger, first: ObjectError) -> SourceError {
+fn invalid(accounts: &Accounts, first: ObjectError) -> SourceError {
     SourceError::InvalidObjects {
-        count: ledger.invalid_objects().count(),
+        count: accounts.invalid_objects().count(),
         first,
     }
 }
@@ -305,66 +370,150 @@ where
 
 #[derive(Clone)]
 struct Shared {
-    ledger: Arc<Mutex<Ledger>>,
+    accounts: Arc<Mutex<Accounts>>,
     health: Arc<Mutex<Health>>,
     changed: Arc<Notify>,
     synced: Arc<Notify>,
     metrics: Arc<Metrics>,
+    /// Bumped (under the accounts lock) when the fits index was rebuilt and needs a re-list.
+    relist: Arc<signal::Sender<u64>>,
 }
 
-/// How an object kind feeds the ledger.
+/// How an object kind feeds the ledger and the fits index. The `bool`s say whether a figure or a
+/// count may have changed.
 trait Accounted:
     kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static
 {
-    fn apply(ledger: &mut Ledger, object: &Self) -> Result<bool, ObjectError>;
-    fn delete(ledger: &mut Ledger, object: &Self) -> bool;
-    fn begin_relist(ledger: &mut Ledger);
-    fn finish_relist(ledger: &mut Ledger) -> bool;
+    fn apply(accounts: &mut Accounts, object: &Self) -> Result<bool, ObjectError>;
+    fn delete(accounts: &mut Accounts, object: &Self) -> bool;
+    fn begin_relist(accounts: &mut Accounts);
+    fn finish_relist(accounts: &mut Accounts) -> bool;
+}
+
+/// Runs `change` on both, and says whether either moved; the ledger's error comes first.
+fn both(
+    accounts: &mut Accounts,
+    ledger: impl FnOnce(&mut Ledger) -> Result<bool, ObjectError>,
+    fits: impl FnOnce(&mut FitsIndex) -> Result<(), ObjectError>,
+) -> Result<bool, ObjectError> {
+    let before = accounts.fits.revision();
+    let ledger = ledger(&mut accounts.ledger);
+    let fits = fits(&mut accounts.fits);
+    let fits_moved = accounts.fits.revision() != before;
+    match (ledger, fits) {
+        (Err(e), _) | (Ok(_), Err(e)) => Err(e),
+        (Ok(changed), Ok(())) => Ok(changed || fits_moved),
+    }
+}
+
+fn unfailing(result: bool) -> Result<bool, ObjectError> {
+    Ok(result)
 }
 
 impl Accounted for SlimPod {
-    fn apply(ledger: &mut Ledger, pod: &Self) -> Result<bool, ObjectError> {
-        ledger.apply_pod(pod)
+    fn apply(accounts: &mut Accounts, pod: &Self) -> Result<bool, ObjectError> {
+        both(accounts, |l| l.apply_pod(pod), |f| f.apply_pod(pod))
     }
-    fn delete(ledger: &mut Ledger, pod: &Self) -> bool {
-        ledger.delete_pod(
-            pod.metadata.namespace.as_deref().unwrap_or_default(),
-            pod.metadata.name.as_deref().unwrap_or_default(),
+    fn delete(accounts: &mut Accounts, pod: &Self) -> bool {
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+        let name = pod.metadata.name.as_deref().unwrap_or_default();
+        both(
+            accounts,
+            |l| unfailing(l.delete_pod(namespace, name)),
+            |f| {
+                f.delete_pod(namespace, name);
+                Ok(())
+            },
         )
+        .unwrap_or(true)
     }
-    fn begin_relist(ledger: &mut Ledger) {
-        ledger.begin_pod_relist();
+    fn begin_relist(accounts: &mut Accounts) {
+        accounts.ledger.begin_pod_relist();
+        accounts.fits.begin_pod_relist();
     }
-    fn finish_relist(ledger: &mut Ledger) -> bool {
-        ledger.finish_pod_relist()
+    fn finish_relist(accounts: &mut Accounts) -> bool {
+        both(
+            accounts,
+            |l| unfailing(l.finish_pod_relist()),
+            |f| {
+                f.finish_pod_relist();
+                Ok(())
+            },
+        )
+        .unwrap_or(true)
     }
 }
 
 impl Accounted for SlimNode {
-    fn apply(ledger: &mut Ledger, node: &Self) -> Result<bool, ObjectError> {
-        ledger.apply_node(node)
+    fn apply(accounts: &mut Accounts, node: &Self) -> Result<bool, ObjectError> {
+        both(accounts, |l| l.apply_node(node), |f| f.apply_node(node))
     }
-    fn delete(ledger: &mut Ledger, node: &Self) -> bool {
-        ledger.delete_node(node.metadata.name.as_deref().unwrap_or_default())
+    fn delete(accounts: &mut Accounts, node: &Self) -> bool {
+        let name = node.metadata.name.as_deref().unwrap_or_default();
+        both(
+            accounts,
+            |l| unfailing(l.delete_node(name)),
+            |f| {
+                f.delete_node(name);
+                Ok(())
+            },
+        )
+        .unwrap_or(true)
     }
-    fn begin_relist(ledger: &mut Ledger) {
-        ledger.begin_node_relist();
+    fn begin_relist(accounts: &mut Accounts) {
+        accounts.ledger.begin_node_relist();
+        accounts.fits.begin_node_relist();
     }
-    fn finish_relist(ledger: &mut Ledger) -> bool {
-        ledger.finish_node_relist()
+    fn finish_relist(accounts: &mut Accounts) -> bool {
+        both(
+            accounts,
+            |l| unfailing(l.finish_node_relist()),
+            |f| {
+                f.finish_node_relist();
+                Ok(())
+            },
+        )
+        .unwrap_or(true)
     }
 }
 
 async fn watch<K: Accounted>(api: Api<K>, config: watcher::Config, kind: WatchKind, shared: Shared) {
-    let mut events = watcher::watcher(api, config)
+    let mut relist = shared.relist.subscribe();
+    loop {
+        // A new stream starts with a full list: what a rebuilt fits index needs.
+        let generation = *relist.borrow_and_update();
+        if !follow::<K>(&api, &config, kind, &shared, generation, &mut relist).await {
+            return;
+        }
+    }
+}
+
+/// Follows one watch stream until the fits index asks for a re-list (`true`) or the stream ends.
+async fn follow<K: Accounted>(
+    api: &Api<K>,
+    config: &watcher::Config,
+    kind: WatchKind,
+    shared: &Shared,
+    generation: u64,
+    relist: &mut signal::Receiver<u64>,
+) -> bool {
+    let mut events = watcher::watcher(api.clone(), config.clone())
         .backoff(WatchBackoff::default())
         .boxed();
     loop {
-        match events.try_next().await {
-            Ok(Some(event)) => handle(event, kind, &shared),
+        let next = tokio::select! {
+            next = events.try_next() => next,
+            _ = relist.changed() => return true,
+        };
+        match next {
+            Ok(Some(event)) => {
+                if !handle(event, kind, shared, generation) {
+                    return true;
+                }
+            }
             Ok(None) => {
                 tracing::error!(kind = kind.as_str(), "watch stream ended");
-                return;
+                return false;
             }
             Err(error) => {
                 shared.metrics.watch_error(kind);
@@ -377,49 +526,55 @@ async fn watch<K: Accounted>(api: Api<K>, config: watcher::Config, kind: WatchKi
     }
 }
 
-fn handle<K: Accounted>(event: Event<K>, kind: WatchKind, shared: &Shared) {
+/// Applies one event; `false` when the fits index was rebuilt since this stream began (the event
+/// is left to the re-list that follows).
+fn handle<K: Accounted>(event: Event<K>, kind: WatchKind, shared: &Shared, generation: u64) -> bool {
+    let mut accounts = lock(&shared.accounts);
+    if *shared.relist.borrow() != generation {
+        return false;
+    }
     shared.metrics.watch_event(kind);
     if !matches!(event, Event::Init) {
         // The API server answered: the watch works again.
         lock(&shared.health).of(kind).last_error = None;
     }
-    let mut ledger = lock(&shared.ledger);
     let changed = match event {
         Event::Init => {
-            K::begin_relist(&mut ledger);
+            K::begin_relist(&mut accounts);
             lock(&shared.health).of(kind).relisting = true;
             false
         }
         Event::InitApply(object) => {
-            report(K::apply(&mut ledger, &object), kind);
+            report(K::apply(&mut accounts, &object), kind);
             false
         }
         Event::InitDone => {
             // A re-list that found what the ledger already held is no change.
-            let changed = K::finish_relist(&mut ledger);
+            let changed = K::finish_relist(&mut accounts);
             let mut health = lock(&shared.health);
             let state = health.of(kind);
             state.relisting = false;
             state.synced = true;
             tracing::info!(
                 kind = kind.as_str(),
-                nodes = ledger.known_nodes(),
-                pods = ledger.counted_pods(),
+                nodes = accounts.ledger.known_nodes(),
+                pods = accounts.ledger.counted_pods(),
                 "list complete"
             );
             shared.synced.notify_waiters();
             changed
         }
-        Event::Apply(object) => report(K::apply(&mut ledger, &object), kind),
-        Event::Delete(object) => K::delete(&mut ledger, &object),
+        Event::Apply(object) => report(K::apply(&mut accounts, &object), kind),
+        Event::Delete(object) => K::delete(&mut accounts, &object),
     };
     shared
         .metrics
-        .set_invalid_objects(ledger.invalid_objects().count());
-    drop(ledger);
+        .set_invalid_objects(accounts.invalid_objects().count());
+    drop(accounts);
     if changed {
         shared.changed.notify_one();
     }
+    true
 }
 
 fn report(result: Result<bool, ObjectError>, kind: WatchKind) -> bool {

@@ -52,11 +52,13 @@ pub fn hub_user() -> (String, Vec<String>) {
 }
 
 /// The hub's RBAC for the agent, as the add-on manager grants it (`hub-controller/src/addon/hub_rbac.rs`):
-/// a Role in the cluster's own namespace only, bound to the agent's user and its per-cluster group.
+/// a Role in the cluster's own namespace only, bound to the agent's user and its per-cluster group,
+/// and read access to the cluster-scoped WorkloadShapes.
 fn hub_rbac() -> Vec<Value> {
     let (user, groups) = hub_user();
     let role = format!("open-cluster-management-{ADDON}-agent");
-    vec![
+    let mut out = shapes_rbac();
+    out.extend([
         json!({
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
             "metadata": {"name": role, "namespace": CLUSTER},
@@ -74,6 +76,30 @@ fn hub_rbac() -> Vec<Value> {
             "subjects": [
                 {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user},
                 {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": groups[0]},
+            ],
+        }),
+    ]);
+    out
+}
+
+/// The agent's read access to WorkloadShapes, as the add-on manager grants it.
+pub fn shapes_rbac() -> Vec<Value> {
+    let (user, groups) = hub_user();
+    let name = format!("open-cluster-management-{ADDON}-agent-shapes");
+    vec![
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": name},
+            "rules": [{"apiGroups": ["tiering.ocm-score.io"], "resources": ["workloadshapes"],
+                       "verbs": ["get", "list", "watch"]}],
+        }),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+            "subjects": [
+                {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": groups[0]},
+                {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user},
             ],
         }),
     ]
@@ -246,6 +272,11 @@ impl Clusters {
     /// Both doubles with RBAC on, the fixture of [`managed_objects`] (with the pod `batch` Succeeded),
     /// the install namespace, and the namespaces of [`CLUSTER`] and [`OTHER_CLUSTER`] on the hub.
     pub async fn start(what: &str) -> Clusters {
+        Self::start_with(what, true).await
+    }
+
+    /// As [`Clusters::start`]; without `shapes_readable` the agent may not read WorkloadShapes.
+    pub async fn start_with(what: &str, shapes_readable: bool) -> Clusters {
         let mut managed = ApiServer::builder()
             .builtin_kinds()
             .rbac(true)
@@ -257,12 +288,16 @@ impl Clusters {
 
         let mut hub = ApiServer::builder()
             .upstream_crds()
+            .crds_from_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/hub/crds"))
             .builtin_kinds()
             .rbac(true)
             .object(namespace(CLUSTER))
             .object(namespace(OTHER_CLUSTER));
+        let shapes_rbac = shapes_rbac();
         for object in hub_rbac() {
-            hub = hub.object(object);
+            if shapes_readable || !shapes_rbac.contains(&object) {
+                hub = hub.object(object);
+            }
         }
         let hub = hub.start().await.expect("the hub starts");
 
@@ -385,6 +420,31 @@ async fn set_pod_phase(server: &ApiServer, name: &str, phase: &str) {
     )
     .await
     .expect("setting a pod's phase");
+}
+
+/// A WorkloadShape named `name` with `spec`.
+pub fn shape(name: &str, spec: Value) -> Value {
+    json!({
+        "apiVersion": "tiering.ocm-score.io/v1alpha1", "kind": "WorkloadShape",
+        "metadata": {"name": name},
+        "spec": spec,
+    })
+}
+
+/// The agent's condition about WorkloadShapes on a score object.
+pub fn shapes_condition(status: &AddOnPlacementScoreStatus) -> Option<&Condition> {
+    status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "WorkloadShapesScored")
+}
+
+/// The `fits.*` scores, by name.
+pub fn fits_of(status: &AddOnPlacementScoreStatus) -> Vec<(String, i32)> {
+    scores_of(status)
+        .into_iter()
+        .filter(|(name, _)| name.starts_with("fits."))
+        .collect()
 }
 
 /// The agent's own condition on a score object.

@@ -6,8 +6,9 @@
 //! the rendered command line through the agent's real clap definition.
 
 pub use agent_contract::flag::{
-    ADDON_NAME, ADDON_NAMESPACE, CLUSTER_NAME, EXTENDED_RESOURCE, HUB_KUBECONFIG, METRICS_BIND_ADDRESS,
-    NORMALIZE, REFRESH_INTERVAL, RENEW_EVERY, SCORE_STEP, SCORES, SOURCE, VALIDITY, arg,
+    ADDON_NAME, ADDON_NAMESPACE, CLUSTER_NAME, DEDUCT_PENDING, EXTENDED_RESOURCE, HUB_KUBECONFIG,
+    METRICS_BIND_ADDRESS, NORMALIZE, REFRESH_INTERVAL, RENEW_EVERY, SCORE_STEP, SCORES, SOURCE, VALIDITY,
+    arg,
 };
 pub use agent_contract::{BINARY, RUN as SUBCOMMAND};
 
@@ -30,6 +31,7 @@ pub const ALL_FLAGS: &[&str] = &[
     SCORE_STEP,
     EXTENDED_RESOURCE,
     SCORES,
+    DEDUCT_PENDING,
 ];
 
 /// Port of the agent's /metrics, /healthz and /readyz inside the pod.

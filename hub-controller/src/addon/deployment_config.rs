@@ -10,6 +10,7 @@
 //! | `SCORE_STEP` | `--score-step` | integer 1..=200 |
 //! | `EXTENDED_RESOURCES` | `--extended-resource` | comma list of `RESOURCE[=PREFIX]`, e.g. `amd.com/gpu=amdGpu` |
 //! | `SCORES` | `--scores` | comma list of score names to publish |
+//! | `DEDUCT_PENDING` | `--deduct-pending` | `true` or `false`: deduct pending pods before counting `fits.<shape>` |
 //!
 //! Score names (in `NORMALIZE` and `SCORES`) must be ones the agent publishes: the built-in ones or
 //! `<prefix>{Node,Cluster}Available` of a configured extended resource. These are the agent's own
@@ -87,6 +88,7 @@ enum Kind {
     RenewEvery,
     ExtendedResources,
     ScoreNames,
+    Bool,
     LogFormat,
 }
 
@@ -137,6 +139,11 @@ const VARIABLES: &[Variable] = &[
         name: "SCORES",
         flag: cli::SCORES,
         kind: Kind::ScoreNames,
+    },
+    Variable {
+        name: "DEDUCT_PENDING",
+        flag: cli::DEDUCT_PENDING,
+        kind: Kind::Bool,
     },
     Variable {
         name: "LOG_FORMAT",
@@ -208,6 +215,11 @@ pub fn agent_config(spec: &AddOnDeploymentConfigSpec) -> Result<AgentConfig, Con
                 checked.extended = list(value, agent_contract::parse_extended_resource).map_err(err)?
             }
             Kind::ScoreNames => checked.selected = list(value, |name| Ok(name.to_string())).map_err(err)?,
+            Kind::Bool => {
+                if !matches!(value, "true" | "false") {
+                    return Err(err("expected true or false".into()));
+                }
+            }
             Kind::LogFormat => {
                 if !agent_contract::LOG_FORMATS.contains(&value) {
                     return Err(err(format!(

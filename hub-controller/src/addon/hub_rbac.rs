@@ -1,13 +1,25 @@
-//! Hub permissions of the agent: a Role and RoleBinding in the cluster namespace only.
+//! Hub permissions of the agent: a Role and RoleBinding in the cluster namespace, and read access
+//! to WorkloadShapes.
 //!
 //! The agent may read and write AddOnPlacementScores (and their status) in its own cluster's
 //! namespace and nothing else. The binding names the agent's user and its per-cluster group only,
 //! never the add-on-wide group every cluster's agent carries, so an agent is refused anywhere else.
+//!
+//! WorkloadShapes are cluster-scoped, which no Role can grant: one ClusterRole (get, list, watch on
+//! `workloadshapes`, nothing else) and one ClusterRoleBinding naming exactly the subjects of the
+//! per-cluster RoleBindings of every current add-on. Both are owned by the ClusterManagementAddOn (a
+//! cluster-scoped object may only have cluster-scoped owners), so uninstalling removes them; an
+//! add-on removed from one cluster leaves the binding at the next pass over the add-on.
 
 use super::names;
-use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
+use k8s_openapi::api::rbac::v1::{
+    ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use scheduler_core::api::{AddOnPlacementScore, OcmKind, RegistrationConfig};
+use kube::ResourceExt;
+use scheduler_core::api::{
+    AddOnPlacementScore, ManagedClusterAddOn, OcmKind, RegistrationConfig, WorkloadShape,
+};
 use std::collections::BTreeMap;
 
 /// The Role granting score access in `cluster`'s namespace.
@@ -79,6 +91,75 @@ fn subjects(addon: &str, cluster: &str, registrations: &[RegistrationConfig]) ->
         out.push(subject("Group", &names::cluster_addon_group(cluster, addon)));
     }
     out
+}
+
+/// The ClusterRole letting agents read WorkloadShapes, owned by the ClusterManagementAddOn.
+pub fn shapes_cluster_role(addon: &str, owner: &OwnerReference) -> ClusterRole {
+    ClusterRole {
+        metadata: cluster_meta(addon, owner),
+        rules: Some(vec![PolicyRule {
+            api_groups: Some(vec![<WorkloadShape as kube::Resource>::group(&()).to_string()]),
+            resources: Some(vec![<WorkloadShape as kube::Resource>::plural(&()).to_string()]),
+            verbs: ["get", "list", "watch"].map(String::from).to_vec(),
+            ..Default::default()
+        }]),
+        aggregation_rule: None,
+    }
+}
+
+/// The ClusterRoleBinding of [`shapes_cluster_role`] to the agents of `addons` (each one's
+/// RoleBinding subjects; add-ons being deleted are left out), in a stable order.
+pub fn shapes_cluster_role_binding(
+    addon: &str,
+    addons: &[&ManagedClusterAddOn],
+    owner: &OwnerReference,
+) -> ClusterRoleBinding {
+    let mut subjects: Vec<Subject> = addons
+        .iter()
+        .filter(|a| a.name_any() == addon && a.metadata.deletion_timestamp.is_none())
+        .filter_map(|a| {
+            let cluster = a.namespace()?;
+            Some(subjects(
+                addon,
+                &cluster,
+                &super::registration::registrations(addon, a),
+            ))
+        })
+        .flatten()
+        .collect();
+    subjects.sort_by(|a, b| (&a.kind, &a.name).cmp(&(&b.kind, &b.name)));
+    subjects.dedup();
+    ClusterRoleBinding {
+        metadata: cluster_meta(addon, owner),
+        role_ref: RoleRef {
+            api_group: "rbac.authorization.k8s.io".into(),
+            kind: "ClusterRole".into(),
+            name: names::shapes_reader_name(addon),
+        },
+        subjects: Some(subjects),
+    }
+}
+
+pub fn cluster_role_up_to_date(existing: &ClusterRole, desired: &ClusterRole) -> bool {
+    existing.rules == desired.rules && metadata_up_to_date(&existing.metadata, &desired.metadata)
+}
+
+pub fn cluster_role_binding_up_to_date(existing: &ClusterRoleBinding, desired: &ClusterRoleBinding) -> bool {
+    existing.role_ref == desired.role_ref
+        && existing.subjects.as_deref().unwrap_or_default() == desired.subjects.as_deref().unwrap_or_default()
+        && metadata_up_to_date(&existing.metadata, &desired.metadata)
+}
+
+fn cluster_meta(addon: &str, owner: &OwnerReference) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(names::shapes_reader_name(addon)),
+        labels: Some(BTreeMap::from([(
+            names::ADDON_NAME_LABEL.to_string(),
+            addon.to_string(),
+        )])),
+        owner_references: Some(vec![owner.clone()]),
+        ..Default::default()
+    }
 }
 
 fn meta(addon: &str, cluster: &str, owner: &OwnerReference) -> ObjectMeta {
@@ -212,6 +293,55 @@ mod tests {
         let s = b.subjects.expect("subjects");
         assert_eq!(s.len(), 1);
         assert_eq!(s[0].name, "system:open-cluster-management:cluster:c1:addon:a");
+    }
+
+    #[test]
+    fn shapes_are_readable_by_exactly_the_agents_of_current_add_ons() {
+        let role = shapes_cluster_role("a", &owner());
+        assert_eq!(
+            role.metadata.name.as_deref(),
+            Some("open-cluster-management-a-agent-shapes")
+        );
+        let rules = role.rules.expect("rules");
+        assert_eq!(rules.len(), 1);
+        assert_eq!(
+            rules[0].api_groups,
+            Some(vec!["tiering.ocm-score.io".to_string()])
+        );
+        assert_eq!(rules[0].resources, Some(vec!["workloadshapes".to_string()]));
+        assert_eq!(rules[0].verbs, ["get", "list", "watch"]);
+        assert!(rules[0].resource_names.is_none() && rules[0].non_resource_urls.is_none());
+
+        let addon = |cluster: &str, deleting: bool| {
+            let mut a = ManagedClusterAddOn::default();
+            a.metadata.name = Some("a".into());
+            a.metadata.namespace = Some(cluster.into());
+            if deleting {
+                a.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    jiff::Timestamp::UNIX_EPOCH,
+                ));
+            }
+            a
+        };
+        let (c2, c1, gone) = (addon("c2", false), addon("c1", false), addon("c3", true));
+        let binding = shapes_cluster_role_binding("a", &[&c2, &c1, &gone], &owner());
+        assert_eq!(binding.role_ref.kind, "ClusterRole");
+        assert_eq!(binding.role_ref.name, "open-cluster-management-a-agent-shapes");
+        let names: Vec<String> = binding
+            .subjects
+            .expect("subjects")
+            .into_iter()
+            .map(|s| format!("{}:{}", s.kind, s.name))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "Group:system:open-cluster-management:cluster:c1:addon:a",
+                "Group:system:open-cluster-management:cluster:c2:addon:a",
+                "User:system:open-cluster-management:cluster:c1:addon:a:agent:a",
+                "User:system:open-cluster-management:cluster:c2:addon:a:agent:a",
+            ]
+        );
     }
 
     #[test]

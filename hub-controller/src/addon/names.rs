@@ -75,6 +75,12 @@ pub fn hub_role_name(addon: &str) -> String {
     format!("open-cluster-management-{addon}-agent")
 }
 
+/// The ClusterRole and ClusterRoleBinding on the hub letting every agent of the add-on read
+/// WorkloadShapes.
+pub fn shapes_reader_name(addon: &str) -> String {
+    format!("open-cluster-management-{addon}-agent-shapes")
+}
+
 /// Names of the agent's objects on the managed cluster.
 pub fn agent_name(addon: &str) -> String {
     format!("{addon}-agent")

@@ -9,7 +9,7 @@ use super::reconcile::{self, Context, Stores, csr::csrs_of_cluster};
 use super::{names, ownership, work};
 use futures::StreamExt;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
-use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::reflector::ObjectRef;
@@ -128,6 +128,8 @@ async fn run_controllers(
     let mut works = SharedWatch::<ManifestWork>::default();
     let mut roles = SharedWatch::<Role>::default();
     let mut bindings = SharedWatch::<RoleBinding>::default();
+    let mut cluster_roles = SharedWatch::<ClusterRole>::default();
+    let mut cluster_bindings = SharedWatch::<ClusterRoleBinding>::default();
     let mut csrs = SharedWatch::<CertificateSigningRequest>::default();
     let mut scores = SharedWatch::<AddOnPlacementScore>::default();
     // Config objects are read raw (their spec hash must cover exactly what the server holds).
@@ -143,6 +145,8 @@ async fn run_controllers(
         works: works.store(),
         roles: roles.store(),
         bindings: bindings.store(),
+        cluster_roles: cluster_roles.store(),
+        cluster_bindings: cluster_bindings.store(),
         csrs: csrs.store(),
         scores: scores.store(),
     };
@@ -211,6 +215,9 @@ async fn run_controllers(
     };
     let install_controller = Controller::for_stream(cmas.subscribe(metadata_only), cmas.store())
         .with_config(controller_config.clone())
+        // The agents' read access to WorkloadShapes is the ClusterManagementAddOn's.
+        .owns_stream(cluster_roles.subscribe(metadata_only))
+        .owns_stream(cluster_bindings.subscribe(metadata_only))
         .watches_stream(addons.subscribe(metadata_only), {
             let the_cma = the_cma.clone();
             move |_: ManagedClusterAddOn| the_cma()
@@ -264,6 +271,8 @@ async fn run_controllers(
         ),
         roles.spawn(Api::all(client.clone()), by_label(), as_is),
         bindings.spawn(Api::all(client.clone()), by_label(), as_is),
+        cluster_roles.spawn(Api::all(client.clone()), by_label(), as_is),
+        cluster_bindings.spawn(Api::all(client.clone()), by_label(), as_is),
         csrs.spawn(Api::all(client.clone()), by_label(), as_is),
         scores.spawn(
             Api::all(client.clone()),

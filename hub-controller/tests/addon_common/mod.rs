@@ -88,6 +88,8 @@ impl Hub {
     pub async fn start_with(keep: impl Fn(&Value) -> bool) -> Hub {
         let server = ApiServer::builder()
             .upstream_crds()
+            // Our own CRDs, as the `crds` kustomization installs them.
+            .crds_from_dir(manifests_dir().join("hub/crds"))
             .builtin_kinds()
             .rbac(true)
             .bookmark_interval(Duration::from_secs(1))
@@ -347,6 +349,35 @@ impl Hub {
             cluster,
             ROLE_NAME,
         )
+    }
+
+    /// The agents' read access to WorkloadShapes: the ClusterRole and the ClusterRoleBinding.
+    pub fn shapes_rbac(&self) -> (Option<Value>, Option<Value>) {
+        let name = format!("open-cluster-management-{ADDON}-agent-shapes");
+        let rbac =
+            |resource: &str| self.object(&Gvr::new("rbac.authorization.k8s.io", "v1", resource), "", &name);
+        (rbac("clusterroles"), rbac("clusterrolebindings"))
+    }
+
+    /// The `kind:name` of every subject of the agents' WorkloadShapes binding.
+    pub fn shapes_readers(&self) -> Vec<String> {
+        self.shapes_rbac()
+            .1
+            .map(|binding| {
+                binding["subjects"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|s| {
+                        format!(
+                            "{}:{}",
+                            s["kind"].as_str().unwrap_or_default(),
+                            s["name"].as_str().unwrap_or_default()
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     pub fn config(&self) -> Value {

@@ -2,7 +2,7 @@
 //! reference and the add-on status. Removal is the garbage collector's: everything here is owned by
 //! the add-on (see `ownership`).
 
-use super::{Context, Error, adopt_score, ensure, error_policy, observed};
+use super::{Context, Error, adopt_score, ensure, error_policy, merge_metadata, observed};
 use crate::addon::availability::{self, HealthMode};
 use crate::addon::conditions::{CONFIGURED, Change, DEGRADED, Desired, REGISTRATION_APPLIED, Status};
 use crate::addon::config_refs::{self, ConfigKey, ObservedConfig};
@@ -478,21 +478,6 @@ async fn ensure_hub_rbac(
     )
     .await?;
     Ok(())
-}
-
-fn merge_metadata(
-    existing: &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-    desired: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-) {
-    existing
-        .labels
-        .get_or_insert_default()
-        .extend(desired.labels.clone().unwrap_or_default());
-    let owners = existing.owner_references.get_or_insert_default();
-    for owner in desired.owner_references.iter().flatten() {
-        owners.retain(|o| o.uid != owner.uid);
-        owners.push(owner.clone());
-    }
 }
 
 /// Writes our part of the status, merging into the latest object on every conflict (the config

@@ -1,10 +1,14 @@
 //! The ClusterManagementAddOn: the spec hashes in its status (always), and its install strategy when
 //! we run the add-on's lifecycle ourselves.
 
-use super::{Context, Error, adopt_score, delete_if_present, error_policy, observed, status_code};
+use super::{
+    Context, Error, adopt_score, delete_if_present, ensure, error_policy, merge_metadata, observed,
+    status_code,
+};
 use crate::addon::config_refs::ConfigKey;
 use crate::addon::install::{self, Lifecycle};
-use crate::addon::{cma_config, spec_hash};
+use crate::addon::{cma_config, hub_rbac, names, spec_hash};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::api::{Api, ApiResource, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
@@ -36,6 +40,7 @@ async fn reconcile_inner(cma: Arc<ClusterManagementAddOn>, ctx: Arc<Context>) ->
         return Ok(Action::await_change());
     }
     fill_config_hashes(&cma, &ctx).await?;
+    ensure_shapes_rbac(&cma, &ctx).await?;
     if install::lifecycle(&cma) == Lifecycle::AddonManager {
         tracing::debug!("OCM's addon-manager runs this add-on's install strategy");
         return Ok(Action::await_change());
@@ -123,6 +128,67 @@ async fn reconcile_inner(cma: Arc<ClusterManagementAddOn>, ctx: Arc<Context>) ->
         }
     }
     Ok(Action::requeue(ctx.settings.resync))
+}
+
+/// The agents' read access to WorkloadShapes: the ClusterRole, and the ClusterRoleBinding to the
+/// agents of the add-ons OCM's gates let through (owned by the ClusterManagementAddOn, on a cluster
+/// that exists; see `hub_rbac`). Nothing is created before there is such an add-on. Whoever runs
+/// the lifecycle, the add-ons' hub permissions are ours.
+async fn ensure_shapes_rbac(cma: &ClusterManagementAddOn, ctx: &Context) -> Result<(), Error> {
+    let addon = ctx.settings.addon.as_str();
+    let name = names::shapes_reader_name(addon);
+    let addons_state = ctx.stores.addons.state();
+    let addons: Vec<&ManagedClusterAddOn> = addons_state
+        .iter()
+        .map(AsRef::as_ref)
+        .filter(|a| install::owned_by_cma(a, addon))
+        .filter(|a| {
+            let cluster = a.namespace().unwrap_or_default();
+            ctx.stores
+                .clusters
+                .get(&ObjectRef::new(&cluster))
+                .is_some_and(|c| c.metadata.deletion_timestamp.is_none())
+        })
+        .collect();
+    let cached_role = ctx.stores.cluster_roles.get(&ObjectRef::new(&name));
+    let cached_binding = ctx.stores.cluster_bindings.get(&ObjectRef::new(&name));
+    if addons.is_empty() && cached_role.is_none() && cached_binding.is_none() {
+        return Ok(());
+    }
+    let owner = install::cma_owner_reference(cma, true);
+    let role = hub_rbac::shapes_cluster_role(addon, &owner);
+    let api: Api<ClusterRole> = Api::all(ctx.client.clone());
+    ensure(
+        ctx,
+        &api,
+        cached_role,
+        &role,
+        hub_rbac::cluster_role_up_to_date,
+        |existing, desired| {
+            let mut updated = existing.clone();
+            updated.rules.clone_from(&desired.rules);
+            merge_metadata(&mut updated.metadata, &desired.metadata);
+            updated
+        },
+    )
+    .await?;
+    let binding = hub_rbac::shapes_cluster_role_binding(addon, &addons, &owner);
+    let api: Api<ClusterRoleBinding> = Api::all(ctx.client.clone());
+    ensure(
+        ctx,
+        &api,
+        cached_binding,
+        &binding,
+        hub_rbac::cluster_role_binding_up_to_date,
+        |existing, desired| {
+            let mut updated = existing.clone();
+            updated.subjects.clone_from(&desired.subjects);
+            merge_metadata(&mut updated.metadata, &desired.metadata);
+            updated
+        },
+    )
+    .await?;
+    Ok(())
 }
 
 /// Writes the spec hashes of the configs the ClusterManagementAddOn's status names (see

@@ -15,7 +15,7 @@ use super::config::Settings;
 use super::metrics::Metrics;
 use super::ownership;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
-use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -97,6 +97,9 @@ pub struct Stores {
     pub works: Store<ManifestWork>,
     pub roles: Store<Role>,
     pub bindings: Store<RoleBinding>,
+    /// The agents' read access to WorkloadShapes (one of each per add-on).
+    pub cluster_roles: Store<ClusterRole>,
+    pub cluster_bindings: Store<ClusterRoleBinding>,
     pub csrs: Store<CertificateSigningRequest>,
     /// The add-on's scores (`resource-usage-score` in every namespace), metadata only.
     pub scores: Store<AddOnPlacementScore>,
@@ -115,6 +118,8 @@ impl Stores {
             self.works.wait_until_ready().await,
             self.roles.wait_until_ready().await,
             self.bindings.wait_until_ready().await,
+            self.cluster_roles.wait_until_ready().await,
+            self.cluster_bindings.wait_until_ready().await,
             self.csrs.wait_until_ready().await,
             self.scores.wait_until_ready().await,
         ];
@@ -332,6 +337,22 @@ where
         name: full_name,
         attempts: ATTEMPTS,
     })
+}
+
+/// Our labels and owner references onto `existing`, keeping everyone else's.
+pub(super) fn merge_metadata(
+    existing: &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    desired: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) {
+    existing
+        .labels
+        .get_or_insert_default()
+        .extend(desired.labels.clone().unwrap_or_default());
+    let owners = existing.owner_references.get_or_insert_default();
+    for owner in desired.owner_references.iter().flatten() {
+        owners.retain(|o| o.uid != owner.uid);
+        owners.push(owner.clone());
+    }
 }
 
 /// Gives the cluster's score (written by the agent) an owner reference to the add-on, so it goes
