@@ -370,7 +370,9 @@ mod tests {
         assert_eq!(nanos("1e4294967296"), Ok(NANOS));
         // Found by the `quantity` fuzz target: without a number, apimachinery's slow path (a
         // binary suffix past `Ti`, a scale below nano) has no digits to read and refuses.
-        for bad in ["", "big", "1.2.3", "1Q", "1e", "1e+-2", "Ei", "Pi", "-Ei", "e-10", ".e-10"] {
+        for bad in [
+            "", "big", "1.2.3", "1Q", "1e", "1e+-2", "Ei", "Pi", "-Ei", "e-10", ".e-10",
+        ] {
             assert!(Quantity::parse(bad).is_err(), "{bad}");
         }
         let int = |s: &str| Quantity::parse(s).expect("valid").as_int();
