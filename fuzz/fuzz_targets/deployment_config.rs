@@ -4,10 +4,8 @@
 //! known, distinct variables the hub refuses, the agent refuses too (the hub and the agent agree).
 #![no_main]
 
-use clap::Parser;
 use k8s_openapi::api::core::v1::ResourceRequirements;
 use libfuzzer_sys::fuzz_target;
-use ocm_score_agent::cli::{Cli, Command};
 use ocm_score_agent::config::RunConfig;
 use ocm_score_hub::addon::agent_cli;
 use ocm_score_hub::addon::agent_manifests::{AgentDefaults, RenderInput, agent_args, render};
@@ -76,24 +74,19 @@ fn input(config: &AgentConfig) -> RenderInput<'_> {
     }
 }
 
-/// What the agent makes of the flags rendered for `config`: `Ok` or its error.
+/// What the agent makes of the flags rendered for `config`, with the mounted kubeconfig's path
+/// swapped for a file that exists: `Ok` or its error.
 fn agent_verdict(config: &AgentConfig) -> Result<RunConfig, String> {
-    let mut argv = vec![agent_cli::BINARY.to_string()];
-    for arg in agent_args(&input(config)) {
+    let kubeconfig = agent_cli::arg(agent_cli::HUB_KUBECONFIG, &KUBECONFIG.display().to_string());
+    let rendered = agent_args(&input(config));
+    let args = rendered.into_iter().map(|arg| {
         if arg.starts_with(agent_cli::HUB_KUBECONFIG) {
-            argv.push(agent_cli::arg(
-                agent_cli::HUB_KUBECONFIG,
-                &KUBECONFIG.display().to_string(),
-            ));
+            kubeconfig.clone()
         } else {
-            argv.push(arg);
+            arg
         }
-    }
-    let cli = Cli::try_parse_from(&argv).map_err(|e| e.to_string())?;
-    let Command::Run(args) = cli.command else {
-        return Err("not the run subcommand".into());
-    };
-    RunConfig::from_args(args).map_err(|e| e.to_string())
+    });
+    RunConfig::from_argv(std::iter::once(agent_cli::BINARY.to_string()).chain(args))
 }
 
 fuzz_target!(|data: &[u8]| {
