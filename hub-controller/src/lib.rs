@@ -2,5 +2,6 @@
 //! and the placement simulator.
 
 pub mod addon;
+pub mod simulate;
 pub mod thanos;
 pub mod tiering;

@@ -1,9 +1,8 @@
 //! `ocm-score-hub`: the hub side of ocm-score. Wiring only: parse the command line, set up logging
 //! and the runtime (the process shell, `ocm_score_shell`), hand over to the mode.
 
-mod simulate;
-
 use clap::{Parser, Subcommand};
+use ocm_score_hub::simulate;
 use ocm_score_shell::logging::LogArgs;
 use std::process::ExitCode;
 

@@ -1,9 +1,9 @@
 //! The agent command line the hub renders must be one the real `ocm-score-agent` accepts, and the
 //! hub's checks of AddOnDeploymentConfig variables must agree with the agent's own validation.
 
-use clap::{CommandFactory, Parser};
+use clap::CommandFactory;
 use k8s_openapi::api::core::v1::ResourceRequirements;
-use ocm_score_agent::cli::{Cli, Command};
+use ocm_score_agent::cli::Cli;
 use ocm_score_agent::config::RunConfig;
 use ocm_score_hub::addon::agent_cli;
 use ocm_score_hub::addon::agent_manifests::{AgentDefaults, RenderInput, agent_args};
@@ -74,11 +74,7 @@ fn agent_verdict(config: &AgentConfig, kubeconfig: &std::path::Path) -> Result<R
             argv.push(arg);
         }
     }
-    let cli = Cli::try_parse_from(&argv).map_err(|e| e.to_string())?;
-    let Command::Run(args) = cli.command else {
-        return Err("not the run subcommand".into());
-    };
-    RunConfig::from_args(args).map_err(|e| e.to_string())
+    RunConfig::from_argv(&argv)
 }
 
 fn kubeconfig_file() -> tempfile_path::TempFile {

@@ -73,7 +73,11 @@ fn whole_number(digits: &str) -> Result<u64, DurationError> {
 pub fn format(d: Duration) -> String {
     let ms = d.as_millis();
     if !ms.is_multiple_of(1000) {
-        return format!("{ms}ms");
+        if u64::try_from(ms).is_ok() {
+            return format!("{ms}ms");
+        }
+        // Past u64 milliseconds one number cannot be read back: spell out the seconds first.
+        return format!("{}{}ms", format(Duration::from_secs(d.as_secs())), ms % 1000);
     }
     let s = ms / 1000;
     match (s / 3600, (s % 3600) / 60, s % 60) {
@@ -151,5 +155,16 @@ mod tests {
             assert_eq!(format(d), text);
             assert_eq!(parse(text), Ok(d), "{text}");
         }
+    }
+
+    /// Found by the `duration` fuzz target: `244442444444415h42h45m5ms` was written back as one
+    /// number of milliseconds too large for `parse` to read.
+    #[test]
+    fn durations_past_u64_milliseconds_read_back() {
+        let d = parse(" 244442444444415h42h45m5ms ").expect("a sum of parts");
+        assert_eq!(parse(&format(d)), Ok(d));
+        let max = Duration::from_secs(u64::MAX) + Duration::from_millis(999);
+        assert_eq!(format(max), "5124095576030431h15s999ms");
+        assert_eq!(parse(&format(max)), Ok(max));
     }
 }

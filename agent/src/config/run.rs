@@ -2,7 +2,7 @@
 //! probe address and the add-on Lease.
 
 use super::{ConfigError, HubTarget, ScoringConfig, check_dns_label, check_dns_subdomain};
-use crate::cli::RunArgs;
+use crate::cli::{Cli, Command, RunArgs};
 use agent_contract::{Timing, flag};
 use scheduler_core::duration::format as fmt_duration;
 use std::net::SocketAddr;
@@ -35,6 +35,21 @@ pub struct RunConfig {
 }
 
 impl RunConfig {
+    /// What the agent makes of a `run` command line (`argv[0]` first): its validated settings, or
+    /// the usage or validation error it would exit with. For the hub, which renders the command
+    /// line and must know that the agent accepts it.
+    pub fn from_argv<I, T>(argv: I) -> Result<Self, String>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        let cli = <Cli as clap::Parser>::try_parse_from(argv).map_err(|e| e.to_string())?;
+        let Command::Run(args) = cli.command else {
+            return Err(format!("not the {} subcommand", agent_contract::RUN));
+        };
+        Self::from_args(args).map_err(|e| e.to_string())
+    }
+
     pub fn from_args(args: RunArgs) -> Result<Self, ConfigError> {
         let RunArgs {
             scoring,

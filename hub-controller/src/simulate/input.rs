@@ -54,9 +54,9 @@ pub struct Scenario {
     pub tiered: Vec<TieredPlacement>,
 }
 
-/// Reads `path` (`-` is stdin) into YAML documents as JSON values.
-fn read_documents(path: &Path) -> Result<Vec<Value>, InputError> {
-    let text = if path.as_os_str() == "-" {
+/// Reads `path` (`-` is stdin) as text.
+fn read_text(path: &Path) -> Result<String, InputError> {
+    if path.as_os_str() == "-" {
         std::io::read_to_string(std::io::stdin())
     } else {
         std::fs::read_to_string(path)
@@ -64,9 +64,13 @@ fn read_documents(path: &Path) -> Result<Vec<Value>, InputError> {
     .map_err(|source| InputError::Read {
         path: path.to_path_buf(),
         source,
-    })?;
+    })
+}
+
+/// The YAML documents of `text` (read from `path`) as JSON values.
+fn documents(path: &Path, text: &str) -> Result<Vec<Value>, InputError> {
     let mut docs = Vec::new();
-    for (i, doc) in serde_norway::Deserializer::from_str(&text).enumerate() {
+    for (i, doc) in serde_norway::Deserializer::from_str(text).enumerate() {
         let value = Value::deserialize(doc).map_err(|e| InputError::Yaml {
             path: path.to_path_buf(),
             document: i + 1,
@@ -83,7 +87,12 @@ fn is_case(v: &Value) -> bool {
 
 /// Loads one file: either cases (one scenario each) or objects (one scenario for the file).
 pub fn load(path: &Path) -> Result<Vec<Scenario>, InputError> {
-    let docs = read_documents(path)?;
+    parse(path, &read_text(path)?)
+}
+
+/// Reads the text of one file (`path` names it in errors): cases or objects, as [`load`] does.
+pub fn parse(path: &Path, text: &str) -> Result<Vec<Scenario>, InputError> {
+    let docs = documents(path, text)?;
     let mut scenarios = Vec::new();
     let mut objects = HubObjects::default();
     let mut tiered = Vec::new();

@@ -7,11 +7,11 @@
 //! `expect` keys as JSON. Nothing is written to any cluster.
 
 mod decode;
-mod input;
+pub mod input;
 mod report;
 mod tiering;
 
-pub use input::InputError;
+pub use input::{InputError, Scenario};
 
 use clap::{Args, ValueEnum};
 use scheduler_core::placement::{self, HubSnapshot, PlacementError, SyncOutcome};
@@ -117,7 +117,6 @@ fn parse_placement_flag(value: &str) -> Result<(String, String), SimulateError> 
 }
 
 pub fn run(args: SimulateArgs) -> Result<(), SimulateError> {
-    let flag_placement = args.placement.as_deref().map(parse_placement_flag).transpose()?;
     let (source, scenarios) = match &args.cases {
         Some(path) => (path.display().to_string(), input::load(path)?),
         None => {
@@ -125,27 +124,34 @@ pub fn run(args: SimulateArgs) -> Result<(), SimulateError> {
             for path in &args.file {
                 all.extend(input::load(path)?);
             }
-            let (cases, plain): (Vec<_>, Vec<_>) = all.into_iter().partition(|s| s.is_case);
-            let mut scenarios = cases;
-            if !plain.is_empty() {
-                scenarios.push(input::merge(plain));
-            }
             let source = args
                 .file
                 .iter()
                 .map(|p| p.display().to_string())
                 .collect::<Vec<_>>()
                 .join(", ");
-            (source, scenarios)
+            (source, all)
         }
     };
+    let output = render(&args, &source, scenarios)?;
+    std::io::stdout().lock().write_all(output.as_bytes())?;
+    Ok(())
+}
 
+/// Schedules `scenarios` (read from `source`, which errors name) and writes what `run` prints.
+/// Case scenarios are scheduled one by one; the plain ones are merged into one snapshot.
+pub fn render(args: &SimulateArgs, source: &str, scenarios: Vec<Scenario>) -> Result<String, SimulateError> {
+    let flag_placement = args.placement.as_deref().map(parse_placement_flag).transpose()?;
+    let (mut scenarios, plain): (Vec<_>, Vec<_>) = scenarios.into_iter().partition(|s| s.is_case);
+    if !plain.is_empty() {
+        scenarios.push(input::merge(plain));
+    }
     let mut json_out: Vec<Value> = Vec::new();
     let mut text = String::new();
     for scenario in scenarios {
         let label = scenario.label.clone();
         let engine_err = |error: PlacementError| SimulateError::Engine {
-            file: source.clone(),
+            file: source.to_string(),
             scenario: label.clone(),
             error: Box::new(error),
         };
@@ -232,16 +238,13 @@ pub fn run(args: SimulateArgs) -> Result<(), SimulateError> {
             }
         }
     }
-    let mut stdout = std::io::stdout().lock();
-    match args.output {
+    Ok(match args.output {
         OutputFormat::Json => {
-            serde_json::to_writer_pretty(&mut stdout, &json_out).map_err(std::io::Error::from)?;
-            writeln!(stdout)?;
+            let mut json = serde_json::to_string_pretty(&json_out).map_err(std::io::Error::from)?;
+            json.push('\n');
+            json
         }
-        OutputFormat::Yaml => {
-            stdout.write_all(scheduler_core::yaml::to_string(&Value::Array(json_out)).as_bytes())?
-        }
-        OutputFormat::Table => stdout.write_all(text.as_bytes())?,
-    }
-    Ok(())
+        OutputFormat::Yaml => scheduler_core::yaml::to_string(&Value::Array(json_out)),
+        OutputFormat::Table => text,
+    })
 }

@@ -124,6 +124,10 @@ fn pow10(e: u32) -> Option<i128> {
 
 impl Quantity {
     pub fn parse(s: &str) -> Result<Quantity, String> {
+        // apimachinery's ParseQuantity decides what is a quantity, and for a missing number its
+        // answer depends on the path it takes (`Ki` and `e3` are zero, `Ei` and `e-10` errors):
+        // the prioritizers' port of it (`placement::quantity`) decides here too.
+        crate::placement::quantity::approximate_f64(s).map_err(|e| e.to_string())?;
         let (negative, body) = match s.as_bytes().first() {
             Some(b'-') => (true, &s[1..]),
             Some(b'+') => (false, &s[1..]),
@@ -133,10 +137,7 @@ impl Quantity {
             .find(|c: char| !(c.is_ascii_digit() || c == '.'))
             .unwrap_or(body.len());
         let (number, suffix) = body.split_at(number_end);
-        if s.is_empty() {
-            return Err(format_error());
-        }
-        // apimachinery reads a missing number (`e3`, `.`, `-`) as zero.
+        // What is left with no number (`e3`, `.`, `Ki`) apimachinery reads as zero.
         let (int_part, frac_part) = number.split_once('.').unwrap_or((number, ""));
         if frac_part.contains('.') {
             return Err(format_error());
@@ -167,7 +168,9 @@ impl Quantity {
                 {
                     return Err(format_error());
                 }
-                (digits.parse::<i64>().map_err(|_| too_large())?, 0)
+                // Go parses an int64 and keeps its low 32 bits (`1E9223372036854775807` is 0.1).
+                let parsed = digits.parse::<i64>().map_err(|_| too_large())?;
+                (i64::from(parsed as i32), 0)
             }
         };
         let mut mantissa: i128 = 0;
@@ -361,7 +364,15 @@ mod tests {
         assert_eq!(nanos(".5"), Ok(NANOS / 2));
         assert_eq!(nanos("e3"), Ok(0));
         assert_eq!(nanos("."), Ok(0));
-        for bad in ["", "big", "1.2.3", "1Q", "1e", "1e+-2"] {
+        assert_eq!(nanos("Ki"), Ok(0));
+        // Found by the `quantity` fuzz target (an overflow): the exponent keeps Go's low 32 bits.
+        assert_eq!(nanos("1E9223372036854775807"), Ok(NANOS / 10));
+        assert_eq!(nanos("1e4294967296"), Ok(NANOS));
+        // Found by the `quantity` fuzz target: without a number, apimachinery's slow path (a
+        // binary suffix past `Ti`, a scale below nano) has no digits to read and refuses.
+        for bad in [
+            "", "big", "1.2.3", "1Q", "1e", "1e+-2", "Ei", "Pi", "-Ei", "e-10", ".e-10",
+        ] {
             assert!(Quantity::parse(bad).is_err(), "{bad}");
         }
         let int = |s: &str| Quantity::parse(s).expect("valid").as_int();

@@ -1,0 +1,73 @@
+//! What several fuzz targets share: a small fleet to evaluate CEL against.
+
+use scheduler_core::placement::{HubObjects, HubSnapshot};
+use serde_json::{Value, json};
+use std::sync::LazyLock;
+
+/// Three ManagedClusters with the labels, claims and AddOnPlacementScores the conformance CEL
+/// cases read (`version`, `zone`, `mem`, `addr`, `env`, `owner`; scores of `resource-usage-score`),
+/// one of them with none, so both the found and the missing branches run.
+pub fn small_fleet() -> &'static HubSnapshot {
+    static FLEET: LazyLock<HubSnapshot> = LazyLock::new(|| {
+        let clusters = [
+            (
+                "alpha-1",
+                "1.29.4",
+                "us-east-1a",
+                "64Gi",
+                "10.0.3.7",
+                "prod",
+                Some(60),
+            ),
+            (
+                "bravo-2",
+                "1.31.0",
+                "eu-west-1b",
+                "128Gi",
+                "192.168.1.20",
+                "staging",
+                Some(-40),
+            ),
+            (
+                "charlie-3",
+                "1.26.15",
+                "ap-east-2c",
+                "750Mi",
+                "172.31.255.1",
+                "dev",
+                None,
+            ),
+        ];
+        let mut objects = HubObjects::default();
+        for (name, version, zone, mem, addr, env, score) in clusters {
+            objects.clusters.push(decode(json!({
+                "apiVersion": "cluster.open-cluster-management.io/v1",
+                "kind": "ManagedCluster",
+                "metadata": {"name": name, "labels": {
+                    "version": version, "zone": zone, "mem": mem, "addr": addr, "env": env,
+                    "owner": "team-a",
+                    "cluster.open-cluster-management.io/clusterset": "global",
+                }},
+                "spec": {"hubAcceptsClient": true},
+                "status": {"clusterClaims": [{"name": "platform.open-cluster-management.io", "value": "AWS"}]},
+            })));
+            if let Some(value) = score {
+                objects.scores.push(decode(json!({
+                    "apiVersion": "cluster.open-cluster-management.io/v1alpha1",
+                    "kind": "AddOnPlacementScore",
+                    "metadata": {"name": "resource-usage-score", "namespace": name},
+                    "status": {
+                        "scores": [{"name": "cpuAvailable", "value": value}, {"name": "memAvailable", "value": 100}],
+                        "validUntil": "2099-01-01T00:00:00Z",
+                    },
+                })));
+            }
+        }
+        HubSnapshot::new(objects).expect("the fixed fleet is valid")
+    });
+    &FLEET
+}
+
+fn decode<T: serde::de::DeserializeOwned>(value: Value) -> T {
+    serde_json::from_value(value).expect("the fixed fleet decodes")
+}
