@@ -58,6 +58,23 @@ struct Ours {
     manager_exits: Vec<String>,
 }
 
+impl Ours {
+    /// What the manager pod's kubelet does (`restartPolicy: Always`): restarts the container when it
+    /// exits. The manager exits with 1 when it loses its Lease; any other exit (a panic is 101) fails.
+    fn kubelet(&mut self, during: &str) {
+        if let Some(status) = self.manager.exit_status() {
+            assert_eq!(
+                status.code(),
+                Some(1),
+                "the manager exits only for a lost Lease:\n{}",
+                self.manager.tail()
+            );
+            self.manager_exits.push(format!("{status} during {during}"));
+            self.manager.restart().unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_addon_recovers_from_hub_and_managed_api_server_restarts() {
     let test_started = Instant::now();
@@ -224,7 +241,10 @@ async fn hub_outage(cp: &mut ControlPlane, ours: &mut Ours, hub: &kube::Client, 
 
     // The outage: the 30 s, or until every validUntil written before the kill has passed.
     let outage = OUTAGE.max(VALIDITY + Duration::from_secs(2));
-    tokio::time::sleep_until((killed_at + outage).into()).await;
+    while killed_at.elapsed() < outage {
+        ours.kubelet(&format!("the {component} outage"));
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
     for (cluster, agent) in &ours.agents {
         let metrics = scrape(agent)
             .await
@@ -273,18 +293,7 @@ async fn hub_outage(cp: &mut ControlPlane, ours: &mut Ours, hub: &kube::Client, 
     let mut agent_back: BTreeMap<&str, Duration> = BTreeMap::new();
     let mut first_read: BTreeMap<&str, Timestamp> = BTreeMap::new();
     loop {
-        if let Some(status) = ours.manager.exit_status() {
-            // Exit code 1 is the manager's answer to a lost Lease; a panic (101) or signal is not.
-            assert_eq!(
-                status.code(),
-                Some(1),
-                "the manager exits only for a lost Lease:\n{}",
-                ours.manager.tail()
-            );
-            ours.manager_exits
-                .push(format!("{status} after {component} was killed"));
-            ours.manager.restart().unwrap_or_else(|e| panic!("{e}"));
-        }
+        ours.kubelet(&format!("the recovery from the {component} outage"));
         if manager_back.is_none() && manager_leads(&ours.manager).await {
             manager_back = Some(back.elapsed());
         }
@@ -350,6 +359,16 @@ async fn managed_restart(cp: &mut ControlPlane, ours: &Ours, cluster: &str) {
     let agent = &ours.agents[cluster];
     let component = format!("{cluster}-kube-apiserver");
     let managed = cp.cluster_client(cluster).await.expect("managed client");
+    // A pod that was there before the kill, to delete after it.
+    let pods: Api<Pod> = Api::namespaced(managed.clone(), "load");
+    let victim = pods
+        .list(&ListParams::default())
+        .await
+        .expect("pods")
+        .items
+        .into_iter()
+        .find_map(|p| p.metadata.name)
+        .expect("a pod to delete");
     let lists_before = logged(agent, "list complete");
     let errors_before = watch_errors(agent).await;
     let killed_at = Instant::now();
@@ -382,17 +401,7 @@ async fn managed_restart(cp: &mut ControlPlane, ours: &Ours, cluster: &str) {
 
     // Changes the agent's old watches never saw.
     add_pod(&managed, cluster, 0, "1", "4Gi").await.expect("pod");
-    let pods: Api<Pod> = Api::namespaced(managed.clone(), "load");
-    let first = pods
-        .list(&ListParams::default())
-        .await
-        .expect("pods")
-        .items
-        .into_iter()
-        .filter_map(|p| p.metadata.name)
-        .next()
-        .expect("a pod to delete");
-    pods.delete(&first, &DeleteParams::default().grace_period(0))
+    pods.delete(&victim, &DeleteParams::default().grace_period(0))
         .await
         .expect("pod deleted");
     let nodes: Api<Node> = Api::all(managed.clone());
