@@ -28,11 +28,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, Pod, Secret};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use ocm_score_tests::control_plane::addon::{
-    ADDON, HUB_NAMESPACE, add_nodes, add_pod, addon_objects, agent_deployment, agent_once, dynamic, kubectl,
-    score_object, start_agent, start_manager,
+    ADDON, HUB_NAMESPACE, INSTALL_NAMESPACE, add_nodes, add_pod, addon_objects, agent_deployment, agent_once,
+    dynamic, kubectl, score_object, start_agent, start_manager,
 };
 use ocm_score_tests::control_plane::process::Component;
 use ocm_score_tests::control_plane::{ControlPlane, readyz};
@@ -127,6 +127,24 @@ async fn the_addon_recovers_from_hub_and_managed_api_server_restarts() {
                     let d = agent_deployment(&managed).await?;
                     let args = d.spec?.template.spec?.containers.first()?.args.clone()?;
                     args.contains(&refresh_arg).then_some(())
+                }
+            },
+        )
+        .await;
+        // The certificate OCM issues the agent (the registration CSR approved by our manager).
+        let secrets: Api<Secret> = Api::namespaced(managed.clone(), INSTALL_NAMESPACE);
+        let secret_name = format!("{ADDON}-hub-kubeconfig");
+        eventually(
+            &format!("{cluster}: {secret_name} with a certificate"),
+            WAIT,
+            || cp.log_tail(&format!("{cluster}-klusterlet"), 20),
+            || {
+                let secrets = secrets.clone();
+                let name = secret_name.clone();
+                async move {
+                    let data = secrets.get_opt(&name).await.ok().flatten()?.data?;
+                    let cert = String::from_utf8_lossy(&data.get("tls.crt")?.0).into_owned();
+                    (cert.contains("BEGIN CERTIFICATE") && data.contains_key("kubeconfig")).then_some(())
                 }
             },
         )
