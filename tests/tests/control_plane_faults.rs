@@ -511,9 +511,13 @@ fn figures_of_once(yaml: &str) -> (String, BTreeMap<String, i64>) {
     (detail, figures)
 }
 
-/// The same figures from a running agent's /metrics.
+/// The same figures from a running agent's /metrics (every `ocm_score_agent_score` series).
 async fn figures_of_agent(agent: &Component) -> Option<BTreeMap<String, i64>> {
-    let metrics = scrape(agent).await?;
+    let (code, body) = http_get(&probe_address(agent), "/metrics").await.ok()?;
+    if code != 200 {
+        return None;
+    }
+    let metrics = Exposition::parse(&body).ok()?;
     let mut figures = BTreeMap::new();
     figures.insert(
         "eligible".to_owned(),
@@ -523,15 +527,13 @@ async fn figures_of_agent(agent: &Component) -> Option<BTreeMap<String, i64>> {
         "pods".to_owned(),
         metrics.value("ocm_score_agent_counted_pods", &[])? as i64,
     );
-    for name in [
-        "cpuClusterAvailable",
-        "cpuNodeAvailable",
-        "memClusterAvailable",
-        "memNodeAvailable",
-    ] {
-        if let Some(v) = metrics.value("ocm_score_agent_score", &[("score", name)]) {
-            figures.insert(name.to_owned(), v as i64);
-        }
+    // `ocm_score_agent_score{score="cpuAvailable"} -70`
+    for line in body.lines() {
+        let Some(rest) = line.strip_prefix("ocm_score_agent_score{score=\"") else {
+            continue;
+        };
+        let (name, value) = rest.split_once("\"} ")?;
+        figures.insert(name.to_owned(), value.trim().parse().ok()?);
     }
     Some(figures)
 }
