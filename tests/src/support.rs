@@ -64,6 +64,24 @@ where
     }
 }
 
+/// `GET path` over plain HTTP/1.1 from a probe server on `addr` (`127.0.0.1:8080`): the status code and
+/// body. For /metrics, /healthz and /readyz of the processes under test.
+pub async fn http_get(addr: &str, path: &str) -> std::io::Result<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await?;
+    let code = response
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidData, "no HTTP status line"))?;
+    let body = response.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    Ok((code, body.to_owned()))
+}
+
 /// A parsed Prometheus text exposition, queried by metric name and a subset of labels.
 pub struct Exposition(prometheus_parse::Scrape);
 

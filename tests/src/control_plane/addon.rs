@@ -12,7 +12,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod, Secret, ServiceAccount};
+use k8s_openapi::api::core::v1::{Container, Namespace, Node, Pod, Secret, ServiceAccount};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
 use kube::discovery::pinned_kind;
@@ -184,24 +185,53 @@ pub async fn start_manager(cp: &ControlPlane, dir: &Path) -> Result<Component, E
         .and_then(|s| s.template.spec)
         .and_then(|p| p.containers.into_iter().next())
         .ok_or_else(|| Error::Options("the add-on manager's Deployment has no container".into()))?;
-    let mut args: Vec<String> = container.args.unwrap_or_default();
+    let mut args: Vec<String> = container.args.clone().unwrap_or_default();
     args.retain(|a| !a.starts_with("--metrics-bind-address"));
     args.push(format!("--metrics-bind-address=127.0.0.1:{}", free_port()?));
     args.push(format!("--kubeconfig={}", kubeconfig.display()));
+    // The pod keeps its name across container restarts, and so the manager its leader identity.
+    let mut env = container_env(&container, HUB_NAMESPACE, "ocm-score-addon-manager-0")?;
+    env.push(("RUST_LOG".into(), "info,kube=warn".into()));
+    env.push(("NO_COLOR".into(), "1".into()));
     let program = workspace_binary("ocm-score-hub", "ocm-score-hub")?;
+    let env_refs: Vec<(&str, String)> = env.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
     Component::spawn(
         "ocm-score-addon-manager",
         Tier::Client,
         &program,
         &args,
-        &[
-            ("POD_NAMESPACE", HUB_NAMESPACE.to_owned()),
-            ("POD_NAME", "ocm-score-addon-manager-0".to_owned()),
-            ("RUST_LOG", "info,kube=warn".to_owned()),
-            ("NO_COLOR", "1".to_owned()),
-        ],
+        &env_refs,
         dir,
     )
+}
+
+/// A container's environment as the kubelet resolves it for a pod `pod_name` in `namespace`: plain
+/// values, and the downward API's namespace and name (a harness that plays the kubelet resolves no
+/// other reference, and says so).
+fn container_env(
+    container: &Container,
+    namespace: &str,
+    pod_name: &str,
+) -> Result<Vec<(String, String)>, Error> {
+    let mut env = Vec::new();
+    for var in container.env.clone().unwrap_or_default() {
+        let value = match (var.value, var.value_from.and_then(|f| f.field_ref)) {
+            (Some(v), _) => v,
+            (None, Some(field)) => match field.field_path.as_str() {
+                "metadata.namespace" => namespace.to_owned(),
+                "metadata.name" => pod_name.to_owned(),
+                other => {
+                    return Err(Error::Options(format!(
+                        "container {} asks for fieldRef {other}, which this harness does not resolve",
+                        container.name
+                    )));
+                }
+            },
+            (None, None) => continue,
+        };
+        env.push((var.name, value));
+    }
+    Ok(env)
 }
 
 /// The hub snapshot `simulate -f` reads, taken with `kubectl get ... -A -o yaml` as the README says.
@@ -304,6 +334,7 @@ pub async fn start_agent(cp: &ControlPlane, cluster: &str, dir: &Path) -> Result
     let metrics_port = free_port()?;
     let args: Vec<String> = container
         .args
+        .clone()
         .unwrap_or_default()
         .into_iter()
         .map(|a| a.replace(&mount.mount_path, &mount_path))
@@ -316,24 +347,7 @@ pub async fn start_agent(cp: &ControlPlane, cluster: &str, dir: &Path) -> Result
             }
         })
         .collect();
-    let mut env: Vec<(String, String)> = Vec::new();
-    for var in container.env.unwrap_or_default() {
-        let value = match (var.value, var.value_from.and_then(|f| f.field_ref)) {
-            (Some(v), _) => v,
-            // The downward API, as the kubelet resolves it for a pod of this Deployment.
-            (None, Some(field)) => match field.field_path.as_str() {
-                "metadata.namespace" => INSTALL_NAMESPACE.to_owned(),
-                "metadata.name" => format!("{ADDON}-agent-{cluster}"),
-                other => {
-                    return Err(Error::Options(format!(
-                        "the agent's env asks for fieldRef {other}, which this harness does not resolve"
-                    )));
-                }
-            },
-            (None, None) => continue,
-        };
-        env.push((var.name, value));
-    }
+    let mut env = container_env(&container, INSTALL_NAMESPACE, &format!("{ADDON}-agent-{cluster}"))?;
     env.push(("KUBECONFIG".into(), managed_kubeconfig.display().to_string()));
     env.push(("RUST_LOG".into(), "info,kube=warn".into()));
     env.push(("NO_COLOR".into(), "1".into()));
@@ -353,6 +367,44 @@ pub async fn start_agent(cp: &ControlPlane, cluster: &str, dir: &Path) -> Result
         &env_refs,
         dir,
     )
+}
+
+/// The flags of `ocm-score-agent run` that `once` shares: what to score and how.
+const SCORING_FLAGS: [&str; 5] = [
+    "--source",
+    "--extended-resource",
+    "--normalize",
+    "--scores",
+    "--score-object-name",
+];
+
+/// What a fresh agent computes right now: `ocm-score-agent once` with the scoring flags, environment
+/// and managed-cluster identity of `agent` (one [`start_agent`] started); the YAML it prints.
+pub fn agent_once(agent: &Component) -> Result<String, Error> {
+    let scoring = agent
+        .args()
+        .iter()
+        .filter(|a| SCORING_FLAGS.iter().any(|f| a.split('=').next() == Some(*f)));
+    let out = Command::new(agent.program())
+        .arg("once")
+        .args(scoring)
+        .envs(agent.env().iter().map(|(k, v)| (k, v)))
+        .output()
+        .map_err(|source| Error::Io {
+            what: format!("running {} once", agent.program().display()),
+            source,
+        })?;
+    if !out.status.success() {
+        return Err(Error::Component {
+            component: format!("{} once", agent.name()),
+            problem: format!(
+                "exited ({}): {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        });
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// Creates `count` Ready nodes of 8 CPUs and 32 GiB on a managed cluster (API objects only).
@@ -568,24 +620,33 @@ pub fn manual_install_overlay(dir: &Path) -> Result<PathBuf, Error> {
 /// holding an `ocm-score.io` finalizer, and on each managed cluster the agent's Deployment. Empty
 /// when nothing is left.
 pub async fn leftovers(cp: &ControlPlane, clusters: &[&str]) -> Result<Vec<String>, Error> {
-    let hub = cp.hub_client().await?;
-    let mut left = Vec::new();
-    // One line per object still there, saying whether it is being deleted and what holds it.
-    let check = |left: &mut Vec<String>, what: String, object: Option<DynamicObject>| {
-        if let Some(o) = object {
-            let finalizers = o.metadata.finalizers.unwrap_or_default();
-            let deleting = o.metadata.deletion_timestamp.is_some();
-            left.push(format!(
+    Ok(addon_objects(cp, clusters)
+        .await?
+        .into_iter()
+        .map(|(what, meta)| {
+            let finalizers = meta.finalizers.unwrap_or_default();
+            format!(
                 "{what}{}{}",
-                if deleting { " (deleting)" } else { "" },
+                if meta.deletion_timestamp.is_some() {
+                    " (deleting)"
+                } else {
+                    ""
+                },
                 if finalizers.is_empty() {
                     String::new()
                 } else {
                     format!(" finalizers {finalizers:?}")
                 }
-            ));
-        }
-    };
+            )
+        })
+        .collect())
+}
+
+/// The add-on's objects (see [`leftovers`]), each named by a line that says what it is and where
+/// (`cluster2: ManifestWork addon-resource-usage-collect-deploy-0`), with its metadata.
+pub async fn addon_objects(cp: &ControlPlane, clusters: &[&str]) -> Result<Vec<(String, ObjectMeta)>, Error> {
+    let hub = cp.hub_client().await?;
+    let mut found = Vec::new();
     let get = |api: Api<DynamicObject>, name: &str| {
         let name = name.to_owned();
         async move { api.get_opt(&name).await }
@@ -596,21 +657,19 @@ pub async fn leftovers(cp: &ControlPlane, clusters: &[&str]) -> Result<Vec<Strin
     };
     const ADDON_GROUP: &str = "addon.open-cluster-management.io";
     let cma = dynamic(&hub, ADDON_GROUP, "v1alpha1", "ClusterManagementAddOn", None).await?;
-    check(
-        &mut left,
-        "ClusterManagementAddOn".into(),
-        get(cma, ADDON)
-            .await
-            .map_err(kube_err("reading the ClusterManagementAddOn"))?,
-    );
+    if let Some(o) = get(cma, ADDON)
+        .await
+        .map_err(kube_err("reading the ClusterManagementAddOn"))?
+    {
+        found.push(("ClusterManagementAddOn".to_owned(), o.metadata));
+    }
     let namespaces = dynamic(&hub, "", "v1", "Namespace", None).await?;
-    check(
-        &mut left,
-        format!("Namespace {HUB_NAMESPACE}"),
-        get(namespaces, HUB_NAMESPACE)
-            .await
-            .map_err(kube_err("reading the hub namespace"))?,
-    );
+    if let Some(o) = get(namespaces, HUB_NAMESPACE)
+        .await
+        .map_err(kube_err("reading the hub namespace"))?
+    {
+        found.push((format!("Namespace {HUB_NAMESPACE}"), o.metadata));
+    }
     for kind in ["ClusterRole", "ClusterRoleBinding"] {
         let api = dynamic(&hub, "rbac.authorization.k8s.io", "v1", kind, None).await?;
         for o in api
@@ -621,7 +680,7 @@ pub async fn leftovers(cp: &ControlPlane, clusters: &[&str]) -> Result<Vec<Strin
         {
             let name = o.metadata.name.clone().unwrap_or_default();
             if name.starts_with("ocm-score") || name.contains(ADDON) {
-                check(&mut left, format!("{kind} {name}"), Some(o));
+                found.push((format!("{kind} {name}"), o.metadata));
             }
         }
     }
@@ -634,13 +693,12 @@ pub async fn leftovers(cp: &ControlPlane, clusters: &[&str]) -> Result<Vec<Strin
             Some(cluster),
         )
         .await?;
-        check(
-            &mut left,
-            format!("{cluster}: ManagedClusterAddOn"),
-            get(mca, ADDON)
-                .await
-                .map_err(kube_err("reading a ManagedClusterAddOn"))?,
-        );
+        if let Some(o) = get(mca, ADDON)
+            .await
+            .map_err(kube_err("reading a ManagedClusterAddOn"))?
+        {
+            found.push((format!("{cluster}: ManagedClusterAddOn"), o.metadata));
+        }
         let score = dynamic(
             &hub,
             "cluster.open-cluster-management.io",
@@ -649,13 +707,15 @@ pub async fn leftovers(cp: &ControlPlane, clusters: &[&str]) -> Result<Vec<Strin
             Some(cluster),
         )
         .await?;
-        check(
-            &mut left,
-            format!("{cluster}: AddOnPlacementScore resource-usage-score"),
-            get(score, "resource-usage-score")
-                .await
-                .map_err(kube_err("reading a score"))?,
-        );
+        if let Some(o) = get(score, "resource-usage-score")
+            .await
+            .map_err(kube_err("reading a score"))?
+        {
+            found.push((
+                format!("{cluster}: AddOnPlacementScore resource-usage-score"),
+                o.metadata,
+            ));
+        }
         for (group, version, kind) in [
             ("work.open-cluster-management.io", "v1", "ManifestWork"),
             ("rbac.authorization.k8s.io", "v1", "Role"),
@@ -676,18 +736,21 @@ pub async fn leftovers(cp: &ControlPlane, clusters: &[&str]) -> Result<Vec<Strin
                         .flatten()
                         .any(|f| f.starts_with("ocm-score.io"));
                 if ours {
-                    check(&mut left, format!("{cluster}: {kind} {name}"), Some(o));
+                    found.push((format!("{cluster}: {kind} {name}"), o.metadata));
                 }
             }
         }
         if let Ok(managed) = cp.cluster_client(cluster).await
             && let Some(d) = agent_deployment(&managed).await
         {
-            left.push(format!(
-                "{cluster}: agent Deployment {} on the managed cluster",
-                d.metadata.name.unwrap_or_default()
+            found.push((
+                format!(
+                    "{cluster}: agent Deployment {} on the managed cluster",
+                    d.metadata.name.clone().unwrap_or_default()
+                ),
+                d.metadata,
             ));
         }
     }
-    Ok(left)
+    Ok(found)
 }

@@ -89,6 +89,9 @@ pub enum Error {
     Kube { what: String, source: ::kube::Error },
     #[error("invalid option: {0}")]
     Options(String),
+    /// An operation on one component that does not apply to it now (kill, restart, lookup).
+    #[error("{component}: {problem}")]
+    Component { component: String, problem: String },
 }
 
 /// How to start a control plane.
@@ -344,6 +347,32 @@ impl ControlPlane {
             .iter()
             .map(|c| (c.name().to_owned(), c.pid()))
             .collect()
+    }
+
+    /// `kill -9` of one component (`hub-kube-apiserver`, `hub-etcd`, `cluster2-kube-apiserver`,
+    /// ...; the names of [`processes`](Self::processes)): a crash, with no shutdown of any kind.
+    /// Returns once it has exited. Until [`restart`](Self::restart), [`check_running`](Self::check_running)
+    /// fails naming it.
+    pub fn kill(&mut self, component: &str) -> Result<(), Error> {
+        self.component(component)?.kill()
+    }
+
+    /// Starts a killed (or exited) component again with the same arguments, environment and data
+    /// directory, as a supervisor would; returns once it is spawned, not once it is ready. Call it
+    /// from the thread that started the control plane, like every spawn (see [`process`]).
+    pub fn restart(&mut self, component: &str) -> Result<(), Error> {
+        self.component(component)?.restart()
+    }
+
+    fn component(&mut self, name: &str) -> Result<&mut Component, Error> {
+        let known: Vec<String> = self.components.iter().map(|c| c.name().to_owned()).collect();
+        self.components
+            .iter_mut()
+            .find(|c| c.name() == name)
+            .ok_or_else(|| Error::Component {
+                component: name.to_owned(),
+                problem: format!("no such component; there are {}", known.join(", ")),
+            })
     }
 
     /// Stops every process, clients first, then API servers, then etcd: SIGTERM to a tier, then
@@ -657,7 +686,8 @@ pub async fn apply(client: &Client, object: &Value) -> Result<(), Error> {
     Ok(())
 }
 
-async fn readyz(client: &Client) -> bool {
+/// Whether the API server behind `client` answers `/readyz` with `ok` (its storage included).
+pub async fn readyz(client: &Client) -> bool {
     let Ok(request) = http::Request::get("/readyz").body(Vec::new()) else {
         return false;
     };

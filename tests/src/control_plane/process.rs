@@ -36,6 +36,10 @@ pub struct Component {
     child: Child,
     log: PathBuf,
     exited: Option<ExitStatus>,
+    /// What it was started with, to start it again the same way.
+    program: PathBuf,
+    args: Vec<String>,
+    env: Vec<(String, String)>,
 }
 
 impl Component {
@@ -49,45 +53,73 @@ impl Component {
         log_dir: &Path,
     ) -> Result<Self, Error> {
         let log = log_dir.join(format!("{name}.log"));
-        let out = File::options()
-            .create(true)
-            .append(true)
-            .open(&log)
-            .map_err(|source| Error::Io {
-                what: format!("opening {}", log.display()),
-                source,
-            })?;
-        let err = out.try_clone().map_err(|source| Error::Io {
-            what: format!("opening {}", log.display()),
-            source,
-        })?;
-
-        let mut command = match setpriv() {
-            Some(setpriv) => {
-                let mut c = Command::new(setpriv);
-                c.arg("--pdeathsig").arg("KILL").arg("--").arg(program);
-                c
-            }
-            None => Command::new(program),
-        };
-        command.args(args).stdin(Stdio::null()).stdout(out).stderr(err);
-        for (key, value) in env {
-            command.env(key, value);
-        }
-        std::os::unix::process::CommandExt::process_group(&mut command, 0);
-        let child = command.spawn().map_err(|source| Error::Spawn {
-            component: name.to_owned(),
-            program: program.to_path_buf(),
-            source,
-        })?;
-        tracing::debug!(component = name, pid = child.id(), log = %log.display(), "started");
+        let env: Vec<(String, String)> = env.iter().map(|(k, v)| ((*k).to_owned(), v.clone())).collect();
+        let child = start(name, program, args, &env, &log)?;
         Ok(Component {
             name: name.to_owned(),
             tier,
             child,
             log,
             exited: None,
+            program: program.to_path_buf(),
+            args: args.to_vec(),
+            env,
         })
+    }
+
+    /// The program, arguments and environment it was started with (a port or data directory a
+    /// test needs to know, or a one-off run with the same identity).
+    pub fn program(&self) -> &Path {
+        &self.program
+    }
+
+    pub fn args(&self) -> &[String] {
+        &self.args
+    }
+
+    pub fn env(&self) -> &[(String, String)] {
+        &self.env
+    }
+
+    /// Its exit status once it has exited; `None` while it runs.
+    pub fn exit_status(&mut self) -> Option<ExitStatus> {
+        if self.exited.is_none() {
+            self.exited = self.child.try_wait().ok().flatten();
+        }
+        self.exited
+    }
+
+    /// `kill -9` of the component's process group, as a crash or an OOM kill would end it: no
+    /// shutdown of any kind. Returns once it has exited; fails naming it if it was not running.
+    pub fn kill(&mut self) -> Result<(), Error> {
+        if let Some(status) = self.exit_status() {
+            return Err(Error::Component {
+                component: self.name.clone(),
+                problem: format!("cannot be killed: it is not running ({status})"),
+            });
+        }
+        self.signal(Signal::KILL);
+        self.exited = Some(self.child.wait().map_err(|source| Error::Io {
+            what: format!("waiting for {} to exit", self.name),
+            source,
+        })?);
+        tracing::debug!(component = %self.name, "killed");
+        Ok(())
+    }
+
+    /// Starts the component again after it exited: same program, arguments and environment (so the
+    /// same ports and data directory), its output appended to the same log. Fails naming it if it
+    /// still runs.
+    pub fn restart(&mut self) -> Result<(), Error> {
+        if self.exit_status().is_none() {
+            return Err(Error::Component {
+                component: self.name.clone(),
+                problem: "cannot be restarted: it is still running".into(),
+            });
+        }
+        self.child = start(&self.name, &self.program, &self.args, &self.env, &self.log)?;
+        self.exited = None;
+        Ok(())
     }
 
     pub fn name(&self) -> &str {
@@ -108,10 +140,7 @@ impl Component {
 
     /// Fails with the component's name, exit status and log tail if it has exited.
     pub fn check_running(&mut self) -> Result<(), Error> {
-        if self.exited.is_none() {
-            self.exited = self.child.try_wait().ok().flatten();
-        }
-        match self.exited {
+        match self.exit_status() {
             None => Ok(()),
             Some(status) => Err(Error::Exited {
                 component: self.name.clone(),
@@ -188,6 +217,49 @@ pub fn tail(path: &Path, lines: usize) -> String {
     text.push_str(&String::from_utf8_lossy(&bytes));
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// Spawns `program args` in its own process group, output appended to `log`.
+fn start(
+    name: &str,
+    program: &Path,
+    args: &[String],
+    env: &[(String, String)],
+    log: &Path,
+) -> Result<Child, Error> {
+    let out = File::options()
+        .create(true)
+        .append(true)
+        .open(log)
+        .map_err(|source| Error::Io {
+            what: format!("opening {}", log.display()),
+            source,
+        })?;
+    let err = out.try_clone().map_err(|source| Error::Io {
+        what: format!("opening {}", log.display()),
+        source,
+    })?;
+
+    let mut command = match setpriv() {
+        Some(setpriv) => {
+            let mut c = Command::new(setpriv);
+            c.arg("--pdeathsig").arg("KILL").arg("--").arg(program);
+            c
+        }
+        None => Command::new(program),
+    };
+    command.args(args).stdin(Stdio::null()).stdout(out).stderr(err);
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    std::os::unix::process::CommandExt::process_group(&mut command, 0);
+    let child = command.spawn().map_err(|source| Error::Spawn {
+        component: name.to_owned(),
+        program: program.to_path_buf(),
+        source,
+    })?;
+    tracing::debug!(component = name, pid = child.id(), log = %log.display(), "started");
+    Ok(child)
 }
 
 fn setpriv() -> Option<PathBuf> {

@@ -1,0 +1,730 @@
+//! Restarts and faults on the real control plane (issue 15), with the add-on installed from
+//! `manifests/hub`, our add-on manager running as its Deployment's container and both agents as
+//! theirs:
+//!
+//! 1. the hub's kube-apiserver is killed with `kill -9` and restarted (same flags, same etcd) after
+//!    the outage;
+//! 2. the same for the hub's etcd (same data directory);
+//! 3. cluster2's own kube-apiserver is killed and restarted, and cluster2 changes right after.
+//!
+//! After each hub outage the agents and the manager recover within one refresh interval of the
+//! server's return, nothing of ours is lost or duplicated (same objects, same uids, same
+//! generations), scores that could not be renewed have expired (their `validUntil` passed during the
+//! outage) and fresh ones are written. After the managed cluster's restart the agent has re-listed
+//! and its figures equal a fresh agent's (`ocm-score-agent once`). Throughout, every published score
+//! is within -100..100 and no `validUntil` lies further ahead than the validity; no process panics.
+//!
+//! The refresh interval is set to 10 s through the AddOnDeploymentConfig (the shortest a validity the
+//! agent accepts allows to expire inside one outage: 45 s). The hub outage lasts the issue's 30 s or,
+//! if longer, until every `validUntil` written before the kill has passed: validity + 2 s.
+//!
+//! One control plane hosts all three faults. Like a Deployment's kubelet, the harness restarts our
+//! manager when it exits; it does so by design when it cannot renew its leader Lease (the hub is
+//! gone for longer than the renew deadline), and as in a pod it keeps its identity and takes the
+//! Lease back at once.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{Node, Pod, Secret};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use ocm_score_tests::control_plane::addon::{
+    ADDON, HUB_NAMESPACE, INSTALL_NAMESPACE, add_nodes, add_pod, addon_objects, agent_deployment, agent_once,
+    dynamic, kubectl, score_object, start_agent, start_manager,
+};
+use ocm_score_tests::control_plane::process::Component;
+use ocm_score_tests::control_plane::{ControlPlane, readyz};
+use ocm_score_tests::support::{Exposition, TempDir, eventually, http_get};
+use serde_json::{Value, json};
+
+/// The agents' refresh interval, set through the AddOnDeploymentConfig.
+const REFRESH: Duration = Duration::from_secs(10);
+/// Their scores' validity: the shortest the agent accepts above refresh × 1.1 + its 10 s API and
+/// 20 s hub timeouts (41 s), rounded up.
+const VALIDITY: Duration = Duration::from_secs(45);
+/// The outage the issue prescribes; longer when the validity is, so that scores expire in it.
+const OUTAGE: Duration = Duration::from_secs(30);
+/// Patience for one convergence on a loaded 2-core machine.
+const WAIT: Duration = Duration::from_secs(240);
+const CLUSTERS: [&str; 2] = ["cluster1", "cluster2"];
+
+/// Our processes: the add-on manager and one agent per cluster.
+struct Ours {
+    manager: Component,
+    agents: BTreeMap<&'static str, Component>,
+    /// Exit statuses of the manager, each followed by a restart (as its pod's kubelet would).
+    manager_exits: Vec<String>,
+}
+
+impl Ours {
+    /// What the manager pod's kubelet does (`restartPolicy: Always`): restarts the container when it
+    /// exits. The manager exits with 1 when it loses its Lease; any other exit (a panic is 101) fails.
+    fn kubelet(&mut self, during: &str) {
+        if let Some(status) = self.manager.exit_status() {
+            assert_eq!(
+                status.code(),
+                Some(1),
+                "the manager exits only for a lost Lease:\n{}",
+                self.manager.tail()
+            );
+            self.manager_exits.push(format!("{status} during {during}"));
+            self.manager.restart().unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_addon_recovers_from_hub_and_managed_api_server_restarts() {
+    let test_started = Instant::now();
+    let mut cp = ControlPlane::builder()
+        .clusters(2)
+        .start_with_progress(&|l| eprintln!("{l}"))
+        .await
+        .unwrap_or_else(|e| panic!("the control plane did not start: {e}"));
+    let hub = cp.hub_client().await.expect("hub client");
+    let dir = TempDir::new("faults");
+
+    // The install a user runs, with a refresh short enough for scores to expire within an outage.
+    let hub_kc = cp.hub_kubeconfig();
+    kubectl(&hub_kc, &["apply", "-k", "manifests/hub"]).unwrap_or_else(|e| panic!("{e}"));
+    let variables = json!({"spec": {"customizedVariables": [
+        {"name": "SOURCES", "value": "cluster"},
+        {"name": "REFRESH_INTERVAL", "value": format!("{}s", REFRESH.as_secs())},
+        {"name": "SCORE_VALIDITY", "value": format!("{}s", VALIDITY.as_secs())},
+    ]}});
+    kubectl(
+        &hub_kc,
+        &[
+            "patch",
+            "addondeploymentconfig",
+            ADDON,
+            "-n",
+            HUB_NAMESPACE,
+            "--type=merge",
+            "-p",
+            &variables.to_string(),
+        ],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let manager = start_manager(&cp, dir.path())
+        .await
+        .expect("the add-on manager starts");
+
+    let refresh_arg = format!("--refresh-interval={}s", REFRESH.as_secs());
+    let mut agents = BTreeMap::new();
+    for cluster in CLUSTERS {
+        let managed = cp.cluster_client(cluster).await.expect("managed client");
+        eventually(
+            &format!("{cluster}: the agent Deployment with {refresh_arg}"),
+            WAIT,
+            || manager.tail(),
+            || {
+                let managed = managed.clone();
+                let refresh_arg = refresh_arg.clone();
+                async move {
+                    let d = agent_deployment(&managed).await?;
+                    let args = d.spec?.template.spec?.containers.first()?.args.clone()?;
+                    args.contains(&refresh_arg).then_some(())
+                }
+            },
+        )
+        .await;
+        // The certificate OCM issues the agent (the registration CSR approved by our manager).
+        let secrets: Api<Secret> = Api::namespaced(managed.clone(), INSTALL_NAMESPACE);
+        let secret_name = format!("{ADDON}-hub-kubeconfig");
+        eventually(
+            &format!("{cluster}: {secret_name} with a certificate"),
+            WAIT,
+            || cp.log_tail(&format!("{cluster}-klusterlet"), 20),
+            || {
+                let secrets = secrets.clone();
+                let name = secret_name.clone();
+                async move {
+                    let data = secrets.get_opt(&name).await.ok().flatten()?.data?;
+                    let cert = String::from_utf8_lossy(&data.get("tls.crt")?.0).into_owned();
+                    (cert.contains("BEGIN CERTIFICATE") && data.contains_key("kubeconfig")).then_some(())
+                }
+            },
+        )
+        .await;
+        add_nodes(&managed, cluster, 2).await.expect("nodes");
+        for node in 0..2 {
+            add_pod(&managed, cluster, node, "500m", "2Gi")
+                .await
+                .expect("pod");
+        }
+        agents.insert(
+            cluster,
+            start_agent(&cp, cluster, dir.path()).await.expect("agent starts"),
+        );
+    }
+    let mut ours = Ours {
+        manager,
+        agents,
+        manager_exits: Vec::new(),
+    };
+    for cluster in CLUSTERS {
+        eventually(
+            &format!("{cluster}: a valid score published"),
+            WAIT,
+            || ours.agents[cluster].tail(),
+            || {
+                let hub = hub.clone();
+                async move { valid_until(&hub, cluster).await.filter(|v| *v > Timestamp::now()) }
+            },
+        )
+        .await;
+    }
+    let sampler = ScoreSampler::start(hub.clone());
+    let installed = snapshot(&cp).await;
+    eprintln!(
+        "installed and publishing after {:.0} s; {} objects of ours",
+        test_started.elapsed().as_secs_f64(),
+        installed.len()
+    );
+
+    for component in ["hub-kube-apiserver", "hub-etcd"] {
+        hub_outage(&mut cp, &mut ours, &hub, component).await;
+        assert_unchanged(&installed, &snapshot(&cp).await, component);
+        for cluster in CLUSTERS {
+            figures_equal_a_fresh_agents(&ours.agents[cluster], cluster).await;
+        }
+    }
+
+    managed_restart(&mut cp, &ours, "cluster2").await;
+
+    let sampled = sampler.stop();
+    eprintln!(
+        "{} score samples taken, {} while a server was down",
+        sampled.samples, sampled.failures
+    );
+    assert!(
+        sampled.violations.is_empty(),
+        "published scores broke the contract:\n{}",
+        sampled.violations.join("\n")
+    );
+    assert_unchanged(&installed, &snapshot(&cp).await, "the end");
+    for component in std::iter::once(&ours.manager).chain(ours.agents.values()) {
+        let log = std::fs::read_to_string(component.log_path()).unwrap_or_default();
+        assert!(
+            !log.contains("panicked"),
+            "{} panicked:\n{}",
+            component.name(),
+            component.tail()
+        );
+    }
+    for agent in ours.agents.values_mut() {
+        assert!(
+            agent.exit_status().is_none(),
+            "{} exited:\n{}",
+            agent.name(),
+            agent.tail()
+        );
+    }
+    cp.check_running()
+        .unwrap_or_else(|e| panic!("a control-plane component did not survive: {e}"));
+    eprintln!(
+        "manager exits (each followed by a restart): {:?}\nwall time {:.0} s",
+        ours.manager_exits,
+        test_started.elapsed().as_secs_f64()
+    );
+}
+
+/// Kills `component` of the hub, keeps it down for the outage, restarts it, and checks how our
+/// processes come back.
+async fn hub_outage(cp: &mut ControlPlane, ours: &mut Ours, hub: &kube::Client, component: &str) {
+    let mut failures_before = BTreeMap::new();
+    for (cluster, agent) in &ours.agents {
+        failures_before.insert(*cluster, failures(agent).await);
+    }
+    let killed_at = Instant::now();
+    let killed_wall = Timestamp::now();
+    cp.kill(component).unwrap_or_else(|e| panic!("{e}"));
+    eprintln!("--- {component} killed");
+
+    // The agents notice: a hub write fails, or (cluster1, whose API server is the hub's) a source.
+    for (cluster, agent) in &ours.agents {
+        let before = failures_before[cluster];
+        let noticed = eventually(
+            &format!("{cluster}'s agent notices {component} is gone"),
+            WAIT,
+            || agent.tail(),
+            || async move { (failures(agent).await > before).then(|| killed_at.elapsed()) },
+        )
+        .await;
+        eprintln!("{cluster}'s agent noticed after {:.1} s", noticed.as_secs_f64());
+    }
+
+    // The outage: the issue's 30 s, or until every validUntil written before the kill has passed.
+    let outage = OUTAGE.max(VALIDITY + Duration::from_secs(2));
+    while killed_at.elapsed() < outage {
+        ours.kubelet(&format!("the {component} outage"));
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    for (cluster, agent) in &ours.agents {
+        let metrics = scrape(agent)
+            .await
+            .unwrap_or_else(|| panic!("{cluster}'s agent serves /metrics in the outage"));
+        let last_valid = metrics
+            .value("ocm_score_agent_valid_until_timestamp_seconds", &[])
+            .unwrap_or_default();
+        assert!(
+            last_valid < Timestamp::now().as_second() as f64,
+            "{cluster}: the last score written before the outage has expired (validUntil {last_valid})"
+        );
+        let (code, _) = http_get(&probe_address(agent), "/healthz")
+            .await
+            .unwrap_or_default();
+        assert_eq!(
+            code,
+            200,
+            "{cluster}'s agent stays live through the outage:\n{}",
+            agent.tail()
+        );
+    }
+
+    cp.restart(component).unwrap_or_else(|e| panic!("{e}"));
+    let restarted_at = Instant::now();
+    eventually(
+        &format!("the hub answers /readyz after {component} restarted"),
+        WAIT,
+        || cp.log_tail(component, 25),
+        || {
+            let hub = hub.clone();
+            async move { readyz(&hub).await.then_some(()) }
+        },
+    )
+    .await;
+    let back = Instant::now();
+    let back_wall = Timestamp::now();
+    eprintln!(
+        "{component} down {:.0} s; the hub ready {:.1} s after its restart",
+        restarted_at.duration_since(killed_at).as_secs_f64(),
+        back.duration_since(restarted_at).as_secs_f64()
+    );
+
+    // Recovery: the manager leads with synced caches again (restarted when it exited, as a pod's
+    // kubelet would), and every agent has written a score valid now.
+    let mut manager_back = None;
+    let mut agent_back: BTreeMap<&str, Duration> = BTreeMap::new();
+    let mut first_read: BTreeMap<&str, Timestamp> = BTreeMap::new();
+    loop {
+        ours.kubelet(&format!("the recovery from the {component} outage"));
+        if manager_back.is_none() && manager_leads(&ours.manager).await {
+            manager_back = Some(back.elapsed());
+        }
+        for cluster in CLUSTERS {
+            if agent_back.contains_key(cluster) {
+                continue;
+            }
+            let Some(valid) = valid_until(hub, cluster).await else {
+                continue;
+            };
+            first_read.entry(cluster).or_insert(valid);
+            if valid > Timestamp::now() {
+                agent_back.insert(cluster, back.elapsed());
+            }
+        }
+        if manager_back.is_some() && agent_back.len() == CLUSTERS.len() {
+            break;
+        }
+        assert!(
+            back.elapsed() < WAIT,
+            "not recovered {WAIT:?} after {component} came back: manager {manager_back:?}, agents {agent_back:?}\n\
+             --- manager:\n{}\n--- agent cluster1:\n{}\n--- agent cluster2:\n{}",
+            ours.manager.tail(),
+            ours.agents["cluster1"].tail(),
+            ours.agents["cluster2"].tail()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let manager_back = manager_back.unwrap_or_default();
+    eprintln!(
+        "after {component}: the manager leads again {:.1} s after the hub is ready, agents publish after {}",
+        manager_back.as_secs_f64(),
+        agent_back
+            .iter()
+            .map(|(c, d)| format!("{c} {:.1} s", d.as_secs_f64()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    // What the hub held when it came back: an expired score, or one written since the kill.
+    let validity = jiff::SignedDuration::try_from(VALIDITY).unwrap_or_default();
+    for (cluster, valid) in &first_read {
+        let written_after_kill = valid.checked_sub(validity).is_ok_and(|at| at >= killed_wall);
+        assert!(
+            *valid < back_wall || written_after_kill,
+            "{cluster}: the score on the hub after {component} came back was neither expired nor new \
+             (validUntil {valid}, killed at {killed_wall}, back at {back_wall})"
+        );
+    }
+    for (what, took) in
+        std::iter::once(("the manager", manager_back)).chain(agent_back.iter().map(|(c, d)| (*c, *d)))
+    {
+        assert!(
+            took <= REFRESH,
+            "{what} recovered {:.1} s after {component} came back, more than one refresh interval ({REFRESH:?})",
+            took.as_secs_f64()
+        );
+    }
+}
+
+/// Kills the kube-apiserver of `cluster`, restarts it, changes the cluster at once (a pod more, one
+/// fewer, a node cordoned), and checks that the agent re-listed and counts what a fresh agent counts.
+async fn managed_restart(cp: &mut ControlPlane, ours: &Ours, cluster: &str) {
+    let agent = &ours.agents[cluster];
+    let component = format!("{cluster}-kube-apiserver");
+    let managed = cp.cluster_client(cluster).await.expect("managed client");
+    // A pod that was there before the kill, to delete after it.
+    let pods: Api<Pod> = Api::namespaced(managed.clone(), "load");
+    let victim = pods
+        .list(&ListParams::default())
+        .await
+        .expect("pods")
+        .items
+        .into_iter()
+        .find_map(|p| p.metadata.name)
+        .expect("a pod to delete");
+    let lists_before = logged(agent, "list complete");
+    let errors_before = watch_errors(agent).await;
+    let killed_at = Instant::now();
+    cp.kill(&component).unwrap_or_else(|e| panic!("{e}"));
+    eprintln!("--- {component} killed");
+    let noticed = eventually(
+        &format!("{cluster}'s agent sees its watches fail"),
+        WAIT,
+        || agent.tail(),
+        || async move { (watch_errors(agent).await > errors_before).then(|| killed_at.elapsed()) },
+    )
+    .await;
+    cp.restart(&component).unwrap_or_else(|e| panic!("{e}"));
+    eventually(
+        &format!("{component} answers /readyz"),
+        WAIT,
+        || cp.log_tail(&component, 25),
+        || {
+            let managed = managed.clone();
+            async move { readyz(&managed).await.then_some(()) }
+        },
+    )
+    .await;
+    let back = Instant::now();
+    eprintln!(
+        "{cluster}'s agent saw its watches fail after {:.1} s; {component} ready again {:.1} s after the kill",
+        noticed.as_secs_f64(),
+        back.duration_since(killed_at).as_secs_f64()
+    );
+
+    // Changes the agent's old watches never saw.
+    add_pod(&managed, cluster, 0, "1", "4Gi").await.expect("pod");
+    pods.delete(&victim, &DeleteParams::default().grace_period(0))
+        .await
+        .expect("pod deleted");
+    let nodes: Api<Node> = Api::all(managed.clone());
+    nodes
+        .patch(
+            &format!("{cluster}-node-1"),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"unschedulable": true}})),
+        )
+        .await
+        .expect("node cordoned");
+
+    let fresh = figures_equal_a_fresh_agents(agent, cluster).await;
+    let relisted = logged(agent, "list complete") - lists_before;
+    eprintln!(
+        "{cluster}'s agent counts what a fresh agent counts {:.1} s after {component} is back ({fresh}); \
+         {relisted} lists completed since the kill",
+        back.elapsed().as_secs_f64()
+    );
+    assert!(
+        relisted >= 2,
+        "{cluster}'s agent re-lists nodes and pods after its API server restarted:\n{}",
+        agent.tail()
+    );
+}
+
+/// Waits until `agent`'s figures (eligible nodes, counted pods, every score) equal those of a fresh
+/// `ocm-score-agent once` run now; returns them, as once's comment line says them.
+async fn figures_equal_a_fresh_agents(agent: &Component, cluster: &str) -> String {
+    let yaml = agent_once(agent).unwrap_or_else(|e| panic!("{e}"));
+    let (detail, expected) = figures_of_once(&yaml);
+    let got = eventually(
+        &format!("{cluster}'s agent counts what a fresh agent counts: {detail} {expected:?}"),
+        WAIT,
+        || agent.tail(),
+        || {
+            let expected = expected.clone();
+            async move {
+                let got = figures_of_agent(agent).await?;
+                (got == expected).then_some(got)
+            }
+        },
+    )
+    .await;
+    assert_eq!(got, expected);
+    detail
+}
+
+/// `eligible`, `pods` and every score, from the YAML of `once`.
+fn figures_of_once(yaml: &str) -> (String, BTreeMap<String, i64>) {
+    let detail = yaml
+        .lines()
+        .next()
+        .and_then(|l| l.strip_prefix("# "))
+        .unwrap_or_default()
+        .to_owned();
+    // "cluster: 2 of 2 nodes Ready and schedulable, 3 pods holding resources"
+    let words: Vec<&str> = detail.split_whitespace().collect();
+    let number_before = |word: &str| {
+        words
+            .iter()
+            .position(|w| *w == word)
+            .and_then(|i| i.checked_sub(1))
+            .and_then(|i| words[i].parse::<i64>().ok())
+    };
+    let mut figures = BTreeMap::new();
+    figures.insert(
+        "eligible".to_owned(),
+        words
+            .get(1)
+            .and_then(|w| w.parse().ok())
+            .expect("eligible nodes in once's output"),
+    );
+    figures.insert(
+        "pods".to_owned(),
+        number_before("pods").expect("pods in once's output"),
+    );
+    let object: Value = serde_norway::from_str(yaml).expect("once prints YAML");
+    for score in object
+        .pointer("/status/scores")
+        .and_then(Value::as_array)
+        .expect("scores in once's output")
+    {
+        figures.insert(
+            score["name"].as_str().unwrap_or_default().to_owned(),
+            score["value"].as_i64().unwrap_or(i64::MIN),
+        );
+    }
+    (detail, figures)
+}
+
+/// The same figures from a running agent's /metrics (every `ocm_score_agent_score` series).
+async fn figures_of_agent(agent: &Component) -> Option<BTreeMap<String, i64>> {
+    let (code, body) = http_get(&probe_address(agent), "/metrics").await.ok()?;
+    if code != 200 {
+        return None;
+    }
+    let metrics = Exposition::parse(&body).ok()?;
+    let mut figures = BTreeMap::new();
+    figures.insert(
+        "eligible".to_owned(),
+        metrics.value("ocm_score_agent_eligible_nodes", &[])? as i64,
+    );
+    figures.insert(
+        "pods".to_owned(),
+        metrics.value("ocm_score_agent_counted_pods", &[])? as i64,
+    );
+    // `ocm_score_agent_score{score="cpuAvailable"} -70`
+    for line in body.lines() {
+        let Some(rest) = line.strip_prefix("ocm_score_agent_score{score=\"") else {
+            continue;
+        };
+        let (name, value) = rest.split_once("\"} ")?;
+        figures.insert(name.to_owned(), value.trim().parse().ok()?);
+    }
+    Some(figures)
+}
+
+/// Our objects on the hub and the managed clusters, each with its uid and generation: what must
+/// be neither lost nor duplicated.
+async fn snapshot(cp: &ControlPlane) -> BTreeMap<String, String> {
+    let objects = addon_objects(cp, &CLUSTERS)
+        .await
+        .unwrap_or_else(|e| panic!("listing our objects: {e}"));
+    objects
+        .into_iter()
+        .map(|(what, meta)| {
+            (
+                what,
+                format!(
+                    "uid {} generation {}",
+                    meta.uid.unwrap_or_default(),
+                    meta.generation.unwrap_or_default()
+                ),
+            )
+        })
+        .collect()
+}
+
+fn assert_unchanged(before: &BTreeMap<String, String>, after: &BTreeMap<String, String>, when: &str) {
+    let lost: Vec<_> = before.keys().filter(|k| !after.contains_key(*k)).collect();
+    let added: Vec<_> = after.keys().filter(|k| !before.contains_key(*k)).collect();
+    let changed: Vec<_> = before
+        .iter()
+        .filter(|(k, v)| after.get(*k).is_some_and(|a| a != *v))
+        .map(|(k, v)| format!("{k}: {v} -> {}", after[k]))
+        .collect();
+    assert!(
+        lost.is_empty() && added.is_empty() && changed.is_empty(),
+        "our objects after {when}: lost {lost:?}, added {added:?}, recreated or respecified {changed:?}"
+    );
+}
+
+/// `validUntil` of the cluster's score, if the hub answers and it has one.
+async fn valid_until(hub: &kube::Client, cluster: &str) -> Option<Timestamp> {
+    score_object(hub, cluster)
+        .await?
+        .data
+        .pointer("/status/validUntil")?
+        .as_str()?
+        .parse()
+        .ok()
+}
+
+/// Whether the manager leads with synced caches: leader gauge 1 and /readyz 200.
+async fn manager_leads(manager: &Component) -> bool {
+    let Some(metrics) = scrape(manager).await else {
+        return false;
+    };
+    let ready = http_get(&probe_address(manager), "/readyz")
+        .await
+        .is_ok_and(|(code, _)| code == 200);
+    ready && metrics.value("ocm_score_addon_leader", &[]) == Some(1.0)
+}
+
+/// Failed hub writes plus failed source reads of an agent.
+async fn failures(agent: &Component) -> f64 {
+    let Some(metrics) = scrape(agent).await else {
+        return 0.0;
+    };
+    metrics
+        .value("ocm_score_agent_hub_writes_total", &[("result", "failed")])
+        .unwrap_or_default()
+        + metrics
+            .value("ocm_score_agent_source_failures_total", &[("source", "cluster")])
+            .unwrap_or_default()
+}
+
+/// Watch errors of an agent, nodes and pods together.
+async fn watch_errors(agent: &Component) -> f64 {
+    let Some(metrics) = scrape(agent).await else {
+        return 0.0;
+    };
+    ["nodes", "pods"]
+        .iter()
+        .filter_map(|kind| metrics.value("ocm_score_agent_watch_errors_total", &[("kind", kind)]))
+        .sum()
+}
+
+/// How many lines of a component's log carry `message`.
+fn logged(component: &Component, message: &str) -> usize {
+    std::fs::read_to_string(component.log_path())
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains(message))
+        .count()
+}
+
+/// The probe server address a component was started with (`--metrics-bind-address`).
+fn probe_address(component: &Component) -> String {
+    component
+        .args()
+        .iter()
+        .find_map(|a| a.strip_prefix("--metrics-bind-address="))
+        .unwrap_or_else(|| panic!("{} has no --metrics-bind-address", component.name()))
+        .to_owned()
+}
+
+async fn scrape(component: &Component) -> Option<Exposition> {
+    let (code, body) = http_get(&probe_address(component), "/metrics").await.ok()?;
+    (code == 200).then(|| Exposition::parse(&body).ok()).flatten()
+}
+
+/// Reads every published score once a second while the test runs, recording any that breaks the
+/// contract: a value outside -100..100, no `validUntil`, or one further ahead than the validity.
+struct ScoreSampler {
+    task: tokio::task::JoinHandle<()>,
+    seen: Arc<Mutex<Sampled>>,
+}
+
+#[derive(Default, Clone)]
+struct Sampled {
+    samples: usize,
+    /// Reads that failed (a server down).
+    failures: usize,
+    violations: Vec<String>,
+}
+
+impl ScoreSampler {
+    fn start(hub: kube::Client) -> Self {
+        let seen = Arc::new(Mutex::new(Sampled::default()));
+        let task = tokio::spawn({
+            let seen = seen.clone();
+            async move {
+                let ahead_at_most =
+                    jiff::SignedDuration::try_from(VALIDITY + Duration::from_secs(2)).unwrap_or_default();
+                loop {
+                    let listed = match dynamic(
+                        &hub,
+                        "cluster.open-cluster-management.io",
+                        "v1alpha1",
+                        "AddOnPlacementScore",
+                        None,
+                    )
+                    .await
+                    {
+                        Ok(api) => api.list(&ListParams::default()).await.ok(),
+                        Err(_) => None,
+                    };
+                    let now = Timestamp::now();
+                    let mut found = Vec::new();
+                    for score in listed.iter().flat_map(|l| &l.items) {
+                        let what = format!(
+                            "{}/{} at {now}",
+                            score.metadata.namespace.clone().unwrap_or_default(),
+                            score.metadata.name.clone().unwrap_or_default()
+                        );
+                        for s in score
+                            .data
+                            .pointer("/status/scores")
+                            .and_then(Value::as_array)
+                            .into_iter()
+                            .flatten()
+                        {
+                            if !s["value"].as_i64().is_some_and(|v| (-100..=100).contains(&v)) {
+                                found.push(format!("{what}: score {s} out of range"));
+                            }
+                        }
+                        let valid: Option<Timestamp> = score
+                            .data
+                            .pointer("/status/validUntil")
+                            .and_then(Value::as_str)
+                            .and_then(|v| v.parse().ok());
+                        match valid {
+                            None => found.push(format!("{what}: no validUntil")),
+                            Some(v) if now.checked_add(ahead_at_most).is_ok_and(|limit| v > limit) => {
+                                found.push(format!("{what}: validUntil {v} further ahead than {VALIDITY:?}"))
+                            }
+                            Some(_) => {}
+                        }
+                    }
+                    if let Ok(mut seen) = seen.lock() {
+                        seen.samples += 1;
+                        seen.failures += usize::from(listed.is_none());
+                        seen.violations.extend(found);
+                    }
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            }
+        });
+        ScoreSampler { task, seen }
+    }
+
+    fn stop(self) -> Sampled {
+        self.task.abort();
+        self.seen.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+}
