@@ -11,8 +11,8 @@ mod tiering_common;
 
 use jiff::Timestamp;
 use ocm_score_tests::apiserver::RequestMatch;
-use scheduler_core::api::tiering::{TieredPlacement, TransitionKind};
 use ocm_score_tests::tiering::{set, whole_seconds_after};
+use scheduler_core::api::tiering::{TieredPlacement, TransitionKind};
 use serde_json::json;
 use tiering_common::{CONVERGE, ControllerProcess, Hub, eventually};
 

@@ -93,9 +93,7 @@ impl TieringView {
         self.agreed(
             name,
             &format!("active {active:?} with decisions {clusters:?}"),
-            |tp, decided| {
-                tp.status.as_ref().is_some_and(|s| s.active_tiers == active) && *decided == want
-            },
+            |tp, decided| tp.status.as_ref().is_some_and(|s| s.active_tiers == active) && *decided == want,
             timeout,
             context,
         )

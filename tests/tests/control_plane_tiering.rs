@@ -318,7 +318,10 @@ async fn ocms_placement_controller_follows_every_tiering_plan() {
     }
     assert_eq!(
         second
-            .metric("ocm_score_tiering_reconcile_errors_total", &[("error", "apply_child")])
+            .metric(
+                "ocm_score_tiering_reconcile_errors_total",
+                &[("error", "apply_child")]
+            )
             .await
             .unwrap_or(0.0),
         0.0,
@@ -399,9 +402,7 @@ async fn dr(hub: &Client, program: &Path, kubeconfig: &Path, first: ControllerPr
         "eligibleAt {eligible_at} is less than the hold-down after {recovered}"
     );
     assert_eq!(
-        first
-            .metric("ocm_score_tiering_plan_divergence_total", &[])
-            .await,
+        first.metric("ocm_score_tiering_plan_divergence_total", &[]).await,
         Some(0.0),
         "{}",
         first.log()
@@ -471,8 +472,7 @@ async fn manual(hub: &Client, log: &dyn Fn() -> String) {
         set_available(hub, cluster, "True").await;
     }
     wait_taints(hub, &primary, &[]).await;
-    view.failback_pending(NAME, &["AwaitingTrigger"], WAIT, log)
-        .await;
+    view.failback_pending(NAME, &["AwaitingTrigger"], WAIT, log).await;
     let status = view.tiered(NAME).await.and_then(|t| t.status).expect("status");
     assert_eq!(status.active_tiers, ["secondary"]);
     assert!(
@@ -541,14 +541,8 @@ spec:
     }
     view.transition(NAME, TransitionKind::Overflow, lost, WAIT, log)
         .await;
-    view.settled(
-        NAME,
-        &["secondary"],
-        &["overflow-s1", "overflow-s2"],
-        WAIT,
-        log,
-    )
-    .await;
+    view.settled(NAME, &["secondary"], &["overflow-s1", "overflow-s2"], WAIT, log)
+        .await;
 
     // Back: one swap per step, minDwell apart; OCM agrees with the step in between.
     let recovered = Timestamp::now();
@@ -562,12 +556,7 @@ spec:
         NAME,
         "one cluster of each tier, both tiers active",
         |tp, decided| {
-            let tier = |prefix: &str| {
-                decided
-                    .iter()
-                    .filter(|c| c.starts_with(prefix))
-                    .count()
-            };
+            let tier = |prefix: &str| decided.iter().filter(|c| c.starts_with(prefix)).count();
             tp.status
                 .as_ref()
                 .is_some_and(|s| s.active_tiers == ["primary", "secondary"])
