@@ -11,7 +11,7 @@ mod tiering_common;
 
 use jiff::Timestamp;
 use ocm_score_tests::apiserver::RequestMatch;
-use ocm_score_tests::tiering::{set, whole_seconds_after};
+use ocm_score_tests::tiering::{set, single_cluster_swaps, whole_seconds_after};
 use scheduler_core::api::tiering::{TieredPlacement, TransitionKind};
 use serde_json::json;
 use tiering_common::{CONVERGE, ControllerProcess, Hub, eventually};
@@ -257,28 +257,8 @@ spec:
     let recovered = Timestamp::now();
     hub.untaint("p1").await;
     hub.untaint("p2").await;
-    settled(&hub, &controller, &["primary"], &["p1", "p2"]).await;
-    let status = hub.tiered(NAME).status.expect("status");
-    let mut swaps: Vec<_> = status
-        .transitions
-        .iter()
-        .filter(|t| t.kind == TransitionKind::Contract && t.time.0 >= recovered)
-        .collect();
-    swaps.reverse();
-    assert_eq!(swaps.len(), 2, "two single swaps: {:#?}", status.transitions);
-    for swap in &swaps {
-        assert_eq!(
-            swap.message.matches("->").count(),
-            1,
-            "one cluster per step: {}",
-            swap.message
-        );
-    }
-    assert!(
-        swaps[1].time.0 >= swaps[0].time.0 + jiff::SignedDuration::from_secs(2),
-        "the second swap waits minDwell: {:#?}",
-        swaps
-    );
+    let tp = settled(&hub, &controller, &["primary"], &["p1", "p2"]).await;
+    single_cluster_swaps(&tp, recovered, 2, jiff::SignedDuration::from_secs(2));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

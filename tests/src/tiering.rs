@@ -11,12 +11,11 @@ use scheduler_core::api::tiering::{TieredPlacement, Transition, TransitionKind};
 use scheduler_core::api::{Placement, PlacementDecision};
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::process::Stdio;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
-use tokio::process::{Child, Command};
+use std::sync::Mutex;
+use std::time::Duration;
+use tokio::process::Command;
 
-use crate::support::{Exposition, eventually};
+use crate::support::{ModeProcess, eventually};
 
 /// The label OCM puts on a placement's decisions.
 const PLACEMENT_LABEL: &str = "cluster.open-cluster-management.io/placement";
@@ -239,6 +238,43 @@ impl TieringView {
     }
 }
 
+/// The Contract transitions at or after `after`, oldest first, checked to be `count` swaps of
+/// one cluster each, at least `min_dwell` apart (consolidation at `maxClustersPerStep: 1`).
+pub fn single_cluster_swaps(
+    tp: &TieredPlacement,
+    after: Timestamp,
+    count: usize,
+    min_dwell: jiff::SignedDuration,
+) -> Vec<Transition> {
+    let transitions = tp
+        .status
+        .as_ref()
+        .map(|s| s.transitions.clone())
+        .unwrap_or_default();
+    let mut swaps: Vec<Transition> = transitions
+        .iter()
+        .filter(|t| t.kind == TransitionKind::Contract && t.time.0 >= after)
+        .cloned()
+        .collect();
+    swaps.reverse();
+    assert_eq!(swaps.len(), count, "{count} single swaps: {transitions:#?}");
+    for swap in &swaps {
+        assert_eq!(
+            swap.message.matches("->").count(),
+            1,
+            "one cluster per step: {}",
+            swap.message
+        );
+    }
+    for pair in swaps.windows(2) {
+        assert!(
+            pair[1].time.0 >= pair[0].time.0 + min_dwell,
+            "a swap waits minDwell ({min_dwell}) after the one before: {swaps:#?}"
+        );
+    }
+    swaps
+}
+
 /// Condition `type_` of a TieredPlacement: (status, reason).
 pub fn condition(tp: &TieredPlacement, type_: &str) -> Option<(String, String)> {
     tp.status
@@ -257,35 +293,23 @@ pub fn whole_seconds_after(t: Timestamp, seconds: i64) -> Timestamp {
 // ---------------------------------------------------------------------------------------------
 // The controller process
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
+/// `ocm-score-hub tiering` as a process.
+pub type ControllerProcess = ModeProcess;
 
-/// `ocm-score-hub tiering` as a process, its log kept in memory.
-pub struct ControllerProcess {
-    child: Child,
-    pub metrics_port: u16,
-    log: Arc<Mutex<String>>,
-}
-
-impl ControllerProcess {
+impl ModeProcess {
     /// Starts `program tiering` against the hub of `kubeconfig`, leader-elected in `ocm-score`
     /// as `identity`, with `divergence_grace`. The Lease is far longer than any stall of a loaded
     /// machine, with short retries. `TIERING_E2E_RUST_LOG` overrides the log filter.
-    pub fn start(
+    pub fn tiering(
         program: &Path,
         kubeconfig: &Path,
         identity: &str,
         divergence_grace: Duration,
     ) -> ControllerProcess {
-        let metrics_port = free_port();
-        let mut child = Command::new(program)
+        let mut command = Command::new(program);
+        command
             .arg("tiering")
             .arg(format!("--kubeconfig={}", kubeconfig.display()))
-            .arg(format!("--metrics-bind-address=127.0.0.1:{metrics_port}"))
             .arg("--leader-election-namespace=ocm-score")
             .arg(format!("--leader-election-identity={identity}"))
             .arg("--leader-election-lease-duration=60s")
@@ -299,90 +323,10 @@ impl ControllerProcess {
                 "RUST_LOG",
                 std::env::var("TIERING_E2E_RUST_LOG").unwrap_or_else(|_| "info,ocm_score_hub=debug".into()),
             )
-            .env("NO_COLOR", "1")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("starting ocm-score-hub tiering");
-        let log = Arc::new(Mutex::new(String::new()));
-        if let Some(stderr) = child.stderr.take() {
-            let log = log.clone();
-            tokio::spawn(async move {
-                use tokio::io::AsyncBufReadExt;
-                let mut lines = tokio::io::BufReader::new(stderr).lines();
-                while let Ok(Some(line)) = lines.next_line().await {
-                    if line.contains("/leases") && line.contains("DEBUG") {
-                        continue;
-                    }
-                    let mut log = log.lock().expect("log lock");
-                    log.push_str(&line);
-                    log.push('\n');
-                }
-            });
-        }
-        ControllerProcess {
-            child,
-            metrics_port,
-            log,
-        }
-    }
-
-    /// The log's tail: what explains a failure.
-    pub fn log(&self) -> String {
-        let log = self.log.lock().expect("log lock");
-        let start = log.len().saturating_sub(300_000);
-        let start = (start..log.len()).find(|i| log.is_char_boundary(*i)).unwrap_or(0);
-        log[start..].to_owned()
-    }
-
-    pub async fn get(&self, path: &str) -> Option<(u16, String)> {
-        let response = reqwest::get(format!("http://127.0.0.1:{}{path}", self.metrics_port))
-            .await
-            .ok()?;
-        let status = response.status().as_u16();
-        Some((status, response.text().await.ok()?))
-    }
-
-    pub async fn metric(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
-        let (_, text) = self.get("/metrics").await?;
-        Exposition::parse(&text).ok()?.value(name, labels)
-    }
-
-    /// Waits for `/readyz` (leading, caches synced); panics if the process exits first.
-    pub async fn wait_ready(&mut self, timeout: Duration, context: impl Fn() -> String) {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some((200, _)) = self.get("/readyz").await {
-                return;
-            }
-            if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("the controller exited early ({status}):\n{}", self.log());
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the controller did not become ready:\n{}\n{}",
-                self.log(),
-                context()
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-
-    /// SIGTERM, and the exit code.
-    pub async fn terminate(mut self) -> Option<i32> {
-        if let Some(pid) = self.child.id() {
-            let _ = std::process::Command::new("kill")
-                .arg("-TERM")
-                .arg(pid.to_string())
-                .status();
-        }
-        match tokio::time::timeout(Duration::from_secs(30), self.child.wait()).await {
-            Ok(Ok(status)) => status.code(),
-            _ => panic!(
-                "the controller did not stop within 30s of SIGTERM:\n{}",
-                self.log()
-            ),
-        }
+            .env("NO_COLOR", "1");
+        // The Lease renewals would drown everything else at debug level.
+        ModeProcess::spawn("ocm-score-hub tiering", command, |line| {
+            line.contains("/leases") && line.contains("DEBUG")
+        })
     }
 }

@@ -35,7 +35,9 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use ocm_score_tests::control_plane::addon::{kubectl, workspace_binary};
 use ocm_score_tests::control_plane::{ControlPlane, apply};
 use ocm_score_tests::support::{TempDir, eventually};
-use ocm_score_tests::tiering::{ControllerProcess, TieringView, condition, whole_seconds_after};
+use ocm_score_tests::tiering::{
+    ControllerProcess, TieringView, condition, single_cluster_swaps, whole_seconds_after,
+};
 use scheduler_core::api::tiering::TransitionKind;
 use scheduler_core::api::{AddOnPlacementScore, ManagedCluster};
 use serde_json::{Value, json};
@@ -232,7 +234,7 @@ fn install(kubeconfig: &Path) {
 /// `ocm-score-hub tiering` with the ServiceAccount's token (what its Deployment's pod would use),
 /// once it is ready (leading, caches synced).
 async fn start_controller(program: &Path, kubeconfig: &Path, identity: &str) -> ControllerProcess {
-    let mut controller = ControllerProcess::start(program, kubeconfig, identity, DIVERGENCE_GRACE);
+    let mut controller = ControllerProcess::tiering(program, kubeconfig, identity, DIVERGENCE_GRACE);
     controller.wait_ready(WAIT, String::new).await;
     controller
 }
@@ -259,15 +261,12 @@ spec:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ocms_placement_controller_follows_every_tiering_plan() {
     let started = std::time::Instant::now();
-    let cp = match ControlPlane::builder()
+    let cp = ControlPlane::builder()
         .clusters(1)
         .ocm_addon_manager(false)
         .start_with_progress(&|l| eprintln!("{l}"))
         .await
-    {
-        Ok(cp) => cp,
-        Err(e) => panic!("the control plane did not start: {e}"),
-    };
+        .unwrap_or_else(|e| panic!("the control plane did not start: {e}"));
     let ready = started.elapsed();
     let hub = cp.hub_client().await.expect("hub client");
     let dir = TempDir::new("tiering-real");
@@ -570,26 +569,8 @@ spec:
     let tp = view
         .settled(NAME, &["primary"], &["overflow-p1", "overflow-p2"], WAIT, log)
         .await;
-    let transitions = tp.status.expect("status").transitions;
-    let mut swaps: Vec<_> = transitions
-        .iter()
-        .filter(|t| t.kind == TransitionKind::Contract && t.time.0 >= recovered)
-        .collect();
-    swaps.reverse();
-    assert_eq!(swaps.len(), 2, "two single swaps: {transitions:#?}");
-    assert_eq!(swaps[0], &first_swap);
-    for swap in &swaps {
-        assert_eq!(
-            swap.message.matches("->").count(),
-            1,
-            "one cluster per step: {}",
-            swap.message
-        );
-    }
-    assert!(
-        swaps[1].time.0 >= swaps[0].time.0 + SignedDuration::from_secs(MIN_DWELL),
-        "the second swap waits minDwell: {swaps:#?}"
-    );
+    let swaps = single_cluster_swaps(&tp, recovered, 2, SignedDuration::from_secs(MIN_DWELL));
+    assert_eq!(swaps[0], first_swap);
 }
 
 /// Expired scores are Unknown, not bad: `ScoresStale=True`, and nothing moves.

@@ -164,7 +164,7 @@ impl Hub {
         self.server
             .write_kubeconfig(&id, &kubeconfig)
             .expect("writing a kubeconfig");
-        ControllerProcess::start(
+        ControllerProcess::tiering(
             Path::new(env!("CARGO_BIN_EXE_ocm-score-hub")),
             &kubeconfig,
             identity,
