@@ -11,7 +11,7 @@ mod tiering_common;
 
 use jiff::Timestamp;
 use ocm_score_tests::apiserver::RequestMatch;
-use ocm_score_tests::tiering::{set, single_cluster_swaps, whole_seconds_after};
+use ocm_score_tests::tiering::{assert_pinned, set, single_cluster_swaps, whole_seconds_after};
 use scheduler_core::api::tiering::{TieredPlacement, TransitionKind};
 use serde_json::json;
 use tiering_common::{CONVERGE, ControllerProcess, Hub, eventually};
@@ -291,14 +291,7 @@ spec:
     ));
     settled(&hub, &controller, &["primary"], &["p1", "p2"]).await;
     // Pinned (capacity rules): the child names the clusters with a CEL pin.
-    let child = hub.child(NAME).expect("child");
-    assert!(
-        serde_json::to_string(&child.spec.predicates)
-            .expect("json")
-            .contains("managedCluster.metadata.name in"),
-        "{:?}",
-        child.spec.predicates
-    );
+    assert_pinned(&hub.child(NAME).expect("child"));
 
     let (status, reason) = eventually(
         "ScoresStale=True",

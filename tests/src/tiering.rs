@@ -275,6 +275,16 @@ pub fn single_cluster_swaps(
     swaps
 }
 
+/// Asserts that the child pins its clusters by name (a CEL predicate), as the planner renders it
+/// whenever capacity rules or overflow decide which clusters qualify.
+pub fn assert_pinned(child: &Placement) {
+    let predicates = serde_json::to_string(&child.spec.predicates).expect("JSON");
+    assert!(
+        predicates.contains("managedCluster.metadata.name in"),
+        "the child is not pinned: {predicates}"
+    );
+}
+
 /// Condition `type_` of a TieredPlacement: (status, reason).
 pub fn condition(tp: &TieredPlacement, type_: &str) -> Option<(String, String)> {
     tp.status

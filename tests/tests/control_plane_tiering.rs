@@ -36,7 +36,7 @@ use ocm_score_tests::control_plane::addon::{kubectl, workspace_binary};
 use ocm_score_tests::control_plane::{ControlPlane, apply};
 use ocm_score_tests::support::{TempDir, eventually};
 use ocm_score_tests::tiering::{
-    ControllerProcess, TieringView, condition, single_cluster_swaps, whole_seconds_after,
+    ControllerProcess, TieringView, assert_pinned, condition, single_cluster_swaps, whole_seconds_after,
 };
 use scheduler_core::api::tiering::TransitionKind;
 use scheduler_core::api::{AddOnPlacementScore, ManagedCluster};
@@ -611,14 +611,7 @@ spec:
         .await;
     // With capacity rules the child pins the qualifying clusters by name (a CEL predicate), which
     // OCM's placement controller evaluates.
-    let child = view.child(NAME).await.expect("child");
-    assert!(
-        serde_json::to_string(&child.spec.predicates)
-            .expect("json")
-            .contains("managedCluster.metadata.name in"),
-        "{:?}",
-        child.spec.predicates
-    );
+    assert_pinned(&view.child(NAME).await.expect("child"));
 
     let view_ref = &view;
     eventually(
