@@ -576,8 +576,9 @@ spec:
 /// Expired scores are Unknown, not bad: `ScoresStale=True`, and nothing moves.
 async fn stale(hub: &Client, log: &dyn Fn() -> String) {
     let view = TieringView::new(hub.clone(), &namespace("stale"));
-    let fresh = Timestamp::now() + SignedDuration::from_hours(1);
+    // Whole seconds, as `metav1.Time` keeps them.
     let now = Timestamp::from_second(Timestamp::now().as_second()).expect("now");
+    let fresh = now + SignedDuration::from_hours(1);
     // Long enough for the initial plan on a loaded machine; the primary's scores are then not
     // renewed.
     let expiring = now + SignedDuration::from_secs(15);
