@@ -11,10 +11,10 @@ mod tiering_common;
 
 use jiff::Timestamp;
 use ocm_score_tests::apiserver::RequestMatch;
+use ocm_score_tests::tiering::{assert_pinned, set, single_cluster_swaps, whole_seconds_after};
 use scheduler_core::api::tiering::{TieredPlacement, TransitionKind};
 use serde_json::json;
-use std::collections::BTreeSet;
-use tiering_common::{ControllerProcess, Hub, eventually};
+use tiering_common::{CONVERGE, ControllerProcess, Hub, eventually};
 
 const NAME: &str = "web";
 
@@ -39,10 +39,6 @@ spec:
     )
 }
 
-fn set(names: &[&str]) -> BTreeSet<String> {
-    names.iter().map(|n| n.to_string()).collect()
-}
-
 /// Waits until the controller has planned the current generation, the active tiers are `active`,
 /// OCM's decisions are `clusters`, and they equal the prediction (`PlanDiverged=False`).
 async fn settled(
@@ -51,58 +47,29 @@ async fn settled(
     active: &[&str],
     clusters: &[&str],
 ) -> TieredPlacement {
-    let want = set(clusters);
-    eventually(
-        &format!("active {active:?} with decisions {clusters:?} and PlanDiverged=False"),
-        || format!("{:#?}\n{}", hub.tiered(NAME).status, controller.log()),
-        || {
-            let tp = hub.tiered(NAME);
-            let status = tp.status.as_ref()?;
-            let predicted: BTreeSet<String> = status.placement.as_ref()?.predicted.iter().cloned().collect();
-            let mirror = status.placement.as_ref()?;
-            let child = hub.child(NAME)?;
-            (status.observed_generation == tp.metadata.generation
-                && mirror.observed_generation == child.metadata.generation
-                && mirror.number_of_selected_clusters == Some(want.len() as i32)
-                && status.active_tiers == active
-                && predicted == want
-                && hub.decisions(NAME) == want
-                && hub.condition(NAME, "PlanDiverged") == Some(("False".into(), "OCMAgrees".into())))
-            .then_some(tp)
-        },
-    )
-    .await
+    hub.view()
+        .settled(NAME, active, clusters, CONVERGE, || controller.log())
+        .await
 }
 
-/// Waits for a newest transition of `kind` newer than `count` transitions ago; returns it.
+/// Waits for a transition of `kind` at or after `after`; returns it.
 async fn transition(
     hub: &Hub,
     controller: &ControllerProcess,
     kind: TransitionKind,
     after: Timestamp,
 ) -> scheduler_core::api::tiering::Transition {
-    eventually(
-        &format!("a {kind:?} transition"),
-        || format!("{:#?}\n{}", hub.tiered(NAME).status, controller.log()),
-        || {
-            let status = hub.tiered(NAME).status?;
-            status
-                .transitions
-                .into_iter()
-                .find(|t| t.kind == kind && t.time.0 >= after)
-        },
-    )
-    .await
+    hub.view()
+        .transition(NAME, kind, after, CONVERGE, || controller.log())
+        .await
 }
 
 async fn started(hub: &Hub, identity: &str) -> ControllerProcess {
     let mut controller = hub.controller(identity);
-    controller.wait_ready(|| hub.controller_requests()).await;
     controller
-}
-
-fn whole_seconds_after(t: Timestamp, seconds: i64) -> Timestamp {
-    Timestamp::from_second(t.as_second() + seconds).expect("a timestamp")
+        .wait_ready(CONVERGE, || hub.controller_requests())
+        .await;
+    controller
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -183,16 +150,11 @@ async fn fails_over_after_the_toleration_and_back_after_the_hold_down() {
     let recovered = Timestamp::now();
     hub.untaint("p1").await;
     hub.untaint("p2").await;
-    let eligible_at = eventually(
-        "FailbackPending with eligibleAt",
-        || controller.log(),
-        || {
-            let status = hub.tiered(NAME).status?;
-            let pending = status.failback?.pending?;
-            (hub.condition(NAME, "FailbackPending")?.0 == "True").then_some(pending.eligible_at?.0)
-        },
-    )
-    .await;
+    let eligible_at = hub
+        .view()
+        .failback_pending(NAME, &["HoldDown"], CONVERGE, || controller.log())
+        .await
+        .expect("an eligibleAt");
     assert!(
         eligible_at >= whole_seconds_after(recovered, 3),
         "{eligible_at} vs {recovered}"
@@ -238,15 +200,9 @@ async fn manual_failback_waits_for_the_trigger() {
     let recovered = Timestamp::now();
     hub.untaint("p1").await;
     hub.untaint("p2").await;
-    eventually(
-        "FailbackPending awaiting the trigger",
-        || controller.log(),
-        || {
-            (hub.condition(NAME, "FailbackPending")? == ("True".into(), "AwaitingTrigger".into()))
-                .then_some(())
-        },
-    )
-    .await;
+    hub.view()
+        .failback_pending(NAME, &["AwaitingTrigger"], CONVERGE, || controller.log())
+        .await;
     let status = hub.tiered(NAME).status.expect("status");
     assert_eq!(status.active_tiers, ["secondary"]);
     assert!(
@@ -301,28 +257,8 @@ spec:
     let recovered = Timestamp::now();
     hub.untaint("p1").await;
     hub.untaint("p2").await;
-    settled(&hub, &controller, &["primary"], &["p1", "p2"]).await;
-    let status = hub.tiered(NAME).status.expect("status");
-    let mut swaps: Vec<_> = status
-        .transitions
-        .iter()
-        .filter(|t| t.kind == TransitionKind::Contract && t.time.0 >= recovered)
-        .collect();
-    swaps.reverse();
-    assert_eq!(swaps.len(), 2, "two single swaps: {:#?}", status.transitions);
-    for swap in &swaps {
-        assert_eq!(
-            swap.message.matches("->").count(),
-            1,
-            "one cluster per step: {}",
-            swap.message
-        );
-    }
-    assert!(
-        swaps[1].time.0 >= swaps[0].time.0 + jiff::SignedDuration::from_secs(2),
-        "the second swap waits minDwell: {:#?}",
-        swaps
-    );
+    let tp = settled(&hub, &controller, &["primary"], &["p1", "p2"]).await;
+    single_cluster_swaps(&tp, recovered, 2, jiff::SignedDuration::from_secs(2));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -355,14 +291,7 @@ spec:
     ));
     settled(&hub, &controller, &["primary"], &["p1", "p2"]).await;
     // Pinned (capacity rules): the child names the clusters with a CEL pin.
-    let child = hub.child(NAME).expect("child");
-    assert!(
-        serde_json::to_string(&child.spec.predicates)
-            .expect("json")
-            .contains("managedCluster.metadata.name in"),
-        "{:?}",
-        child.spec.predicates
-    );
+    assert_pinned(&hub.child(NAME).expect("child"));
 
     let (status, reason) = eventually(
         "ScoresStale=True",
@@ -405,44 +334,19 @@ async fn a_restart_during_the_hold_down_keeps_its_end() {
     let recovered = Timestamp::now();
     hub.untaint("p1").await;
     hub.untaint("p2").await;
-    let eligible_at = eventually(
-        "FailbackPending with eligibleAt",
-        || first.log(),
-        || {
-            hub.tiered(NAME)
-                .status?
-                .failback?
-                .pending?
-                .eligible_at
-                .map(|t| t.0)
-        },
-    )
-    .await;
+    let eligible_at = hub
+        .view()
+        .failback_pending(NAME, &["HoldDown"], CONVERGE, || first.log())
+        .await
+        .expect("an eligibleAt");
     assert_eq!(first.terminate().await, Some(0));
 
     // A new process resumes from the status: same eligibleAt, failback at it.
     let second = started(&hub, "tiering-b").await;
-    let mut seen = BTreeSet::new();
-    let failback = eventually(
-        "the failback by the new process",
-        || second.log(),
-        || {
-            let status = hub.tiered(NAME).status?;
-            if let Some(at) = status
-                .failback
-                .as_ref()
-                .and_then(|f| f.pending.as_ref())
-                .and_then(|p| p.eligible_at.clone())
-            {
-                seen.insert(at.0);
-            }
-            status
-                .transitions
-                .into_iter()
-                .find(|t| t.kind == TransitionKind::Failback && t.time.0 >= recovered)
-        },
-    )
-    .await;
+    let (failback, seen) = hub
+        .view()
+        .failback_keeping_eligible_at(NAME, recovered, CONVERGE, || second.log())
+        .await;
     assert!(
         seen.iter().all(|at| *at == eligible_at),
         "the hold-down restarted: {seen:?} vs {eligible_at}"

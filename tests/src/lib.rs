@@ -6,5 +6,6 @@ pub mod crd;
 pub mod go_module;
 pub mod support;
 pub mod thanos;
+pub mod tiering;
 
 pub use apiserver::{ApiServer, Gvr, Identity, RequestMatch};

@@ -1,7 +1,12 @@
-//! Small helpers the agent's and the hub's tests share: scratch directories and reading `/metrics`.
+//! Small helpers the agent's and the hub's tests share: scratch directories, reading `/metrics`,
+//! and one of our binaries' modes run as a process.
 
 use std::path::{Path, PathBuf};
+use std::process::Stdio;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::process::{Child, Command};
 
 /// A fresh directory under the system temp dir, removed on drop (no extra crate for it).
 ///
@@ -103,6 +108,128 @@ impl Exposition {
                 | prometheus_parse::Value::Untyped(v) => v,
                 _ => f64::NAN,
             })
+    }
+}
+
+/// A free port on 127.0.0.1 (for a process's `/metrics`).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// One mode of our binaries (`ocm-score-hub tiering`, `thanos-scorer`, ...) as a process in the
+/// process shell: its stderr kept in memory, its `/metrics`, `/healthz` and `/readyz` on
+/// `metrics_port`, SIGTERM for a graceful stop. Killed when dropped.
+pub struct ModeProcess {
+    what: String,
+    child: Child,
+    pub metrics_port: u16,
+    log: Arc<Mutex<String>>,
+}
+
+impl ModeProcess {
+    /// Spawns `command` with `--metrics-bind-address=127.0.0.1:<a free port>` added; stderr lines
+    /// for which `skip` says true are not kept.
+    pub fn spawn(what: &str, mut command: Command, skip: fn(&str) -> bool) -> ModeProcess {
+        let metrics_port = free_port();
+        let mut child = command
+            .arg(format!("--metrics-bind-address=127.0.0.1:{metrics_port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {what}: {e}"));
+        let log = Arc::new(Mutex::new(String::new()));
+        if let Some(stderr) = child.stderr.take() {
+            let log = log.clone();
+            tokio::spawn(async move {
+                use tokio::io::AsyncBufReadExt;
+                let mut lines = tokio::io::BufReader::new(stderr).lines();
+                while let Ok(Some(line)) = lines.next_line().await {
+                    if skip(&line) {
+                        continue;
+                    }
+                    let mut log = log.lock().expect("log lock");
+                    log.push_str(&line);
+                    log.push('\n');
+                }
+            });
+        }
+        ModeProcess {
+            what: what.to_owned(),
+            child,
+            metrics_port,
+            log,
+        }
+    }
+
+    /// The log's tail (at most 300 kB): what explains a failure.
+    pub fn log(&self) -> String {
+        let log = self.log.lock().expect("log lock");
+        let start = log.len().saturating_sub(300_000);
+        let start = (start..log.len()).find(|i| log.is_char_boundary(*i)).unwrap_or(0);
+        log[start..].to_owned()
+    }
+
+    /// GETs a path of the metrics/probe server; `None` while it is not reachable.
+    pub async fn get(&self, path: &str) -> Option<(u16, String)> {
+        let response = reqwest::get(format!("http://127.0.0.1:{}{path}", self.metrics_port))
+            .await
+            .ok()?;
+        let status = response.status().as_u16();
+        Some((status, response.text().await.ok()?))
+    }
+
+    /// The value of a sample of `/metrics` whose labels include `labels`.
+    pub async fn metric(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+        let (_, text) = self.get("/metrics").await?;
+        Exposition::parse(&text).ok()?.value(name, labels)
+    }
+
+    /// Waits for `/readyz` to answer 200; panics if the process exits first or after `timeout`.
+    pub async fn wait_ready(&mut self, timeout: Duration, context: impl Fn() -> String) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some((200, _)) = self.get("/readyz").await {
+                return;
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("{} exited early ({status}):\n{}", self.what, self.log());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{} did not become ready:\n{}\n{}",
+                self.what,
+                self.log(),
+                context()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// True while the process runs.
+    pub fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Sends SIGTERM and waits (30 s, a pod's default grace) for the exit code.
+    pub async fn terminate(mut self) -> Option<i32> {
+        if let Some(pid) = self.child.id() {
+            let _ = std::process::Command::new("kill")
+                .arg("-TERM")
+                .arg(pid.to_string())
+                .status();
+        }
+        match tokio::time::timeout(Duration::from_secs(30), self.child.wait()).await {
+            Ok(Ok(status)) => status.code(),
+            _ => panic!(
+                "{} did not stop within 30s of SIGTERM:\n{}",
+                self.what,
+                self.log()
+            ),
+        }
     }
 }
 

@@ -565,13 +565,14 @@ fn tiering_needs() -> BTreeSet<Permission> {
         &["list", "watch"],
         "*",
     );
-    // Status by server-side apply; the child by server-side apply (which creates it too).
+    // Status by server-side apply; the child by server-side apply, which the real API server
+    // authorizes as `create` when the child does not exist yet (found on the real control plane).
     add("cluster", tiering, &["tieredplacements/status"], &["patch"], "*");
     add(
         "cluster",
         cluster,
         &["placements"],
-        &["list", "watch", "patch"],
+        &["list", "watch", "create", "patch"],
         "*",
     );
     // blockOwnerDeletion on the child's owner reference.

@@ -25,7 +25,7 @@ use std::{
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
     net::TcpListener,
-    process::{Child, Command},
+    process::Command,
 };
 
 /// Set to `1` at build time to mark the tests that need a real Prometheus as ignored (see
@@ -65,16 +65,7 @@ fn find_binary(name: &str) -> Option<PathBuf> {
         .find(|path| path.is_file())
 }
 
-use ocm_score_tests::support::Exposition;
-pub use ocm_score_tests::support::TempDir;
-
-/// A free port on 127.0.0.1 (bound and released; the window for a clash is tiny).
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
+pub use ocm_score_tests::support::{ModeProcess, TempDir, free_port};
 
 /// Samples in the OpenMetrics text format, for `promtool tsdb create-blocks-from openmetrics`.
 #[derive(Default)]
@@ -843,12 +834,23 @@ pub async fn eventually<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> 
     }
 }
 
-/// `ocm-score-hub thanos-scorer` running as a process.
+/// `ocm-score-hub thanos-scorer` running as a process (the shared [`ModeProcess`]).
 pub struct ScorerProcess {
-    child: Child,
-    pub metrics_port: u16,
-    log: Arc<Mutex<String>>,
+    process: ModeProcess,
     _dir: TempDir,
+}
+
+impl std::ops::Deref for ScorerProcess {
+    type Target = ModeProcess;
+    fn deref(&self) -> &ModeProcess {
+        &self.process
+    }
+}
+
+impl std::ops::DerefMut for ScorerProcess {
+    fn deref_mut(&mut self) -> &mut ModeProcess {
+        &mut self.process
+    }
 }
 
 impl ScorerProcess {
@@ -862,97 +864,28 @@ impl ScorerProcess {
             .expect("writing a kubeconfig");
         let config_path = dir.path().join("config.yaml");
         std::fs::write(&config_path, config).expect("writing the scorer config");
-        let metrics_port = free_port();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_ocm-score-hub"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_ocm-score-hub"));
+        command
             .arg("thanos-scorer")
             .arg("--config")
             .arg(&config_path)
             .arg("--kubeconfig")
             .arg(&kubeconfig)
-            .arg(format!("--metrics-bind-address=127.0.0.1:{metrics_port}"))
             .arg(format!("--leader-election-identity={user}"))
             .args(extra)
-            .env("RUST_LOG", "info,ocm_score_hub=debug")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("starting ocm-score-hub thanos-scorer");
-        let log = Arc::new(Mutex::new(String::new()));
-        if let Some(stderr) = child.stderr.take() {
-            let log = log.clone();
-            tokio::spawn(async move {
-                use tokio::io::AsyncBufReadExt;
-                let mut lines = tokio::io::BufReader::new(stderr).lines();
-                while let Ok(Some(line)) = lines.next_line().await {
-                    let mut log = log.lock().expect("log lock");
-                    log.push_str(&line);
-                    log.push('\n');
-                }
-            });
-        }
+            .env("RUST_LOG", "info,ocm_score_hub=debug");
         ScorerProcess {
-            child,
-            metrics_port,
-            log,
+            process: ModeProcess::spawn("the scorer", command, |_| false),
             _dir: dir,
         }
     }
 
-    pub fn log(&self) -> String {
-        self.log.lock().expect("log lock").clone()
-    }
-
-    /// GETs a path of the metrics/probe server; `None` while it is not reachable.
-    pub async fn get(&self, path: &str) -> Option<(u16, String)> {
-        let response = reqwest::get(format!("http://127.0.0.1:{}{path}", self.metrics_port))
-            .await
-            .ok()?;
-        let status = response.status().as_u16();
-        Some((status, response.text().await.ok()?))
-    }
-
-    /// The value of a sample of the scorer's `/metrics` whose labels include `labels`.
-    pub async fn metric(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
-        let (_, text) = self.get("/metrics").await?;
-        Exposition::parse(&text).ok()?.value(name, labels)
-    }
-
     pub async fn wait_ready(&mut self) {
-        let deadline = Instant::now() + CONVERGE;
-        loop {
-            if let Some((200, _)) = self.get("/readyz").await {
-                return;
-            }
-            if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("the scorer exited early ({status}):\n{}", self.log());
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the scorer did not become ready:\n{}",
-                self.log()
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-
-    /// True while the process runs.
-    pub fn running(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
+        self.process.wait_ready(CONVERGE, String::new).await;
     }
 
     /// Sends SIGTERM and waits for the exit code.
-    pub async fn terminate(mut self) -> Option<i32> {
-        if let Some(pid) = self.child.id() {
-            let _ = std::process::Command::new("kill")
-                .arg("-TERM")
-                .arg(pid.to_string())
-                .status();
-        }
-        // The grace period Kubernetes gives a pod by default before it kills it.
-        match tokio::time::timeout(Duration::from_secs(30), self.child.wait()).await {
-            Ok(Ok(status)) => status.code(),
-            _ => panic!("the scorer did not stop within 30s of SIGTERM:\n{}", self.log()),
-        }
+    pub async fn terminate(self) -> Option<i32> {
+        self.process.terminate().await
     }
 }

@@ -16,7 +16,9 @@ use jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use ocm_score_tests::apiserver::{ApiServer, Gvr, Identity};
 use ocm_score_tests::crd::Crd;
-use ocm_score_tests::support::{Exposition, TempDir};
+use ocm_score_tests::support::TempDir;
+pub use ocm_score_tests::tiering::ControllerProcess;
+use ocm_score_tests::tiering::TieringView;
 use scheduler_core::api::tiering::TieredPlacement;
 use scheduler_core::api::{
     AddOnPlacementScore, ManagedCluster, ManagedClusterSet, ManagedClusterSetBinding, Placement,
@@ -28,10 +30,8 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
-use tokio::process::{Child, Command};
+use std::sync::Arc;
+use std::time::Duration;
 use tokio::task::JoinHandle;
 
 /// How long any single wait may take on a loaded machine.
@@ -170,7 +170,18 @@ impl Hub {
         self.server
             .write_kubeconfig(&id, &kubeconfig)
             .expect("writing a kubeconfig");
-        ControllerProcess::start(&kubeconfig, identity, flags)
+        ControllerProcess::tiering(
+            Path::new(env!("CARGO_BIN_EXE_ocm-score-hub")),
+            &kubeconfig,
+            identity,
+            Duration::from_secs(5),
+            flags,
+        )
+    }
+
+    /// The TieredPlacements of [`NAMESPACE`], read through the API.
+    pub fn view(&self) -> TieringView {
+        TieringView::new(self.admin.clone(), NAMESPACE)
     }
 
     pub fn create_tiered(&self, yaml: &str) {
@@ -435,125 +446,4 @@ async fn schedule_one(
             .await?;
     }
     Ok(())
-}
-
-// ---------------------------------------------------------------------------------------------
-// The controller process
-
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
-
-pub struct ControllerProcess {
-    child: Child,
-    pub metrics_port: u16,
-    log: Arc<Mutex<String>>,
-}
-
-impl ControllerProcess {
-    fn start(kubeconfig: &Path, identity: &str, flags: &[&str]) -> ControllerProcess {
-        let metrics_port = free_port();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_ocm-score-hub"))
-            .arg("tiering")
-            .arg(format!("--kubeconfig={}", kubeconfig.display()))
-            .arg(format!("--metrics-bind-address=127.0.0.1:{metrics_port}"))
-            .arg("--leader-election-namespace=ocm-score")
-            .arg(format!("--leader-election-identity={identity}"))
-            // A Lease far longer than any stall of a loaded machine; short retries.
-            .arg("--leader-election-lease-duration=60s")
-            .arg("--leader-election-renew-deadline=40s")
-            .arg("--leader-election-retry-period=300ms")
-            .arg("--divergence-grace=5s")
-            .args(flags)
-            .env(
-                "RUST_LOG",
-                std::env::var("TIERING_E2E_RUST_LOG").unwrap_or_else(|_| "info,ocm_score_hub=debug".into()),
-            )
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("starting ocm-score-hub tiering");
-        let log = Arc::new(Mutex::new(String::new()));
-        if let Some(stderr) = child.stderr.take() {
-            let log = log.clone();
-            tokio::spawn(async move {
-                use tokio::io::AsyncBufReadExt;
-                let mut lines = tokio::io::BufReader::new(stderr).lines();
-                while let Ok(Some(line)) = lines.next_line().await {
-                    if line.contains("/leases") && line.contains("DEBUG") {
-                        continue;
-                    }
-                    let mut log = log.lock().expect("log lock");
-                    log.push_str(&line);
-                    log.push('\n');
-                }
-            });
-        }
-        ControllerProcess {
-            child,
-            metrics_port,
-            log,
-        }
-    }
-
-    pub fn log(&self) -> String {
-        let log = self.log.lock().expect("log lock");
-        // The tail is what explains a failure.
-        let start = log.len().saturating_sub(300_000);
-        let start = (start..log.len()).find(|i| log.is_char_boundary(*i)).unwrap_or(0);
-        log[start..].to_owned()
-    }
-
-    pub async fn get(&self, path: &str) -> Option<(u16, String)> {
-        let response = reqwest::get(format!("http://127.0.0.1:{}{path}", self.metrics_port))
-            .await
-            .ok()?;
-        let status = response.status().as_u16();
-        Some((status, response.text().await.ok()?))
-    }
-
-    pub async fn metric(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
-        let (_, text) = self.get("/metrics").await?;
-        Exposition::parse(&text).ok()?.value(name, labels)
-    }
-
-    pub async fn wait_ready(&mut self, context: impl Fn() -> String) {
-        let deadline = Instant::now() + CONVERGE;
-        loop {
-            if let Some((200, _)) = self.get("/readyz").await {
-                return;
-            }
-            if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("the controller exited early ({status}):\n{}", self.log());
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the controller did not become ready:\n{}\n{}",
-                self.log(),
-                context()
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-
-    /// SIGTERM, and the exit code.
-    pub async fn terminate(mut self) -> Option<i32> {
-        if let Some(pid) = self.child.id() {
-            let _ = std::process::Command::new("kill")
-                .arg("-TERM")
-                .arg(pid.to_string())
-                .status();
-        }
-        match tokio::time::timeout(Duration::from_secs(30), self.child.wait()).await {
-            Ok(Ok(status)) => status.code(),
-            _ => panic!(
-                "the controller did not stop within 30s of SIGTERM:\n{}",
-                self.log()
-            ),
-        }
-    }
 }
