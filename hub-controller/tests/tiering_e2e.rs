@@ -14,6 +14,7 @@ use ocm_score_tests::apiserver::RequestMatch;
 use ocm_score_tests::tiering::{assert_pinned, set, single_cluster_swaps, whole_seconds_after};
 use scheduler_core::api::tiering::{TieredPlacement, TransitionKind};
 use serde_json::json;
+use std::collections::BTreeSet;
 use tiering_common::{CONVERGE, ControllerProcess, Hub, eventually};
 
 const NAME: &str = "web";
@@ -561,7 +562,9 @@ async fn without_reservations_two_placements_a_moment_apart_take_the_same_cluste
     gpu_reports(&hub).await;
     let controller = hub.controller_with("tiering-a", &["--reservations=false"]);
     let mut controller = controller;
-    controller.wait_ready(|| hub.controller_requests()).await;
+    controller
+        .wait_ready(CONVERGE, || hub.controller_requests())
+        .await;
     hub.create_tiered(&reserving_spec("first"));
     assert_eq!(placed(&hub, &controller, "first").await, (set(&["p1"]), vec![]));
     hub.create_tiered(&reserving_spec("second"));
@@ -579,7 +582,9 @@ async fn reservations_send_the_second_placement_elsewhere_survive_a_restart_and_
     gpu_reports(&hub).await;
     let flags = ["--reservation-settle=10s", "--reservation-ttl=10m"];
     let mut first_process = hub.controller_with("tiering-a", &flags);
-    first_process.wait_ready(|| hub.controller_requests()).await;
+    first_process
+        .wait_ready(CONVERGE, || hub.controller_requests())
+        .await;
 
     // The first placement takes p1 and reserves 4 replicas there.
     hub.create_tiered(&reserving_spec("first"));
@@ -614,7 +619,9 @@ async fn reservations_send_the_second_placement_elsewhere_survive_a_restart_and_
     // sees p1 reserved.
     assert_eq!(first_process.terminate().await, Some(0));
     let mut second_process = hub.controller_with("tiering-b", &flags);
-    second_process.wait_ready(|| hub.controller_requests()).await;
+    second_process
+        .wait_ready(CONVERGE, || hub.controller_requests())
+        .await;
     hub.create_tiered(&reserving_spec("third"));
     let (third, _) = placed(&hub, &second_process, "third").await;
     assert!(third.is_subset(&set(&["s1", "s2"])), "{third:?}");
