@@ -434,6 +434,19 @@ pub async fn add_nodes(managed: &kube::Client, cluster: &str, count: usize) -> R
                 what: format!("node {name} status"),
                 source,
             })?;
+        // The API server's TaintNodesByCondition admission taints every new node not-ready
+        // (NoSchedule); the node lifecycle controller, which this control plane does not run,
+        // lifts it once the node reports Ready. Lift it here, as it would.
+        api.patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"taints": null}})),
+        )
+        .await
+        .map_err(|source| Error::Kube {
+            what: format!("node {name} taints"),
+            source,
+        })?;
     }
     Ok(())
 }
