@@ -4,7 +4,7 @@
 mod addon_common;
 
 use addon_common::*;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use ocm_score_hub::addon::spec_hash::spec_hash;
 use scheduler_core::api::{
     AddOnPlacementScore, AddOnPlacementScoreItem, AddOnPlacementScoreStatus, ObjectMeta,
@@ -266,20 +266,25 @@ async fn three_clusters_get_registration_rbac_and_work_as_the_contract_says() {
         },
         status: None,
     };
-    let mut created = own
-        .create(&PostParams::default(), &score)
+    own.create(&PostParams::default(), &score)
         .await
         .expect("the agent creates its score");
-    created.status = Some(AddOnPlacementScoreStatus {
+    // A patch, not a replace: the manager may add its owner reference in between (a new
+    // resourceVersion), which the agent's own writes never depend on either.
+    let status = AddOnPlacementScoreStatus {
         scores: vec![AddOnPlacementScoreItem {
             name: "cpuNodeAvailable".into(),
             value: 42,
         }],
         ..Default::default()
-    });
-    own.replace_status("resource-usage-score", &PostParams::default(), &created)
-        .await
-        .expect("and writes its status");
+    };
+    own.patch_status(
+        "resource-usage-score",
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({ "status": status })),
+    )
+    .await
+    .expect("and writes its status");
     let other: Api<AddOnPlacementScore> = Api::namespaced(agent, "c2");
     let refused = other
         .create(&PostParams::default(), &score)
