@@ -369,8 +369,13 @@ async fn run_watch(
 
 fn apply_store(store: &Store<WorkloadShape>, status: &ShapesStatus, fits: &FitsHandle, changed: &Notify) {
     let shapes: Vec<WorkloadShape> = store.state().iter().map(|s| (**s).clone()).collect();
-    fits.set_shapes(status.compile(&shapes, &[]));
-    changed.notify_one();
+    let condition_before = status.condition();
+    let counted_changed = fits.set_shapes(status.compile(&shapes, &[]));
+    // The watch's first list repeats what the start-up list already counted: waking the publisher
+    // for it would open a debounce window that later changes ride along on, published early.
+    if counted_changed || status.condition() != condition_before {
+        changed.notify_one();
+    }
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -431,8 +431,9 @@ impl FitsIndex {
 
     /// Counts `set` instead of the current shapes, without re-reading any object, when it needs no
     /// resource the index does not track already (adding, removing or editing shapes over the same
-    /// resources). Otherwise nothing changes and the caller must rebuild the index.
-    pub fn set_shapes(&mut self, set: ShapeSet) -> Result<(), NeedsRelist> {
+    /// resources). Otherwise nothing changes and the caller must rebuild the index. `Ok(false)` when
+    /// `set` is the set already counted (a re-list of unchanged shapes), so nothing moved.
+    pub fn set_shapes(&mut self, set: ShapeSet) -> Result<bool, NeedsRelist> {
         if set.resources != self.set.resources {
             let tracked = |r: &String| self.set.resources.index_of(r).is_some();
             if !set.resources.names().iter().all(tracked) {
@@ -452,6 +453,9 @@ impl FitsIndex {
             }
             return self.set_shapes(set);
         }
+        if set == self.set {
+            return Ok(false);
+        }
         let shapes = set.shapes.len();
         self.set = set;
         self.deductions = (0..shapes).map(|_| FastMap::default()).collect();
@@ -461,7 +465,7 @@ impl FitsIndex {
             self.nodes[slot].eligible = self.eligibility(slot);
         }
         self.recompute();
-        Ok(())
+        Ok(true)
     }
 
     // -- pods --------------------------------------------------------------------------------

@@ -134,11 +134,12 @@ impl FitsHandle {
     /// Counts `shapes` from now on. Shapes over the resources the index tracks take effect at once;
     /// others need a new index, filled by a re-list of both watches (the figures are not current,
     /// so nothing is renewed, until both lists complete).
-    pub fn set_shapes(&self, shapes: ShapeSet) {
+    /// Returns whether the counted shapes changed.
+    pub fn set_shapes(&self, shapes: ShapeSet) -> bool {
         let mut accounts = lock(&self.accounts);
         let options = accounts.fits.options();
-        if accounts.fits.set_shapes(shapes.clone()).is_ok() {
-            return;
+        if let Ok(changed) = accounts.fits.set_shapes(shapes.clone()) {
+            return changed;
         }
         tracing::info!("the WorkloadShapes request new resources; re-listing nodes and pods to count them");
         accounts.fits = FitsIndex::new(shapes, options);
@@ -147,6 +148,7 @@ impl FitsHandle {
         health.pods.relisting = true;
         // Under the accounts lock: a watch sees the new generation before its next event.
         self.relist.send_modify(|generation| *generation += 1);
+        true
     }
 }
 
