@@ -454,13 +454,20 @@ impl<S: ReadSources> Agent<S> {
     fn hub_failed(&mut self, error: &crate::publish::PublishError) -> Instant {
         self.metrics.write(WriteResult::Failed);
         self.failed_writes = self.failed_writes.saturating_add(1);
-        let backoff = Duration::from_secs(1u64 << self.failed_writes.min(5))
-            .min(MAX_RETRY_DELAY)
-            .min(self.cfg.refresh_interval);
-        let delay = (self.spread)(backoff, 0.2);
+        let delay = retry_delay(self.failed_writes, self.cfg.refresh_interval, self.spread);
         tracing::warn!(%error, retry_in_ms = delay.as_millis() as u64, "hub write failed");
         Instant::now() + delay
     }
+}
+
+/// How long after the `failures`-th hub write failure in a row to try again: doubling from 2 s up to
+/// [`MAX_RETRY_DELAY`], spread ±20 % so that a fleet's agents do not retry in step, and never later
+/// than one refresh interval, so an agent is back within one interval of the hub's return.
+fn retry_delay(failures: u32, refresh: Duration, spread: fn(Duration, f64) -> Duration) -> Duration {
+    let backoff = Duration::from_secs(1u64 << failures.min(5))
+        .min(MAX_RETRY_DELAY)
+        .min(refresh);
+    spread(backoff, 0.2).min(refresh)
 }
 
 impl ReadSources for ConfiguredSources {

@@ -355,3 +355,17 @@ async fn renewing_every_second_refresh_a_refused_write_is_retried_after_the_back
         ]
     );
 }
+
+#[test]
+fn a_retry_doubles_and_never_waits_longer_than_one_refresh() {
+    let latest: fn(Duration, f64) -> Duration = |d, spread| d.mul_f64(1.0 + spread);
+    let middle: fn(Duration, f64) -> Duration = |d, _| d;
+    let refresh = Duration::from_secs(10);
+    let delays: Vec<u64> = (1..=6)
+        .map(|n| retry_delay(n, Duration::from_secs(60), middle).as_secs())
+        .collect();
+    assert_eq!(delays, [2, 4, 8, 16, 30, 30]);
+    // Spread late, a capped backoff would come 12 s after the failure; it comes at the refresh.
+    assert_eq!(retry_delay(5, refresh, latest), refresh);
+    assert_eq!(retry_delay(1, refresh, latest), Duration::from_millis(2400));
+}
