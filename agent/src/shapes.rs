@@ -307,7 +307,8 @@ pub async fn watch_hub(
         let (store, writer) = reflector::store::<WorkloadShape>();
         let events = reflector::reflector(
             writer,
-            watcher::watcher(Api::<WorkloadShape>::all(client), watcher::Config::default()).default_backoff(),
+            watcher::watcher(Api::<WorkloadShape>::all(client), watcher::Config::default())
+                .backoff(ocm_score_shell::watch::WatchBackoff::default()),
         )
         .boxed();
         run_watch(events, &store, &status, &fits, &changed, || {

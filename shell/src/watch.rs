@@ -15,7 +15,44 @@ use kube::runtime::{WatchStreamExt, watcher};
 use serde::de::DeserializeOwned;
 use std::fmt::Debug;
 use std::hash::Hash;
+use std::time::Duration;
 use tokio::task::JoinHandle;
+
+/// Retries of a failed watch back off exponentially up to this, in every mode. kube's default
+/// backoff grows to 30 s: after an API server restart, a controller whose watches had failed for a
+/// minute then sat without caches for up to half a minute more.
+pub const MAX_WATCH_BACKOFF: Duration = Duration::from_secs(5);
+
+/// Exponential backoff for watch retries: 500 ms doubling to [`MAX_WATCH_BACKOFF`], reset by any
+/// successful event.
+#[derive(Debug, Clone)]
+pub struct WatchBackoff {
+    next: Duration,
+}
+
+impl Default for WatchBackoff {
+    fn default() -> Self {
+        WatchBackoff {
+            next: Duration::from_millis(500),
+        }
+    }
+}
+
+impl Iterator for WatchBackoff {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        let current = self.next;
+        self.next = (self.next * 2).min(MAX_WATCH_BACKOFF);
+        Some(current)
+    }
+}
+
+impl kube::runtime::utils::Backoff for WatchBackoff {
+    fn reset(&mut self) {
+        *self = WatchBackoff::default();
+    }
+}
 
 /// A controller's share of a watch: a channel and what of each object it needs.
 struct Subscriber<K> {
@@ -113,7 +150,7 @@ where
             kind,
         } = self;
         let events = watcher(api, config)
-            .default_backoff()
+            .backoff(WatchBackoff::default())
             .modify(move |object: &mut K| {
                 object.managed_fields_mut().clear();
                 compact(object);
@@ -148,5 +185,20 @@ pub struct WatchTask(JoinHandle<()>);
 impl Drop for WatchTask {
     fn drop(&mut self) {
         self.0.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::runtime::utils::Backoff;
+
+    #[test]
+    fn watch_backoff_doubles_to_its_cap_and_resets() {
+        let mut b = WatchBackoff::default();
+        let first: Vec<u64> = (&mut b).take(6).map(|d| d.as_millis() as u64).collect();
+        assert_eq!(first, [500, 1000, 2000, 4000, 5000, 5000]);
+        b.reset();
+        assert_eq!(b.next(), Some(Duration::from_millis(500)));
     }
 }

@@ -532,7 +532,11 @@ fn shapes_change_in_place_over_tracked_resources_and_ask_for_a_relist_otherwise(
     );
     assert_eq!(replicas(&mut idx), [2]);
     let (set, _) = compile_shapes(&[shape("s", "requests: {cpu: 1}"), shape("t", "{}")]);
-    assert_eq!(idx.set_shapes(set.clone()), Ok(true), "same resources, other shapes");
+    assert_eq!(
+        idx.set_shapes(set.clone()),
+        Ok(true),
+        "same resources, other shapes"
+    );
     assert_eq!(replicas(&mut idx), [3, 109]);
     assert_eq!(idx.set_shapes(set), Ok(false), "the same set again moves nothing");
     assert_eq!(replicas(&mut idx), [3, 109]);

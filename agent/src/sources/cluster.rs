@@ -21,6 +21,7 @@ use kube::Client;
 use kube::api::{Api, ListParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
+use ocm_score_shell::watch::WatchBackoff;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tokio::sync::{Notify, watch as signal};
@@ -29,45 +30,11 @@ use tokio::task::JoinHandle;
 /// Pods in these phases hold no resources; the API server leaves them out of the watch.
 pub const POD_FIELD_SELECTOR: &str = "status.phase!=Succeeded,status.phase!=Failed";
 
-/// Retries of a failed watch back off exponentially up to this.
-pub const MAX_WATCH_BACKOFF: Duration = Duration::from_secs(5);
-
 /// A watch error this recent makes the figures stale. A watch that is still failing reports again
-/// within [`MAX_WATCH_BACKOFF`] plus a connection attempt, so once no error has come for this long the
-/// watch is running again (a resumed watch emits nothing until something changes, so silence is the
-/// only sign); any event clears the error at once.
+/// within [`ocm_score_shell::watch::MAX_WATCH_BACKOFF`] plus a connection attempt, so once no error
+/// has come for this long the watch is running again (a resumed watch emits nothing until something
+/// changes, so silence is the only sign); any event clears the error at once.
 pub const ERROR_WINDOW: Duration = Duration::from_secs(15);
-
-/// Exponential backoff for watch retries: 500 ms doubling to [`MAX_WATCH_BACKOFF`], reset by any
-/// successful event.
-#[derive(Debug, Clone)]
-pub struct WatchBackoff {
-    next: Duration,
-}
-
-impl Default for WatchBackoff {
-    fn default() -> Self {
-        WatchBackoff {
-            next: Duration::from_millis(500),
-        }
-    }
-}
-
-impl Iterator for WatchBackoff {
-    type Item = Duration;
-
-    fn next(&mut self) -> Option<Duration> {
-        let current = self.next;
-        self.next = (self.next * 2).min(MAX_WATCH_BACKOFF);
-        Some(current)
-    }
-}
-
-impl kube::runtime::utils::Backoff for WatchBackoff {
-    fn reset(&mut self) {
-        *self = WatchBackoff::default();
-    }
-}
 
 #[derive(Debug, Default, Clone)]
 struct WatchState {
@@ -616,16 +583,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn watch_backoff_doubles_to_its_cap_and_resets() {
-        use kube::runtime::utils::Backoff;
-        let mut b = WatchBackoff::default();
-        let first: Vec<u64> = (&mut b).take(6).map(|d| d.as_millis() as u64).collect();
-        assert_eq!(first, [500, 1000, 2000, 4000, 5000, 5000]);
-        b.reset();
-        assert_eq!(b.next(), Some(Duration::from_millis(500)));
-        assert!(
-            ERROR_WINDOW > MAX_WATCH_BACKOFF * 2,
-            "a failing watch reports again within the window"
-        );
+    fn a_failing_watch_reports_again_within_the_error_window() {
+        assert!(ERROR_WINDOW > ocm_score_shell::watch::MAX_WATCH_BACKOFF * 2);
     }
 }

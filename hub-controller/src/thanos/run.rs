@@ -17,6 +17,7 @@ use ocm_score_shell::{
     CancellationToken,
     leader::{LeaderElector, Leadership},
     probes::{BindError, ProbeServer},
+    watch::WatchBackoff,
 };
 use scheduler_core::api::{AddOnPlacementScore, ManagedCluster};
 use std::{process::ExitCode, sync::Arc, time::Duration};
@@ -102,14 +103,15 @@ pub async fn run_until_stopped(
                 Api::<ManagedCluster>::all(client.clone()),
                 watcher::Config::default(),
             )
-            .default_backoff(),
+            .backoff(WatchBackoff::default()),
         ),
     ));
     tokio::spawn(drive(
         "AddOnPlacementScore",
         reflector(
             scores_writer,
-            watcher(Api::<AddOnPlacementScore>::all(client.clone()), by_name).default_backoff(),
+            watcher(Api::<AddOnPlacementScore>::all(client.clone()), by_name)
+                .backoff(WatchBackoff::default()),
         ),
     ));
 
