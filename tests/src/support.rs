@@ -98,10 +98,20 @@ impl Exposition {
     /// The value of the first sample named `name` whose labels include all of `labels`;
     /// NaN for histogram and summary samples, which have no single value.
     pub fn value(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+        self.matching(name, labels).next()
+    }
+
+    /// The sum over every sample named `name` whose labels include all of `labels` (a counter
+    /// family over all its label values); 0 when there is none.
+    pub fn sum(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+        self.matching(name, labels).sum()
+    }
+
+    fn matching<'a>(&'a self, name: &'a str, labels: &'a [(&str, &str)]) -> impl Iterator<Item = f64> + 'a {
         self.0
             .samples
             .iter()
-            .find(|s| s.metric == name && labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v)))
+            .filter(move |s| s.metric == name && labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v)))
             .map(|s| match s.value {
                 prometheus_parse::Value::Counter(v)
                 | prometheus_parse::Value::Gauge(v)

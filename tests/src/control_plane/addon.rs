@@ -159,6 +159,85 @@ pub async fn install_from_and_start_manager(
     start_manager(cp, dir).await
 }
 
+/// [`install_and_start_manager`] with the AddOnDeploymentConfig's `customizedVariables` set to
+/// `variables` (`SOURCES`, `REFRESH_INTERVAL`, ...) before the manager starts, as a user tunes the
+/// agents.
+pub async fn install_with_variables_and_start_manager(
+    cp: &ControlPlane,
+    variables: &[(&str, &str)],
+    dir: &Path,
+) -> Result<Component, Error> {
+    let hub_kc = cp.hub_kubeconfig();
+    kubectl(&hub_kc, &["apply", "-k", "manifests/hub"])?;
+    let variables: Vec<Value> = variables
+        .iter()
+        .map(|(name, value)| json!({"name": name, "value": value}))
+        .collect();
+    let patch = json!({"spec": {"customizedVariables": variables}});
+    kubectl(
+        &hub_kc,
+        &[
+            "patch",
+            "addondeploymentconfig",
+            ADDON,
+            "-n",
+            HUB_NAMESPACE,
+            "--type=merge",
+            "-p",
+            &patch.to_string(),
+        ],
+    )?;
+    start_manager(cp, dir).await
+}
+
+/// Waits (panicking after `wait`, with `context` in the message) until OCM has installed the agent
+/// on `cluster`: its Deployment, with `arg` among the container's args when given, and the hub
+/// kubeconfig Secret holding the certificate OCM issued it (the registration CSR our manager
+/// approved).
+pub async fn wait_agent_installed(
+    cp: &ControlPlane,
+    cluster: &str,
+    arg: Option<&str>,
+    wait: Duration,
+    context: impl Fn() -> String,
+) {
+    let managed = match cp.cluster_client(cluster).await {
+        Ok(client) => client,
+        Err(e) => panic!("{cluster}: no client: {e}"),
+    };
+    crate::support::eventually(
+        &format!("{cluster}: the agent Deployment (with {arg:?})"),
+        wait,
+        &context,
+        || {
+            let managed = managed.clone();
+            async move {
+                let d = agent_deployment(&managed).await?;
+                let args = d.spec?.template.spec?.containers.first()?.args.clone()?;
+                arg.is_none_or(|arg| args.iter().any(|a| a == arg)).then_some(())
+            }
+        },
+    )
+    .await;
+    let secrets: Api<Secret> = Api::namespaced(managed, INSTALL_NAMESPACE);
+    let secret_name = format!("{ADDON}-hub-kubeconfig");
+    crate::support::eventually(
+        &format!("{cluster}: {secret_name} with a certificate"),
+        wait,
+        || cp.log_tail(&format!("{cluster}-klusterlet"), 20),
+        || {
+            let secrets = secrets.clone();
+            let name = secret_name.clone();
+            async move {
+                let data = secrets.get_opt(&name).await.ok().flatten()?.data?;
+                let cert = String::from_utf8_lossy(&data.get("tls.crt")?.0).into_owned();
+                (cert.contains("BEGIN CERTIFICATE") && data.contains_key("kubeconfig")).then_some(())
+            }
+        },
+    )
+    .await;
+}
+
 /// The add-on manager as the installed Deployment's container (see [`install_and_start_manager`]),
 /// for a test that changes something between the install and the start.
 pub async fn start_manager(cp: &ControlPlane, dir: &Path) -> Result<Component, Error> {

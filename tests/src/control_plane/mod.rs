@@ -25,6 +25,7 @@ pub mod addon;
 pub mod differential;
 pub mod go_components;
 pub mod kube;
+pub mod observe;
 pub mod ocm;
 pub mod pki;
 pub mod process;
