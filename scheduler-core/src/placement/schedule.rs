@@ -3,7 +3,7 @@
 use super::error::PlacementError;
 use super::filters::{FilterReason, predicate, taints};
 use super::prioritizers::{self, ScoreContext, addon::AddOnFindings};
-use super::snapshot::{ClusterId, HubSnapshot, is_decision_of};
+use super::snapshot::{ClusterId, HubSnapshot};
 use super::status::{Status, StatusCode};
 use super::weights::{self, PrioritizerKind};
 use crate::api::Placement;
@@ -100,11 +100,8 @@ pub fn existing_decisions(snapshot: &HubSnapshot, placement: &Placement) -> (Vec
     let clusters = snapshot.clusters().len();
     let mut flags = vec![false; clusters];
     let mut ids = Vec::new();
-    for (i, pd) in snapshot.decisions().iter().enumerate() {
-        if !is_decision_of(pd, namespace, name) {
-            continue;
-        }
-        for &slot in snapshot.decision_slots(i) {
+    for &i in snapshot.decision_indices_of(namespace, name) {
+        for &slot in snapshot.decision_slots(i as usize) {
             if (slot as usize) < clusters {
                 flags[slot as usize] = true;
                 ids.push(ClusterId(slot));

@@ -125,6 +125,12 @@ pub struct HubSnapshot {
     decision_slots: Vec<Vec<u32>>,
     /// Decided cluster names that have no ManagedCluster, one slot each after the clusters.
     unknown_decided: Vec<String>,
+    /// The PlacementDecisions of each placement (namespace, then `placement` label), as indices
+    /// into `decisions` in their order: a placement finds its own without scanning every one.
+    decisions_by_placement: FastMap<String, FastMap<String, Vec<u32>>>,
+    /// How many PlacementDecisions name each slot, over every placement (Balance subtracts a
+    /// placement's own from it instead of counting all the others for each placement).
+    decided_counts: Vec<u32>,
 }
 
 fn name_of(meta: &crate::api::ObjectMeta) -> &str {
@@ -194,7 +200,7 @@ impl HubSnapshot {
         }
         let mut unknown_decided: Vec<String> = Vec::new();
         let mut unknown_index: FastMap<String, u32> = FastMap::default();
-        let decision_slots = decisions
+        let decision_slots: Vec<Vec<u32>> = decisions
             .iter()
             .map(|pd| {
                 pd.status
@@ -213,6 +219,26 @@ impl HubSnapshot {
                     .collect()
             })
             .collect();
+        let mut decided_counts = vec![0u32; clusters.len() + unknown_decided.len()];
+        for &slot in decision_slots.iter().flatten() {
+            decided_counts[slot as usize] += 1;
+        }
+        let mut decisions_by_placement: FastMap<String, FastMap<String, Vec<u32>>> = FastMap::default();
+        for (i, pd) in decisions.iter().enumerate() {
+            if let Some(placement) = pd
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(well_known::PLACEMENT_LABEL))
+            {
+                decisions_by_placement
+                    .entry(namespace_of(&pd.metadata).to_string())
+                    .or_default()
+                    .entry(placement.clone())
+                    .or_default()
+                    .push(i as u32);
+            }
+        }
         let mut score_names: FastMap<String, u32> = FastMap::default();
         let mut score_name_text: Vec<Arc<str>> = Vec::new();
         let mut intern = |name: &str| {
@@ -286,6 +312,8 @@ impl HubSnapshot {
             by_cluster_set_label,
             decision_slots,
             unknown_decided,
+            decisions_by_placement,
+            decided_counts,
         })
     }
 
@@ -355,15 +383,29 @@ impl HubSnapshot {
         &self.decisions
     }
 
-    /// The PlacementDecisions of one placement (see [`is_decision_of`]).
+    /// The PlacementDecisions of one placement, as upstream selects them: in the placement's
+    /// namespace and labelled with its name.
     pub fn decisions_of<'s>(
         &'s self,
         namespace: &'s str,
         placement: &'s str,
     ) -> impl Iterator<Item = &'s PlacementDecision> + 's {
-        self.decisions
+        self.decision_indices_of(namespace, placement)
             .iter()
-            .filter(move |d| is_decision_of(d, namespace, placement))
+            .map(|&i| &self.decisions[i as usize])
+    }
+
+    /// Indices into [`HubSnapshot::decisions`] of one placement's PlacementDecisions, in order.
+    pub(crate) fn decision_indices_of(&self, namespace: &str, placement: &str) -> &[u32] {
+        self.decisions_by_placement
+            .get(namespace)
+            .and_then(|by_name| by_name.get(placement))
+            .map_or(&[], Vec::as_slice)
+    }
+
+    /// For each slot, how many PlacementDecisions (of every placement) name it.
+    pub(crate) fn decided_counts(&self) -> &[u32] {
+        &self.decided_counts
     }
 
     /// Clusters whose cluster-set label is `set`, in name order.
@@ -372,15 +414,10 @@ impl HubSnapshot {
     }
 
     /// The decided clusters of `decisions()[index]` as slots: a slot below
-    /// [`HubSnapshot::decision_slot_count`]'s cluster count is a [`ClusterId`]; the others stand
+    /// the number of clusters is a [`ClusterId`]; the others stand
     /// for names without a ManagedCluster (each distinct name has its own slot).
     pub(crate) fn decision_slots(&self, index: usize) -> &[u32] {
         &self.decision_slots[index]
-    }
-
-    /// Number of slots: clusters plus distinct decided names without a cluster.
-    pub(crate) fn decision_slot_count(&self) -> usize {
-        self.clusters.len() + self.unknown_decided.len()
     }
 
     pub fn scores(&self) -> &[AddOnPlacementScore] {
@@ -496,18 +533,6 @@ impl HubSnapshot {
     pub fn is_terminating(&self, id: ClusterId) -> bool {
         self.terminating[id.index()]
     }
-}
-
-/// Whether a PlacementDecision belongs to placement `namespace/placement`, as upstream selects
-/// them: in the placement's namespace and labelled with its name.
-pub fn is_decision_of(pd: &PlacementDecision, namespace: &str, placement: &str) -> bool {
-    namespace_of(&pd.metadata) == namespace
-        && pd
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(well_known::PLACEMENT_LABEL))
-            .is_some_and(|v| v == placement)
 }
 
 /// Every cluster's labels as interned `(key, value)` ids (see [`HubSnapshot::label_value`]).

@@ -5,7 +5,6 @@
 //! so scores are always even (1/3 gives 32, not 33); a cluster without decisions gets 100.
 
 use super::ScoreContext;
-use crate::placement::snapshot::is_decision_of;
 
 pub const MAX_SCORE: i64 = 100;
 
@@ -14,13 +13,10 @@ pub fn score(ctx: &ScoreContext<'_>) -> Vec<Option<i64>> {
     let own_ns = ctx.placement.metadata.namespace.as_deref().unwrap_or("");
     let own_name = ctx.placement.metadata.name.as_deref().unwrap_or("");
     // Slots cover names without a ManagedCluster too: they still count towards the maximum.
-    let mut counts = vec![0u32; snapshot.decision_slot_count()];
-    for (i, pd) in snapshot.decisions().iter().enumerate() {
-        if is_decision_of(pd, own_ns, own_name) {
-            continue;
-        }
-        for &slot in snapshot.decision_slots(i) {
-            counts[slot as usize] += 1;
+    let mut counts = snapshot.decided_counts().to_vec();
+    for &i in snapshot.decision_indices_of(own_ns, own_name) {
+        for &slot in snapshot.decision_slots(i as usize) {
+            counts[slot as usize] -= 1;
         }
     }
     let max = counts.iter().copied().max().unwrap_or(0);
