@@ -11,13 +11,13 @@ use std::process::Command;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DynamicObject, ListParams};
 use ocm_score_tests::control_plane::ControlPlane;
 use ocm_score_tests::control_plane::addon::{
     ADDON, INSTALL_NAMESPACE, add_nodes, add_pod, agent_deployment, condition_true, decided, dynamic,
     hub_snapshot, install_and_start_manager, install_from_and_start_manager, kubectl, kubectl_binary,
-    leftovers, manual_install_overlay, score, score_object, start_agent, workspace_binary,
+    leftovers, manual_install_overlay, score, score_object, start_agent, wait_agent_certificate,
+    workspace_binary,
 };
 use ocm_score_tests::control_plane::process::Component;
 use ocm_score_tests::support::{TempDir, eventually};
@@ -97,30 +97,7 @@ async fn installed_from_manifests_the_addon_registers_deploys_publishes_and_plac
     // 3. OCM's registration agent asks for a certificate, we approve, kube-controller-manager
     //    signs, and the agent's hub kubeconfig lands in the install namespace of each cluster.
     for cluster in clusters {
-        let managed = cp.cluster_client(cluster).await.expect("managed client");
-        let secrets: Api<Secret> = Api::namespaced(managed, INSTALL_NAMESPACE);
-        let secret_name = format!("{ADDON}-hub-kubeconfig");
-        let context = || {
-            format!(
-                "{}\n--- klusterlet:\n{}",
-                manager.tail(),
-                cp.log_tail(&format!("{cluster}-klusterlet"), 20)
-            )
-        };
-        wait_for(
-            &format!("{cluster}: {secret_name} with a certificate"),
-            context,
-            || {
-                let secrets = secrets.clone();
-                let name = secret_name.clone();
-                async move {
-                    let data = secrets.get_opt(&name).await.ok().flatten()?.data?;
-                    let cert = String::from_utf8_lossy(&data.get("tls.crt")?.0).into_owned();
-                    (cert.contains("BEGIN CERTIFICATE") && data.contains_key("kubeconfig")).then_some(())
-                }
-            },
-        )
-        .await;
+        wait_agent_certificate(&cp, cluster, WAIT, || manager.tail()).await;
     }
 
     // 4. OCM's work agent applies our ManifestWork on each cluster.

@@ -30,7 +30,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use ocm_score_tests::control_plane::addon::{
-    add_nodes, add_pod, addon_objects, agent_once, install_with_variables_and_start_manager, score_object,
+    add_nodes, add_pod, addon_objects, agent_once, install_with_timing_and_start_manager, score_object,
     start_agent, wait_agent_installed,
 };
 use ocm_score_tests::control_plane::observe::{ScoreSampler, probe_address, scrape};
@@ -89,21 +89,9 @@ async fn the_addon_recovers_from_hub_and_managed_api_server_restarts() {
     let dir = TempDir::new("faults");
 
     // The install a user runs, with a refresh short enough for scores to expire within an outage.
-    let refresh = format!("{}s", REFRESH.as_secs());
-    let validity = format!("{}s", VALIDITY.as_secs());
-    let manager = install_with_variables_and_start_manager(
-        &cp,
-        &[
-            ("SOURCES", "cluster"),
-            ("REFRESH_INTERVAL", &refresh),
-            ("SCORE_VALIDITY", &validity),
-        ],
-        dir.path(),
-    )
-    .await
-    .expect("the add-on manager starts");
-
-    let refresh_arg = format!("--refresh-interval={refresh}");
+    let (manager, refresh_arg) = install_with_timing_and_start_manager(&cp, REFRESH, VALIDITY, dir.path())
+        .await
+        .expect("the add-on manager starts");
     let mut agents = BTreeMap::new();
     for cluster in CLUSTERS {
         wait_agent_installed(&cp, cluster, Some(&refresh_arg), WAIT, || manager.tail()).await;

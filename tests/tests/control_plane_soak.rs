@@ -18,7 +18,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams};
 use ocm_score_tests::control_plane::ControlPlane;
 use ocm_score_tests::control_plane::addon::{
-    add_nodes, add_pod, install_with_variables_and_start_manager, score, start_agent, wait_agent_installed,
+    add_nodes, add_pod, install_with_timing_and_start_manager, score, start_agent, wait_agent_installed,
 };
 use ocm_score_tests::control_plane::observe::{ProcessFigures, ScoreSampler, process_figures, scrape};
 use ocm_score_tests::support::{Exposition, TempDir, eventually};
@@ -86,20 +86,10 @@ async fn a_soak_with_pod_churn_keeps_memory_connections_and_errors_flat() {
         .unwrap_or_else(|e| panic!("the control plane did not start: {e}"));
     let hub = cp.hub_client().await.expect("hub client");
     let dir = TempDir::new("soak");
-    let refresh = format!("{}s", REFRESH.as_secs());
-    let validity = format!("{}s", VALIDITY.as_secs());
-    let mut manager = install_with_variables_and_start_manager(
-        &cp,
-        &[
-            ("SOURCES", "cluster"),
-            ("REFRESH_INTERVAL", &refresh),
-            ("SCORE_VALIDITY", &validity),
-        ],
-        dir.path(),
-    )
-    .await
-    .expect("the add-on manager starts");
-    let refresh_arg = format!("--refresh-interval={refresh}");
+    let (mut manager, refresh_arg) =
+        install_with_timing_and_start_manager(&cp, REFRESH, VALIDITY, dir.path())
+            .await
+            .expect("the add-on manager starts");
     wait_agent_installed(&cp, CLUSTER, Some(&refresh_arg), WAIT, || manager.tail()).await;
     let managed = cp.cluster_client(CLUSTER).await.expect("managed client");
     add_nodes(&managed, CLUSTER, 2).await.expect("nodes");

@@ -123,8 +123,6 @@ pub struct HubSnapshot {
     by_cluster_set_label: FastMap<String, Vec<ClusterId>>,
     /// For each PlacementDecision, its `status.decisions` as slots (see [`HubSnapshot::decision_slots`]).
     decision_slots: Vec<Vec<u32>>,
-    /// Decided cluster names that have no ManagedCluster, one slot each after the clusters.
-    unknown_decided: Vec<String>,
     /// The PlacementDecisions of each placement (namespace, then `placement` label), as indices
     /// into `decisions` in their order: a placement finds its own without scanning every one.
     decisions_by_placement: FastMap<String, FastMap<String, Vec<u32>>>,
@@ -198,6 +196,7 @@ impl HubSnapshot {
                     .push(ClusterId(i as u32));
             }
         }
+        // Decided cluster names that have no ManagedCluster, one slot each after the clusters.
         let mut unknown_decided: Vec<String> = Vec::new();
         let mut unknown_index: FastMap<String, u32> = FastMap::default();
         let decision_slots: Vec<Vec<u32>> = decisions
@@ -311,7 +310,6 @@ impl HubSnapshot {
             terminating,
             by_cluster_set_label,
             decision_slots,
-            unknown_decided,
             decisions_by_placement,
             decided_counts,
         })

@@ -159,21 +159,24 @@ pub async fn install_from_and_start_manager(
     start_manager(cp, dir).await
 }
 
-/// [`install_and_start_manager`] with the AddOnDeploymentConfig's `customizedVariables` set to
-/// `variables` (`SOURCES`, `REFRESH_INTERVAL`, ...) before the manager starts, as a user tunes the
-/// agents.
-pub async fn install_with_variables_and_start_manager(
+/// [`install_and_start_manager`] with the AddOnDeploymentConfig's `customizedVariables` set as a
+/// user tunes the agents: counting the cluster's pods, refreshing every `refresh`, scores valid for
+/// `validity`. Returns the manager and the `--refresh-interval` argument the agents' Deployments
+/// carry once the configuration has reached them.
+pub async fn install_with_timing_and_start_manager(
     cp: &ControlPlane,
-    variables: &[(&str, &str)],
+    refresh: Duration,
+    validity: Duration,
     dir: &Path,
-) -> Result<Component, Error> {
+) -> Result<(Component, String), Error> {
     let hub_kc = cp.hub_kubeconfig();
     kubectl(&hub_kc, &["apply", "-k", "manifests/hub"])?;
-    let variables: Vec<Value> = variables
-        .iter()
-        .map(|(name, value)| json!({"name": name, "value": value}))
-        .collect();
-    let patch = json!({"spec": {"customizedVariables": variables}});
+    let refresh = format!("{}s", refresh.as_secs());
+    let patch = json!({"spec": {"customizedVariables": [
+        {"name": "SOURCES", "value": "cluster"},
+        {"name": "REFRESH_INTERVAL", "value": refresh},
+        {"name": "SCORE_VALIDITY", "value": format!("{}s", validity.as_secs())},
+    ]}});
     kubectl(
         &hub_kc,
         &[
@@ -187,13 +190,13 @@ pub async fn install_with_variables_and_start_manager(
             &patch.to_string(),
         ],
     )?;
-    start_manager(cp, dir).await
+    let manager = start_manager(cp, dir).await?;
+    Ok((manager, format!("--refresh-interval={refresh}")))
 }
 
 /// Waits (panicking after `wait`, with `context` in the message) until OCM has installed the agent
 /// on `cluster`: its Deployment, with `arg` among the container's args when given, and the hub
-/// kubeconfig Secret holding the certificate OCM issued it (the registration CSR our manager
-/// approved).
+/// kubeconfig with its certificate ([`wait_agent_certificate`]).
 pub async fn wait_agent_installed(
     cp: &ControlPlane,
     cluster: &str,
@@ -219,12 +222,34 @@ pub async fn wait_agent_installed(
         },
     )
     .await;
+    wait_agent_certificate(cp, cluster, wait, context).await;
+}
+
+/// Waits (panicking after `wait`) until the agent's hub kubeconfig Secret in `cluster`'s install
+/// namespace holds the certificate OCM issued it: OCM's registration agent asked, our manager
+/// approved, kube-controller-manager signed. `context` and the klusterlet's log go in the message.
+pub async fn wait_agent_certificate(
+    cp: &ControlPlane,
+    cluster: &str,
+    wait: Duration,
+    context: impl Fn() -> String,
+) {
+    let managed = match cp.cluster_client(cluster).await {
+        Ok(client) => client,
+        Err(e) => panic!("{cluster}: no client: {e}"),
+    };
     let secrets: Api<Secret> = Api::namespaced(managed, INSTALL_NAMESPACE);
     let secret_name = format!("{ADDON}-hub-kubeconfig");
     crate::support::eventually(
         &format!("{cluster}: {secret_name} with a certificate"),
         wait,
-        || cp.log_tail(&format!("{cluster}-klusterlet"), 20),
+        || {
+            format!(
+                "{}\n--- klusterlet:\n{}",
+                context(),
+                cp.log_tail(&format!("{cluster}-klusterlet"), 20)
+            )
+        },
         || {
             let secrets = secrets.clone();
             let name = secret_name.clone();
