@@ -234,6 +234,18 @@ async fn a_soak_with_pod_churn_keeps_memory_connections_and_errors_flat() {
             component.tail()
         );
     }
+    // The soak exercised the writes: the validity forces a renewal at least once per validity, and
+    // the churn moves scores besides.
+    let written = scrape(&agent)
+        .await
+        .and_then(|m| m.value("ocm_score_agent_hub_writes_total", &[("result", "written")]))
+        .unwrap_or_default();
+    let renewals_at_least = (length.as_secs() / VALIDITY.as_secs()) as f64;
+    assert!(
+        written >= renewals_at_least,
+        "the agent wrote {written} times in {} s, fewer than one renewal per validity ({renewals_at_least})",
+        length.as_secs()
+    );
     for component in [&agent, &manager] {
         let log = std::fs::read_to_string(component.log_path()).unwrap_or_default();
         assert!(
@@ -244,7 +256,7 @@ async fn a_soak_with_pod_churn_keeps_memory_connections_and_errors_flat() {
         );
     }
     eprintln!(
-        "{} s soaked, {churned} pods churned, {} score reads",
+        "{} s soaked, {churned} pods churned, {written} hub writes, {} score reads",
         length.as_secs(),
         sampled.samples
     );
