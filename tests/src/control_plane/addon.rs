@@ -162,6 +162,16 @@ pub async fn install_from_and_start_manager(
 /// The add-on manager as the installed Deployment's container (see [`install_and_start_manager`]),
 /// for a test that changes something between the install and the start.
 pub async fn start_manager(cp: &ControlPlane, dir: &Path) -> Result<Component, Error> {
+    start_manager_with(cp, dir, &[]).await
+}
+
+/// [`start_manager`] with `extra_args` after the Deployment's (a later flag wins), for a benchmark
+/// that shortens a period to observe it.
+pub async fn start_manager_with(
+    cp: &ControlPlane,
+    dir: &Path,
+    extra_args: &[String],
+) -> Result<Component, Error> {
     let kubeconfig = dir.join("addon-manager.kubeconfig");
     cp.write_service_account_kubeconfig(
         "hub",
@@ -189,6 +199,7 @@ pub async fn start_manager(cp: &ControlPlane, dir: &Path) -> Result<Component, E
     args.retain(|a| !a.starts_with("--metrics-bind-address"));
     args.push(format!("--metrics-bind-address=127.0.0.1:{}", free_port()?));
     args.push(format!("--kubeconfig={}", kubeconfig.display()));
+    args.extend(extra_args.iter().cloned());
     // The pod keeps its name across container restarts, and so the manager its leader identity.
     let mut env = container_env(&container, HUB_NAMESPACE, "ocm-score-addon-manager-0")?;
     env.push(("RUST_LOG".into(), "info,kube=warn".into()));
