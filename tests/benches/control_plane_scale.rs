@@ -45,8 +45,15 @@ fn load_average() -> String {
         .unwrap_or_else(|_| "unknown".into())
 }
 
-fn nproc() -> usize {
-    std::thread::available_parallelism().map_or(0, usize::from)
+/// Date, cores, the load average before the scenario started, and the upstream versions.
+fn machine(load_before: &str, versions: &str) -> String {
+    format!(
+        "{} · nproc {} · load average before {} · {}",
+        jiff::Timestamp::now().strftime("%Y-%m-%d %H:%M UTC"),
+        std::thread::available_parallelism().map_or(0, usize::from),
+        load_before,
+        versions.replace('\n', ", ")
+    )
 }
 
 fn ms(d: Duration) -> String {
@@ -82,13 +89,7 @@ fn print_addon(report: &AddonScaleReport, load_before: &str, versions: &str) {
         "## ocm-score-hub addon-manager, {} ManagedClusters, real kube-apiserver\n",
         report.clusters
     );
-    println!(
-        "{} · nproc {} · load average before {} · {}\n",
-        jiff::Timestamp::now().strftime("%Y-%m-%d %H:%M UTC"),
-        nproc(),
-        load_before,
-        versions.replace('\n', ", ")
-    );
+    println!("{}\n", machine(load_before, versions));
     println!("| phase | time | requests | get | list | watch | writes | leader election | manager RSS |");
     println!("|---|---|---|---|---|---|---|---|---|");
     println!(
@@ -138,13 +139,7 @@ fn print_decisions(report: &ScoreToDecisionReport, load_before: &str, versions: 
         report.placements,
         report.changes.len()
     );
-    println!(
-        "{} · nproc {} · load average before {} · {}\n",
-        jiff::Timestamp::now().strftime("%Y-%m-%d %H:%M UTC"),
-        nproc(),
-        load_before,
-        versions.replace('\n', ", ")
-    );
+    println!("{}\n", machine(load_before, versions));
     let first: Vec<Duration> = report.changes.iter().map(|c| c.first).collect();
     let all: Vec<Duration> = report.changes.iter().map(|c| c.all).collect();
     let (first_median, first_p99) = median_p99(&first);

@@ -553,8 +553,15 @@ pub async fn decided(hub: &kube::Client, namespace: &str, placement: &str) -> Ve
         .await
         .map(|l| l.items)
         .unwrap_or_default();
-    let mut clusters: Vec<String> = items
-        .iter()
+    let mut clusters = decision_clusters(&items);
+    clusters.sort();
+    clusters
+}
+
+/// The clusters PlacementDecision objects list, in their order.
+pub fn decision_clusters<'a>(decisions: impl IntoIterator<Item = &'a DynamicObject>) -> Vec<String> {
+    decisions
+        .into_iter()
         .flat_map(|d| {
             d.data
                 .pointer("/status/decisions")
@@ -563,9 +570,7 @@ pub async fn decided(hub: &kube::Client, namespace: &str, placement: &str) -> Ve
                 .unwrap_or_default()
         })
         .filter_map(|d| d["clusterName"].as_str().map(str::to_owned))
-        .collect();
-    clusters.sort();
-    clusters
+        .collect()
 }
 
 /// Whether a list of Kubernetes conditions holds `kind` with status True.

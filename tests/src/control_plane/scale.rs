@@ -30,7 +30,9 @@ use scheduler_core::api::{
 };
 use serde_json::{Value, json};
 
-use super::addon::{ADDON, HUB_NAMESPACE, hub_snapshot, kubectl, start_manager_with, workspace_binary};
+use super::addon::{
+    ADDON, HUB_NAMESPACE, decision_clusters, hub_snapshot, kubectl, start_manager_with, workspace_binary,
+};
 use super::process::Component;
 use super::{ControlPlane, Error};
 
@@ -542,7 +544,8 @@ pub async fn addon_manager_at_scale(
     let everyone: BTreeSet<String> = names.iter().cloned().collect();
     decided
         .until(installed + scale.timeout, |state| {
-            (decision_clusters(state.objects.values()) == everyone).then_some(())
+            let decided: BTreeSet<String> = decision_clusters(state.objects.values()).into_iter().collect();
+            (decided == everyone).then_some(())
         })
         .await
         .ok_or_else(|| {
@@ -672,20 +675,6 @@ pub async fn addon_manager_at_scale(
 
 fn not_converged(manager: &Component, problem: String) -> Error {
     check("the add-on manager", format!("{problem}\n{}", manager.tail()))
-}
-
-/// The clusters of PlacementDecision objects.
-fn decision_clusters<'a>(decisions: impl Iterator<Item = &'a DynamicObject>) -> BTreeSet<String> {
-    decisions
-        .flat_map(|d| {
-            d.data
-                .pointer("/status/decisions")
-                .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default()
-        })
-        .filter_map(|d| d["clusterName"].as_str().map(str::to_owned))
-        .collect()
 }
 
 /// The agent image the installed Deployment gives the manager (`--agent-image=`).
@@ -1096,7 +1085,7 @@ fn decided_by_placement(decisions: &BTreeMap<String, DynamicObject>) -> BTreeMap
         by_placement
             .entry(placement.clone())
             .or_default()
-            .extend(decision_clusters(std::iter::once(decision)));
+            .extend(decision_clusters([decision]));
     }
     by_placement
         .into_iter()
