@@ -863,7 +863,7 @@ pub fn top_clusters(scores: &BTreeMap<String, i64>, size: usize) -> Vec<String> 
 /// moves the next outsider.
 fn change(step: usize, names: &[String]) -> (usize, i64, bool) {
     let index = TOP + (step / 2) % (names.len() - TOP);
-    if step % 2 == 0 {
+    if step.is_multiple_of(2) {
         (index, ENTERING_SCORE, true)
     } else {
         (index, initial_score(index), false)
