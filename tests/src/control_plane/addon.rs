@@ -266,6 +266,16 @@ pub async fn wait_agent_certificate(
 /// The add-on manager as the installed Deployment's container (see [`install_and_start_manager`]),
 /// for a test that changes something between the install and the start.
 pub async fn start_manager(cp: &ControlPlane, dir: &Path) -> Result<Component, Error> {
+    start_manager_with(cp, dir, &[]).await
+}
+
+/// [`start_manager`] with `extra_args` after the Deployment's (a later flag wins), for a benchmark
+/// that shortens a period to observe it.
+pub async fn start_manager_with(
+    cp: &ControlPlane,
+    dir: &Path,
+    extra_args: &[String],
+) -> Result<Component, Error> {
     let kubeconfig = dir.join("addon-manager.kubeconfig");
     cp.write_service_account_kubeconfig(
         "hub",
@@ -293,6 +303,7 @@ pub async fn start_manager(cp: &ControlPlane, dir: &Path) -> Result<Component, E
     args.retain(|a| !a.starts_with("--metrics-bind-address"));
     args.push(format!("--metrics-bind-address=127.0.0.1:{}", free_port()?));
     args.push(format!("--kubeconfig={}", kubeconfig.display()));
+    args.extend(extra_args.iter().cloned());
     // The pod keeps its name across container restarts, and so the manager its leader identity.
     let mut env = container_env(&container, HUB_NAMESPACE, "ocm-score-addon-manager-0")?;
     env.push(("RUST_LOG".into(), "info,kube=warn".into()));
@@ -646,8 +657,15 @@ pub async fn decided(hub: &kube::Client, namespace: &str, placement: &str) -> Ve
         .await
         .map(|l| l.items)
         .unwrap_or_default();
-    let mut clusters: Vec<String> = items
-        .iter()
+    let mut clusters = decision_clusters(&items);
+    clusters.sort();
+    clusters
+}
+
+/// The clusters PlacementDecision objects list, in their order.
+pub fn decision_clusters<'a>(decisions: impl IntoIterator<Item = &'a DynamicObject>) -> Vec<String> {
+    decisions
+        .into_iter()
         .flat_map(|d| {
             d.data
                 .pointer("/status/decisions")
@@ -656,9 +674,7 @@ pub async fn decided(hub: &kube::Client, namespace: &str, placement: &str) -> Ve
                 .unwrap_or_default()
         })
         .filter_map(|d| d["clusterName"].as_str().map(str::to_owned))
-        .collect();
-    clusters.sort();
-    clusters
+        .collect()
 }
 
 /// Whether a list of Kubernetes conditions holds `kind` with status True.

@@ -15,6 +15,8 @@ pub struct KubeCluster {
     pub ca: ClusterCa,
     /// `system:masters` kubeconfig.
     pub admin_kubeconfig: PathBuf,
+    /// The API server's audit log, when it writes one.
+    pub audit_log: Option<PathBuf>,
     dir: PathBuf,
     /// Started by [`KubeCluster::start_controller_manager`] once the API server is ready.
     controller_manager_args: Vec<String>,
@@ -22,12 +24,14 @@ pub struct KubeCluster {
 
 impl KubeCluster {
     /// Writes the cluster's certificates and starts etcd and kube-apiserver (not waiting for them).
-    /// The controller manager follows through [`KubeCluster::start_controller_manager`].
+    /// The controller manager follows through [`KubeCluster::start_controller_manager`]. With
+    /// `audit_namespace`, the API server audits the requests of that namespace's ServiceAccounts.
     pub fn start(
         name: &str,
         components: &Components,
         dir: &Path,
         log_dir: &Path,
+        audit_namespace: Option<&str>,
         started: &mut Vec<Component>,
     ) -> Result<Self, Error> {
         let dir = dir.join(name);
@@ -92,6 +96,13 @@ impl KubeCluster {
         )?);
 
         let p = |path: &Path| path.display().to_string();
+        let (audit_log, audit_args) = match audit_namespace {
+            Some(namespace) => {
+                let (log, args) = audit(&dir, namespace)?;
+                (Some(log), args)
+            }
+            None => (None, Vec::new()),
+        };
         started.push(Component::spawn(
             &format!("{name}-kube-apiserver"),
             Tier::ApiServer,
@@ -121,7 +132,10 @@ impl KubeCluster {
                 "--profiling=false".into(),
                 // Keeps the apiserver's watch cache small: test clusters hold few objects.
                 "--default-watch-cache-size=50".into(),
-            ],
+            ]
+            .into_iter()
+            .chain(audit_args)
+            .collect::<Vec<_>>(),
             &[],
             log_dir,
         )?);
@@ -148,6 +162,7 @@ impl KubeCluster {
             server,
             ca,
             admin_kubeconfig,
+            audit_log,
             dir,
             controller_manager_args,
         })
@@ -184,4 +199,29 @@ impl KubeCluster {
     pub fn dir(&self) -> &Path {
         &self.dir
     }
+}
+
+/// The audit policy and flags that log, at metadata level, each request of the ServiceAccounts of
+/// `namespace` once its response has started (watches) or completed (everything else), and nothing
+/// of anyone else. Returns the log's path and the API server flags.
+fn audit(dir: &Path, namespace: &str) -> Result<(PathBuf, Vec<String>), Error> {
+    let policy = dir.join("audit-policy.yaml");
+    let log = dir.join("audit.log");
+    pki::write(
+        &policy,
+        &format!(
+            "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n\
+             - level: Metadata\n  userGroups: [\"system:serviceaccounts:{namespace}\"]\n\
+             - level: None\n"
+        ),
+    )?;
+    let args = vec![
+        format!("--audit-policy-file={}", policy.display()),
+        format!("--audit-log-path={}", log.display()),
+        "--audit-log-format=json".into(),
+        // Written as requests complete, never rotated: a benchmark reads it from an offset.
+        "--audit-log-mode=blocking".into(),
+        "--audit-log-maxsize=0".into(),
+    ];
+    Ok((log, args))
 }

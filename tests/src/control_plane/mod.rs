@@ -29,6 +29,7 @@ pub mod observe;
 pub mod ocm;
 pub mod pki;
 pub mod process;
+pub mod scale;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -93,6 +94,9 @@ pub enum Error {
     /// An operation on one component that does not apply to it now (kill, restart, lookup).
     #[error("{component}: {problem}")]
     Component { component: String, problem: String },
+    /// What a scenario found on the hub is not what it must be.
+    #[error("{what}: {problem}")]
+    Check { what: String, problem: String },
 }
 
 /// How to start a control plane.
@@ -101,6 +105,7 @@ pub struct Builder {
     clusters: usize,
     dir: Option<PathBuf>,
     ocm_addon_manager: bool,
+    audit_namespace: Option<String>,
     timeout: Duration,
 }
 
@@ -110,6 +115,7 @@ impl Default for Builder {
             clusters: 2,
             dir: None,
             ocm_addon_manager: true,
+            audit_namespace: None,
             timeout: Duration::from_secs(240),
         }
     }
@@ -117,6 +123,8 @@ impl Default for Builder {
 
 impl Builder {
     /// How many managed clusters: `cluster1` is the hub itself, the others get their own API server.
+    /// 0 is a hub alone, no klusterlet at all: for fleets of bare ManagedClusters created through
+    /// the API (see [`scale`]).
     pub fn clusters(mut self, n: usize) -> Self {
         self.clusters = n;
         self
@@ -131,6 +139,14 @@ impl Builder {
     /// Run OCM's own addon-manager on the hub (default: yes, as a real hub does).
     pub fn ocm_addon_manager(mut self, on: bool) -> Self {
         self.ocm_addon_manager = on;
+        self
+    }
+
+    /// Makes the hub's API server write an audit log ([`ControlPlane::audit_log`]) of every request
+    /// made by the ServiceAccounts of `namespace` (metadata only): how a benchmark counts the
+    /// requests one component makes, whatever its own metrics say.
+    pub fn audit_namespace(mut self, namespace: &str) -> Self {
+        self.audit_namespace = Some(namespace.to_owned());
         self
     }
 
@@ -149,9 +165,9 @@ impl Builder {
 
     /// [`start`](Self::start), reporting each step to `progress`.
     pub async fn start_with_progress(self, progress: &dyn Fn(&str)) -> Result<ControlPlane, Error> {
-        if self.clusters == 0 || self.clusters > 50 {
+        if self.clusters > 50 {
             return Err(Error::Options(format!(
-                "clusters must be 1..=50, got {}",
+                "clusters must be 0..=50, got {}",
                 self.clusters
             )));
         }
@@ -245,6 +261,12 @@ impl ControlPlane {
     /// `system:masters` kubeconfig of the hub.
     pub fn hub_kubeconfig(&self) -> PathBuf {
         self.dir.join("hub.kubeconfig")
+    }
+
+    /// The hub's audit log (JSON lines, one per request stage), when the builder asked for one
+    /// with [`Builder::audit_namespace`].
+    pub fn audit_log(&self) -> Option<PathBuf> {
+        self.hub.as_ref().and_then(|h| h.audit_log.clone())
     }
 
     /// `system:masters` kubeconfig of a managed cluster's own API server.
@@ -414,12 +436,26 @@ impl ControlPlane {
         }
 
         progress("starting etcd and kube-apiserver");
-        let hub = KubeCluster::start("hub", components, &self.dir, &self.log_dir, &mut self.components)?;
+        let hub = KubeCluster::start(
+            "hub",
+            components,
+            &self.dir,
+            &self.log_dir,
+            opts.audit_namespace.as_deref(),
+            &mut self.components,
+        )?;
         copy(&hub.admin_kubeconfig, &self.hub_kubeconfig())?;
         copy(&hub.admin_kubeconfig, &self.kubeconfig("cluster1"))?;
         self.hub = Some(hub);
         for name in self.cluster_names.clone().iter().skip(1) {
-            let spoke = KubeCluster::start(name, components, &self.dir, &self.log_dir, &mut self.components)?;
+            let spoke = KubeCluster::start(
+                name,
+                components,
+                &self.dir,
+                &self.log_dir,
+                None,
+                &mut self.components,
+            )?;
             copy(&spoke.admin_kubeconfig, &self.kubeconfig(name))?;
             self.spokes.push(spoke);
         }

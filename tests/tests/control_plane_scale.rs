@@ -1,0 +1,85 @@
+//! The hub at scale, CI size, on the real control plane: fleets of 100 bare ManagedClusters
+//! loaded through the API (see `ocm_score_tests::control_plane::scale`, shared with the full-size
+//! benchmark `cargo bench -p ocm-score-tests --bench control_plane_scale`). Correctness only; no
+//! figure is asserted:
+//! - our add-on manager, installed from `manifests/hub`, gives every cluster its ManifestWork with
+//!   the right content and then writes nothing through resyncs (counted from the hub's audit log);
+//! - OCM's placement controller follows every change of our score: after each one, every
+//!   Placement's decisions are the top clusters by score, as `ocm-score-hub simulate` predicts.
+
+use std::time::Duration;
+
+use ocm_score_tests::control_plane::ControlPlane;
+use ocm_score_tests::control_plane::addon::HUB_NAMESPACE;
+use ocm_score_tests::control_plane::scale::{
+    AddonScale, ScoreToDecision, addon_manager_at_scale, score_to_decision,
+};
+use ocm_score_tests::support::TempDir;
+
+const CLUSTERS: usize = 100;
+/// Patience for each step on a loaded 2-core machine.
+const TIMEOUT: Duration = Duration::from_secs(300);
+
+fn progress(line: &str) {
+    eprintln!("{line}");
+}
+
+async fn hub_only(builder: ocm_score_tests::control_plane::Builder) -> ControlPlane {
+    builder
+        .clusters(0)
+        .start_with_progress(&progress)
+        .await
+        .unwrap_or_else(|e| panic!("the control plane did not start: {e}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn addon_manager_gives_every_cluster_its_work_then_writes_nothing() {
+    let cp = hub_only(ControlPlane::builder().audit_namespace(HUB_NAMESPACE)).await;
+    let dir = TempDir::new("scale-addon");
+    let scale = AddonScale {
+        clusters: CLUSTERS,
+        resync: Duration::from_secs(10),
+        quiet: Duration::from_secs(25),
+        timeout: TIMEOUT,
+    };
+    let report = addon_manager_at_scale(&cp, dir.path(), &scale, &progress)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    eprintln!("{report:?}");
+    assert!(
+        report.until_all_works.writes() >= CLUSTERS,
+        "the audit log counts the manager's writes: at least one ManifestWork per cluster, got {:?}",
+        report.until_all_works
+    );
+    assert_eq!(
+        report.in_quiet.writes(),
+        0,
+        "writes in a quiet {:?} holding resyncs every {:?}: {:?}",
+        report.quiet,
+        report.resync,
+        report.in_quiet.write_samples
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ocm_decisions_follow_every_score_change() {
+    let cp = hub_only(ControlPlane::builder()).await;
+    let dir = TempDir::new("scale-decisions");
+    let scenario = ScoreToDecision {
+        clusters: CLUSTERS,
+        placements: 10,
+        changes: 5,
+        timeout: TIMEOUT,
+        check_with_simulate: true,
+    };
+    let report = score_to_decision(&cp, dir.path(), &scenario, &progress)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    eprintln!("{report:?}");
+    assert_eq!(report.changes.len(), scenario.changes);
+    assert!(
+        report.changes.iter().any(|c| c.entered) && report.changes.iter().any(|c| !c.entered),
+        "clusters both entered and left the decisions: {:?}",
+        report.changes
+    );
+}
