@@ -52,7 +52,7 @@ fn machine(load_before: &str, versions: &str) -> String {
         jiff::Timestamp::now().strftime("%Y-%m-%d %H:%M UTC"),
         std::thread::available_parallelism().map_or(0, usize::from),
         load_before,
-        versions.replace('\n', ", ")
+        versions.trim_end().replace('\n', ", ")
     )
 }
 
