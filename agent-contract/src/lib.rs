@@ -347,6 +347,26 @@ pub fn default_prefix(resource: &str) -> String {
 /// repeat them.
 pub const BUILT_IN_RESOURCES: [&str; 4] = ["cpu", "memory", "nvidia.com/gpu", "google.com/tpu"];
 
+/// The most resources one agent accounts for, built-in and extended together (the agent's per-pod
+/// arithmetic works in fixed scratch space of this size).
+pub const MAX_ACCOUNTED_RESOURCES: usize = 16;
+
+/// Checks that `extended` leaves the agent within [`MAX_ACCOUNTED_RESOURCES`] (a resource named
+/// twice counts once).
+pub fn check_extended_count(extended: &[ExtendedResource]) -> Result<(), String> {
+    let mut distinct: Vec<&str> = extended.iter().map(|e| e.resource.as_str()).collect();
+    distinct.sort_unstable();
+    distinct.dedup();
+    let got = BUILT_IN_RESOURCES.len() + distinct.len();
+    if got > MAX_ACCOUNTED_RESOURCES {
+        return Err(format!(
+            "at most {MAX_ACCOUNTED_RESOURCES} resources can be accounted ({} built in), got {got}",
+            BUILT_IN_RESOURCES.len()
+        ));
+    }
+    Ok(())
+}
+
 /// Whether a score is about the whole cluster or the best single node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scope {

@@ -13,8 +13,8 @@ pub const GOOGLE_TPU: &str = agent_contract::BUILT_IN_RESOURCES[3];
 pub const BUILT_IN: [&str; 4] = [CPU, MEMORY, NVIDIA_GPU, GOOGLE_TPU];
 
 /// The most resources one agent accounts for (built-in plus extended); bounds scratch space so the
-/// per-pod arithmetic needs no allocation.
-pub const MAX_RESOURCES: usize = 16;
+/// per-pod arithmetic needs no allocation. The contract's, so the hub refuses what the agent would.
+pub const MAX_RESOURCES: usize = agent_contract::MAX_ACCOUNTED_RESOURCES;
 
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("at most {max} resources can be accounted ({} built in), got {got}", BUILT_IN.len(), max = MAX_RESOURCES)]

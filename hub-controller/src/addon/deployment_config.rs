@@ -212,7 +212,8 @@ pub fn agent_config(spec: &AddOnDeploymentConfigSpec) -> Result<AgentConfig, Con
                 Err(_) => return Err(err("expected a whole number of refreshes".into())),
             },
             Kind::ExtendedResources => {
-                checked.extended = list(value, agent_contract::parse_extended_resource).map_err(err)?
+                checked.extended = list(value, agent_contract::parse_extended_resource).map_err(&err)?;
+                agent_contract::check_extended_count(&checked.extended).map_err(&err)?;
             }
             Kind::ScoreNames => checked.selected = list(value, |name| Ok(name.to_string())).map_err(err)?,
             Kind::Bool => {
@@ -475,6 +476,11 @@ mod tests {
             ("SCORE_STEP", "0", "1 to 200"),
             ("EXTENDED_RESOURCES", "a/b/c", "not a resource name"),
             ("EXTENDED_RESOURCES", "nvidia.com/gpu", "scored already"),
+            (
+                "EXTENDED_RESOURCES",
+                "a/r0,a/r1,a/r2,a/r3,a/r4,a/r5,a/r6,a/r7,a/r8,a/r9,a/r10,a/r11,a/r12",
+                "at most 16 resources can be accounted (4 built in), got 17",
+            ),
             ("EXTENDED_RESOURCES", "amd.com/gpu=AmdGpu", "lowerCamelCase"),
             ("NORMALIZE", "cpuFree=percent", "unknown score"),
             ("SCORES", "cpu-node", "unknown score"),
