@@ -8,7 +8,12 @@
 
 use crate::leader::{LeaderConfig, LeaderElector, Leadership};
 use crate::probes::ControllerProbes;
+use std::fmt::Display;
 use std::future::Future;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -52,6 +57,72 @@ impl Supervision<'_> {
         self.probes.set_leading(leading);
         (self.set_leader)(leading);
     }
+}
+
+/// What a leader-elected controller mode brings to [`serve_and_lead`].
+pub struct Mode<'a> {
+    /// For the error line (`addon-manager`, `tiering`).
+    pub name: &'static str,
+    /// `--kubeconfig`, if given.
+    pub kubeconfig: Option<&'a Path>,
+    /// Where `/metrics`, `/healthz` and `/readyz` are served.
+    pub probes_address: SocketAddr,
+    /// The mode's metrics exposition.
+    pub render: Box<dyn Fn() -> String + Send + Sync>,
+    /// The mode's leader gauge.
+    pub set_leader: &'a (dyn Fn(bool) + Sync),
+    pub on_loss: OnLoss,
+}
+
+/// The life of a leader-elected controller mode once its configuration is valid: a client from
+/// `--kubeconfig`, the probe server, then `lead` (given the client and the probes) in every term
+/// of leadership until shutdown; `election` builds the Lease configuration (`None`: election off).
+/// Exits 0 after a shutdown, 1 when the mode cannot run or, with [`OnLoss::Exit`], lost its Lease.
+pub async fn serve_and_lead<F, Fut, E>(
+    mode: Mode<'_>,
+    election: impl FnOnce(&kube::Client) -> Option<LeaderConfig>,
+    shutdown: &CancellationToken,
+    mut lead: F,
+) -> ExitCode
+where
+    F: FnMut(kube::Client, Arc<ControllerProbes>, CancellationToken) -> Fut,
+    Fut: Future<Output = Result<(), E>>,
+    E: Display,
+{
+    let client = match crate::client::client(mode.kubeconfig, "--kubeconfig").await {
+        Ok(client) => client,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    (mode.set_leader)(false);
+    let (probes, server) =
+        match ControllerProbes::serve(mode.probes_address, mode.render, shutdown.clone()).await {
+            Ok(started) => started,
+            Err(error) => {
+                eprintln!("error: {error}");
+                return ExitCode::FAILURE;
+            }
+        };
+    let supervision = Supervision {
+        probes: &probes,
+        set_leader: mode.set_leader,
+        shutdown,
+    };
+    let election = election(&client);
+    let term = |stop| lead(client.clone(), probes.clone(), stop);
+    let code = match run_while_leading(&client, election, mode.on_loss, supervision, term).await {
+        Ok(Ending::Shutdown) => ExitCode::SUCCESS,
+        Ok(Ending::LostLeadership) => ExitCode::FAILURE,
+        Err(e) => {
+            tracing::error!(error = %e, "{} cannot run", mode.name);
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    };
+    server.stopped().await;
+    code
 }
 
 /// Runs `lead` whenever this replica leads: at once when `election` is `None` (leader election

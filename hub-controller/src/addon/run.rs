@@ -17,7 +17,7 @@ use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use ocm_score_shell::CancellationToken;
 use ocm_score_shell::probes::ControllerProbes;
-use ocm_score_shell::supervise::{Ending, OnLoss, Supervision, run_while_leading};
+use ocm_score_shell::supervise::{Mode, OnLoss, serve_and_lead};
 use ocm_score_shell::watch::{SharedWatch, as_is, metadata_only, whole};
 use scheduler_core::api::{
     AddOnDeploymentConfig, AddOnPlacementScore, ClusterManagementAddOn, ManagedCluster, ManagedClusterAddOn,
@@ -43,56 +43,24 @@ pub async fn run(args: AddonManagerArgs, shutdown: CancellationToken) -> ExitCod
         tracing::warn!("{warning}");
     }
     let settings = args.settings();
-    let client = match ocm_score_shell::client::client(args.kubeconfig.as_deref(), "--kubeconfig").await {
-        Ok(client) => client,
-        Err(error) => {
-            eprintln!("error: {error}");
-            return ExitCode::FAILURE;
-        }
-    };
     let metrics = Arc::new(Metrics::default());
-    metrics.set_leader(false);
-    let render = {
-        let metrics = metrics.clone();
-        move || metrics.render()
+    let set_leader = |leading: bool| metrics.set_leader(leading);
+    let mode = Mode {
+        name: "addon-manager",
+        kubeconfig: args.kubeconfig.as_deref(),
+        probes_address: args.probes.address(),
+        render: Box::new({
+            let metrics = metrics.clone();
+            move || metrics.render()
+        }),
+        set_leader: &set_leader,
+        on_loss: OnLoss::Exit,
     };
-    let (probes, server) =
-        match ControllerProbes::serve(args.probes.address(), render, shutdown.clone()).await {
-            Ok(started) => started,
-            Err(error) => {
-                eprintln!("error: {error}");
-                return ExitCode::FAILURE;
-            }
-        };
-    let code = {
-        let set_leader = |leading: bool| metrics.set_leader(leading);
-        let supervision = Supervision {
-            probes: &probes,
-            set_leader: &set_leader,
-            shutdown: &shutdown,
-        };
-        let election = leader_election.map(|le| le.config(&client));
-        let lead = |stop| {
-            run_controllers(
-                client.clone(),
-                settings.clone(),
-                metrics.clone(),
-                probes.clone(),
-                stop,
-            )
-        };
-        match run_while_leading(&client, election, OnLoss::Exit, supervision, lead).await {
-            Ok(Ending::Shutdown) => ExitCode::SUCCESS,
-            Ok(Ending::LostLeadership) => ExitCode::FAILURE,
-            Err(e) => {
-                tracing::error!(error = %e, "addon-manager cannot run");
-                eprintln!("error: {e}");
-                ExitCode::FAILURE
-            }
-        }
-    };
-    server.stopped().await;
-    code
+    let election = |client: &kube::Client| leader_election.map(|le| le.config(client));
+    serve_and_lead(mode, election, &shutdown, |client, probes, stop| {
+        run_controllers(client, settings.clone(), metrics.clone(), probes, stop)
+    })
+    .await
 }
 
 /// Scores change with every publication; only their owner references matter here.

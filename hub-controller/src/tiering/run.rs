@@ -17,7 +17,7 @@ use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use ocm_score_shell::CancellationToken;
 use ocm_score_shell::probes::ControllerProbes;
-use ocm_score_shell::supervise::{OnLoss, Supervision, run_while_leading};
+use ocm_score_shell::supervise::{Mode, OnLoss, serve_and_lead};
 use ocm_score_shell::watch::{SharedWatch, as_is, metadata_only};
 use scheduler_core::api::tiering::TieredPlacement;
 use scheduler_core::api::{
@@ -44,49 +44,29 @@ pub async fn run(args: TieringArgs, shutdown: CancellationToken) -> ExitCode {
             return ExitCode::from(EXIT_CONFIG);
         }
     };
-    let client = match ocm_score_shell::client::client(args.kubeconfig.as_deref(), "--kubeconfig").await {
-        Ok(client) => client,
-        Err(error) => {
-            eprintln!("error: {error}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let metrics = Arc::new(Metrics::default());
-    metrics.set_leader(false);
-    let render = {
-        let metrics = metrics.clone();
-        move || metrics.render()
-    };
-    let (probes, server) =
-        match ControllerProbes::serve(args.probes.address(), render, shutdown.clone()).await {
-            Ok(started) => started,
-            Err(error) => {
-                eprintln!("error: {error}");
-                return ExitCode::FAILURE;
-            }
-        };
     tracing::info!(workers = settings.workers, "tiering controller starting");
+    let metrics = Arc::new(Metrics::default());
     let set_leader = |leading: bool| metrics.set_leader(leading);
-    let supervision = Supervision {
-        probes: &probes,
+    let mode = Mode {
+        name: "tiering",
+        kubeconfig: args.kubeconfig.as_deref(),
+        probes_address: args.probes.address(),
+        render: Box::new({
+            let metrics = metrics.clone();
+            move || metrics.render()
+        }),
         set_leader: &set_leader,
-        shutdown: &shutdown,
+        on_loss: OnLoss::StandBy,
     };
-    let election = leader_election.map(|le| le.config(&client));
-    let lead = |stop| async {
-        run_controller(
-            client.clone(),
-            settings.clone(),
-            metrics.clone(),
-            probes.clone(),
-            stop,
-        )
-        .await;
-        Ok::<(), std::convert::Infallible>(())
-    };
-    let _ = run_while_leading(&client, election, OnLoss::StandBy, supervision, lead).await;
-    server.stopped().await;
-    ExitCode::SUCCESS
+    let election = |client: &kube::Client| leader_election.map(|le| le.config(client));
+    serve_and_lead(mode, election, &shutdown, |client, probes, stop| {
+        let (settings, metrics) = (settings.clone(), metrics.clone());
+        async move {
+            run_controller(client, settings, metrics, probes, stop).await;
+            Ok::<(), std::convert::Infallible>(())
+        }
+    })
+    .await
 }
 
 fn every(store: &Store<TieredPlacement>) -> Vec<ObjectRef<TieredPlacement>> {
