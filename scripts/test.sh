@@ -76,13 +76,21 @@ install_go() {
   "$OCM_SCORE_GO" version
 }
 
+# Every binary of the workspace in one build: the tests start the same build (one feature
+# resolution for all binaries), so the dependency tree compiles once for them, not once per package.
+build_workspace_binaries() {
+  cargo build --locked --workspace --bins
+  bin_dir="$(cargo metadata --locked --format-version 1 --no-deps |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')/debug"
+}
+
 build_control_plane() {
-  cargo run --locked -p ocm-score-tests --bin control-plane -- build
+  "$bin_dir/control-plane" build
 }
 
 # The Thanos scorer's tests run a Thanos Querier and Sidecars, compiled from tests/thanos/go.mod.
 build_thanos() {
-  cargo run --locked -p ocm-score-tests --bin thanos -- build
+  "$bin_dir/thanos" build
 }
 
 # The fuzz targets (fuzz/README.md) need nightly Rust (libFuzzer's instrumentation) and cargo-fuzz.
@@ -137,6 +145,7 @@ step "check ../shared" need_shared
 step "install cargo-nextest" install_nextest
 step "install prometheus and promtool" install_prometheus
 step "install Go" install_go
+step "build the workspace's binaries" build_workspace_binaries
 step "build the control plane's Go components" build_control_plane
 step "build Thanos" build_thanos
 step "tests" cargo nextest run --workspace --locked --no-fail-fast --profile ci "$@"

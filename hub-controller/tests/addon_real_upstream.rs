@@ -12,7 +12,6 @@
 //! - the install's pods pass PodSecurity `restricted` (no fixed user ids) with the shipped image.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -301,20 +300,7 @@ fn certificate_request() -> Vec<u8> {
 /// The agent binary, built now: cargo decides whether it is up to date (a binary left from before
 /// a feature change would not reach the hub through a proxy).
 fn agent_binary() -> PathBuf {
-    let status = Command::new(env!("CARGO"))
-        .args([
-            "build",
-            "--quiet",
-            "-p",
-            "ocm-score-agent",
-            "--bin",
-            "ocm-score-agent",
-        ])
-        .current_dir(addon::workspace_dir())
-        .status()
-        .expect("running cargo build");
-    assert!(status.success(), "cargo build -p ocm-score-agent failed");
-    addon::workspace_binary("ocm-score-agent", "ocm-score-agent").expect("the agent binary")
+    addon::workspace_binary("ocm-score-agent").expect("the agent binary")
 }
 
 fn base64(bytes: &[u8]) -> String {

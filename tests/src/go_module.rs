@@ -125,11 +125,18 @@ pub fn ensure_built(module: &GoModule, progress: &dyn Fn(&str)) -> Result<Build,
     ));
     let started = Instant::now();
     let versions = module_versions(&go, module)?;
+    // A build cache of our own: kept when a build fails (a retry resumes), removed once the binaries
+    // are stored, since they are the cache that matters. The control plane's leaves about 5 GiB of
+    // compiler output that nothing reuses, which a CI machine's disk cannot spare.
+    let go_cache = cache.join("go-build");
     run_go_build(
         &go,
         module,
-        &staging.join("bin"),
-        &log,
+        &GoBuildPaths {
+            out_dir: &staging.join("bin"),
+            log: &log,
+            go_cache: &go_cache,
+        },
         &(module.ldflags)(&versions),
         progress,
     )?;
@@ -149,6 +156,12 @@ pub fn ensure_built(module: &GoModule, progress: &dyn Fn(&str)) -> Result<Build,
         root.display()
     ));
     remove_other_builds(&cache, &hash[..16]);
+    if let Err(e) = std::fs::remove_dir_all(&go_cache) {
+        progress(&format!(
+            "  could not remove the Go build cache {}: {e}",
+            go_cache.display()
+        ));
+    }
     drop(lock);
     Ok(build)
 }
@@ -247,14 +260,25 @@ pub fn go_command(go: &Path, module_dir: &Path) -> Command {
     c
 }
 
+/// Where one `go build` writes: binaries, its log, and its build cache.
+struct GoBuildPaths<'a> {
+    out_dir: &'a Path,
+    log: &'a Path,
+    go_cache: &'a Path,
+}
+
 fn run_go_build(
     go: &Path,
     module: &GoModule,
-    out_dir: &Path,
-    log: &Path,
+    paths: &GoBuildPaths<'_>,
     ldflags: &str,
     progress: &dyn Fn(&str),
 ) -> Result<(), Error> {
+    let GoBuildPaths {
+        out_dir,
+        log,
+        go_cache,
+    } = *paths;
     let log_file = File::create(log).map_err(|source| io(format!("creating {}", log.display()), source))?;
     let log_err = log_file
         .try_clone()
@@ -262,6 +286,7 @@ fn run_go_build(
     let mut out = out_dir.as_os_str().to_owned();
     out.push("/");
     let mut child = go_command(go, &module.dir)
+        .env("GOCACHE", go_cache)
         .args(["build", "-trimpath"])
         .arg(format!("-ldflags=-s -w {ldflags}"))
         .args((!module.tags.is_empty()).then(|| format!("-tags={}", module.tags.join(","))))
@@ -424,6 +449,68 @@ mod tests {
                 "build.lock",
                 "not-a-build"
             ]
+        );
+    }
+
+    /// A real `go build` of a one-command module: the binary is stored, a second call reuses it, and
+    /// the private Go build cache is gone afterwards.
+    #[test]
+    fn a_build_stores_its_binaries_and_drops_its_go_cache() {
+        let src = TempDir::new("go-module-src");
+        let write = |rel: &str, text: &str| {
+            let path = src.path().join(rel);
+            std::fs::create_dir_all(path.parent().expect("parent")).expect("dir");
+            std::fs::write(path, text).expect("write");
+        };
+        write(
+            "go.mod",
+            "module example.com/selftest\n\ngo 1.25\n\ntool example.com/selftest/hello\n",
+        );
+        write(
+            "hello/main.go",
+            "package main\n\nfunc main() { println(\"hello\") }\n",
+        );
+        let cache: &'static str =
+            Box::leak(format!("go-module-selftest-{}", std::process::id()).into_boxed_str());
+        let module = GoModule {
+            what: "a one-command module",
+            first_build_note: "seconds",
+            dir: src.path().to_path_buf(),
+            cache,
+            packages: &[],
+            tags: &[],
+            commands: &["hello"],
+            recipe: "selftest-1",
+            version_modules: &[],
+            ldflags: no_ldflags,
+            finish: nothing_to_finish,
+        };
+        let notes = std::sync::Mutex::new(Vec::new());
+        let progress = |line: &str| notes.lock().expect("notes").push(line.to_owned());
+        let result = ensure_built(&module, &progress);
+        let root = cache_root(cache);
+        let outcome = result.map(|build| {
+            let again = ensure_built(&module, &progress).map(|b| b.root().to_path_buf());
+            (build.bin("hello").is_file(), build.root().to_path_buf(), again)
+        });
+        let go_cache_left = root.join("go-build").exists();
+        let _ = std::fs::remove_dir_all(&root);
+        let (stored, built, again) = outcome.unwrap_or_else(|e| panic!("{e}"));
+        assert!(stored, "the binary is stored under {}", built.display());
+        assert_eq!(
+            again.expect("second call"),
+            built,
+            "the second call reuses the build"
+        );
+        assert!(
+            !go_cache_left,
+            "the private Go build cache was removed after the build"
+        );
+        let notes = notes.into_inner().expect("notes");
+        assert_eq!(
+            notes.iter().filter(|n| n.starts_with("building ")).count(),
+            1,
+            "one build for two calls: {notes:?}"
         );
     }
 

@@ -317,7 +317,7 @@ async fn installed_from_manifests_the_addon_registers_deploys_publishes_and_plac
     let snapshot = hub_snapshot(&hub_kc).expect("snapshot");
     let snapshot_file = dir.path().join("snapshot.yaml");
     std::fs::write(&snapshot_file, &snapshot).expect("snapshot");
-    let out = Command::new(workspace_binary("ocm-score-hub", "ocm-score-hub").expect("ocm-score-hub"))
+    let out = Command::new(workspace_binary("ocm-score-hub").expect("ocm-score-hub"))
         .args(["simulate", "-f"])
         .arg(&snapshot_file)
         .args(["-o", "json"])

@@ -266,8 +266,7 @@ async fn ocm_and_simulate_agree_on_random_placements() {
          (replay: OCM_SCORE_DIFFERENTIAL_SEED={seed} OCM_SCORE_DIFFERENTIAL_N={n} OCM_SCORE_DIFFERENTIAL_CLUSTERS={fleet_size})"
     );
     let started = Instant::now();
-    let simulate_bin: PathBuf =
-        workspace_binary("ocm-score-hub", "ocm-score-hub").unwrap_or_else(|e| panic!("{e}"));
+    let simulate_bin: PathBuf = workspace_binary("ocm-score-hub").unwrap_or_else(|e| panic!("{e}"));
 
     // The launcher always joins cluster1 (the hub itself); the fleet is bare ManagedClusters in
     // sets cluster1 is not in, so its klusterlet's status updates never touch the placements.

@@ -270,7 +270,7 @@ async fn ocms_placement_controller_follows_every_tiering_plan() {
     let ready = started.elapsed();
     let hub = cp.hub_client().await.expect("hub client");
     let dir = TempDir::new("tiering-real");
-    let program = workspace_binary("ocm-score-hub", "ocm-score-hub").unwrap_or_else(|e| panic!("{e}"));
+    let program = workspace_binary("ocm-score-hub").unwrap_or_else(|e| panic!("{e}"));
 
     install(&cp.hub_kubeconfig());
     let kubeconfig = dir.path().join("tiering.kubeconfig");

@@ -39,7 +39,13 @@ pub fn workspace_dir() -> PathBuf {
 /// profile of the running executable. It is always (re)built first: a test run of one package
 /// would otherwise run whatever older build of the other package's binary lies there. When it is
 /// up to date, the build is a no-op of about a second.
-pub fn workspace_binary(package: &str, name: &str) -> Result<PathBuf, Error> {
+///
+/// Every caller builds all of the workspace's binaries in one command (`--workspace --bins`), so
+/// there is one feature resolution for them all and their dependencies compile once: a `-p`
+/// build per package resolves features per package and would compile the whole dependency tree
+/// again for each (minutes, and gigabytes of disk, on a CI machine). `scripts/test.sh` starts the
+/// same build, so here it is usually a no-op.
+pub fn workspace_binary(name: &str) -> Result<PathBuf, Error> {
     let exe = std::env::current_exe().map_err(|source| Error::Io {
         what: "locating this executable".into(),
         source,
@@ -57,27 +63,18 @@ pub fn workspace_binary(package: &str, name: &str) -> Result<PathBuf, Error> {
     let path = dir.join(name);
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let status = Command::new(cargo)
-        .args([
-            "build",
-            "--quiet",
-            "--profile",
-            &profile,
-            "-p",
-            package,
-            "--bin",
-            name,
-        ])
+        .args(["build", "--quiet", "--workspace", "--bins", "--profile", &profile])
         .arg("--target-dir")
         .arg(&target_dir)
         .current_dir(workspace_dir())
         .status()
         .map_err(|source| Error::Io {
-            what: format!("running cargo build -p {package}"),
+            what: "running cargo build --workspace --bins".into(),
             source,
         })?;
     if !status.success() || !path.is_file() {
         return Err(Error::Options(format!(
-            "cargo build -p {package} --bin {name} --profile {profile} did not produce {}",
+            "cargo build --workspace --bins --profile {profile} did not produce {}",
             path.display()
         )));
     }
@@ -308,7 +305,7 @@ pub async fn start_manager_with(
     let mut env = container_env(&container, HUB_NAMESPACE, "ocm-score-addon-manager-0")?;
     env.push(("RUST_LOG".into(), "info,kube=warn".into()));
     env.push(("NO_COLOR".into(), "1".into()));
-    let program = workspace_binary("ocm-score-hub", "ocm-score-hub")?;
+    let program = workspace_binary("ocm-score-hub")?;
     let env_refs: Vec<(&str, String)> = env.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
     Component::spawn(
         "ocm-score-addon-manager",
@@ -472,7 +469,7 @@ pub async fn start_agent(cp: &ControlPlane, cluster: &str, dir: &Path) -> Result
         .and_then(|c| c.first())
         .cloned()
         .unwrap_or_else(|| "ocm-score-agent".into());
-    let program = workspace_binary("ocm-score-agent", &command)?;
+    let program = workspace_binary(&command)?;
     let env_refs: Vec<(&str, String)> = env.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
     Component::spawn(
         &format!("ocm-score-agent-{cluster}"),

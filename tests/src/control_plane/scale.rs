@@ -1128,7 +1128,7 @@ async fn simulate_agrees(
         what: format!("writing {}", snapshot.display()),
         source,
     })?;
-    let program = workspace_binary("ocm-score-hub", "ocm-score-hub")?;
+    let program = workspace_binary("ocm-score-hub")?;
     let out = tokio::process::Command::new(&program)
         .args(["simulate", "-f"])
         .arg(&snapshot)

@@ -24,8 +24,8 @@ pub async fn run(dir: Option<PathBuf>, progress: &dyn Fn(&str)) -> anyhow::Resul
     let scratch = TempDir::new("demo");
     let dir = dir.unwrap_or_else(|| scratch.path().to_path_buf());
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let hub_binary = workspace_binary("ocm-score-hub", "ocm-score-hub")?;
-    workspace_binary("ocm-score-agent", "ocm-score-agent")?;
+    let hub_binary = workspace_binary("ocm-score-hub")?;
+    workspace_binary("ocm-score-agent")?;
 
     let cp = ControlPlane::builder()
         .clusters(2)
