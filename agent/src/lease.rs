@@ -112,7 +112,7 @@ impl LeaseRenewer {
             } else {
                 tracing::warn!(lease = %self.name, "main loop silent; not renewing the lease");
             }
-            tokio::time::sleep(crate::jitter::spread(interval, 0.25)).await;
+            tokio::time::sleep(ocm_score_shell::jitter::spread(interval, 0.25)).await;
         }
     }
 }

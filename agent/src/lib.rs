@@ -13,7 +13,6 @@ pub mod accounting;
 pub mod cli;
 pub mod config;
 pub mod hub;
-pub mod jitter;
 pub mod lease;
 pub mod metrics;
 pub mod once;

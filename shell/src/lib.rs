@@ -19,6 +19,7 @@
 pub mod args;
 pub mod cli;
 pub mod client;
+pub mod jitter;
 pub mod leader;
 pub mod logging;
 pub mod metrics;

@@ -24,11 +24,15 @@ use tokio::task::JoinHandle;
 pub const MAX_WATCH_BACKOFF: Duration = Duration::from_secs(5);
 
 /// Exponential backoff for watch retries: 500 ms doubling to [`MAX_WATCH_BACKOFF`], reset by any
-/// successful event.
+/// successful event. Each delay is spread ±20 % (and still never above the cap), so a fleet of
+/// agents that lost a restarted hub together does not come back in step.
 #[derive(Debug, Clone)]
 pub struct WatchBackoff {
     next: Duration,
 }
+
+/// How far each watch retry delay is spread around its step of the doubling schedule.
+const WATCH_BACKOFF_SPREAD: f64 = 0.2;
 
 impl Default for WatchBackoff {
     fn default() -> Self {
@@ -42,9 +46,9 @@ impl Iterator for WatchBackoff {
     type Item = Duration;
 
     fn next(&mut self) -> Option<Duration> {
-        let current = self.next;
+        let step = self.next;
         self.next = (self.next * 2).min(MAX_WATCH_BACKOFF);
-        Some(current)
+        Some(crate::jitter::spread(step, WATCH_BACKOFF_SPREAD).min(MAX_WATCH_BACKOFF))
     }
 }
 
@@ -194,11 +198,25 @@ mod tests {
     use kube::runtime::utils::Backoff;
 
     #[test]
-    fn watch_backoff_doubles_to_its_cap_and_resets() {
+    fn watch_backoff_doubles_to_its_cap_spread_and_resets() {
+        let steps = [500u64, 1000, 2000, 4000, 5000, 5000];
+        let in_band = |delays: &[Duration]| {
+            delays.iter().zip(steps).all(|(d, step)| {
+                let ms = d.as_secs_f64() * 1000.0;
+                ms >= step as f64 * 0.8 - 1e-6 && ms <= (step as f64 * 1.2).min(5000.0) + 1e-6
+            })
+        };
         let mut b = WatchBackoff::default();
-        let first: Vec<u64> = (&mut b).take(6).map(|d| d.as_millis() as u64).collect();
-        assert_eq!(first, [500, 1000, 2000, 4000, 5000, 5000]);
-        b.reset();
-        assert_eq!(b.next(), Some(Duration::from_millis(500)));
+        let mut runs = Vec::new();
+        for _ in 0..50 {
+            let delays: Vec<Duration> = (&mut b).take(steps.len()).collect();
+            assert!(
+                in_band(&delays),
+                "{delays:?} strays from {steps:?} ±20 % capped at 5 s"
+            );
+            runs.push(delays[0]);
+            b.reset();
+        }
+        assert!(runs.iter().any(|d| *d != runs[0]), "spread: {runs:?}");
     }
 }

@@ -1,4 +1,5 @@
-//! Randomly spread intervals, so a fleet of agents started together does not hit the hub in lockstep.
+//! Randomly spread intervals, so a fleet of agents started together (or reconnecting to a restarted
+//! hub together) does not hit the hub in lockstep.
 
 use std::hash::{BuildHasher, RandomState};
 use std::time::Duration;
