@@ -160,6 +160,63 @@ async fn namespaced_role_confines_an_agent_to_its_cluster_namespace() {
     assert_eq!(denied_writes.len(), 2);
 }
 
+/// A server-side apply is a `patch`; when it would create the object it also needs `create`.
+#[tokio::test]
+async fn an_apply_that_creates_needs_create_besides_patch() {
+    let server = rbac_server().await;
+    create(
+        &server,
+        RBAC,
+        "Role",
+        Some("cluster1"),
+        json!({
+            "metadata": {"name": "patcher"},
+            "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "patch"]}],
+        }),
+    );
+    create(
+        &server,
+        RBAC,
+        "RoleBinding",
+        Some("cluster1"),
+        json!({
+            "metadata": {"name": "patcher"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "patcher"},
+            "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "patcher"}],
+        }),
+    );
+    let maps: Api<ConfigMap> = Api::namespaced(server.client_for("patcher", &[]), "cluster1");
+    let applied = Patch::Apply(json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "c"}, "data": {"k": "v"},
+    }));
+    let params = PatchParams::apply("patcher");
+    let (c, message) = code(maps.patch("c", &params, &applied).await.unwrap_err());
+    assert_eq!(c, 403);
+    assert_eq!(
+        message,
+        "configmaps \"c\" is forbidden: User \"patcher\" cannot create resource \"configmaps\" in API group \"\" in the namespace \"cluster1\""
+    );
+    let configmaps = ocm_score_tests::apiserver::Gvr::new("", "v1", "configmaps");
+    assert!(
+        server.object(&configmaps, "cluster1", "c").is_none(),
+        "nothing was created"
+    );
+
+    create(
+        &server,
+        "v1",
+        "ConfigMap",
+        Some("cluster1"),
+        json!({"metadata": {"name": "c"}}),
+    );
+    let updated = maps.patch("c", &params, &applied).await.unwrap();
+    assert_eq!(
+        updated.data.unwrap_or_default().get("k").map(String::as_str),
+        Some("v")
+    );
+}
+
 #[tokio::test]
 async fn cluster_roles_resource_names_and_service_accounts() {
     let server = rbac_server().await;

@@ -1350,6 +1350,39 @@ fn patch(shared: &Shared, r: &ResourceRequest, call: &Call) -> Result<Reply, Api
     }
 }
 
+/// An apply that creates the object needs `create` besides the `patch` the request was authorized
+/// for, as upstream's patch handler checks before it creates.
+fn authorize_apply_create(
+    shared: &Shared,
+    store: &Store,
+    r: &ResourceRequest,
+    rt: &ResourceType,
+    identity: &Identity,
+) -> Result<(), ApiError> {
+    if !shared.rbac {
+        return Ok(());
+    }
+    let create = rbac::Attributes {
+        verb: "create".into(),
+        group: rt.group.clone(),
+        resource: rt.plural.clone(),
+        subresource: String::new(),
+        namespace: r.namespace.clone(),
+        name: r.name.clone(),
+        path: None,
+    };
+    rbac::authorize(store, &identity.user, &identity.groups, &create)
+        .map(|_| ())
+        .map_err(|_| {
+            ApiError::forbidden(
+                create.forbidden_message(&identity.user),
+                &rt.group,
+                &rt.plural,
+                &r.name,
+            )
+        })
+}
+
 /// Server-side apply (`application/apply-patch+yaml`); creates the object when it does not exist.
 fn apply(shared: &Shared, r: &ResourceRequest, call: &Call, ctx: &WriteCtx) -> Result<Reply, ApiError> {
     let rt = ctx.rt;
@@ -1422,7 +1455,10 @@ fn apply(shared: &Shared, r: &ResourceRequest, call: &Call, ctx: &WriteCtx) -> R
             (**o).clone()
         }
         None if !r.subresource.is_empty() => return Err(ApiError::not_found(&rt.group, &rt.plural, &r.name)),
-        None => json!({"apiVersion": api_version, "kind": rt.kind, "metadata": {"name": r.name}}),
+        None => {
+            authorize_apply_create(shared, &store, r, rt, call.identity)?;
+            json!({"apiVersion": api_version, "kind": rt.kind, "metadata": {"name": r.name}})
+        }
     };
     let result = fields::apply(&base, &applied, force, &w).map_err(|conflicts| {
         let causes: Vec<Value> = conflicts
