@@ -190,7 +190,8 @@ impl Quantity {
             mantissa.checked_mul(factor).ok_or_else(too_large)?
         } else {
             match u32::try_from(-shift).ok().and_then(pow10) {
-                Some(divisor) => (mantissa + divisor - 1) / divisor,
+                // Rounded up without adding first: a mantissa near i128's limit must not overflow.
+                Some(divisor) => mantissa / divisor + i128::from(mantissa % divisor != 0),
                 // Smaller than a nano unit: rounds up to one.
                 None => 1,
             }
@@ -368,6 +369,13 @@ mod tests {
         // Found by the `quantity` fuzz target (an overflow): the exponent keeps Go's low 32 bits.
         assert_eq!(nanos("1E9223372036854775807"), Ok(NANOS / 10));
         assert_eq!(nanos("1e4294967296"), Ok(NANOS));
+        // Found by the `quantity` fuzz target (an overflow): a 39-digit mantissa below a nano unit's
+        // scale, rounded up.
+        assert_eq!(
+            nanos("0.00000000100000000000000000000000000040000000000"),
+            Ok(2),
+            "1.00…04 nano units round up to 2"
+        );
         // Found by the `quantity` fuzz target: without a number, apimachinery's slow path (a
         // binary suffix past `Ti`, a scale below nano) has no digits to read and refuses.
         for bad in [
