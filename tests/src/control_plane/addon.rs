@@ -62,7 +62,17 @@ pub fn workspace_binary(name: &str) -> Result<PathBuf, Error> {
     let target_dir = dir.parent().map(Path::to_path_buf).unwrap_or_else(|| dir.clone());
     let path = dir.join(name);
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let status = Command::new(cargo)
+    let mut build = Command::new(cargo);
+    // A test process carries the variables cargo sets for its crate (CARGO_PKG_NAME, ...). Build
+    // scripts watch some of them (ring's `rerun-if-env-changed=CARGO_PKG_NAME`), so passing them on
+    // rebuilt ring, rustls, kube and our crates whenever the caller's package differed from the last
+    // build's: minutes per switch on two cores.
+    for (key, _) in std::env::vars_os() {
+        if key.to_str().is_some_and(set_by_cargo_for_a_crate) {
+            build.env_remove(key);
+        }
+    }
+    let status = build
         .args(["build", "--quiet", "--workspace", "--bins", "--profile", &profile])
         .arg("--target-dir")
         .arg(&target_dir)
@@ -79,6 +89,21 @@ pub fn workspace_binary(name: &str) -> Result<PathBuf, Error> {
         )));
     }
     Ok(path)
+}
+
+/// Whether cargo sets `name` for the crate it builds or runs (not configuration of cargo itself,
+/// like `CARGO_HOME`, `CARGO_TARGET_DIR` or `CARGO_PROFILE_*`, which a nested build must keep).
+fn set_by_cargo_for_a_crate(name: &str) -> bool {
+    const EXACT: [&str; 6] = [
+        "OUT_DIR",
+        "CARGO_CRATE_NAME",
+        "CARGO_BIN_NAME",
+        "CARGO_PRIMARY_PACKAGE",
+        "CARGO_TARGET_TMPDIR",
+        "CARGO_RUSTC_CURRENT_DIR",
+    ];
+    const PREFIXES: [&str; 4] = ["CARGO_PKG_", "CARGO_MANIFEST_", "CARGO_BIN_EXE_", "CARGO_CFG_"];
+    EXACT.contains(&name) || PREFIXES.iter().any(|p| name.starts_with(p))
 }
 
 /// The `kubectl` on `PATH`, else the one built with the control plane (same release as the servers).
@@ -883,4 +908,36 @@ pub async fn addon_objects(cp: &ControlPlane, clusters: &[&str]) -> Result<Vec<(
         }
     }
     Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::set_by_cargo_for_a_crate;
+
+    #[test]
+    fn a_nested_build_drops_what_cargo_set_for_the_caller_and_keeps_cargo_configuration() {
+        for dropped in [
+            "CARGO_PKG_NAME",
+            "CARGO_PKG_VERSION_MAJOR",
+            "CARGO_MANIFEST_DIR",
+            "CARGO_MANIFEST_PATH",
+            "CARGO_CRATE_NAME",
+            "CARGO_BIN_EXE_ocm-score-agent",
+            "CARGO_PRIMARY_PACKAGE",
+            "OUT_DIR",
+        ] {
+            assert!(set_by_cargo_for_a_crate(dropped), "{dropped}");
+        }
+        for kept in [
+            "CARGO",
+            "CARGO_HOME",
+            "CARGO_TARGET_DIR",
+            "CARGO_INCREMENTAL",
+            "CARGO_PROFILE_DEV_DEBUG",
+            "CARGO_BUILD_JOBS",
+            "PATH",
+        ] {
+            assert!(!set_by_cargo_for_a_crate(kept), "{kept}");
+        }
+    }
 }
