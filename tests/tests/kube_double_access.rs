@@ -57,6 +57,28 @@ fn create(server: &ApiServer, api_version: &str, kind: &str, namespace: Option<&
 
 const RBAC: &str = "rbac.authorization.k8s.io/v1";
 
+/// A Role with `rules` in `namespace`, bound to `user` (both named after the user).
+fn grant_role(server: &ApiServer, namespace: &str, user: &str, rules: Value) {
+    create(
+        server,
+        RBAC,
+        "Role",
+        Some(namespace),
+        json!({"metadata": {"name": user}, "rules": rules}),
+    );
+    create(
+        server,
+        RBAC,
+        "RoleBinding",
+        Some(namespace),
+        json!({
+            "metadata": {"name": user},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": user},
+            "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": user}],
+        }),
+    );
+}
+
 fn score(name: &str) -> AddOnPlacementScore {
     from(json!({
         "apiVersion": "cluster.open-cluster-management.io/v1alpha1", "kind": "AddOnPlacementScore",
@@ -81,29 +103,14 @@ async fn unknown_tokens_are_unauthorized() {
 #[tokio::test]
 async fn namespaced_role_confines_an_agent_to_its_cluster_namespace() {
     let server = rbac_server().await;
-    create(
+    grant_role(
         &server,
-        RBAC,
-        "Role",
-        Some("cluster1"),
-        json!({
-            "metadata": {"name": "score-writer"},
-            "rules": [
-                {"apiGroups": ["cluster.open-cluster-management.io"], "resources": ["addonplacementscores"], "verbs": ["get", "list", "watch", "create"]},
-                {"apiGroups": ["cluster.open-cluster-management.io"], "resources": ["addonplacementscores/status"], "verbs": ["patch", "update"]},
-            ],
-        }),
-    );
-    create(
-        &server,
-        RBAC,
-        "RoleBinding",
-        Some("cluster1"),
-        json!({
-            "metadata": {"name": "agent"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "score-writer"},
-            "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "agent-cluster1"}],
-        }),
+        "cluster1",
+        "agent-cluster1",
+        json!([
+            {"apiGroups": ["cluster.open-cluster-management.io"], "resources": ["addonplacementscores"], "verbs": ["get", "list", "watch", "create"]},
+            {"apiGroups": ["cluster.open-cluster-management.io"], "resources": ["addonplacementscores/status"], "verbs": ["patch", "update"]},
+        ]),
     );
     let agent = server.client_for("agent-cluster1", &["ocm:agents"]);
     let own: Api<AddOnPlacementScore> = Api::namespaced(agent.clone(), "cluster1");
@@ -164,26 +171,11 @@ async fn namespaced_role_confines_an_agent_to_its_cluster_namespace() {
 #[tokio::test]
 async fn an_apply_that_creates_needs_create_besides_patch() {
     let server = rbac_server().await;
-    create(
+    grant_role(
         &server,
-        RBAC,
-        "Role",
-        Some("cluster1"),
-        json!({
-            "metadata": {"name": "patcher"},
-            "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "patch"]}],
-        }),
-    );
-    create(
-        &server,
-        RBAC,
-        "RoleBinding",
-        Some("cluster1"),
-        json!({
-            "metadata": {"name": "patcher"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "patcher"},
-            "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "patcher"}],
-        }),
+        "cluster1",
+        "patcher",
+        json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "patch"]}]),
     );
     let maps: Api<ConfigMap> = Api::namespaced(server.client_for("patcher", &[]), "cluster1");
     let applied = Patch::Apply(json!({
