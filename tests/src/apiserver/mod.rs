@@ -562,7 +562,8 @@ impl ApiServer {
         handlers::create_direct(&self.shared, &self.admin, object)
     }
 
-    /// The last [`REQUEST_LOG_LIMIT`] requests handled, oldest first.
+    /// The last [`REQUEST_LOG_LIMIT`] requests handled, oldest first. A write is here before anyone
+    /// can see its effect (the log is locked while its handler runs).
     pub fn requests(&self) -> Vec<RequestRecord> {
         lock(&self.shared.requests).records.iter().cloned().collect()
     }

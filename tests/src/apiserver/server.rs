@@ -219,16 +219,57 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
         path: String::new(),
         code: 0,
     };
-    let outcome = handle_inner(&shared, req, &method, &path, &q, &mut record).await;
-    let response = match outcome {
-        Ok(reply) => reply_response(reply),
-        Err(error) => error_response(&error),
-    };
-    record.code = response.status().as_u16();
+    // An error before the handler runs (authentication, routing, an injected fault, RBAC) is the answer.
+    let (outcome, logged) = handle_inner(&shared, req, &method, &path, &q, &mut record)
+        .await
+        .unwrap_or_else(|error| (Err(error), Logged::No));
+    record.code = status_of(&outcome).as_u16();
     tracing::debug!(verb = %record.verb, resource = %record.resource, namespace = %record.namespace,
         name = %record.name, user = %record.user, code = record.code, "request");
-    lock(&shared.requests).push(record);
-    response
+    if logged == Logged::No {
+        lock(&shared.requests).push(record);
+    }
+    match outcome {
+        Ok(reply) => reply_response(reply),
+        Err(error) => error_response(&error),
+    }
+}
+
+/// Whether a request's record is already in the log when its handler returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Logged {
+    Yes,
+    No,
+}
+
+/// The HTTP status a handler's outcome is answered with.
+fn status_of(outcome: &Result<Reply, ApiError>) -> hyper::StatusCode {
+    match outcome {
+        Ok(Reply::Json { code, .. }) => hyper::StatusCode::from_u16(*code).unwrap_or(hyper::StatusCode::OK),
+        Ok(Reply::Stream(_)) => hyper::StatusCode::OK,
+        Err(error) => {
+            hyper::StatusCode::from_u16(error.code).unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR)
+        }
+    }
+}
+
+/// Runs a resource request's handler. A write runs with the request log locked and is logged before
+/// the lock is released: whoever sees its effect (a watch event, a get) and then reads the log finds
+/// it there, as a test asserting on the log after waiting for the effect needs.
+fn run_handler(
+    shared: &Arc<Shared>,
+    r: &ResourceRequest,
+    call: handlers::Call<'_>,
+    record: &mut RequestRecord,
+) -> (Result<Reply, ApiError>, Logged) {
+    if !record.is_write() {
+        return (handlers::resource(shared, r, call), Logged::No);
+    }
+    let mut log = lock(&shared.requests);
+    let outcome = handlers::resource(shared, r, call);
+    record.code = status_of(&outcome).as_u16();
+    log.push(record.clone());
+    (outcome, Logged::Yes)
 }
 
 async fn handle_inner(
@@ -238,7 +279,7 @@ async fn handle_inner(
     path: &str,
     q: &HashMap<String, String>,
     record: &mut RequestRecord,
-) -> Result<Reply, ApiError> {
+) -> Result<(Result<Reply, ApiError>, Logged), ApiError> {
     let identity = authenticate(shared, &req);
     if let Some(i) = &identity {
         record.user = i.user.clone();
@@ -351,8 +392,8 @@ async fn handle_inner(
         .await
         .map_err(|e| ApiError::bad_request(format!("reading the request body: {e}")))?
         .to_bytes();
-    match route {
-        Route::NonResource(p) => handlers::non_resource(shared, &p, &accept),
+    Ok(match route {
+        Route::NonResource(p) => (handlers::non_resource(shared, &p, &accept), Logged::No),
         Route::Resource(r) => {
             let call = handlers::Call {
                 identity: &identity,
@@ -361,9 +402,9 @@ async fn handle_inner(
                 user_agent: &user_agent,
                 body,
             };
-            handlers::resource(shared, &r, call)
+            run_handler(shared, &r, call, record)
         }
-    }
+    })
 }
 
 /// Serves connections until shutdown; closes the listener and every connection while refusing.
