@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Runs README's test command (scripts/test.sh) N times in a row beside a CPU hog, stopping at the first
+# failure: the check that the suite neither lies nor flakes on a loaded 2-core machine.
+#
+#   bash scripts/stressed-runs.sh [RUNS]        # default 5; logs under target/stressed-runs/
+#
+# The hog is `stress-ng --cpu $(nproc)` (Debian's stress-ng, installed when missing), started before
+# the first run and stopped at the end. Each run's log is kept; one summary line per run (exit code,
+# wall time, nextest's closing line, load average) goes to the terminal and to summary.txt.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+runs=${1:-5}
+if ! [[ "$runs" =~ ^[1-9][0-9]*$ ]]; then
+  echo "error: RUNS must be a whole number from 1, got '$runs'" >&2
+  exit 2
+fi
+
+if ! command -v stress-ng >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then as_root=(); else as_root=(sudo); fi
+  DEBIAN_FRONTEND=noninteractive "${as_root[@]}" apt-get install -y -qq --no-install-recommends stress-ng >/dev/null ||
+    { "${as_root[@]}" apt-get update -qq && DEBIAN_FRONTEND=noninteractive "${as_root[@]}" apt-get install -y -qq --no-install-recommends stress-ng >/dev/null; }
+fi
+
+logs="target/stressed-runs/$(date -u +%Y%m%dT%H%M%SZ)"
+mkdir -p "$logs"
+summary="$logs/summary.txt"
+echo "commit $(git rev-parse --short HEAD) · nproc $(nproc) · hog: stress-ng --cpu $(nproc)" | tee "$summary"
+
+stress-ng --cpu "$(nproc)" --timeout 0 --quiet &
+hog=$!
+trap 'kill "$hog" 2>/dev/null || true' EXIT
+
+for run in $(seq 1 "$runs"); do
+  log="$logs/run-$run.log"
+  t0=$(date +%s)
+  set +e
+  bash scripts/test.sh >"$log" 2>&1
+  code=$?
+  set -e
+  wall=$(( $(date +%s) - t0 ))
+  closing=$(grep -E '^ *Summary \[|tests run:' "$log" | tail -1 | sed 's/^ *//')
+  fuzz=$(grep -c '^::: fuzz .* for ' "$log" || true)
+  echo "run $run: exit $code · ${wall} s · ${closing:-no nextest summary} · fuzz targets run: $fuzz · load $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$summary"
+  if [ "$code" -ne 0 ]; then
+    echo "run $run failed; its log: $log" | tee -a "$summary"
+    grep -E '^ *(FAIL|TIMEOUT|SIGSEGV|SIGABRT) ' "$log" | sort -u | head -20 | tee -a "$summary" || true
+    exit 1
+  fi
+done
+echo "$runs runs passed in a row" | tee -a "$summary"
