@@ -2,7 +2,7 @@
 //! request attributes, authentication, fault injection, authorization, and response framing.
 
 use super::{
-    Identity, RequestRecord, Shared,
+    Identity, RequestLog, RequestRecord, Shared,
     faults::RequestFacts,
     handlers, lock,
     rbac::{self, Attributes},
@@ -12,7 +12,12 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full, combinators::BoxBody};
 use hyper::{Request, Response, body::Incoming, header, service::service_fn};
 use hyper_util::rt::TokioIo;
-use std::{collections::HashMap, convert::Infallible, sync::Arc, time::Duration};
+use std::{
+    collections::HashMap,
+    convert::Infallible,
+    sync::{Arc, MutexGuard},
+    time::Duration,
+};
 use tokio::{net::TcpListener, task::JoinSet};
 
 pub(crate) type Body = BoxBody<Bytes, std::io::Error>;
@@ -58,6 +63,14 @@ impl Reply {
             body: serde_json::to_vec(value).unwrap_or_default(),
             warnings: Vec::new(),
             content_type: JSON,
+        }
+    }
+
+    /// The HTTP status this reply is answered with (200 for a watch stream or an unknown code).
+    fn status(&self) -> hyper::StatusCode {
+        match self {
+            Reply::Json { code, .. } => hyper::StatusCode::from_u16(*code).unwrap_or(hyper::StatusCode::OK),
+            Reply::Stream(_) => hyper::StatusCode::OK,
         }
     }
 }
@@ -150,8 +163,7 @@ fn route(
 
 fn error_response(error: &ApiError) -> Response<Body> {
     let mut response = Response::new(full(serde_json::to_vec(&error.to_status()).unwrap_or_default()));
-    *response.status_mut() =
-        hyper::StatusCode::from_u16(error.code).unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
+    *response.status_mut() = error.status();
     response.headers_mut().insert(
         header::CONTENT_TYPE,
         header::HeaderValue::from_static("application/json"),
@@ -165,17 +177,18 @@ fn error_response(error: &ApiError) -> Response<Body> {
 }
 
 fn reply_response(reply: Reply) -> Response<Body> {
-    let (code, body, warnings, content_type) = match reply {
+    let status = reply.status();
+    let (body, warnings, content_type) = match reply {
         Reply::Json {
-            code,
             body,
             warnings,
             content_type,
-        } => (code, full(body), warnings, content_type),
-        Reply::Stream(body) => (200, body, Vec::new(), JSON),
+            ..
+        } => (full(body), warnings, content_type),
+        Reply::Stream(body) => (body, Vec::new(), JSON),
     };
     let mut response = Response::new(body);
-    *response.status_mut() = hyper::StatusCode::from_u16(code).unwrap_or(hyper::StatusCode::OK);
+    *response.status_mut() = status;
     let headers = response.headers_mut();
     headers.insert(
         header::CONTENT_TYPE,
@@ -220,66 +233,44 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
         code: 0,
     };
     // An error before the handler runs (authentication, routing, an injected fault, RBAC) is the answer.
-    let (outcome, logged) = handle_inner(&shared, req, &method, &path, &q, &mut record)
+    let (outcome, held_log) = handle_inner(&shared, req, &method, &path, &q, &mut record)
         .await
-        .unwrap_or_else(|error| (Err(error), Logged::No));
-    record.code = status_of(&outcome).as_u16();
+        .unwrap_or_else(|error| (Err(error), None));
+    record.code = match &outcome {
+        Ok(reply) => reply.status(),
+        Err(error) => error.status(),
+    }
+    .as_u16();
     tracing::debug!(verb = %record.verb, resource = %record.resource, namespace = %record.namespace,
         name = %record.name, user = %record.user, code = record.code, "request");
-    if logged == Logged::No {
-        lock(&shared.requests).push(record);
-    }
+    held_log.unwrap_or_else(|| lock(&shared.requests)).push(record);
     match outcome {
         Ok(reply) => reply_response(reply),
         Err(error) => error_response(&error),
     }
 }
 
-/// Whether a request's record is already in the log when its handler returns.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Logged {
-    Yes,
-    No,
-}
-
-/// The HTTP status a handler's outcome is answered with.
-fn status_of(outcome: &Result<Reply, ApiError>) -> hyper::StatusCode {
-    match outcome {
-        Ok(Reply::Json { code, .. }) => hyper::StatusCode::from_u16(*code).unwrap_or(hyper::StatusCode::OK),
-        Ok(Reply::Stream(_)) => hyper::StatusCode::OK,
-        Err(error) => {
-            hyper::StatusCode::from_u16(error.code).unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR)
-        }
-    }
-}
-
-/// Runs a resource request's handler. A write runs with the request log locked and is logged before
-/// the lock is released: whoever sees its effect (a watch event, a get) and then reads the log finds
-/// it there, as a test asserting on the log after waiting for the effect needs.
-fn run_handler(
-    shared: &Arc<Shared>,
+/// Runs a resource request's handler. A write runs with the request log locked and hands the lock
+/// back, so its record goes in before anyone can read the log: whoever sees its effect (a watch
+/// event, a get) and then reads the log finds it there, as a test asserting on the log needs.
+fn run_handler<'s>(
+    shared: &'s Arc<Shared>,
     r: &ResourceRequest,
     call: handlers::Call<'_>,
-    record: &mut RequestRecord,
-) -> (Result<Reply, ApiError>, Logged) {
-    if !record.is_write() {
-        return (handlers::resource(shared, r, call), Logged::No);
-    }
-    let mut log = lock(&shared.requests);
-    let outcome = handlers::resource(shared, r, call);
-    record.code = status_of(&outcome).as_u16();
-    log.push(record.clone());
-    (outcome, Logged::Yes)
+    is_write: bool,
+) -> (Result<Reply, ApiError>, Option<MutexGuard<'s, RequestLog>>) {
+    let held_log = is_write.then(|| lock(&shared.requests));
+    (handlers::resource(shared, r, call), held_log)
 }
 
-async fn handle_inner(
-    shared: &Arc<Shared>,
+async fn handle_inner<'s>(
+    shared: &'s Arc<Shared>,
     req: Request<Incoming>,
     method: &hyper::Method,
     path: &str,
     q: &HashMap<String, String>,
     record: &mut RequestRecord,
-) -> Result<(Result<Reply, ApiError>, Logged), ApiError> {
+) -> Result<(Result<Reply, ApiError>, Option<MutexGuard<'s, RequestLog>>), ApiError> {
     let identity = authenticate(shared, &req);
     if let Some(i) = &identity {
         record.user = i.user.clone();
@@ -393,7 +384,7 @@ async fn handle_inner(
         .map_err(|e| ApiError::bad_request(format!("reading the request body: {e}")))?
         .to_bytes();
     Ok(match route {
-        Route::NonResource(p) => (handlers::non_resource(shared, &p, &accept), Logged::No),
+        Route::NonResource(p) => (handlers::non_resource(shared, &p, &accept), None),
         Route::Resource(r) => {
             let call = handlers::Call {
                 identity: &identity,
@@ -402,7 +393,7 @@ async fn handle_inner(
                 user_agent: &user_agent,
                 body,
             };
-            run_handler(shared, &r, call, record)
+            run_handler(shared, &r, call, record.is_write())
         }
     })
 }

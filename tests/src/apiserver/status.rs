@@ -53,6 +53,11 @@ fn details(group: &str, kind: &str, name: &str) -> Value {
 }
 
 impl ApiError {
+    /// The HTTP status this error is answered with (500 for a code HTTP does not have).
+    pub(crate) fn status(&self) -> hyper::StatusCode {
+        hyper::StatusCode::from_u16(self.code).unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR)
+    }
+
     pub(crate) fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
         Self {
             code,
