@@ -59,6 +59,14 @@ impl Supervision<'_> {
     }
 }
 
+/// What the shell needs of a mode's metrics: the exposition it serves on `/metrics`, and the
+/// leader gauge it keeps in step with the Lease.
+pub trait ModeMetrics: Send + Sync + 'static {
+    /// The OpenMetrics text of every family.
+    fn render(&self) -> String;
+    fn set_leader(&self, leading: bool);
+}
+
 /// What a leader-elected controller mode brings to [`serve_and_lead`].
 pub struct Mode<'a> {
     /// For the error line (`addon-manager`, `tiering`).
@@ -67,10 +75,7 @@ pub struct Mode<'a> {
     pub kubeconfig: Option<&'a Path>,
     /// Where `/metrics`, `/healthz` and `/readyz` are served.
     pub probes_address: SocketAddr,
-    /// The mode's metrics exposition.
-    pub render: Box<dyn Fn() -> String + Send + Sync>,
-    /// The mode's leader gauge.
-    pub set_leader: &'a (dyn Fn(bool) + Sync),
+    pub metrics: Arc<dyn ModeMetrics>,
     pub on_loss: OnLoss,
 }
 
@@ -96,18 +101,23 @@ where
             return ExitCode::FAILURE;
         }
     };
-    (mode.set_leader)(false);
-    let (probes, server) =
-        match ControllerProbes::serve(mode.probes_address, mode.render, shutdown.clone()).await {
-            Ok(started) => started,
-            Err(error) => {
-                eprintln!("error: {error}");
-                return ExitCode::FAILURE;
-            }
-        };
+    mode.metrics.set_leader(false);
+    let render = {
+        let metrics = mode.metrics.clone();
+        move || metrics.render()
+    };
+    let (probes, server) = match ControllerProbes::serve(mode.probes_address, render, shutdown.clone()).await
+    {
+        Ok(started) => started,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let set_leader = |leading: bool| mode.metrics.set_leader(leading);
     let supervision = Supervision {
         probes: &probes,
-        set_leader: mode.set_leader,
+        set_leader: &set_leader,
         shutdown,
     };
     let election = election(&client);

@@ -2,6 +2,7 @@
 //! registry and served by the process shell on `/metrics`.
 
 use ocm_score_shell::metrics::{Registry, encode};
+use ocm_score_shell::supervise::ModeMetrics;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -114,14 +115,15 @@ impl Metrics {
     pub fn set_config_invalid(&self, count: usize) {
         self.config_invalid.set(i64::try_from(count).unwrap_or(i64::MAX));
     }
+}
 
-    pub fn set_leader(&self, leading: bool) {
-        self.leader.set(i64::from(leading));
+impl ModeMetrics for Metrics {
+    fn render(&self) -> String {
+        encode(&self.registry)
     }
 
-    /// The OpenMetrics text of every family.
-    pub fn render(&self) -> String {
-        encode(&self.registry)
+    fn set_leader(&self, leading: bool) {
+        self.leader.set(i64::from(leading));
     }
 }
 

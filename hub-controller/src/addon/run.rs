@@ -44,16 +44,11 @@ pub async fn run(args: AddonManagerArgs, shutdown: CancellationToken) -> ExitCod
     }
     let settings = args.settings();
     let metrics = Arc::new(Metrics::default());
-    let set_leader = |leading: bool| metrics.set_leader(leading);
     let mode = Mode {
         name: "addon-manager",
         kubeconfig: args.kubeconfig.as_deref(),
         probes_address: args.probes.address(),
-        render: Box::new({
-            let metrics = metrics.clone();
-            move || metrics.render()
-        }),
-        set_leader: &set_leader,
+        metrics: metrics.clone(),
         on_loss: OnLoss::Exit,
     };
     let election = |client: &kube::Client| leader_election.map(|le| le.config(client));

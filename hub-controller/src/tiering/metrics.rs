@@ -2,6 +2,7 @@
 //! `prometheus-client` registry and served by the process shell on `/metrics`.
 
 use ocm_score_shell::metrics::{Registry, encode};
+use ocm_score_shell::supervise::ModeMetrics;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -156,14 +157,15 @@ impl Metrics {
     pub fn event_failed(&self) {
         self.events_failed.inc();
     }
+}
 
-    pub fn set_leader(&self, leading: bool) {
-        self.leader.set(i64::from(leading));
+impl ModeMetrics for Metrics {
+    fn render(&self) -> String {
+        encode(&self.registry)
     }
 
-    /// The OpenMetrics text of every family.
-    pub fn render(&self) -> String {
-        encode(&self.registry)
+    fn set_leader(&self, leading: bool) {
+        self.leader.set(i64::from(leading));
     }
 }
 

@@ -46,16 +46,11 @@ pub async fn run(args: TieringArgs, shutdown: CancellationToken) -> ExitCode {
     };
     tracing::info!(workers = settings.workers, "tiering controller starting");
     let metrics = Arc::new(Metrics::default());
-    let set_leader = |leading: bool| metrics.set_leader(leading);
     let mode = Mode {
         name: "tiering",
         kubeconfig: args.kubeconfig.as_deref(),
         probes_address: args.probes.address(),
-        render: Box::new({
-            let metrics = metrics.clone();
-            move || metrics.render()
-        }),
-        set_leader: &set_leader,
+        metrics: metrics.clone(),
         on_loss: OnLoss::StandBy,
     };
     let election = |client: &kube::Client| leader_election.map(|le| le.config(client));
