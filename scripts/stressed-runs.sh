@@ -9,6 +9,7 @@
 # wall time, nextest's closing line, load average) goes to the terminal and to summary.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib.sh
 
 runs=${1:-5}
 if ! [[ "$runs" =~ ^[1-9][0-9]*$ ]]; then
@@ -17,9 +18,7 @@ if ! [[ "$runs" =~ ^[1-9][0-9]*$ ]]; then
 fi
 
 if ! command -v stress-ng >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ]; then as_root=(); else as_root=(sudo); fi
-  DEBIAN_FRONTEND=noninteractive "${as_root[@]}" apt-get install -y -qq --no-install-recommends stress-ng >/dev/null ||
-    { "${as_root[@]}" apt-get update -qq && DEBIAN_FRONTEND=noninteractive "${as_root[@]}" apt-get install -y -qq --no-install-recommends stress-ng >/dev/null; }
+  apt_install stress-ng
 fi
 
 logs="target/stressed-runs/$(date -u +%Y%m%dT%H%M%SZ)"

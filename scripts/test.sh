@@ -13,26 +13,15 @@
 # Each step prints how long it took.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib.sh
 # One-shot builds gain nothing from incremental compilation, whose caches take gigabytes of disk.
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
-
-step() {
-  local name=$1; shift
-  local t0; t0=$(date +%s)
-  echo "::: ${name}"
-  "$@"
-  echo "::: ${name} took $(( $(date +%s) - t0 )) s"
-}
 
 need_shared() {
   if [ ! -d ../shared/upstream/crds ] || [ ! -d ../shared/conformance ]; then
     echo "error: ../shared (upstream CRDs, design vectors, conformance cases) is missing beside the checkout" >&2
     exit 1
   fi
-}
-
-as_root() {
-  if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi
 }
 
 install_nextest() {
@@ -45,9 +34,7 @@ install_nextest() {
 # The Thanos scorer's integration tests run a real Prometheus (backfilled with promtool).
 install_prometheus() {
   if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1; then
-    export DEBIAN_FRONTEND=noninteractive
-    as_root apt-get update -qq
-    as_root apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+    apt_install prometheus
   fi
   prometheus --version 2>&1 | head -1
 }
