@@ -75,6 +75,7 @@ pub struct Mode<'a> {
     pub kubeconfig: Option<&'a Path>,
     /// Where `/metrics`, `/healthz` and `/readyz` are served.
     pub probes_address: SocketAddr,
+    /// The mode's metrics: served on `/metrics`, their leader gauge set here.
     pub metrics: Arc<dyn ModeMetrics>,
     pub on_loss: OnLoss,
 }

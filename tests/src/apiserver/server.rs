@@ -250,6 +250,9 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
     }
 }
 
+/// A handler's outcome, and for a write the request log, still locked from before the handler ran.
+type Handled<'s> = (Result<Reply, ApiError>, Option<MutexGuard<'s, RequestLog>>);
+
 /// Runs a resource request's handler. A write runs with the request log locked and hands the lock
 /// back, so its record goes in before anyone can read the log: whoever sees its effect (a watch
 /// event, a get) and then reads the log finds it there, as a test asserting on the log needs.
@@ -258,7 +261,7 @@ fn run_handler<'s>(
     r: &ResourceRequest,
     call: handlers::Call<'_>,
     is_write: bool,
-) -> (Result<Reply, ApiError>, Option<MutexGuard<'s, RequestLog>>) {
+) -> Handled<'s> {
     let held_log = is_write.then(|| lock(&shared.requests));
     (handlers::resource(shared, r, call), held_log)
 }
@@ -270,7 +273,7 @@ async fn handle_inner<'s>(
     path: &str,
     q: &HashMap<String, String>,
     record: &mut RequestRecord,
-) -> Result<(Result<Reply, ApiError>, Option<MutexGuard<'s, RequestLog>>), ApiError> {
+) -> Result<Handled<'s>, ApiError> {
     let identity = authenticate(shared, &req);
     if let Some(i) = &identity {
         record.user = i.user.clone();
