@@ -3,7 +3,7 @@
 //! Each module (`tests/control-plane/`, `tests/thanos/`) pins its upstream components in `go.mod`,
 //! lists their commands as `tool`s and pins every byte in `go.sum`. [`ensure_built`] runs `go build`
 //! on those tools (plus any local packages of the module) and stores the binaries under
-//! `target/<cache>/<hash>/bin/`, where the hash covers the recipe, the Go version and every file of
+//! `~/.cache/ocm-score/<cache>/<hash>/bin/` (see [`cache_root`]), where the hash covers the recipe, the Go version and every file of
 //! the module. A second call with the same inputs does nothing, and concurrent callers (parallel
 //! tests) wait for one build through a file lock.
 
@@ -38,7 +38,7 @@ pub struct GoModule {
     pub first_build_note: &'static str,
     /// The module's directory in the source tree.
     pub dir: PathBuf,
-    /// The cache directory under the cargo target directory.
+    /// The cache directory's name under [`user_cache_dir`].
     pub cache: &'static str,
     /// Local packages of the module built besides its `tool`s (e.g. `./etcd`).
     pub packages: &'static [&'static str],
@@ -190,15 +190,23 @@ fn remove_other_builds(cache: &Path, keep: &str) {
     }
 }
 
-/// `target/<name>`, honouring `CARGO_TARGET_DIR` as cargo does.
+/// `<cache dir>/ocm-score/<name>`: the user's cache directory (`$OCM_SCORE_CACHE_DIR`, else
+/// `$XDG_CACHE_HOME/ocm-score`, else `~/.cache/ocm-score`), outside any checkout, so a fresh clone
+/// (CI's included) reuses a build whose inputs have not changed; the hash keys each build.
 pub fn cache_root(name: &str) -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
+    user_cache_dir().join(name)
+}
+
+/// The directory every cached build of this repository lives under (see [`cache_root`]).
+pub fn user_cache_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("OCM_SCORE_CACHE_DIR") {
+        return PathBuf::from(dir);
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
         .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-            workspace.canonicalize().unwrap_or(workspace).join("target")
-        });
-    target.join(name)
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir);
+    base.join("ocm-score")
 }
 
 /// The Go toolchain: `$OCM_SCORE_GO`, else `go` on `PATH`, else the usual install locations.

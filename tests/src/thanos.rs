@@ -1,5 +1,5 @@
 //! Thanos (`thanos query`, `thanos sidecar`, ...), compiled once from the Go module in
-//! `tests/thanos/` and cached under `target/thanos/<hash>/` like the control plane's components
+//! `tests/thanos/` and cached under `~/.cache/ocm-score/thanos/<hash>/` like the control plane's components
 //! (see [`crate::go_module`]).
 //!
 //! `tests/thanos/go.mod` pins `github.com/thanos-io/thanos` and lists `cmd/thanos` as a `tool`;

@@ -1,4 +1,4 @@
-//! `thanos`: compiles Thanos from the Go module in `tests/thanos/` (cached under `target/thanos/`)
+//! `thanos`: compiles Thanos from the Go module in `tests/thanos/` (cached under `~/.cache/ocm-score/thanos/`)
 //! for the Thanos scorer's tests, and prints where the binary is.
 
 use std::process::ExitCode;

@@ -4,7 +4,7 @@
 //! `tests/control-plane/go.mod` pins `k8s.io/kubernetes` and `open-cluster-management.io/ocm` and
 //! lists their commands as `tool`s; `go.sum` pins every byte. The build runs `go build` on those
 //! tools plus our small etcd wrapper, copies the CRDs OCM's operators would install from the same
-//! OCM module, and stores it all under `target/control-plane/<hash>/`.
+//! OCM module, and stores it all under `~/.cache/ocm-score/control-plane/<hash>/`.
 
 use std::path::{Path, PathBuf};
 
@@ -60,6 +60,14 @@ pub const COMMANDS: &[&str] = &[
     "registration-operator",
     // The client of the same release, for machines without a `kubectl` of their own.
     "kubectl",
+    // What a node is made of: pods run through these (see `node.rs`).
+    "kubelet",
+    "kube-scheduler",
+    "kube-proxy",
+    // Our sandbox image's one binary (no registry to pull registry.k8s.io/pause from).
+    "pause",
+    // The chart's client, at a release built against the same Kubernetes libraries.
+    "helm",
 ];
 
 /// The control plane's Go module and how it is built.
@@ -69,14 +77,15 @@ pub fn module() -> GoModule {
         first_build_note: "a first build compiles Kubernetes and OCM and takes minutes",
         dir: module_dir(),
         cache: "control-plane",
-        packages: &["./etcd"],
+        packages: &["./etcd", "./pause"],
         tags: &[],
         commands: COMMANDS,
-        recipe: "2: -trimpath, stripped, release versions stamped, CRDs of hub and klusterlet",
+        recipe: "3: -trimpath, stripped, release versions stamped, CRDs of hub and klusterlet",
         version_modules: &[
             "k8s.io/kubernetes",
             "open-cluster-management.io/ocm",
             "open-cluster-management.io/api",
+            "helm.sh/helm/v3",
         ],
         ldflags: version_ldflags,
         finish: copy_crds,
@@ -176,5 +185,7 @@ fn version_ldflags(versions: &str) -> String {
     flags.push(format!("-X {package}.versionFromGit={ocm}"));
     flags.push(format!("-X {package}.majorFromGit={major}"));
     flags.push(format!("-X {package}.minorFromGit={minor}"));
+    let helm = version_of("helm.sh/helm/v3");
+    flags.push(format!("-X helm.sh/helm/v3/internal/version.version={helm}"));
     flags.join(" ")
 }
