@@ -15,6 +15,12 @@ use scheduler_core::duration;
 use std::fmt;
 use std::time::Duration;
 
+/// The image every ocm-score binary runs from, as the repository's Dockerfile and
+/// `control-plane image` build it: `localhost/` is where a local build lands (`docker build -t`,
+/// `ctr images import`), the tag is the workspace's version. The add-on manager deploys the agent
+/// from it unless told otherwise, and the shipped manifests name it (a test keeps them equal).
+pub const IMAGE: &str = concat!("localhost/ocm-score:", env!("CARGO_PKG_VERSION"));
+
 /// Flag names as written on a command line. The agent's clap definition takes [`long`] of them, the
 /// hub renders `--flag=value` with [`arg`].
 pub mod flag {

@@ -23,8 +23,9 @@ pub struct AddonManagerArgs {
     pub addon_name: String,
 
     /// Image of the agent deployed to every managed cluster, with its registry (`quay.io/org/ocm-score:0.1.0`);
-    /// AddOnDeploymentConfig registries may rewrite it.
-    #[arg(long, env = "OCM_SCORE_AGENT_IMAGE")]
+    /// AddOnDeploymentConfig registries may rewrite it. The default is the image this release
+    /// builds (the Dockerfile's and `control-plane image`'s tag).
+    #[arg(long, env = "OCM_SCORE_AGENT_IMAGE", default_value = agent_contract::IMAGE)]
     pub agent_image: String,
 
     /// Pull policy of the agent image.
