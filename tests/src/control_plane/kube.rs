@@ -1,9 +1,11 @@
 //! One Kubernetes cluster as processes: etcd, kube-apiserver and kube-controller-manager, with its
 //! own CA, on free loopback ports.
 
+use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
 use super::go_components::Components;
+use super::node;
 use super::pki::{self, ClusterCa};
 use super::process::{Component, Tier};
 use super::{Error, free_port};
@@ -20,18 +22,24 @@ pub struct KubeCluster {
     dir: PathBuf,
     /// Started by [`KubeCluster::start_controller_manager`] once the API server is ready.
     controller_manager_args: Vec<String>,
+    /// kube-scheduler's flags, when the cluster has a node to schedule onto.
+    scheduler_args: Option<Vec<String>>,
 }
 
 impl KubeCluster {
     /// Writes the cluster's certificates and starts etcd and kube-apiserver (not waiting for them).
     /// The controller manager follows through [`KubeCluster::start_controller_manager`]. With
     /// `audit_namespace`, the API server audits the requests of that namespace's ServiceAccounts.
+    /// With `nodes`, the cluster gets real nodes (see [`super::node`]): the API server listens on
+    /// the nodes' bridge, where pods and kubelets reach it, and talks to kubelets; without, it
+    /// listens on 127.0.0.1 alone and nodes are API objects a test creates.
     pub fn start(
         name: &str,
         components: &Components,
         dir: &Path,
         log_dir: &Path,
         audit_namespace: Option<&str>,
+        nodes: bool,
         started: &mut Vec<Component>,
     ) -> Result<Self, Error> {
         let dir = dir.join(name);
@@ -51,7 +59,14 @@ impl KubeCluster {
         let (private, public) = pki::service_account_key(name)?;
         pki::write(&sa_key, &private)?;
         pki::write(&sa_pub, &public)?;
-        let (serving_cert, serving_key) = ca.serving_cert("kube-apiserver")?.write(&pki_dir, "apiserver")?;
+        let address = if nodes {
+            node::HOST_ADDRESS
+        } else {
+            Ipv4Addr::LOCALHOST
+        };
+        let (serving_cert, serving_key) = ca
+            .serving_cert_also_at("kube-apiserver", &[address])?
+            .write(&pki_dir, "apiserver")?;
         // The front-proxy CA of API aggregation, as kubeadm sets it up: controllers that serve
         // their own endpoints (OCM's do) read it from kube-system/extension-apiserver-authentication.
         let front_proxy = ClusterCa::new(&format!("{name}-front-proxy"))?;
@@ -64,7 +79,7 @@ impl KubeCluster {
         let etcd_port = free_port()?;
         let etcd_peer_port = free_port()?;
         let api_port = free_port()?;
-        let server = format!("https://127.0.0.1:{api_port}");
+        let server = format!("https://{address}:{api_port}");
 
         let admin_kubeconfig = dir.join("admin.kubeconfig");
         let admin = ca.client_cert("kubernetes-admin", Some("system:masters"))?;
@@ -96,6 +111,21 @@ impl KubeCluster {
         )?);
 
         let p = |path: &Path| path.display().to_string();
+        // How the API server reaches kubelets (logs, exec, the node proxy): at the address the
+        // node reports, with a certificate of system:masters, checking the kubelet's against the CA.
+        let kubelet_client_args = if nodes {
+            let (cert, key) = ca
+                .client_cert("kube-apiserver-kubelet-client", Some("system:masters"))?
+                .write(&pki_dir, "apiserver-kubelet-client")?;
+            vec![
+                format!("--kubelet-client-certificate={}", p(&cert)),
+                format!("--kubelet-client-key={}", p(&key)),
+                format!("--kubelet-certificate-authority={}", p(&ca_file)),
+                "--kubelet-preferred-address-types=InternalIP".into(),
+            ]
+        } else {
+            Vec::new()
+        };
         let (audit_log, audit_args) = match audit_namespace {
             Some(namespace) => {
                 let (log, args) = audit(&dir, namespace)?;
@@ -109,8 +139,8 @@ impl KubeCluster {
             &components.bin("kube-apiserver"),
             &[
                 format!("--etcd-servers=http://127.0.0.1:{etcd_port}"),
-                "--bind-address=127.0.0.1".into(),
-                "--advertise-address=127.0.0.1".into(),
+                format!("--bind-address={address}"),
+                format!("--advertise-address={address}"),
                 format!("--secure-port={api_port}"),
                 format!("--cert-dir={}", p(&dir.join("apiserver-certs"))),
                 format!("--tls-cert-file={}", p(&serving_cert)),
@@ -135,6 +165,7 @@ impl KubeCluster {
             ]
             .into_iter()
             .chain(audit_args)
+            .chain(kubelet_client_args)
             .collect::<Vec<_>>(),
             &[],
             log_dir,
@@ -144,9 +175,13 @@ impl KubeCluster {
         // on a loaded machine RBAC's bootstrap hook can take longer, so it starts after /readyz.
         let controller_manager_args = vec![
             format!("--kubeconfig={}", p(&kcm_kubeconfig)),
-            // No kubelets run here: nodes created through the API must not turn NotReady
-            // and have their pods evicted.
-            "--controllers=*,-node-lifecycle-controller,-cloud-node-lifecycle-controller".into(),
+            if nodes {
+                "--controllers=*".into()
+            } else {
+                // No kubelets run here: nodes created through the API must not turn NotReady
+                // and have their pods evicted.
+                "--controllers=*,-node-lifecycle-controller,-cloud-node-lifecycle-controller".into()
+            },
             format!("--cluster-signing-cert-file={}", p(&ca_file)),
             format!("--cluster-signing-key-file={}", p(&ca_key_file)),
             format!("--root-ca-file={}", p(&ca_file)),
@@ -157,6 +192,26 @@ impl KubeCluster {
             "--profiling=false".into(),
         ];
 
+        let scheduler_args = if nodes {
+            let kubeconfig = dir.join("kube-scheduler.kubeconfig");
+            // The user the default `system:kube-scheduler` bindings name.
+            let identity = ca.client_cert("system:kube-scheduler", None)?;
+            pki::write(
+                &kubeconfig,
+                &pki::kubeconfig(name, &server, &ca, "system:kube-scheduler", &identity),
+            )?;
+            Some(vec![
+                format!("--kubeconfig={}", p(&kubeconfig)),
+                format!("--authentication-kubeconfig={}", p(&kubeconfig)),
+                format!("--authorization-kubeconfig={}", p(&kubeconfig)),
+                "--leader-elect=false".into(),
+                "--bind-address=127.0.0.1".into(),
+                format!("--secure-port={}", free_port()?),
+            ])
+        } else {
+            None
+        };
+
         Ok(KubeCluster {
             name: name.to_owned(),
             server,
@@ -165,6 +220,7 @@ impl KubeCluster {
             audit_log,
             dir,
             controller_manager_args,
+            scheduler_args,
         })
     }
 
@@ -183,6 +239,26 @@ impl KubeCluster {
             &[],
             log_dir,
         )?);
+        Ok(())
+    }
+
+    /// Starts kube-scheduler when the cluster has nodes; call it once the API server answers `/readyz`.
+    pub fn start_scheduler(
+        &self,
+        components: &Components,
+        log_dir: &Path,
+        started: &mut Vec<Component>,
+    ) -> Result<(), Error> {
+        if let Some(args) = &self.scheduler_args {
+            started.push(Component::spawn(
+                &format!("{}-kube-scheduler", self.name),
+                Tier::Client,
+                &components.bin("kube-scheduler"),
+                args,
+                &[],
+                log_dir,
+            )?);
+        }
         Ok(())
     }
 

@@ -25,6 +25,7 @@ pub mod addon;
 pub mod differential;
 pub mod go_components;
 pub mod kube;
+pub mod node;
 pub mod observe;
 pub mod ocm;
 pub mod pki;
@@ -107,6 +108,7 @@ pub struct Builder {
     ocm_addon_manager: bool,
     audit_namespace: Option<String>,
     timeout: Duration,
+    nodes: bool,
 }
 
 impl Default for Builder {
@@ -117,6 +119,7 @@ impl Default for Builder {
             ocm_addon_manager: true,
             audit_namespace: None,
             timeout: Duration::from_secs(240),
+            nodes: false,
         }
     }
 }
@@ -147,6 +150,14 @@ impl Builder {
     /// requests one component makes, whatever its own metrics say.
     pub fn audit_namespace(mut self, namespace: &str) -> Self {
         self.audit_namespace = Some(namespace.to_owned());
+        self
+    }
+
+    /// Give every cluster a node that runs pods (a kubelet, containerd and kube-proxy; see [`node`]),
+    /// with our image and the sandbox image loaded, and a kube-scheduler. Without (the default),
+    /// Deployments get no pods and nodes are API objects a test creates.
+    pub fn nodes(mut self, on: bool) -> Self {
+        self.nodes = on;
         self
     }
 
@@ -193,6 +204,9 @@ impl Builder {
             spokes: Vec::new(),
             cluster_names: (1..=self.clusters).map(|i| format!("cluster{i}")).collect(),
             versions: components.versions(),
+            nodes: Vec::new(),
+            host_bridge: false,
+            image: None,
             _machine_lock: None,
             _scratch: scratch,
         };
@@ -232,6 +246,12 @@ pub struct ControlPlane {
     spokes: Vec<KubeCluster>,
     cluster_names: Vec<String>,
     versions: String,
+    /// One per cluster when the builder asked for nodes, in cluster order.
+    nodes: Vec<node::Node>,
+    /// Whether this control plane made the nodes' host bridge (and so removes it).
+    host_bridge: bool,
+    /// Our image as loaded into the nodes.
+    image: Option<crate::image::ImageArchive>,
     /// Held while running; released after the processes stop (field order).
     _machine_lock: Option<std::fs::File>,
     _scratch: Option<TempDir>,
@@ -277,6 +297,16 @@ impl ControlPlane {
     /// The hub's API server URL.
     pub fn hub_server(&self) -> &str {
         self.hub.as_ref().map(|h| h.server.as_str()).unwrap_or_default()
+    }
+
+    /// The nodes (one per cluster, `cluster1-node`, ...), when the builder asked for them.
+    pub fn nodes(&self) -> &[node::Node] {
+        &self.nodes
+    }
+
+    /// The `ocm-score` image archive loaded into every node, when there are nodes.
+    pub fn image(&self) -> Option<&crate::image::ImageArchive> {
+        self.image.as_ref()
     }
 
     /// Module versions of the upstream components (`k8s.io/kubernetes v…`, `…/ocm v…`, `go …`).
@@ -398,8 +428,8 @@ impl ControlPlane {
             })
     }
 
-    /// Stops every process, clients first, then API servers, then etcd: SIGTERM to a tier, then
-    /// up to 15 s each before SIGKILL.
+    /// Stops every process, clients first (then the nodes' pods), then API servers, then etcd:
+    /// SIGTERM to a tier, then up to 15 s each before SIGKILL.
     pub fn stop(&mut self) {
         for tier in [Tier::Client, Tier::ApiServer, Tier::Storage] {
             let (mut stopping, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut self.components)
@@ -410,6 +440,16 @@ impl ControlPlane {
             for c in &mut stopping {
                 c.wait_or_kill(Duration::from_secs(15));
             }
+            if tier == Tier::Client {
+                // Pods and shims outlive the kubelet and containerd by design; the node removes
+                // them before the API servers stop, so no pod's watch holds a server's shutdown.
+                for node in std::mem::take(&mut self.nodes) {
+                    node.teardown();
+                }
+            }
+        }
+        if std::mem::take(&mut self.host_bridge) {
+            node::remove_host_bridge();
         }
     }
 
@@ -435,6 +475,18 @@ impl ControlPlane {
             }
         }
 
+        let images = if opts.nodes {
+            node::check_host()?;
+            node::sweep_stale();
+            progress("assembling the images the nodes run (pause, ocm-score)");
+            let images = self.build_images(components)?;
+            node::create_host_bridge()?;
+            self.host_bridge = true;
+            images
+        } else {
+            Vec::new()
+        };
+
         progress("starting etcd and kube-apiserver");
         let hub = KubeCluster::start(
             "hub",
@@ -442,6 +494,7 @@ impl ControlPlane {
             &self.dir,
             &self.log_dir,
             opts.audit_namespace.as_deref(),
+            opts.nodes,
             &mut self.components,
         )?;
         copy(&hub.admin_kubeconfig, &self.hub_kubeconfig())?;
@@ -454,6 +507,7 @@ impl ControlPlane {
                 &self.dir,
                 &self.log_dir,
                 None,
+                opts.nodes,
                 &mut self.components,
             )?;
             copy(&spoke.admin_kubeconfig, &self.kubeconfig(name))?;
@@ -485,6 +539,26 @@ impl ControlPlane {
         progress("API servers ready; starting kube-controller-manager");
         for cluster in self.hub.iter().chain(self.spokes.iter()) {
             cluster.start_controller_manager(components, &self.log_dir, &mut self.components)?;
+            cluster.start_scheduler(components, &self.log_dir, &mut self.components)?;
+        }
+        if opts.nodes {
+            progress("starting a node per cluster (containerd, kube-proxy, kubelet)");
+            let clusters: Vec<&KubeCluster> = self.hub.iter().chain(self.spokes.iter()).collect();
+            for (i, cluster) in clusters.into_iter().enumerate() {
+                let index = u8::try_from(i + 1).unwrap_or(u8::MAX);
+                // The hub's node is cluster1's (the hub manages itself); a hub alone keeps "hub".
+                let name = self.cluster_names.get(i).cloned().unwrap_or_else(|| cluster.name.clone());
+                let node = node::Node::start(
+                    &name,
+                    cluster,
+                    index,
+                    components,
+                    &images,
+                    &self.log_dir,
+                    &mut self.components,
+                )?;
+                self.nodes.push(node);
+            }
         }
 
         let hub_client = self.hub_client().await?;
@@ -611,7 +685,42 @@ impl ControlPlane {
             },
         )
         .await?;
+        if opts.nodes {
+            let nodes: Vec<(String, String)> = self
+                .nodes
+                .iter()
+                .map(|n| (n.cluster.clone(), n.name.clone()))
+                .collect();
+            for (cluster, node) in nodes {
+                let c = self.cluster_client(&cluster).await?;
+                self.wait_for(
+                    &format!("node {node} to be Ready"),
+                    &format!("{cluster}-kubelet"),
+                    deadline,
+                    || {
+                        let c = c.clone();
+                        let node = node.clone();
+                        async move { Ok(node_ready(&c, &node).await) }
+                    },
+                )
+                .await?;
+            }
+            progress("every node is Ready");
+        }
         Ok(())
+    }
+
+    /// The sandbox image and ours, as archives in the control plane's directory.
+    fn build_images(&mut self, components: &Components) -> Result<Vec<crate::image::ImageArchive>, Error> {
+        let images = self.dir.join("images");
+        let pause = crate::image::pause_image(&components.bin("pause"), &images.join("pause.tar"))?;
+        let binaries = crate::image::OCM_SCORE_BINARIES
+            .iter()
+            .map(|name| addon::workspace_binary(name))
+            .collect::<Result<Vec<_>, _>>()?;
+        let ours = crate::image::ocm_score_image(&binaries, &images.join("ocm-score.tar"))?;
+        self.image = Some(ours.clone());
+        Ok(vec![pause, ours])
     }
 
     fn hub(&self) -> Result<&KubeCluster, Error> {
@@ -721,6 +830,18 @@ pub async fn apply(client: &Client, object: &Value) -> Result<(), Error> {
     .await
     .map_err(|source| Error::Kube { what, source })?;
     Ok(())
+}
+
+/// Whether node `name` reports `Ready`.
+pub async fn node_ready(client: &Client, name: &str) -> bool {
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
+    nodes.get_opt(name).await.ok().flatten().is_some_and(|n| {
+        n.status
+            .and_then(|s| s.conditions)
+            .unwrap_or_default()
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True")
+    })
 }
 
 /// Whether the API server behind `client` answers `/readyz` with `ok` (its storage included).

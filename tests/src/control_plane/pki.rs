@@ -81,10 +81,21 @@ impl ClusterCa {
 
     /// A serving certificate for a process on 127.0.0.1 (and the names an API server answers to).
     pub fn serving_cert(&self, common_name: &str) -> Result<KeyedCert, Error> {
+        self.serving_cert_also_at(common_name, &[])
+    }
+
+    /// [`serving_cert`](Self::serving_cert), also valid at `addresses` (an API server that pods
+    /// reach on the nodes' bridge).
+    pub fn serving_cert_also_at(
+        &self,
+        common_name: &str,
+        addresses: &[Ipv4Addr],
+    ) -> Result<KeyedCert, Error> {
         let mut names = vec![
             SanType::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST)),
             SanType::IpAddress(IpAddr::V4(KUBERNETES_SERVICE_IP)),
         ];
+        names.extend(addresses.iter().map(|a| SanType::IpAddress(IpAddr::V4(*a))));
         for name in [
             "localhost",
             "kubernetes",
@@ -95,6 +106,12 @@ impl ClusterCa {
             names.push(dns(name)?);
         }
         self.serving(common_name, names)
+    }
+
+    /// A serving certificate for a process reached at `address` and by the DNS name `name` (a
+    /// kubelet at its node address).
+    pub fn serving_cert_for_address(&self, name: &str, address: Ipv4Addr) -> Result<KeyedCert, Error> {
+        self.serving(name, vec![SanType::IpAddress(IpAddr::V4(address)), dns(name)?])
     }
 
     /// A serving certificate valid for exactly `dns_names` (no IP address), for tests of a client's

@@ -1,6 +1,6 @@
 //! `control-plane`: a real OCM hub and managed clusters on 127.0.0.1, for tests and for people.
 //!
-//! `build` compiles the upstream Go components once (cached under `target/control-plane/`);
+//! `build` compiles the upstream Go components once (cached under `~/.cache/ocm-score/control-plane/`);
 //! `up` starts everything, writes kubeconfigs, prints `ready`, and runs until SIGINT/SIGTERM,
 //! then stops every process it started.
 
@@ -41,6 +41,18 @@ enum Command {
         /// Seconds start-up may take before it fails naming what it waited for.
         #[arg(long, default_value_t = 240)]
         timeout: u64,
+        /// No nodes: no kubelet, containerd or kube-proxy, so Deployments get no pods (for a
+        /// machine that cannot run containers).
+        #[arg(long)]
+        without_nodes: bool,
+    },
+    /// Build the ocm-score image (what the Dockerfile builds) as an OCI archive from this build's
+    /// binaries, for `docker load`, `podman load`, `kind load image-archive` or `ctr images import`.
+    /// Run with `cargo run --release ...` for release binaries.
+    Image {
+        /// Where to write the archive.
+        #[arg(long, value_name = "FILE", default_value = "target/ocm-score-image.tar")]
+        out: PathBuf,
     },
     /// Start a hub with two clusters, install the add-on from manifests/hub, load one cluster,
     /// place the example Placements, print scores, OCM's decisions and simulate's explanation, stop.
@@ -78,6 +90,24 @@ async fn run(args: Args) -> anyhow::Result<()> {
             print!("{}", components.versions());
             Ok(())
         }
+        Command::Image { out } => {
+            let binaries = ocm_score_tests::image::OCM_SCORE_BINARIES
+                .iter()
+                .map(|name| ocm_score_tests::control_plane::addon::workspace_binary(name))
+                .collect::<Result<Vec<_>, _>>()?;
+            let image = ocm_score_tests::image::ocm_score_image(&binaries, &out)?;
+            println!("{}", image.path.display());
+            eprintln!(
+                "{} ({}, {:.1} MiB); load it with `docker load -i {}`, `kind load image-archive {}` or `ctr -n k8s.io images import {}`",
+                image.reference,
+                image.id,
+                image.size as f64 / 1048576.0,
+                image.path.display(),
+                image.path.display(),
+                image.path.display()
+            );
+            Ok(())
+        }
         Command::Demo { dir } => {
             let mut interrupt = signal(SignalKind::interrupt())?;
             let mut terminate = signal(SignalKind::terminate())?;
@@ -93,6 +123,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             clusters,
             without_ocm_addon_manager,
             timeout,
+            without_nodes,
         } => {
             let mut interrupt = signal(SignalKind::interrupt())?;
             let mut terminate = signal(SignalKind::terminate())?;
@@ -100,6 +131,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
                 .clusters(usize::from(clusters))
                 .dir(&dir)
                 .ocm_addon_manager(!without_ocm_addon_manager)
+                .nodes(!without_nodes)
                 .timeout(Duration::from_secs(timeout));
             // Start-up may itself be interrupted: the partly started control plane is dropped,
             // which stops what had started.

@@ -1,0 +1,267 @@
+//! The add-on as users run it: pods from our image on real kubelets. `kubectl apply -k
+//! manifests/hub`, as shipped, runs the add-on manager (two replicas, one leading) and the tiering
+//! controller as pods on the hub's node; OCM registers the add-on and its work agent applies our
+//! agent's Deployment on each managed cluster, where the kubelet runs it with the hub kubeconfig
+//! OCM's registration wrote; the agents' scores reach the hub and are renewed; OCM's placement
+//! controller decides by them. The kubelet restarts a killed agent, and uninstalling removes
+//! every pod of ours.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams};
+use ocm_score_tests::control_plane::ControlPlane;
+use ocm_score_tests::control_plane::addon::{
+    HUB_NAMESPACE, INSTALL_NAMESPACE, decided, kubectl, score_object,
+};
+use ocm_score_tests::support::eventually;
+use serde_json::Value;
+
+/// Patience for one convergence on a loaded 2-core machine (pods start, images unpack, OCM syncs).
+const WAIT: Duration = Duration::from_secs(300);
+
+fn run(kubeconfig: &Path, args: &[&str]) -> String {
+    kubectl(kubeconfig, args).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Pods of a namespace (optionally by label) that are Running with every container ready.
+async fn ready_pods(client: &kube::Client, namespace: &str, selector: &str) -> Vec<Pod> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let listed = pods
+        .list(&ListParams::default().labels(selector))
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default();
+    listed.into_iter().filter(is_ready).collect()
+}
+
+fn is_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+fn restarts(pod: &Pod) -> i32 {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .map(|cs| cs.iter().map(|c| c.restart_count).sum())
+        .unwrap_or(0)
+}
+
+/// `status.validUntil` of a cluster's score object.
+async fn valid_until(hub: &kube::Client, cluster: &str) -> Option<String> {
+    score_object(hub, cluster)
+        .await?
+        .data
+        .pointer("/status/validUntil")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn installed_as_shipped_the_addon_runs_as_pods_on_real_kubelets() {
+    let cp = ControlPlane::builder()
+        .clusters(2)
+        .nodes(true)
+        .start()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let hub = cp.hub_client().await.expect("hub client");
+    let hub_kc = cp.hub_kubeconfig();
+    let clusters = ["cluster1", "cluster2"];
+    let logs = || {
+        let mut out = String::new();
+        for c in [
+            "cluster1-kubelet",
+            "cluster2-kubelet",
+            "hub-addon-manager",
+            "cluster2-klusterlet",
+        ] {
+            out.push_str(&format!("--- {c}\n{}\n", cp.log_tail(c, 15)));
+        }
+        out
+    };
+
+    // Our agents' namespace on every managed cluster enforces the restricted Pod Security level,
+    // as `manifests/hub` has the hub's `ocm-score` namespace do: our pods must be admitted there.
+    for cluster in clusters {
+        run(
+            &cp.kubeconfig(cluster),
+            &[
+                "label",
+                "--overwrite",
+                "namespace",
+                INSTALL_NAMESPACE,
+                "pod-security.kubernetes.io/enforce=restricted",
+            ],
+        );
+    }
+
+    // 1. The install a user runs, as shipped: nothing edited, the image is the one the nodes hold.
+    let started = Instant::now();
+    run(&hub_kc, &["apply", "--server-side", "-k", "manifests/hub"]);
+    let managers = eventually(
+        "both add-on manager replicas Running and Ready on the hub's node",
+        WAIT,
+        logs,
+        || {
+            let hub = hub.clone();
+            async move {
+                let pods = ready_pods(
+                    &hub,
+                    HUB_NAMESPACE,
+                    "app.kubernetes.io/name=ocm-score-addon-manager",
+                )
+                .await;
+                (pods.len() == 2).then_some(pods)
+            }
+        },
+    )
+    .await;
+    for pod in &managers {
+        let spec = pod.spec.as_ref().expect("spec");
+        assert_eq!(spec.node_name.as_deref(), Some("cluster1-node"));
+        assert_eq!(spec.containers[0].image.as_deref(), Some(agent_contract::IMAGE));
+    }
+    // One of them leads: the Lease names a pod of the Deployment.
+    let lease = run(
+        &hub_kc,
+        &[
+            "get",
+            "lease",
+            "-n",
+            HUB_NAMESPACE,
+            "ocm-score-addon-manager",
+            "-o",
+            "jsonpath={.spec.holderIdentity}",
+        ],
+    );
+    assert!(
+        managers
+            .iter()
+            .any(|p| p.metadata.name.as_deref() == Some(lease.trim())),
+        "the Lease's holder {lease:?} is one of the manager pods"
+    );
+    eventually(
+        "the tiering controller Ready on the hub's node",
+        WAIT,
+        logs,
+        || {
+            let hub = hub.clone();
+            async move {
+                let pods = ready_pods(&hub, HUB_NAMESPACE, "app.kubernetes.io/name=ocm-score-tiering").await;
+                (!pods.is_empty()).then_some(())
+            }
+        },
+    )
+    .await;
+
+    // 2. OCM's work agent applies our agent's Deployment; the kubelet runs it, with the hub
+    //    kubeconfig OCM's registration wrote, and the agent's scores reach the hub.
+    for cluster in clusters {
+        let managed = cp.cluster_client(cluster).await.expect("managed client");
+        eventually(&format!("the agent pod Ready on {cluster}"), WAIT, logs, || {
+            let managed = managed.clone();
+            async move { (!ready_pods(&managed, INSTALL_NAMESPACE, "").await.is_empty()).then_some(()) }
+        })
+        .await;
+        eventually(&format!("{cluster}'s score on the hub"), WAIT, logs, || {
+            let hub = hub.clone();
+            async move { valid_until(&hub, cluster).await }
+        })
+        .await;
+    }
+    eprintln!(
+        "from `kubectl apply -k manifests/hub` to every cluster's first score: {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+
+    // 3. Renewed at the shipped refresh: validUntil moves on within a refresh interval (60 s) and
+    //    some slack, twice.
+    let mut last = valid_until(&hub, "cluster2").await.expect("validUntil");
+    for renewal in 1..=2 {
+        let previous = last.clone();
+        last = eventually(
+            &format!("renewal {renewal} of cluster2's validUntil (was {previous})"),
+            Duration::from_secs(100),
+            logs,
+            || {
+                let hub = hub.clone();
+                let previous = previous.clone();
+                async move { valid_until(&hub, "cluster2").await.filter(|v| *v > previous) }
+            },
+        )
+        .await;
+    }
+
+    // 4. OCM's placement controller decides by the agents' scores.
+    run(&hub_kc, &["apply", "-k", "manifests/examples"]);
+    eventually("OCM decides placement-most-free-cpu", WAIT, logs, || {
+        let hub = hub.clone();
+        async move {
+            let chosen = decided(&hub, "ocm-score-examples", "most-free-cpu").await;
+            (!chosen.is_empty()).then_some(chosen)
+        }
+    })
+    .await;
+
+    // 5. A killed agent container is restarted by its kubelet.
+    let managed = cp.cluster_client("cluster2").await.expect("managed client");
+    let agent = ready_pods(&managed, INSTALL_NAMESPACE, "").await.remove(0);
+    let before = restarts(&agent);
+    let container_id = agent
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .and_then(|cs| cs[0].container_id.clone())
+        .expect("container id");
+    let node = cp
+        .nodes()
+        .iter()
+        .find(|n| n.cluster == "cluster2")
+        .expect("cluster2's node");
+    node.ctr(&[
+        "tasks",
+        "kill",
+        "--signal",
+        "SIGKILL",
+        container_id.trim_start_matches("containerd://"),
+    ])
+    .unwrap_or_else(|e| panic!("{e}"));
+    let name = agent.metadata.name.clone().expect("name");
+    eventually("the kubelet restarts the killed agent", WAIT, logs, || {
+        let managed = managed.clone();
+        let name = name.clone();
+        async move {
+            let pods: Api<Pod> = Api::namespaced(managed, INSTALL_NAMESPACE);
+            let pod = pods.get_opt(&name).await.ok().flatten()?;
+            (restarts(&pod) > before && is_ready(&pod)).then_some(())
+        }
+    })
+    .await;
+
+    // 6. Uninstalling removes every pod of ours, on the hub and on the managed clusters.
+    run(
+        &hub_kc,
+        &["delete", "-k", "manifests/examples", "--ignore-not-found"],
+    );
+    run(
+        &hub_kc,
+        &["delete", "-k", "manifests/hub", "--wait=true", "--timeout=240s"],
+    );
+    for cluster in clusters {
+        let managed = cp.cluster_client(cluster).await.expect("managed client");
+        eventually(&format!("no agent pod left on {cluster}"), WAIT, logs, || {
+            let managed = managed.clone();
+            async move {
+                let pods: Api<Pod> = Api::namespaced(managed, INSTALL_NAMESPACE);
+                let left = pods.list(&ListParams::default()).await.ok()?.items;
+                left.is_empty().then_some(())
+            }
+        })
+        .await;
+    }
+}
