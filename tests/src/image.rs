@@ -46,6 +46,16 @@ pub const OCM_SCORE: ImageConfig = ImageConfig {
 /// The binaries in the `ocm-score` image, in `/usr/local/bin`.
 pub const OCM_SCORE_BINARIES: [&str; 2] = ["ocm-score-agent", "ocm-score-hub"];
 
+/// The test workload: `load` (tests/src/bin/load.rs), which burns CPU and holds memory on demand,
+/// laid out by the same recipe as ours.
+pub const LOAD: ImageConfig = ImageConfig {
+    reference: concat!("localhost/ocm-score-load:", env!("CARGO_PKG_VERSION")),
+    user: "65532:65532",
+    entrypoint: &["load"],
+    cmd: &[],
+    env: &["PATH=/usr/local/bin:/usr/bin:/bin"],
+};
+
 /// The sandbox image each pod's namespaces hang on (containerd's `sandbox_image`).
 pub const PAUSE: ImageConfig = ImageConfig {
     reference: concat!("localhost/ocm-score-pause:", env!("CARGO_PKG_VERSION")),
@@ -75,10 +85,15 @@ pub fn rootfs_script() -> PathBuf {
 /// into `out`, unless an archive of the same inputs is cached (`~/.cache/ocm-score/images/`), in
 /// which case that one is copied.
 pub fn ocm_score_image(binaries: &[PathBuf], out: &Path) -> Result<ImageArchive, Error> {
+    recipe_image(&OCM_SCORE, binaries, out)
+}
+
+/// An image of `binaries` laid out by `scripts/image-rootfs.sh`.
+fn recipe_image(config: &ImageConfig, binaries: &[PathBuf], out: &Path) -> Result<ImageArchive, Error> {
     let script = rootfs_script();
     let mut inputs: Vec<&Path> = binaries.iter().map(PathBuf::as_path).collect();
     inputs.push(&script);
-    cached(&OCM_SCORE, &inputs, out, |rootfs| {
+    cached(config, &inputs, out, |rootfs| {
         let status = Command::new("bash")
             .arg(&script)
             .arg(rootfs)
@@ -91,6 +106,11 @@ pub fn ocm_score_image(binaries: &[PathBuf], out: &Path) -> Result<ImageArchive,
             Err(Error::Options(format!("{} failed ({status})", script.display())))
         }
     })
+}
+
+/// Builds the test workload image from the `load` binary.
+pub fn load_image(load: &Path, out: &Path) -> Result<ImageArchive, Error> {
+    recipe_image(&LOAD, &[load.to_path_buf()], out)
 }
 
 /// Builds the sandbox image around the control plane's `pause` binary.

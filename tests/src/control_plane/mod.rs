@@ -154,7 +154,8 @@ impl Builder {
     }
 
     /// Give every cluster a node that runs pods (a kubelet, containerd and kube-proxy; see [`node`]),
-    /// with our image and the sandbox image loaded, and a kube-scheduler. Without (the default),
+    /// with our image, the sandbox image and the test workload image (`load`) loaded, and a
+    /// kube-scheduler. Without (the default),
     /// Deployments get no pods and nodes are API objects a test creates.
     pub fn nodes(mut self, on: bool) -> Self {
         self.nodes = on;
@@ -547,7 +548,11 @@ impl ControlPlane {
             for (i, cluster) in clusters.into_iter().enumerate() {
                 let index = u8::try_from(i + 1).unwrap_or(u8::MAX);
                 // The hub's node is cluster1's (the hub manages itself); a hub alone keeps "hub".
-                let name = self.cluster_names.get(i).cloned().unwrap_or_else(|| cluster.name.clone());
+                let name = self
+                    .cluster_names
+                    .get(i)
+                    .cloned()
+                    .unwrap_or_else(|| cluster.name.clone());
                 let node = node::Node::start(
                     &name,
                     cluster,
@@ -710,7 +715,7 @@ impl ControlPlane {
         Ok(())
     }
 
-    /// The sandbox image and ours, as archives in the control plane's directory.
+    /// The sandbox image, ours and the test workload's, as archives in the control plane's directory.
     fn build_images(&mut self, components: &Components) -> Result<Vec<crate::image::ImageArchive>, Error> {
         let images = self.dir.join("images");
         let pause = crate::image::pause_image(&components.bin("pause"), &images.join("pause.tar"))?;
@@ -720,7 +725,8 @@ impl ControlPlane {
             .collect::<Result<Vec<_>, _>>()?;
         let ours = crate::image::ocm_score_image(&binaries, &images.join("ocm-score.tar"))?;
         self.image = Some(ours.clone());
-        Ok(vec![pause, ours])
+        let load = crate::image::load_image(&addon::workspace_binary("load")?, &images.join("load.tar"))?;
+        Ok(vec![pause, ours, load])
     }
 
     fn hub(&self) -> Result<&KubeCluster, Error> {

@@ -358,6 +358,20 @@ impl Node {
         ns(&["link", "set", "eth0", "up"])?;
         ns(&["link", "set", "lo", "up"])?;
         ns(&["route", "add", "default", "via", &HOST_ADDRESS.to_string()])?;
+        // The host reaches the node's pods through it (the API server's pod proxy, a test reading
+        // a pod's /metrics); the route goes with the bridge.
+        run(
+            "ip",
+            &[
+                "route",
+                "replace",
+                &pod_subnet(index),
+                "via",
+                &self.address.to_string(),
+                "dev",
+                BRIDGE,
+            ],
+        )?;
         // Pods' packets are forwarded from cni0 to eth0 inside the node's namespace only.
         run(
             "ip",

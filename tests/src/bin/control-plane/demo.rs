@@ -1,4 +1,5 @@
-//! `control-plane demo`: the add-on doing its job on a real OCM hub, start to finish, in one command.
+//! `control-plane demo`: the add-on doing its job on a real OCM hub, start to finish, in one command:
+//! installed as shipped, run as pods on real kubelets, choosing clusters for OCM.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -6,9 +7,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use ocm_score_tests::control_plane::ControlPlane;
 use ocm_score_tests::control_plane::addon::{
-    ADDON, add_nodes, add_pod, agent_deployment, decided, hub_snapshot, install_and_start_manager, kubectl,
-    score, start_agent, workspace_binary,
+    ADDON, INSTALL_NAMESPACE, decided, hub_snapshot, kubectl, score, workspace_binary,
 };
+use ocm_score_tests::image::PAUSE;
 use ocm_score_tests::support::TempDir;
 
 const SCORES: [&str; 4] = [
@@ -25,64 +26,47 @@ pub async fn run(dir: Option<PathBuf>, progress: &dyn Fn(&str)) -> anyhow::Resul
     let dir = dir.unwrap_or_else(|| scratch.path().to_path_buf());
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let hub_binary = workspace_binary("ocm-score-hub")?;
-    workspace_binary("ocm-score-agent")?;
 
     let cp = ControlPlane::builder()
         .clusters(2)
+        .nodes(true)
         .dir(dir.join("control-plane"))
         .start_with_progress(progress)
         .await?;
     let hub = cp.hub_client().await?;
     let hub_kc = cp.hub_kubeconfig();
+    let logs = || {
+        ["cluster1-kubelet", "cluster2-kubelet", "cluster2-klusterlet"]
+            .iter()
+            .map(|c| format!("--- {c}\n{}", cp.log_tail(c, 10)))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
 
+    progress("installing the add-on as shipped: kubectl apply --server-side -k manifests/hub");
+    kubectl(&hub_kc, &["apply", "--server-side", "-k", "manifests/hub"])?;
     progress(
-        "installing the add-on: kubectl apply -k manifests/hub, and its manager with the shipped identity",
+        "waiting for OCM to register the add-on, its work agents to deploy the agent, and the agents' scores",
     );
-    let mut manager = install_and_start_manager(&cp, &dir).await?;
-    progress("waiting for OCM to register the add-on and its work agents to deploy the agent");
     for cluster in CLUSTERS {
         let managed = cp.cluster_client(cluster).await?;
-        wait(
-            &format!("the agent Deployment on {cluster}"),
-            || manager.tail(),
-            || {
-                let managed = managed.clone();
-                async move { agent_deployment(&managed).await.is_some() }
-            },
-        )
+        wait(&format!("the agent pod running on {cluster}"), logs, || {
+            let managed = managed.clone();
+            async move { running_pods(&managed, INSTALL_NAMESPACE).await > 0 }
+        })
         .await?;
-        manager.check_running()?;
-    }
-
-    progress(
-        "adding nodes (cluster1: 3, cluster2: 2, 8 CPU / 32 Gi each), then running each agent as its Deployment says",
-    );
-    for (cluster, nodes) in [("cluster1", 3), ("cluster2", 2)] {
-        add_nodes(&cp.cluster_client(cluster).await?, cluster, nodes).await?;
-    }
-    // The secret with the agent's hub certificate may trail the Deployment by a moment.
-    let mut agents = Vec::new();
-    for cluster in CLUSTERS {
-        let agent = loop {
-            match start_agent(&cp, cluster, &dir).await {
-                Ok(agent) => break agent,
-                Err(e) if started.elapsed() < Duration::from_secs(150) => {
-                    tracing::debug!("agent of {cluster} not startable yet: {e}");
-                    tokio::time::sleep(Duration::from_millis(500)).await;
-                }
-                Err(e) => return Err(e.into()),
-            }
-        };
-        agents.push(agent);
-    }
-    for cluster in CLUSTERS {
-        wait(&format!("{cluster}'s scores"), String::new, || {
+        wait(&format!("{cluster}'s scores"), logs, || {
             let hub = hub.clone();
             async move { score(&hub, cluster, "memClusterAvailable").await.is_some() }
         })
         .await?;
     }
-    print_scores(&hub, "scores published by the agents").await;
+    print_pods(&cp)?;
+    print_scores(
+        &hub,
+        "scores published by the agents (each cluster's node is this machine)",
+    )
+    .await;
 
     progress("kubectl apply -k manifests/examples: Placements that choose by these scores");
     kubectl(&hub_kc, &["apply", "-k", "manifests/examples"])?;
@@ -101,25 +85,19 @@ pub async fn run(dir: Option<PathBuf>, progress: &dyn Fn(&str)) -> anyhow::Resul
 
     let chosen = before.first().cloned().unwrap_or_default();
     progress(&format!(
-        "loading {chosen}: a pod requesting 30 Gi on each of its first two nodes"
+        "loading {chosen}: a pod requesting {LOAD_MEMORY} of memory, scheduled by its kube-scheduler and run by its kubelet"
     ));
-    let loaded = cp.cluster_client(&chosen).await?;
-    for node in 0..2 {
-        add_pod(&loaded, &chosen, node, "500m", "30Gi").await?;
-    }
-    wait(
-        "OCM to move most-free-memory",
-        || agents.iter().map(|a| a.tail()).collect::<Vec<_>>().join("\n"),
-        || {
-            let hub = hub.clone();
-            let before = before.clone();
-            async move {
-                let now = decided(&hub, "ocm-score-examples", "most-free-memory").await;
-                !now.is_empty() && now != before
-            }
-        },
-    )
+    load(&cp.kubeconfig(&chosen))?;
+    wait("OCM to move most-free-memory", logs, || {
+        let hub = hub.clone();
+        let before = before.clone();
+        async move {
+            let now = decided(&hub, "ocm-score-examples", "most-free-memory").await;
+            !now.is_empty() && now != before
+        }
+    })
     .await?;
+    print_pods(&cp)?;
     print_scores(&hub, &format!("scores after loading {chosen}")).await;
     let after = decided(&hub, "ocm-score-examples", "most-free-memory").await;
     println!("\nOCM's placement controller: most-free-memory -> {after:?} (was {before:?})");
@@ -140,16 +118,57 @@ pub async fn run(dir: Option<PathBuf>, progress: &dyn Fn(&str)) -> anyhow::Resul
     println!("\nocm-score-hub simulate -f snapshot.yaml -p ocm-score-examples/most-free-memory:");
     println!("{}", String::from_utf8_lossy(&out.stdout));
 
-    for agent in &mut agents {
-        agent.check_running()?;
-    }
     println!(
-        "{ADDON} on a real OCM hub: {:.0} s from start to this line; stopping everything",
+        "{ADDON} on a real OCM hub, as pods: {:.0} s from start to this line; stopping everything",
         started.elapsed().as_secs_f64()
     );
-    drop(agents);
-    drop(manager);
     drop(cp);
+    Ok(())
+}
+
+/// What the demo puts on the chosen cluster: most of a node's memory, in a pod of the sandbox
+/// image (already on every node; nothing to pull).
+const LOAD_MEMORY: &str = "16Gi";
+
+fn load(kubeconfig: &std::path::Path) -> anyhow::Result<()> {
+    let pod = serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "memory-load", "namespace": "default"},
+        "spec": {"containers": [{
+            "name": "load", "image": PAUSE.reference, "imagePullPolicy": "Never",
+            "resources": {"requests": {"cpu": "100m", "memory": LOAD_MEMORY}},
+        }]},
+    });
+    let file = kubeconfig.with_file_name("memory-load.json");
+    std::fs::write(&file, pod.to_string()).with_context(|| format!("writing {}", file.display()))?;
+    kubectl(kubeconfig, &["apply", "-f", &file.display().to_string()])?;
+    Ok(())
+}
+
+/// Running pods of a namespace.
+async fn running_pods(client: &kube::Client, namespace: &str) -> usize {
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> = kube::Api::namespaced(client.clone(), namespace);
+    pods.list(&Default::default())
+        .await
+        .map(|l| {
+            l.items
+                .iter()
+                .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// `kubectl get pods -A -o wide` of every cluster (cluster1 is the hub).
+fn print_pods(cp: &ControlPlane) -> anyhow::Result<()> {
+    for cluster in CLUSTERS {
+        let hub = if cluster == "cluster1" { " (the hub)" } else { "" };
+        println!("\n$ kubectl --kubeconfig {cluster}.kubeconfig get pods -A -o wide{hub}");
+        print!(
+            "{}",
+            kubectl(&cp.kubeconfig(cluster), &["get", "pods", "-A", "-o", "wide"])?
+        );
+    }
     Ok(())
 }
 
