@@ -1,5 +1,5 @@
 //! The vectors translated from OCM's own unit and integration tests
-//! (`../shared/design/ocm-unit-cases.yaml`), run against the public placement API.
+//! (`tests/conformance/ocm-unit/ocm-unit-cases.yaml`), run against the public placement API.
 //!
 //! Every vector runs, except those whose subject is not part of a scheduling library. Those are
 //! skipped by kind, each with its reason (see `skip_reason`):
@@ -36,7 +36,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 const VECTORS: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/../../shared/design/ocm-unit-cases.yaml"
+    "/../tests/conformance/ocm-unit/ocm-unit-cases.yaml"
 );
 
 type Check = Result<(), String>;
@@ -1076,7 +1076,7 @@ fn skip_reason(kind: &str) -> Option<&'static str> {
 #[test]
 fn ocm_unit_vectors() {
     let text =
-        std::fs::read_to_string(VECTORS).expect("../shared/design/ocm-unit-cases.yaml beside the checkout");
+        std::fs::read_to_string(VECTORS).expect("tests/conformance/ocm-unit/ocm-unit-cases.yaml is readable");
     let cases: Vec<Value> = serde_norway::from_str(&text).expect("vectors are a YAML list");
     let (mut passed, mut failed) = (0usize, Vec::new());
     let mut skipped: BTreeMap<&'static str, usize> = BTreeMap::new();
