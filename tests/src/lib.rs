@@ -4,6 +4,7 @@ pub mod apiserver;
 pub mod control_plane;
 pub mod crd;
 pub mod go_module;
+pub mod ocm_api;
 pub mod support;
 pub mod thanos;
 pub mod tiering;
