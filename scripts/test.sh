@@ -17,13 +17,6 @@ source scripts/lib.sh
 # One-shot builds gain nothing from incremental compilation, whose caches take gigabytes of disk.
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 
-need_shared() {
-  if [ ! -d ../shared/upstream/crds ] || [ ! -d ../shared/conformance ]; then
-    echo "error: ../shared (upstream CRDs, design vectors, conformance cases) is missing beside the checkout" >&2
-    exit 1
-  fi
-}
-
 install_nextest() {
   if ! command -v cargo-nextest >/dev/null 2>&1; then
     cargo install --locked cargo-nextest
@@ -131,7 +124,6 @@ run_fuzz() {
 fuzz_seconds=${OCM_SCORE_FUZZ_SECONDS:-30}
 
 started=$(date +%s)
-step "check ../shared" need_shared
 step "install cargo-nextest" install_nextest
 step "install prometheus and promtool" install_prometheus
 step "install Go" install_go
