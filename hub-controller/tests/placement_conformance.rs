@@ -1,4 +1,4 @@
-//! Every case in `../shared/conformance/*.yaml` through the real `ocm-score-hub simulate` binary.
+//! Every case in `tests/conformance/placement/*.yaml` through the real `ocm-score-hub simulate` binary.
 //!
 //! Each file is run as `ocm-score-hub simulate --cases FILE -o json`; for every case, each key
 //! of its `expect` must equal the printed value. No case is skipped.
@@ -21,12 +21,15 @@ const EXPECT_KEYS: [&str; 7] = [
 const ALWAYS_PRINTED: [&str; 5] = ["name", "decisions", "scores", "prioritizers", "misconfigured"];
 
 fn conformance_dir() -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/conformance"))
+    PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/conformance/placement"
+    ))
 }
 
 fn case_files() -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(conformance_dir())
-        .expect("the conformance folder ../shared/conformance must exist beside the checkout")
+        .expect("the conformance folder tests/conformance/placement is readable")
         .map(|e| e.expect("readable directory entry").path())
         .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
         .collect();

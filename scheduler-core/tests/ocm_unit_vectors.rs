@@ -1,8 +1,8 @@
 //! The vectors translated from OCM's own unit and integration tests
-//! (`../shared/design/ocm-unit-cases.yaml`), run against the public placement API.
+//! (`tests/conformance/ocm-unit/ocm-unit-cases.yaml`), run against the public placement API.
 //!
 //! Every vector runs, except those whose subject is not part of a scheduling library. Those are
-//! skipped by kind, each with its reason (see `skip_reason`):
+//! skipped by kind, each with its reason (see `skip_reason`; `EXPECTED_SKIPS` names each one):
 //! - `debugHttp`, `debugReportErr`, `debugPermissionErrMapping`: the HTTP debug endpoint's status
 //!   codes, JSON error bodies and SubjectAccessReview checks. This crate has no HTTP server; the
 //!   `simulate` command is the offline counterpart of that endpoint.
@@ -36,7 +36,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 const VECTORS: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/../../shared/design/ocm-unit-cases.yaml"
+    "/../tests/conformance/ocm-unit/ocm-unit-cases.yaml"
 );
 
 type Check = Result<(), String>;
@@ -1061,30 +1061,67 @@ fn expectations_are_checked(case: &Value, kind: &str) -> Check {
     Ok(())
 }
 
+const HTTP_ENDPOINT: &str =
+    "HTTP debug endpoint (status codes, JSON error bodies, SubjectAccessReview): this crate serves no HTTP";
+const DEBUG_ENVELOPE: &str = "debug endpoint JSON envelope around a stubbed scheduler; its score/name ordering is covered by the schedule vectors and conformance cases";
+
 fn skip_reason(kind: &str) -> Option<&'static str> {
     match kind {
-        "debugHttp" | "debugReportErr" | "debugPermissionErrMapping" => Some(
-            "HTTP debug endpoint (status codes, JSON error bodies, SubjectAccessReview): this crate serves no HTTP",
-        ),
-        "debugAggregate" => Some(
-            "debug endpoint JSON envelope around a stubbed scheduler; its score/name ordering is covered by the schedule vectors and conformance cases",
-        ),
+        "debugHttp" | "debugReportErr" | "debugPermissionErrMapping" => Some(HTTP_ENDPOINT),
+        "debugAggregate" => Some(DEBUG_ENVELOPE),
         _ => None,
     }
 }
 
+/// Every vector skipped, by name, for each reason. A vector that starts being skipped (a new kind,
+/// a renamed one, a case moved between kinds) fails the test until it is listed here.
+const EXPECTED_SKIPS: [(&str, &[&str]); 2] = [
+    (
+        HTTP_ENDPOINT,
+        &[
+            "TestDebuggerHandlerReportErr/POST invalid JSON",
+            "TestDebuggerHandlerReportErr/GET incomplete path",
+            "TestDebuggerHandlerReportErr/GET placement not found",
+            "TestDebuggerHandlerReportErr/DELETE method not allowed",
+            "TestDebuggerHandlerReportErr/PUT method not allowed",
+            "TestDebuggerHandlerReportErr/PATCH method not allowed",
+            "TestDebuggerHandlerReportErr/GET placement lister failure",
+            "TestDebuggerHandlerReportErr/GET clusterset binding list failure",
+            "TestDebuggerHandlerReportErr/GET managed cluster list failure",
+            "TestReportErr",
+            "TestReportPermissionErr/missing user",
+            "TestReportPermissionErr/forbidden create",
+            "TestReportPermissionErr/forbidden get",
+            "TestReportPermissionErr/unsupported method",
+            "TestReportPermissionErr/internal",
+            "TestDebuggerPermissionCheck/No user in context - should reject",
+            "TestDebuggerPermissionCheck/User with permission - should allow",
+            "TestDebuggerPermissionCheck/GET user without permission - should reject with get verb",
+            "TestDebuggerPermissionCheck/POST user without permission - should reject with create verb",
+            "TestDebuggerPermissionCheck/SAR API call fails",
+        ],
+    ),
+    (
+        DEBUG_ENVELOPE,
+        &[
+            "TestDebuggerGETMethod/A valid placement",
+            "TestDebuggerPOSTMethod",
+        ],
+    ),
+];
+
 #[test]
 fn ocm_unit_vectors() {
     let text =
-        std::fs::read_to_string(VECTORS).expect("../shared/design/ocm-unit-cases.yaml beside the checkout");
+        std::fs::read_to_string(VECTORS).expect("tests/conformance/ocm-unit/ocm-unit-cases.yaml is readable");
     let cases: Vec<Value> = serde_norway::from_str(&text).expect("vectors are a YAML list");
     let (mut passed, mut failed) = (0usize, Vec::new());
-    let mut skipped: BTreeMap<&'static str, usize> = BTreeMap::new();
+    let mut skipped: Vec<(String, &'static str)> = Vec::new();
     for case in &cases {
         let name = s(&case["name"]);
         let kind = case["kind"].as_str().unwrap_or("");
         if let Some(reason) = skip_reason(kind) {
-            *skipped.entry(reason).or_default() += 1;
+            skipped.push((name, reason));
             continue;
         }
         if let Err(e) = expectations_are_checked(case, kind) {
@@ -1118,14 +1155,32 @@ fn ocm_unit_vectors() {
     for f in &failed {
         eprintln!("FAILED {f}");
     }
-    for (reason, n) in &skipped {
+    let mut per_reason: BTreeMap<&str, usize> = BTreeMap::new();
+    for (_, reason) in &skipped {
+        *per_reason.entry(reason).or_default() += 1;
+    }
+    for (reason, n) in &per_reason {
         eprintln!("skipped {n}: {reason}");
     }
-    let skipped_total: usize = skipped.values().sum();
     println!(
-        "{passed} passed, {} failed, {skipped_total} skipped",
-        failed.len()
+        "{passed} passed, {} failed, {} skipped",
+        failed.len(),
+        skipped.len()
     );
     assert!(failed.is_empty(), "{} vector(s) failed", failed.len());
-    assert_eq!(passed + skipped_total, cases.len());
+    let expected: BTreeSet<(&str, &str)> = EXPECTED_SKIPS
+        .iter()
+        .flat_map(|(reason, names)| names.iter().map(move |name| (*name, *reason)))
+        .collect();
+    let got: BTreeSet<(&str, &str)> = skipped.iter().map(|(n, r)| (n.as_str(), *r)).collect();
+    let new: Vec<_> = got.difference(&expected).collect();
+    let gone: Vec<_> = expected.difference(&got).collect();
+    assert!(
+        new.is_empty() && gone.is_empty() && skipped.len() == expected.len(),
+        "the skipped vectors changed (update EXPECTED_SKIPS if that is meant):\n  newly skipped: {new:#?}\n  \
+         no longer skipped: {gone:#?}\n  {} skipped, {} expected",
+        skipped.len(),
+        expected.len()
+    );
+    assert_eq!(passed + skipped.len(), cases.len());
 }

@@ -26,6 +26,8 @@ pub enum CrdError {
     },
     #[error("{path}: field {field} is missing or malformed")]
     Field { path: PathBuf, field: &'static str },
+    #[error("locating OCM's CRDs: {0}")]
+    Upstream(String),
     #[error("CRD {crd} version {version}: schema does not compile: {message}")]
     Schema {
         crd: String,
@@ -153,6 +155,11 @@ pub fn load_dir(dir: &Path) -> Result<Vec<Crd>, CrdError> {
         .filter(|p| p.file_stem().is_none_or(|stem| stem != "kustomization"))
         .collect();
     files.sort();
+    load_files(&files)
+}
+
+/// Loads one CRD from each file, in the order given.
+pub fn load_files(files: &[PathBuf]) -> Result<Vec<Crd>, CrdError> {
     files
         .iter()
         .map(|path| {
@@ -165,14 +172,17 @@ pub fn load_dir(dir: &Path) -> Result<Vec<Crd>, CrdError> {
         .collect()
 }
 
-/// The repository's view of `../shared`, where CI keeps it beside the checkout.
-pub fn shared_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared")
+/// OCM's CRDs (single-version set, see [`crate::ocm_api::SINGLE_VERSION_SET`]) from the
+/// `open-cluster-management.io/api` module that `tests/control-plane/go.mod` pins.
+pub fn upstream_crds() -> Result<Vec<Crd>, CrdError> {
+    load_files(&upstream_crd_files()?)
 }
 
-/// The upstream OCM CRDs (single-version set), byte-identical copies of OCM's.
-pub fn upstream_crds() -> Result<Vec<Crd>, CrdError> {
-    load_dir(&shared_dir().join("upstream/crds"))
+/// The files [`upstream_crds`] loads, in Go's module cache.
+pub fn upstream_crd_files() -> Result<Vec<PathBuf>, CrdError> {
+    crate::ocm_api::module()
+        .and_then(|m| m.crd_files())
+        .map_err(CrdError::Upstream)
 }
 
 /// A compiled validator for one CRD version.

@@ -5,6 +5,7 @@ pub mod control_plane;
 pub mod crd;
 pub mod go_module;
 pub mod image;
+pub mod ocm_api;
 pub mod support;
 pub mod thanos;
 pub mod tiering;

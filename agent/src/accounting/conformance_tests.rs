@@ -1,4 +1,4 @@
-//! Runs every case of `shared/design/pod-accounting-cases.yaml` (expectations produced by Kubernetes'
+//! Runs every case of `tests/conformance/pod-accounting/pod-accounting-cases.yaml` (expectations produced by Kubernetes'
 //! own accounting code) through the accounting: effective pod requests, per-node free amounts and the
 //! two cluster-wide figures, fed in several orders and through deletions and re-lists.
 
@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 const CASES: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/../../shared/design/pod-accounting-cases.yaml"
+    "/../tests/conformance/pod-accounting/pod-accounting-cases.yaml"
 );
 
 #[derive(Deserialize)]
@@ -107,6 +107,7 @@ fn every_case_matches_kubernetes() {
         "expected the full case set, found {}",
         cases.len()
     );
+    println!("{} pod accounting cases", cases.len());
     let resources = ResourceSet::built_in();
     for case in &cases {
         // Effective requests of every pod, whatever its phase or node.

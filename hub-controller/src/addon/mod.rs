@@ -1,6 +1,6 @@
 //! `ocm-score-hub addon-manager`: installs the score agent on every managed cluster as an OCM add-on.
 //!
-//! It plays the part addon-framework plays for a Go add-on (see `../shared/design/addon-contract.md`):
+//! It plays the part OCM's addon-framework library plays for an add-on written in Go:
 //! registration (`status.registrations`, CSR approval), hub RBAC for the agent, the agent's
 //! ManifestWork, configuration from AddOnDeploymentConfig (with the spec hashes OCM's addon-manager
 //! reads from the ClusterManagementAddOn's status), status and health — and, when the

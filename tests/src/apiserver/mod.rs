@@ -135,11 +135,18 @@ pub enum StartError {
     Object { what: String, error: Box<ApiError> },
 }
 
+/// Where CRDs come from, kept in the order the builder was told so the registry's order is too.
+#[derive(Debug)]
+enum CrdSource {
+    Dir(PathBuf),
+    Upstream,
+}
+
 /// What the server runs with; see [`ApiServer::builder`].
 #[derive(Debug)]
 pub struct ApiServerBuilder {
     crds: Vec<Crd>,
-    crd_dirs: Vec<PathBuf>,
+    crd_sources: Vec<CrdSource>,
     builtins: bool,
     rbac: bool,
     port: u16,
@@ -258,13 +265,15 @@ pub fn parse_objects(source: &str, text: &str) -> Result<Vec<Value>, StartError>
 impl ApiServerBuilder {
     /// Loads every CRD YAML directly inside `dir` when the server starts.
     pub fn crds_from_dir(mut self, dir: impl AsRef<Path>) -> Self {
-        self.crd_dirs.push(dir.as_ref().to_path_buf());
+        self.crd_sources.push(CrdSource::Dir(dir.as_ref().to_path_buf()));
         self
     }
 
-    /// The upstream OCM CRDs from `../shared/upstream/crds`.
-    pub fn upstream_crds(self) -> Self {
-        self.crds_from_dir(crd::shared_dir().join("upstream/crds"))
+    /// OCM's CRDs from the Go module `tests/control-plane/go.mod` pins ([`crd::upstream_crds`]);
+    /// `start` fails, saying how to get Go, when they cannot be located.
+    pub fn upstream_crds(mut self) -> Self {
+        self.crd_sources.push(CrdSource::Upstream);
+        self
     }
 
     pub fn crd(mut self, crd: Crd) -> Self {
@@ -330,8 +339,11 @@ impl ApiServerBuilder {
 
     pub async fn start(self) -> Result<ApiServer, StartError> {
         let mut crds = self.crds;
-        for dir in &self.crd_dirs {
-            crds.extend(crd::load_dir(dir)?);
+        for source in &self.crd_sources {
+            crds.extend(match source {
+                CrdSource::Dir(dir) => crd::load_dir(dir)?,
+                CrdSource::Upstream => crd::upstream_crds()?,
+            });
         }
         let registry = Arc::new(Registry::new(&crds, self.builtins, self.rbac)?);
         let read = |path: &Path| {
@@ -445,7 +457,7 @@ impl ApiServer {
     pub fn builder() -> ApiServerBuilder {
         ApiServerBuilder {
             crds: Vec::new(),
-            crd_dirs: Vec::new(),
+            crd_sources: Vec::new(),
             builtins: false,
             rbac: false,
             port: 0,

@@ -13,7 +13,8 @@ struct Args {
     /// Directory of CRD YAML files to serve (repeatable).
     #[arg(long = "crds", value_name = "DIR")]
     crds: Vec<PathBuf>,
-    /// Also serve the upstream OCM CRDs from ../shared/upstream/crds.
+    /// Also serve OCM's CRDs, from the open-cluster-management.io/api Go module that
+    /// tests/control-plane/go.mod pins (needs Go; `bash scripts/test.sh` installs it).
     #[arg(long)]
     upstream_crds: bool,
     /// Serve only namespaces, RBAC (with --rbac) and the CRDs, not the other built-in kinds.

@@ -8,9 +8,9 @@
 //! objects to a real hub and lets OCM's placement controller decide.
 //!
 //! What the generator avoids, because the answer would then depend on timing rather than on the
-//! objects (see `/work/shared/design/placement-spec.md`):
+//! objects:
 //! - toleration seconds that expire while the test runs: only none, 0 (already expired) and 10 h;
-//! - a negative `numberOfClusters`, which crashes OCM's controller (§5);
+//! - a negative `numberOfClusters`, which crashes OCM's controller;
 //! - a negative Steady weight, with which OCM flips a placement's decisions on every sync;
 //! - Balance on a placement whose AddOn prioritizer reads an expired score: the expiry makes the
 //!   sync return a Warning, which OCM retries with backoff for minutes, and each retry would re-read

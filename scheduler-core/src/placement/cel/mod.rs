@@ -2,7 +2,7 @@
 //!
 //! The environment matched is OCM v1.2.1's `pkg/placement/helpers/cel.go` (`NewEnv`) with
 //! open-cluster-management sdk-go v1.2.0, cel-go v0.26.1 and k8s.io/apiserver v0.34.3 (the
-//! versions OCM v1.2.1 builds with; the conformance answers in `../shared/conformance/cel/` come
+//! versions OCM v1.2.1 builds with; the conformance answers in `tests/conformance/cel/` come
 //! from OCM commit 00f84c3 and agree with it on every case). That environment is:
 //! - the variable `managedCluster` (`map(string, dyn)`, the cluster as unstructured JSON) and
 //!   `managedCluster.scores(name)` (sdk-go `ManagedClusterLib`): the items `{name, value}` of the
