@@ -52,8 +52,8 @@ pub use ledger::{DEFAULT_SETTLE, DEFAULT_TTL, Entry, Ledger, LoadError, Timing, 
 pub use shapes::ShapeCatalog;
 
 use crate::api::tiering::{TieredPlacement, validate};
+use crate::instant::{ns, timestamp};
 use crate::placement::snapshot::HubSnapshot;
-use crate::tiering::time::{ns, timestamp};
 use crate::tiering::{Plan, plan_with};
 use k8s_openapi::jiff::Timestamp;
 

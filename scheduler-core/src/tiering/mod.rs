@@ -50,7 +50,7 @@
 pub mod choose;
 pub mod feasibility;
 pub mod render;
-pub(crate) mod time;
+mod time;
 pub mod verdict;
 
 pub use time::format_duration;
@@ -60,11 +60,11 @@ use crate::api::tiering::{
     TransitionKind, validate,
 };
 use crate::api::{Condition, ObjectMeta, Placement, Time};
+use crate::instant::{self, ceil_second, ns};
 use crate::placement::schedule::existing_decisions;
 use crate::placement::snapshot::HubSnapshot;
 use crate::reservation::View;
 use k8s_openapi::jiff::Timestamp;
-use time::{ceil_second, ns};
 
 /// An event for the TieredPlacement.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -135,7 +135,7 @@ pub(crate) fn set_condition(
         .iter()
         .find(|c| c.type_ == type_ && c.status == status)
         .map(|c| c.last_transition_time.clone())
-        .unwrap_or_else(|| time::time(ceil_second(now)));
+        .unwrap_or_else(|| instant::time(ceil_second(now)));
     conditions.retain(|c| c.type_ != type_);
     conditions.push(Condition {
         type_: type_.to_string(),
