@@ -11,145 +11,24 @@
 //! Goals (issue 5): from scratch ≤ 50 ms and per event ≤ 10 µs at 5,000 nodes / 150,000 pods; RSS
 //! ≤ 64 MiB with 5,000 / 150,000 cached.
 
-use ocm_score_agent::accounting::objects::{
-    ResourceList, SlimContainer, SlimNode, SlimNodeCondition, SlimNodeSpec, SlimNodeStatus, SlimPodSpec,
-    SlimPodStatus, SlimResources,
-};
-use ocm_score_agent::accounting::quantity::QuantityText;
+mod support;
+
+use ocm_score_agent::accounting::objects::{SlimContainer, SlimNode};
 use ocm_score_agent::accounting::{Ledger, ResourceSet, SlimPod};
 use ocm_score_agent::scores::{built_in_defs, compute};
-use scheduler_core::api::ObjectMeta;
 use std::hint::black_box;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Instant;
+use support::{fmt, initial_lists, median, node, node_name, print_table};
 
-fn list(entries: &[(&str, &str)]) -> ResourceList {
-    ResourceList(
-        entries
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), QuantityText((*v).to_owned())))
-            .collect(),
-    )
-}
-
-fn node(i: usize) -> SlimNode {
-    let gpu = if i.is_multiple_of(10) { "8" } else { "0" };
-    SlimNode {
-        metadata: ObjectMeta {
-            name: Some(format!(
-                "ip-10-{}-{}-{}.ec2.internal",
-                i / 65536,
-                (i / 256) % 256,
-                i % 256
-            )),
-            ..Default::default()
-        },
-        spec: SlimNodeSpec {
-            unschedulable: Some(i.is_multiple_of(97)),
-            ..Default::default()
-        },
-        status: SlimNodeStatus {
-            allocatable: list(&[
-                ("cpu", "31850m"),
-                ("memory", "126498524Ki"),
-                ("ephemeral-storage", "95492233231"),
-                ("nvidia.com/gpu", gpu),
-                ("pods", "110"),
-            ]),
-            conditions: vec![SlimNodeCondition {
-                type_: "Ready".into(),
-                status: if i.is_multiple_of(211) { "False" } else { "True" }.into(),
-            }],
-        },
-    }
-}
-
-/// A realistic mix: most pods one or two containers, some with an init container, a sidecar, overhead
-/// or a GPU.
+/// A pod of the realistic mix, bound to one of `nodes` nodes.
 fn pod(i: usize, nodes: usize, variant: usize) -> SlimPod {
-    let container = |name: &str, cpu: &str, memory: &str| SlimContainer {
-        name: name.into(),
-        restart_policy: None,
-        resources: SlimResources {
-            requests: list(&[("cpu", cpu), ("memory", memory)]),
-        },
-    };
-    let mut containers = vec![container(
-        "app",
-        ["250m", "500m", "1", "100m"][(i + variant) % 4],
-        ["512Mi", "1Gi", "256Mi"][i % 3],
-    )];
-    if i.is_multiple_of(3) {
-        containers.push(container("log-shipper", "50m", "64Mi"));
-    }
-    if i.is_multiple_of(50) {
-        containers[0]
-            .resources
-            .requests
-            .0
-            .push(("nvidia.com/gpu".into(), QuantityText("1".into())));
-    }
-    let mut init_containers = Vec::new();
-    if i.is_multiple_of(5) {
-        init_containers.push(container("migrate", "1", "2Gi"));
-    }
-    if i.is_multiple_of(7) {
-        let mut proxy = container("proxy", "100m", "128Mi");
-        proxy.restart_policy = Some("Always".into());
-        init_containers.insert(0, proxy);
-    }
-    SlimPod {
-        metadata: ObjectMeta {
-            name: Some(format!("web-{}-7d9f8b6c5d-{:05x}", i / 100, i)),
-            namespace: Some(format!("team-{}", i % 300)),
-            ..Default::default()
-        },
-        spec: SlimPodSpec {
-            node_name: Some(node(i % nodes).metadata.name.unwrap_or_default()),
-            containers,
-            init_containers,
-            overhead: if i.is_multiple_of(11) {
-                list(&[("cpu", "10m"), ("memory", "20Mi")])
-            } else {
-                ResourceList::default()
-            },
-        },
-        status: SlimPodStatus {
-            phase: Some("Running".into()),
-        },
-    }
+    support::pod(i, variant, Some(node_name(i % nodes)))
 }
 
 /// What the watches do on start: an initial list of nodes and of pods.
 fn build(nodes: &[SlimNode], pods: &[SlimPod]) -> Ledger {
-    let mut ledger = Ledger::new(ResourceSet::built_in());
-    ledger.reserve_pods(pods.len());
-    ledger.begin_node_relist();
-    ledger.begin_pod_relist();
-    for n in nodes {
-        ledger.apply_node(n).expect("valid node");
-    }
-    for p in pods {
-        ledger.apply_pod(p).expect("valid pod");
-    }
-    ledger.finish_node_relist();
-    ledger.finish_pod_relist();
-    ledger
-}
-
-fn median(mut samples: Vec<Duration>) -> Duration {
-    samples.sort();
-    samples[samples.len() / 2]
-}
-
-fn fmt(d: Duration) -> String {
-    if d >= Duration::from_millis(1) {
-        format!("{:.1} ms", d.as_secs_f64() * 1e3)
-    } else if d >= Duration::from_micros(1) {
-        format!("{:.2} µs", d.as_secs_f64() * 1e6)
-    } else {
-        format!("{} ns", d.as_nanos())
-    }
+    initial_lists!(Ledger::new(ResourceSet::built_in()), nodes, pods)
 }
 
 fn vm_rss_kib() -> u64 {
@@ -341,11 +220,7 @@ fn main() {
         ));
     }
 
-    println!("| measurement | result | goal |");
-    println!("|---|---|---|");
-    for (what, result, goal) in rows {
-        println!("| {what} | {result} | {goal} |");
-    }
+    print_table(rows);
 }
 
 /// The pod as the API server would send it (with fields accounting ignores).

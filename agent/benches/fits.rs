@@ -1,7 +1,7 @@
 //! Fits benchmark (plain main, `harness = false`): prints a markdown table.
 //!
 //! 16 WorkloadShapes over 5,000 nodes / 150,000 pods (a tenth of the nodes carry 8 GPUs behind a
-//! taint; pods as in `benches/accounting.rs`):
+//! taint; pods as in the accounting benchmark, both from `benches/support`):
 //! * from scratch: every node's requested sum and contribution to every shape recomputed from the
 //!   cached pods, then the counts read;
 //! * per pod event: a pod's requests change, or a pod is deleted and re-created, with no pending
@@ -11,33 +11,20 @@
 //! Goals (issue 13): from scratch ≤ 50 ms and per pod event ≤ 10 µs with 16 shapes at 5,000 nodes /
 //! 150,000 pods.
 
-use ocm_score_agent::accounting::objects::{
-    ResourceList, SlimContainer, SlimNode, SlimNodeCondition, SlimNodeSpec, SlimNodeStatus, SlimPodSpec,
-    SlimPodStatus, SlimResources, SlimTaint,
-};
-use ocm_score_agent::accounting::quantity::QuantityText;
+mod support;
+
+use ocm_score_agent::accounting::objects::{SlimNode, SlimTaint};
 use ocm_score_agent::accounting::{FitsIndex, FitsOptions, SlimPod, compile_shapes};
 use scheduler_core::api::{ObjectMeta, WorkloadShape};
 use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
+use support::{fmt, initial_lists, median, node_name, print_table};
 
 const NODES: usize = 5_000;
 const PODS: usize = 150_000;
 
-fn list(entries: &[(&str, &str)]) -> ResourceList {
-    ResourceList(
-        entries
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), QuantityText((*v).to_owned())))
-            .collect(),
-    )
-}
-
-fn node_name(i: usize) -> String {
-    format!("ip-10-{}-{}-{}.ec2.internal", i / 65536, (i / 256) % 256, i % 256)
-}
-
+/// The shared node, labelled, with its GPUs (if any) behind a taint.
 fn node(i: usize) -> SlimNode {
     let gpu_node = i.is_multiple_of(10);
     let mut labels = BTreeMap::from([
@@ -56,104 +43,28 @@ fn node(i: usize) -> SlimNode {
             if gpu_node { "gpu" } else { "general" }.to_owned(),
         ),
     ]);
+    let mut node = support::node(i);
     if gpu_node {
         labels.insert("nvidia.com/gpu.product".into(), "NVIDIA-A100-SXM4-80GB".into());
+        node.spec.taints = vec![SlimTaint {
+            key: "nvidia.com/gpu".into(),
+            value: Some("present".into()),
+            effect: "NoSchedule".into(),
+        }];
     }
-    SlimNode {
-        metadata: ObjectMeta {
-            name: Some(node_name(i)),
-            labels: Some(labels),
-            ..Default::default()
-        },
-        spec: SlimNodeSpec {
-            unschedulable: Some(i.is_multiple_of(97)),
-            taints: if gpu_node {
-                vec![SlimTaint {
-                    key: "nvidia.com/gpu".into(),
-                    value: Some("present".into()),
-                    effect: "NoSchedule".into(),
-                }]
-            } else {
-                Vec::new()
-            },
-        },
-        status: SlimNodeStatus {
-            allocatable: list(&[
-                ("cpu", "31850m"),
-                ("memory", "126498524Ki"),
-                ("ephemeral-storage", "95492233231"),
-                ("nvidia.com/gpu", if gpu_node { "8" } else { "0" }),
-                ("pods", "110"),
-            ]),
-            conditions: vec![SlimNodeCondition {
-                type_: "Ready".into(),
-                status: if i.is_multiple_of(211) { "False" } else { "True" }.into(),
-            }],
-        },
-    }
+    node.metadata.labels = Some(labels);
+    node
 }
 
-/// Pods as in the accounting benchmark; `pending` ones are bound to no node.
+/// Pods as in the accounting benchmark, GPU ones on GPU nodes (every tenth); `pending` ones are
+/// bound to no node.
 fn pod(i: usize, variant: usize, pending: bool) -> SlimPod {
-    let container = |name: &str, cpu: &str, memory: &str| SlimContainer {
-        name: name.into(),
-        restart_policy: None,
-        resources: SlimResources {
-            requests: list(&[("cpu", cpu), ("memory", memory)]),
-        },
+    let node = if i.is_multiple_of(50) {
+        (i / 50 * 10) % NODES
+    } else {
+        i % NODES
     };
-    let mut containers = vec![container(
-        "app",
-        ["250m", "500m", "1", "100m"][(i + variant) % 4],
-        ["512Mi", "1Gi", "256Mi"][i % 3],
-    )];
-    if i.is_multiple_of(3) {
-        containers.push(container("log-shipper", "50m", "64Mi"));
-    }
-    let gpu = i.is_multiple_of(50);
-    if gpu {
-        containers[0]
-            .resources
-            .requests
-            .0
-            .push(("nvidia.com/gpu".into(), QuantityText("1".into())));
-    }
-    let mut init_containers = Vec::new();
-    if i.is_multiple_of(5) {
-        init_containers.push(container("migrate", "1", "2Gi"));
-    }
-    if i.is_multiple_of(7) {
-        let mut proxy = container("proxy", "100m", "128Mi");
-        proxy.restart_policy = Some("Always".into());
-        init_containers.insert(0, proxy);
-    }
-    // GPU pods run on GPU nodes (every tenth), the others anywhere.
-    let node = if gpu { (i / 50 * 10) % NODES } else { i % NODES };
-    SlimPod {
-        metadata: ObjectMeta {
-            name: Some(format!(
-                "{}-{}-7d9f8b6c5d-{:05x}",
-                if pending { "queued" } else { "web" },
-                i / 100,
-                i
-            )),
-            namespace: Some(format!("team-{}", i % 300)),
-            ..Default::default()
-        },
-        spec: SlimPodSpec {
-            node_name: (!pending).then(|| node_name(node)),
-            containers,
-            init_containers,
-            overhead: if i.is_multiple_of(11) {
-                list(&[("cpu", "10m"), ("memory", "20Mi")])
-            } else {
-                ResourceList::default()
-            },
-        },
-        status: SlimPodStatus {
-            phase: Some(if pending { "Pending" } else { "Running" }.into()),
-        },
-    }
+    support::pod(i, variant, (!pending).then(|| node_name(node)))
 }
 
 fn shapes() -> Vec<WorkloadShape> {
@@ -217,34 +128,7 @@ fn build(nodes: &[SlimNode], pods: &[SlimPod]) -> FitsIndex {
     let (set, problems) = compile_shapes(&shapes());
     assert!(problems.is_empty(), "{problems:?}");
     assert_eq!(set.len(), 16);
-    let mut index = FitsIndex::new(set, FitsOptions::default());
-    index.reserve_pods(pods.len());
-    index.begin_node_relist();
-    index.begin_pod_relist();
-    for n in nodes {
-        index.apply_node(n).expect("valid node");
-    }
-    for p in pods {
-        index.apply_pod(p).expect("valid pod");
-    }
-    index.finish_node_relist();
-    index.finish_pod_relist();
-    index
-}
-
-fn median(mut samples: Vec<Duration>) -> Duration {
-    samples.sort();
-    samples[samples.len() / 2]
-}
-
-fn fmt(d: Duration) -> String {
-    if d >= Duration::from_millis(1) {
-        format!("{:.1} ms", d.as_secs_f64() * 1e3)
-    } else if d >= Duration::from_micros(1) {
-        format!("{:.2} µs", d.as_secs_f64() * 1e6)
-    } else {
-        format!("{} ns", d.as_nanos())
-    }
+    initial_lists!(FitsIndex::new(set, FitsOptions::default()), nodes, pods)
 }
 
 /// Median over 5 rounds of the per-event time of `events` calls of `f`.
@@ -390,11 +274,7 @@ fn main() {
         }
     }
 
-    println!("| measurement | result | goal |");
-    println!("|---|---|---|");
-    for (what, result, goal) in rows {
-        println!("| {what} | {result} | {goal} |");
-    }
+    print_table(rows);
     let summary: Vec<String> = index
         .fits()
         .iter()

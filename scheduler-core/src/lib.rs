@@ -4,6 +4,7 @@
 
 pub mod api;
 pub mod duration;
+mod instant;
 pub mod names;
 pub mod normalize;
 pub mod placement;

@@ -10,8 +10,8 @@ mod tiering_support;
 use k8s_openapi::jiff::Timestamp;
 use proptest::prelude::*;
 use scheduler_core::api::tiering::TieredPlacementStatus;
-use scheduler_core::reservation::{Ledger, ShapeCatalog, Timing, placement_key, plan_and_assume};
-use scheduler_core::tiering::Plan;
+use scheduler_core::reservation::{Ledger, ShapeCatalog, Timing, placement_key};
+use scheduler_core::tiering::{Plan, plan_and_assume};
 use std::time::Duration;
 use tiering_support::*;
 

@@ -48,21 +48,22 @@
 //!    encoded, within −100..100) to add to `resource-usage-score` with its `validUntil`;
 //!    [`FitsIndex::fits`] gives the raw counts for `ocm_score_agent_fits{shape}`.
 
-use super::ledger::ObjectError;
+use super::invalid::{InvalidObjects, ObjectError};
+use super::keys::{FastMap, join_key, pod_key};
 use super::objects::{SlimNode, SlimPod, SlimTaint};
 use super::pod::effective_requests;
-use super::quantity::{QuantityError, parse_quantity};
+use super::quantity::{AccountingUnit, QuantityError, parse_quantity};
+use super::relist::Relist;
 use super::resources::{BUILT_IN, MAX_RESOURCES, ResourceSet};
+use super::slots::NodeSlots;
 use k8s_openapi::api::core::v1::Toleration;
 use scheduler_core::api::workload_shape::{
     self, MAX_SHAPES, ShapeError, encode_fits, fits_score_name, select_shapes,
 };
 use scheduler_core::api::{AddOnPlacementScoreItem, WorkloadShape};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 
 pub use scheduler_core::api::workload_shape::TOO_MANY_SHAPES_REASON;
-
-type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 /// Nodes per block of the first-fit search: a block whose best node cannot take a pod is skipped
 /// whole.
@@ -301,18 +302,13 @@ struct NodeState {
     pod_slots: i64,
 }
 
+/// What the index keeps per node and shape.
 #[derive(Debug)]
-struct NodeSlot {
-    name: Box<str>,
-    state: Option<NodeState>,
+struct ShapeCounts {
     /// Bit s: the node is eligible for shape s.
     eligible: u64,
-    /// Sum of the effective requests of the counted pods bound here.
-    requested: Box<[i128]>,
-    pods: u32,
     /// Per shape, the replicas of it this node takes (after pending deductions).
     contribution: Box<[u64]>,
-    epoch: u32,
 }
 
 /// What pending pods take from one node, for one shape.
@@ -359,9 +355,7 @@ pub struct NeedsRelist;
 pub struct FitsIndex {
     set: ShapeSet,
     options: FitsOptions,
-    nodes: Vec<NodeSlot>,
-    vacant: Vec<u32>,
-    node_index: FastMap<Box<str>, u32>,
+    nodes: NodeSlots<NodeState, ShapeCounts>,
     /// Known Node objects in name order (the first-fit order).
     by_name: BTreeMap<Box<str>, u32>,
     pods: FastMap<Box<str>, PodEntry>,
@@ -375,21 +369,16 @@ pub struct FitsIndex {
     /// Per shape, the sum of the nodes' contributions (u128: a node's can be as large as an i64
     /// pod-slot count).
     totals: Box<[u128]>,
-    invalid_pods: FastMap<Box<str>, (ObjectError, u32)>,
-    invalid_nodes: FastMap<Box<str>, (ObjectError, u32)>,
-    pod_epoch: u32,
-    node_epoch: u32,
-    relisting_pods: bool,
-    relisting_nodes: bool,
+    invalid: InvalidObjects,
+    pod_relist: Relist,
+    node_relist: Relist,
 }
 
 impl FitsIndex {
     pub fn new(set: ShapeSet, options: FitsOptions) -> Self {
         let shapes = set.shapes.len();
         Self {
-            nodes: Vec::new(),
-            vacant: Vec::new(),
-            node_index: FastMap::default(),
+            nodes: NodeSlots::new(),
             by_name: BTreeMap::new(),
             pods: FastMap::default(),
             pending: BTreeSet::new(),
@@ -397,12 +386,9 @@ impl FitsIndex {
             pending_stale: false,
             changes: 0,
             totals: vec![0; shapes].into_boxed_slice(),
-            invalid_pods: FastMap::default(),
-            invalid_nodes: FastMap::default(),
-            pod_epoch: 0,
-            node_epoch: 0,
-            relisting_pods: false,
-            relisting_nodes: false,
+            invalid: InvalidObjects::default(),
+            pod_relist: Relist::default(),
+            node_relist: Relist::default(),
             options,
             set,
         }
@@ -461,8 +447,8 @@ impl FitsIndex {
         self.deductions = (0..shapes).map(|_| FastMap::default()).collect();
         self.totals = vec![0; shapes].into_boxed_slice();
         for slot in 0..self.nodes.len() {
-            self.nodes[slot].contribution = vec![0; shapes].into_boxed_slice();
-            self.nodes[slot].eligible = self.eligibility(slot);
+            self.nodes[slot].extra.contribution = vec![0; shapes].into_boxed_slice();
+            self.nodes[slot].extra.eligible = self.eligibility(slot);
         }
         self.recompute();
         Ok(true)
@@ -475,27 +461,16 @@ impl FitsIndex {
     pub fn apply_pod(&mut self, pod: &SlimPod) -> Result<(), ObjectError> {
         let key = pod_key(pod);
         if pod.is_terminal() {
-            self.invalid_pods.remove(key.as_str());
+            self.invalid.forget_pod(&key);
             self.remove_pod(&key);
             return Ok(());
         }
-        let requests = match effective_requests(&pod.spec, &self.set.resources) {
-            Ok(requests) => requests,
-            Err(source) => {
-                self.remove_pod(&key);
-                let error = ObjectError::Pod {
-                    key: key.clone(),
-                    source,
-                };
-                self.invalid_pods
-                    .insert(key.into_boxed_str(), (error.clone(), self.pod_epoch));
-                return Err(error);
-            }
-        };
-        if !self.invalid_pods.is_empty() {
-            self.invalid_pods.remove(key.as_str());
-        }
-        let epoch = self.pod_epoch;
+        let epoch = self.pod_relist.epoch();
+        let read = effective_requests(&pod.spec, &self.set.resources);
+        let requests = self
+            .invalid
+            .read_pod(&key, read, epoch)
+            .inspect_err(|_| self.remove_pod(&key))?;
         if let Some(entry) = self.pods.get_mut(key.as_str()) {
             entry.epoch = epoch;
             let same_place = match (entry.place, pod.node_name()) {
@@ -520,7 +495,7 @@ impl FitsIndex {
     /// Forgets a pod.
     pub fn delete_pod(&mut self, namespace: &str, name: &str) {
         let key = join_key(namespace, name);
-        self.invalid_pods.remove(key.as_str());
+        self.invalid.forget_pod(&key);
         self.remove_pod(&key);
     }
 
@@ -561,7 +536,7 @@ impl FitsIndex {
                     *sum -= i128::from(*amount);
                 }
                 self.node_changed(slot);
-                self.release_if_unused(slot);
+                self.nodes.release_if_unused(slot);
             }
             Place::Pending => {
                 self.pending.remove(key);
@@ -576,31 +551,23 @@ impl FitsIndex {
     /// no shape and is reported until fixed or deleted.
     pub fn apply_node(&mut self, node: &SlimNode) -> Result<(), ObjectError> {
         let name = node.metadata.name.as_deref().unwrap_or_default();
+        let epoch = self.node_relist.epoch();
         let resources = &self.set.resources;
         let mut allocatable = resources.zeros();
         let mut present = 0u32;
         let mut pod_slots = 0i64;
-        let mut error = None;
-        for (resource, quantity) in &node.status.allocatable.0 {
-            let parsed = if resource == "pods" {
-                parse_quantity(&quantity.0, super::quantity::AccountingUnit::Whole).map(|v| pod_slots = v)
+        let read = self.invalid.read_node(node, epoch, |resource, quantity| {
+            if resource == "pods" {
+                parse_quantity(quantity, AccountingUnit::Whole).map(|v| pod_slots = v)
             } else if let Some(r) = resources.index_of(resource) {
                 present |= 1 << r;
-                parse_quantity(&quantity.0, resources.unit(r)).map(|v| allocatable[r] = v)
+                parse_quantity(quantity, resources.unit(r)).map(|v| allocatable[r] = v)
             } else {
-                continue;
-            };
-            if let Err(source) = parsed {
-                error = Some(ObjectError::Node {
-                    name: name.to_owned(),
-                    resource: resource.clone(),
-                    source,
-                });
-                break;
+                Ok(())
             }
-        }
-        let state = match &error {
-            None => NodeState {
+        });
+        let state = match &read {
+            Ok(()) => NodeState {
                 schedulable: node.is_eligible(),
                 labels: node
                     .metadata
@@ -614,7 +581,7 @@ impl FitsIndex {
                 present,
                 pod_slots,
             },
-            Some(_) => NodeState {
+            Err(_) => NodeState {
                 schedulable: false,
                 labels: Vec::new(),
                 taints: Vec::new(),
@@ -623,47 +590,34 @@ impl FitsIndex {
                 pod_slots: 0,
             },
         };
-        match &error {
-            Some(e) => {
-                self.invalid_nodes
-                    .insert(name.into(), (e.clone(), self.node_epoch));
-            }
-            None => {
-                self.invalid_nodes.remove(name);
-            }
-        }
         let slot = self.slot_for(name);
-        let epoch = self.node_epoch;
         self.nodes[slot as usize].epoch = epoch;
         if self.nodes[slot as usize].state.as_ref() != Some(&state) {
             if self.nodes[slot as usize].state.is_none() {
                 self.by_name.insert(name.into(), slot);
             }
             self.nodes[slot as usize].state = Some(state);
-            self.nodes[slot as usize].eligible = self.eligibility(slot as usize);
+            self.nodes[slot as usize].extra.eligible = self.eligibility(slot as usize);
             self.node_changed(slot);
             self.pending_stale |= !self.pending.is_empty();
         }
-        match error {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
+        read
     }
 
     /// Forgets a node (its pods stay, attributed to the name, until they go too).
     pub fn delete_node(&mut self, name: &str) {
-        self.invalid_nodes.remove(name);
-        let Some(&slot) = self.node_index.get(name) else {
+        self.invalid.forget_node(name);
+        let Some(slot) = self.nodes.slot_of(name) else {
             return;
         };
         if self.nodes[slot as usize].state.take().is_none() {
             return;
         }
         self.by_name.remove(name);
-        self.nodes[slot as usize].eligible = 0;
+        self.nodes[slot as usize].extra.eligible = 0;
         self.node_changed(slot);
         self.pending_stale |= !self.pending.is_empty();
-        self.release_if_unused(slot);
+        self.nodes.release_if_unused(slot);
     }
 
     /// Bit s set: the node in `slot` is eligible for shape s.
@@ -694,23 +648,14 @@ impl FitsIndex {
     /// A full re-list of pods starts: pods not applied again before
     /// [`FitsIndex::finish_pod_relist`] are dropped then; counts are recomputed once it ends.
     pub fn begin_pod_relist(&mut self) {
-        self.relisting_pods = true;
-        self.pod_epoch = self.pod_epoch.wrapping_add(1);
+        self.pod_relist.begin();
     }
 
     pub fn finish_pod_relist(&mut self) {
-        let epoch = self.pod_epoch;
-        let stale: Vec<Box<str>> = self
-            .pods
-            .iter()
-            .filter(|(_, e)| e.epoch != epoch)
-            .map(|(k, _)| k.clone())
-            .collect();
-        for key in stale {
+        for key in self.pod_relist.unseen(&self.pods, |p| p.epoch) {
             self.remove_pod(&key);
         }
-        self.invalid_pods.retain(|_, (_, e)| *e == epoch);
-        self.relisting_pods = false;
+        self.invalid.keep_pods_seen_in(self.pod_relist.finish());
         if !self.in_bulk() {
             self.recompute();
         }
@@ -718,40 +663,31 @@ impl FitsIndex {
 
     /// A full re-list of nodes starts; see [`FitsIndex::begin_pod_relist`].
     pub fn begin_node_relist(&mut self) {
-        self.relisting_nodes = true;
-        self.node_epoch = self.node_epoch.wrapping_add(1);
+        self.node_relist.begin();
     }
 
     pub fn finish_node_relist(&mut self) {
-        let epoch = self.node_epoch;
-        let stale: Vec<Box<str>> = self
-            .nodes
-            .iter()
-            .filter(|s| s.state.is_some() && s.epoch != epoch)
-            .map(|s| s.name.clone())
-            .collect();
-        for name in stale {
+        for name in self.nodes.unseen(self.node_relist.epoch()) {
             self.delete_node(&name);
         }
-        self.invalid_nodes.retain(|_, (_, e)| *e == epoch);
-        self.relisting_nodes = false;
+        self.invalid.keep_nodes_seen_in(self.node_relist.finish());
         if !self.in_bulk() {
             self.recompute();
         }
     }
 
     fn in_bulk(&self) -> bool {
-        self.relisting_pods || self.relisting_nodes
+        self.pod_relist.running() || self.node_relist.running()
     }
 
     /// Recomputes everything from the cached pods and nodes: every node's requested sum and pod
     /// count, its contributions and the pending deductions.
     pub fn recompute(&mut self) {
         let before = self.totals.clone();
-        for node in &mut self.nodes {
+        for node in self.nodes.iter_mut() {
             node.requested.fill(0);
             node.pods = 0;
-            node.contribution.fill(0);
+            node.extra.contribution.fill(0);
         }
         for pod in self.pods.values() {
             if let Place::Bound(slot) = pod.place {
@@ -769,7 +705,7 @@ impl FitsIndex {
         for slot in 0..self.nodes.len() {
             for s in 0..self.set.shapes.len() {
                 let c = self.contribution(slot, s);
-                self.nodes[slot].contribution[s] = c;
+                self.nodes[slot].extra.contribution[s] = c;
                 self.totals[s] += u128::from(c);
             }
         }
@@ -792,7 +728,7 @@ impl FitsIndex {
     /// The replicas of `shape` node `slot` takes now.
     fn contribution(&self, slot: usize, s: usize) -> u64 {
         let node = &self.nodes[slot];
-        if node.eligible & (1 << s) == 0 {
+        if node.extra.eligible & (1 << s) == 0 {
             return 0;
         }
         let Some(state) = node.state.as_ref() else {
@@ -828,7 +764,7 @@ impl FitsIndex {
 
     fn refresh(&mut self, slot: usize, s: usize) {
         let new = self.contribution(slot, s);
-        let old = std::mem::replace(&mut self.nodes[slot].contribution[s], new);
+        let old = std::mem::replace(&mut self.nodes[slot].extra.contribution[s], new);
         if old != new {
             self.changes += 1;
             self.totals[s] = self.totals[s] - u128::from(old) + u128::from(new);
@@ -874,7 +810,7 @@ impl FitsIndex {
             .by_name
             .values()
             .copied()
-            .filter(|&slot| self.nodes[slot as usize].eligible & bit != 0)
+            .filter(|&slot| self.nodes[slot as usize].extra.eligible & bit != 0)
             .collect();
         // Room left per node in `order`: free pod slots, then free amounts.
         let width = n + 1;
@@ -957,10 +893,7 @@ impl FitsIndex {
 
     /// Objects currently not counted because their resources could not be read.
     pub fn invalid_objects(&self) -> impl Iterator<Item = &ObjectError> {
-        self.invalid_nodes
-            .values()
-            .chain(self.invalid_pods.values())
-            .map(|(e, _)| e)
+        self.invalid.iter()
     }
 
     /// Pending pods known (deducted or not).
@@ -969,39 +902,12 @@ impl FitsIndex {
     }
 
     fn slot_for(&mut self, name: &str) -> u32 {
-        if let Some(&slot) = self.node_index.get(name) {
-            return slot;
-        }
-        let fresh = NodeSlot {
-            name: name.into(),
-            state: None,
-            eligible: 0,
-            requested: vec![0; self.set.resources.len()].into_boxed_slice(),
-            pods: 0,
-            contribution: vec![0; self.set.shapes.len()].into_boxed_slice(),
-            epoch: self.node_epoch,
-        };
-        let slot = match self.vacant.pop() {
-            Some(slot) => {
-                self.nodes[slot as usize] = fresh;
-                slot
-            }
-            None => {
-                self.nodes.push(fresh);
-                (self.nodes.len() - 1) as u32
-            }
-        };
-        self.node_index.insert(name.into(), slot);
-        slot
-    }
-
-    fn release_if_unused(&mut self, slot: u32) {
-        let s = &self.nodes[slot as usize];
-        if s.state.is_none() && s.pods == 0 {
-            self.node_index.remove(&s.name);
-            self.nodes[slot as usize].name = Box::from("");
-            self.vacant.push(slot);
-        }
+        let (resources, shapes) = (self.set.resources.len(), self.set.shapes.len());
+        self.nodes
+            .slot_for(name, resources, self.node_relist.epoch(), || ShapeCounts {
+                eligible: 0,
+                contribution: vec![0; shapes].into_boxed_slice(),
+            })
     }
 }
 
@@ -1038,19 +944,4 @@ fn block_best(room: &[i128], b: usize, width: usize, len: usize, out: &mut [i128
             out[c] = out[c].max(room[i * width + c]);
         }
     }
-}
-
-fn pod_key(pod: &SlimPod) -> String {
-    join_key(
-        pod.metadata.namespace.as_deref().unwrap_or_default(),
-        pod.metadata.name.as_deref().unwrap_or_default(),
-    )
-}
-
-fn join_key(namespace: &str, name: &str) -> String {
-    let mut key = String::with_capacity(namespace.len() + 1 + name.len());
-    key.push_str(namespace);
-    key.push('/');
-    key.push_str(name);
-    key
 }

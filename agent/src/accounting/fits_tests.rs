@@ -6,9 +6,7 @@ use super::objects::{
     ResourceList, SlimContainer, SlimNode, SlimNodeCondition, SlimNodeSpec, SlimNodeStatus, SlimPod,
     SlimPodSpec, SlimPodStatus, SlimResources, SlimTaint,
 };
-use super::pod::effective_requests;
 use super::quantity::QuantityText;
-use super::resources::ResourceSet;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use proptest::prelude::*;
 use scheduler_core::api::WorkloadShape;
@@ -103,6 +101,10 @@ struct P {
     init_cpu_m: Option<u32>,
     /// A sidecar's cpu.
     sidecar_cpu_m: Option<u32>,
+    /// Whether the sidecar is listed before the plain init container (it then runs beside it).
+    sidecar_first: bool,
+    /// The pod overhead's cpu.
+    overhead_cpu_m: Option<u32>,
     terminal: bool,
 }
 
@@ -114,6 +116,8 @@ fn p(name: &str, node: Option<&str>, cpu_m: u32, gpu: u32) -> P {
         gpu,
         init_cpu_m: None,
         sidecar_cpu_m: None,
+        sidecar_first: true,
+        overhead_cpu_m: None,
         terminal: false,
     }
 }
@@ -134,11 +138,16 @@ impl P {
             }
         };
         let mut init_containers = Vec::new();
-        if let Some(c) = self.sidecar_cpu_m {
-            init_containers.push(container("proxy", c, 0, true));
-        }
         if let Some(c) = self.init_cpu_m {
             init_containers.push(container("setup", c, 0, false));
+        }
+        if let Some(c) = self.sidecar_cpu_m {
+            let at = if self.sidecar_first {
+                0
+            } else {
+                init_containers.len()
+            };
+            init_containers.insert(at, container("proxy", c, 0, true));
         }
         SlimPod {
             metadata: ObjectMeta {
@@ -150,7 +159,9 @@ impl P {
                 node_name: self.node.clone(),
                 containers: vec![container("app", self.cpu_m, self.gpu, false)],
                 init_containers,
-                ..Default::default()
+                overhead: self
+                    .overhead_cpu_m
+                    .map_or_else(ResourceList::default, |c| list(&[("cpu", format!("{c}m"))])),
             },
             status: SlimPodStatus {
                 phase: Some(if self.terminal { "Succeeded" } else { "Running" }.into()),
@@ -613,10 +624,20 @@ impl S {
     }
 }
 
-/// (cpu millicores, gpus) a pod takes, by the shared effective-request rule.
+/// (cpu millicores, gpus) a pod takes, by Kubernetes' rule written out here on its own, so that
+/// the agent's `effective_requests` is checked, not reused: max(apps + sidecars, the init peak) +
+/// overhead, where the init peak is the largest of each init container's request plus the
+/// sidecars listed before it (a sidecar's own peak is itself, with none before it here). Only the
+/// app container asks for GPUs.
 fn taken(pod: &P) -> (i64, i64) {
-    let r = effective_requests(&pod.slim().spec, &ResourceSet::built_in()).expect("valid");
-    (r[0], r[2])
+    let sidecar = pod.sidecar_cpu_m.unwrap_or(0);
+    let sidecars_before_init = if pod.sidecar_first { sidecar } else { 0 };
+    let init_peak = pod
+        .init_cpu_m
+        .map_or(0, |init| init + sidecars_before_init)
+        .max(sidecar);
+    let cpu = (pod.cpu_m + sidecar).max(init_peak) + pod.overhead_cpu_m.unwrap_or(0);
+    (i64::from(cpu), i64::from(pod.gpu))
 }
 
 /// The reference: pending pods first-fit, then replicas placed one at a time while any node has
@@ -701,17 +722,23 @@ fn arb_pod(name: String, nodes: usize) -> impl Strategy<Value = P> {
         0u32..=2,
         prop::option::of(0u32..=12),
         prop::option::of(0u32..=4),
+        any::<bool>(),
+        prop::option::of(1u32..=2),
         prop::bool::weighted(0.1),
     )
-        .prop_map(move |(node, cpu, gpu, init, sidecar, terminal)| P {
-            name: name.clone(),
-            node: node.map(|i| format!("n{i}")),
-            cpu_m: cpu * 250,
-            gpu,
-            init_cpu_m: init.map(|c| c * 250),
-            sidecar_cpu_m: sidecar.map(|c| c * 250),
-            terminal,
-        })
+        .prop_map(
+            move |(node, cpu, gpu, init, sidecar, sidecar_first, overhead, terminal)| P {
+                name: name.clone(),
+                node: node.map(|i| format!("n{i}")),
+                cpu_m: cpu * 250,
+                gpu,
+                init_cpu_m: init.map(|c| c * 250),
+                sidecar_cpu_m: sidecar.map(|c| c * 250),
+                sidecar_first,
+                overhead_cpu_m: overhead.map(|c| c * 250),
+                terminal,
+            },
+        )
 }
 
 fn arb_shape() -> impl Strategy<Value = S> {

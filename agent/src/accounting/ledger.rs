@@ -8,46 +8,19 @@
 //! Only pods that hold resources are kept: bound to a node and not Succeeded/Failed. Each is stored
 //! as its node's slot number and its effective requests, nothing else of the object.
 
+use super::invalid::{InvalidObjects, ObjectError};
+use super::keys::{FastMap, join_key, pod_key};
 use super::objects::{SlimNode, SlimPod};
-use super::pod::{RequestError, effective_requests};
-use super::quantity::QuantityError;
+use super::pod::effective_requests;
+use super::quantity::parse_quantity;
+use super::relist::Relist;
 use super::resources::{MAX_RESOURCES, ResourceSet};
+use super::slots::{self, NodeSlots};
 use super::view::{Figures, ResourceView};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
-/// Maps keyed by pod and node names: foldhash is several times faster than the default SipHash on
-/// such keys, and seeds every map randomly, so crafted names cannot be aimed at one bucket across
-/// agents.
-type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
-
-/// An object whose resources could not be read; it is not counted while it stays that way.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum ObjectError {
-    #[error("pod {key}: {source}")]
-    Pod {
-        key: String,
-        #[source]
-        source: RequestError,
-    },
-    #[error("node {name}: allocatable {resource}: {source}")]
-    Node {
-        name: String,
-        resource: String,
-        #[source]
-        source: QuantityError,
-    },
-}
-
-#[derive(Debug)]
-struct NodeSlot {
-    name: Box<str>,
-    /// `None` while the Node object is unknown (deleted, or not seen yet) but pods still name it.
-    state: Option<NodeState>,
-    /// Sum of the effective requests of the counted pods bound to this node.
-    requested: Box<[i128]>,
-    pods: u32,
-    epoch: u32,
-}
+/// The ledger keeps nothing per node beyond what every index does.
+type NodeSlot = slots::NodeSlot<NodeState, ()>;
 
 #[derive(Debug, PartialEq, Eq)]
 struct NodeState {
@@ -87,13 +60,9 @@ pub struct NodeUsage<'a> {
 #[derive(Debug)]
 pub struct Ledger {
     resources: ResourceSet,
-    nodes: Vec<NodeSlot>,
-    vacant: Vec<u32>,
-    node_index: FastMap<Box<str>, u32>,
+    nodes: NodeSlots<NodeState, ()>,
     pods: FastMap<Box<str>, PodEntry>,
-    /// Objects that could not be read, by key, with the epoch they were last seen in.
-    invalid_pods: FastMap<Box<str>, (ObjectError, u32)>,
-    invalid_nodes: FastMap<Box<str>, (ObjectError, u32)>,
+    invalid: InvalidObjects,
     eligible_nodes: usize,
     allocatable_sum: Box<[i128]>,
     requested_sum: Box<[i128]>,
@@ -101,10 +70,8 @@ pub struct Ledger {
     free_rank: Box<[BTreeSet<(i128, u32)>]>,
     /// Per resource, `(allocatable, slot)` of every eligible node.
     allocatable_rank: Box<[BTreeSet<(i64, u32)>]>,
-    pod_epoch: u32,
-    node_epoch: u32,
-    relisting_pods: bool,
-    relisting_nodes: bool,
+    pod_relist: Relist,
+    node_relist: Relist,
     /// The figures when the current re-list began, to tell whether it changed anything.
     before_bulk: Option<ResourceView>,
 }
@@ -113,21 +80,16 @@ impl Ledger {
     pub fn new(resources: ResourceSet) -> Self {
         let n = resources.len();
         Self {
-            nodes: Vec::new(),
-            vacant: Vec::new(),
-            node_index: FastMap::default(),
+            nodes: NodeSlots::new(),
             pods: FastMap::default(),
-            invalid_pods: FastMap::default(),
-            invalid_nodes: FastMap::default(),
+            invalid: InvalidObjects::default(),
             eligible_nodes: 0,
             allocatable_sum: vec![0; n].into_boxed_slice(),
             requested_sum: vec![0; n].into_boxed_slice(),
             free_rank: (0..n).map(|_| BTreeSet::new()).collect(),
             allocatable_rank: (0..n).map(|_| BTreeSet::new()).collect(),
-            pod_epoch: 0,
-            node_epoch: 0,
-            relisting_pods: false,
-            relisting_nodes: false,
+            pod_relist: Relist::default(),
+            node_relist: Relist::default(),
             before_bulk: None,
             resources,
         }
@@ -148,27 +110,15 @@ impl Ledger {
     pub fn apply_pod(&mut self, pod: &SlimPod) -> Result<bool, ObjectError> {
         let key = pod_key(pod);
         let Some(node_name) = pod.node_name().filter(|_| !pod.is_terminal()) else {
-            self.invalid_pods.remove(key.as_str());
+            self.invalid.forget_pod(&key);
             return Ok(self.remove_pod(&key));
         };
-        let requests = match effective_requests(&pod.spec, &self.resources) {
-            Ok(requests) => requests,
-            Err(source) => {
-                // No longer counted; the caller treats an error as a change anyway.
-                self.remove_pod(&key);
-                let error = ObjectError::Pod {
-                    key: key.clone(),
-                    source,
-                };
-                self.invalid_pods
-                    .insert(key.into_boxed_str(), (error.clone(), self.pod_epoch));
-                return Err(error);
-            }
-        };
-        if !self.invalid_pods.is_empty() {
-            self.invalid_pods.remove(key.as_str());
-        }
-        let epoch = self.pod_epoch;
+        let epoch = self.pod_relist.epoch();
+        let read = effective_requests(&pod.spec, &self.resources);
+        // An unreadable pod is no longer counted; the caller treats an error as a change anyway.
+        let requests = self.invalid.read_pod(&key, read, epoch).inspect_err(|_| {
+            self.remove_pod(&key);
+        })?;
 
         let mut known = false;
         if let Some(entry) = self.pods.get_mut(key.as_str()) {
@@ -207,7 +157,7 @@ impl Ledger {
     /// Forgets a pod. Returns whether the cluster figures changed.
     pub fn delete_pod(&mut self, namespace: &str, name: &str) -> bool {
         let key = join_key(namespace, name);
-        self.invalid_pods.remove(key.as_str());
+        self.invalid.forget_pod(&key);
         self.remove_pod(&key)
     }
 
@@ -217,7 +167,7 @@ impl Ledger {
         };
         let changed = self.charge(entry.node, &widen(&entry.requests, -1)[..entry.requests.len()]);
         self.nodes[entry.node as usize].pods -= 1;
-        self.release_if_unused(entry.node);
+        self.nodes.release_if_unused(entry.node);
         changed
     }
 
@@ -225,46 +175,26 @@ impl Ledger {
     /// allocatable cannot be read counts as not eligible and is reported until fixed or deleted.
     pub fn apply_node(&mut self, node: &SlimNode) -> Result<bool, ObjectError> {
         let name = node.metadata.name.as_deref().unwrap_or_default();
-        let mut allocatable = self.resources.zeros();
-        let mut error = None;
-        for (resource, quantity) in &node.status.allocatable.0 {
-            let Some(r) = self.resources.index_of(resource) else {
-                continue;
+        let epoch = self.node_relist.epoch();
+        let resources = &self.resources;
+        let mut allocatable = resources.zeros();
+        let read = self.invalid.read_node(node, epoch, |resource, quantity| {
+            let Some(r) = resources.index_of(resource) else {
+                return Ok(());
             };
-            match super::quantity::parse_quantity(&quantity.0, self.resources.unit(r)) {
-                Ok(amount) => allocatable[r] = amount,
-                Err(source) => {
-                    error = Some(ObjectError::Node {
-                        name: name.to_owned(),
-                        resource: resource.clone(),
-                        source,
-                    });
-                    break;
-                }
-            }
-        }
-        let state = match &error {
-            None => NodeState {
+            parse_quantity(quantity, resources.unit(r)).map(|amount| allocatable[r] = amount)
+        });
+        let state = match &read {
+            Ok(()) => NodeState {
                 allocatable,
                 eligible: node.is_eligible(),
             },
-            Some(_) => NodeState {
+            Err(_) => NodeState {
                 allocatable: self.resources.zeros(),
                 eligible: false,
             },
         };
-        match &error {
-            Some(e) => {
-                self.invalid_nodes
-                    .insert(name.into(), (e.clone(), self.node_epoch));
-            }
-            None => {
-                self.invalid_nodes.remove(name);
-            }
-        }
-
         let slot = self.slot_for(name);
-        let epoch = self.node_epoch;
         self.nodes[slot as usize].epoch = epoch;
         let changed = if self.nodes[slot as usize].state.as_ref() == Some(&state) {
             false
@@ -274,21 +204,18 @@ impl Ledger {
             let is_eligible = self.enlist(slot);
             was_eligible || is_eligible
         };
-        match error {
-            Some(e) => Err(e),
-            None => Ok(changed),
-        }
+        read.map(|()| changed)
     }
 
     /// Forgets a node (its pods stay, attributed to the name, until they go too).
     pub fn delete_node(&mut self, name: &str) -> bool {
-        self.invalid_nodes.remove(name);
-        let Some(&slot) = self.node_index.get(name) else {
+        self.invalid.forget_node(name);
+        let Some(slot) = self.nodes.slot_of(name) else {
             return false;
         };
         let changed = self.delist(slot);
         self.nodes[slot as usize].state = None;
-        self.release_if_unused(slot);
+        self.nodes.release_if_unused(slot);
         changed
     }
 
@@ -298,53 +225,35 @@ impl Ledger {
     /// ordering current through a whole list.
     pub fn begin_pod_relist(&mut self) {
         self.enter_bulk();
-        self.relisting_pods = true;
-        self.pod_epoch = self.pod_epoch.wrapping_add(1);
+        self.pod_relist.begin();
     }
 
     /// Ends a pod re-list; returns whether the cluster figures changed.
     pub fn finish_pod_relist(&mut self) -> bool {
-        let epoch = self.pod_epoch;
-        let stale: Vec<Box<str>> = self
-            .pods
-            .iter()
-            .filter(|(_, e)| e.epoch != epoch)
-            .map(|(k, _)| k.clone())
-            .collect();
-        for key in stale {
+        for key in self.pod_relist.unseen(&self.pods, |p| p.epoch) {
             self.remove_pod(&key);
         }
-        self.invalid_pods.retain(|_, (_, e)| *e == epoch);
-        self.relisting_pods = false;
+        self.invalid.keep_pods_seen_in(self.pod_relist.finish());
         self.leave_bulk()
     }
 
     /// A full re-list of nodes starts; see [`Ledger::begin_pod_relist`].
     pub fn begin_node_relist(&mut self) {
         self.enter_bulk();
-        self.relisting_nodes = true;
-        self.node_epoch = self.node_epoch.wrapping_add(1);
+        self.node_relist.begin();
     }
 
     /// Ends a node re-list; returns whether the cluster figures changed.
     pub fn finish_node_relist(&mut self) -> bool {
-        let epoch = self.node_epoch;
-        let stale: Vec<Box<str>> = self
-            .nodes
-            .iter()
-            .filter(|s| s.state.is_some() && s.epoch != epoch)
-            .map(|s| s.name.clone())
-            .collect();
-        for name in stale {
+        for name in self.nodes.unseen(self.node_relist.epoch()) {
             self.delete_node(&name);
         }
-        self.invalid_nodes.retain(|_, (_, e)| *e == epoch);
-        self.relisting_nodes = false;
+        self.invalid.keep_nodes_seen_in(self.node_relist.finish());
         self.leave_bulk()
     }
 
     fn in_bulk(&self) -> bool {
-        self.relisting_nodes || self.relisting_pods
+        self.node_relist.running() || self.pod_relist.running()
     }
 
     fn enter_bulk(&mut self) {
@@ -366,7 +275,7 @@ impl Ledger {
     /// figures. O(pods × resources + nodes × resources × log nodes); run when a re-list completes.
     pub fn recompute(&mut self) {
         let n = self.resources.len();
-        for node in &mut self.nodes {
+        for node in self.nodes.iter_mut() {
             node.requested.fill(0);
         }
         for pod in self.pods.values() {
@@ -416,10 +325,7 @@ impl Ledger {
 
     /// Objects currently not counted because their resources could not be read.
     pub fn invalid_objects(&self) -> impl Iterator<Item = &ObjectError> {
-        self.invalid_nodes
-            .values()
-            .chain(self.invalid_pods.values())
-            .map(|(e, _)| e)
+        self.invalid.iter()
     }
 
     /// Pods currently holding resources.
@@ -438,7 +344,7 @@ impl Ledger {
 
     /// Allocatable minus requested of a known node (eligible or not).
     pub fn node_free(&self, name: &str) -> Option<Vec<i128>> {
-        let slot = &self.nodes[*self.node_index.get(name)? as usize];
+        let slot = &self.nodes[self.nodes.slot_of(name)? as usize];
         slot.state.as_ref()?;
         Some((0..self.resources.len()).map(|r| slot.free(r)).collect())
     }
@@ -455,37 +361,8 @@ impl Ledger {
     }
 
     fn slot_for(&mut self, name: &str) -> u32 {
-        if let Some(&slot) = self.node_index.get(name) {
-            return slot;
-        }
-        let fresh = NodeSlot {
-            name: name.into(),
-            state: None,
-            requested: vec![0; self.resources.len()].into_boxed_slice(),
-            pods: 0,
-            epoch: self.node_epoch,
-        };
-        let slot = match self.vacant.pop() {
-            Some(slot) => {
-                self.nodes[slot as usize] = fresh;
-                slot
-            }
-            None => {
-                self.nodes.push(fresh);
-                (self.nodes.len() - 1) as u32
-            }
-        };
-        self.node_index.insert(name.into(), slot);
-        slot
-    }
-
-    fn release_if_unused(&mut self, slot: u32) {
-        let s = &self.nodes[slot as usize];
-        if s.state.is_none() && s.pods == 0 {
-            self.node_index.remove(&s.name);
-            self.nodes[slot as usize].name = Box::from("");
-            self.vacant.push(slot);
-        }
+        let (resources, epoch) = (self.resources.len(), self.node_relist.epoch());
+        self.nodes.slot_for(name, resources, epoch, || ())
     }
 
     /// Adds per-resource `deltas` to a node's requested amounts. Returns whether the cluster figures
@@ -553,21 +430,6 @@ fn widen(amounts: &[i64], sign: i128) -> [i128; MAX_RESOURCES] {
         *o = sign * i128::from(*a);
     }
     out
-}
-
-fn pod_key(pod: &SlimPod) -> String {
-    join_key(
-        pod.metadata.namespace.as_deref().unwrap_or_default(),
-        pod.metadata.name.as_deref().unwrap_or_default(),
-    )
-}
-
-fn join_key(namespace: &str, name: &str) -> String {
-    let mut key = String::with_capacity(namespace.len() + 1 + name.len());
-    key.push_str(namespace);
-    key.push('/');
-    key.push_str(name);
-    key
 }
 
 #[cfg(test)]
@@ -694,7 +556,7 @@ mod tests {
         assert_eq!(cpu(&l), (3000, 3000));
         assert!(l.delete_pod("ns", "p"));
         assert!(l.delete_node("n1"));
-        assert!(l.node_index.is_empty(), "nothing left behind");
+        assert_eq!(l.nodes.slot_of("n1"), None, "nothing left behind");
     }
 
     #[test]

@@ -2,11 +2,15 @@
 //! cluster-wide totals the scores are computed from. Pure code over plain data; no I/O.
 
 pub mod fits;
+mod invalid;
+mod keys;
 pub mod ledger;
 pub mod objects;
 pub mod pod;
 pub mod quantity;
+mod relist;
 pub mod resources;
+mod slots;
 pub mod view;
 
 #[cfg(test)]
@@ -15,7 +19,8 @@ mod conformance_tests;
 mod fits_tests;
 
 pub use fits::{FitsIndex, FitsOptions, ShapeFits, ShapeSet, compile_shapes};
-pub use ledger::{Ledger, NodeUsage, ObjectError};
+pub use invalid::ObjectError;
+pub use ledger::{Ledger, NodeUsage};
 pub use objects::{SlimNode, SlimPod};
 pub use resources::ResourceSet;
 pub use view::{Figures, ResourceView};

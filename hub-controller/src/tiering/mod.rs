@@ -10,7 +10,7 @@
 //! events and requeues at the plan's time ([`reconcile`]).
 //! Nothing is written when nothing changed: the planner gives identical plans for identical input.
 //!
-//! Reservations (design §10): plans run through `scheduler_core::reservation::plan_and_assume`
+//! Reservations (design §10): plans run through `scheduler_core::tiering::plan_and_assume`
 //! against one ledger ([`reservations`]), one TieredPlacement at a time, so `fits` rules see what
 //! placements planned just before took on each cluster; [`reports`] turns AddOnPlacementScore
 //! updates into the reports that release them; a new leader rebuilds the ledger from every

@@ -3,8 +3,8 @@
 
 use super::shapes::{ShapeCatalog, deduction};
 use crate::api::tiering::{Reservation, ReservationState, TieredPlacementStatus, WorkloadFootprint};
+use crate::instant::{ceil_second, dur, of, time};
 use crate::names::is_dns_label;
-use crate::tiering::time::{ceil_second, dur, of, time};
 use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -435,7 +435,7 @@ impl View<'_> {
 mod tests {
     use super::*;
     use crate::api::tiering::ChildPlacementStatus;
-    use crate::tiering::time::SECOND;
+    use crate::instant::SECOND;
 
     const P: &str = "apps/p";
     const Q: &str = "apps/q";

@@ -28,9 +28,9 @@
 //!   the same ledger ([`Ledger::rebuild`]). It cannot know which reports arrived while no one
 //!   watched, so the rebuilt reservations wait for the next report or their TTL.
 //!
-//! [`plan_and_assume`] is the one step the controller runs per TieredPlacement, serially across
-//! all of them against one ledger (Karmada's single scheduling worker): a placement planned right
-//! after another sees the other's reservations.
+//! The planner runs each TieredPlacement through the ledger (`tiering::plan_and_assume`, one layer
+//! up), serially across all of them against one ledger (Karmada's single scheduling worker): a
+//! placement planned right after another sees the other's reservations.
 //!
 //! # Where this differs from the design (and why)
 //!
@@ -51,11 +51,7 @@ mod shapes;
 pub use ledger::{DEFAULT_SETTLE, DEFAULT_TTL, Entry, Ledger, LoadError, Timing, View};
 pub use shapes::ShapeCatalog;
 
-use crate::api::tiering::{TieredPlacement, validate};
-use crate::placement::snapshot::HubSnapshot;
-use crate::tiering::time::{ns, timestamp};
-use crate::tiering::{Plan, plan_with};
-use k8s_openapi::jiff::Timestamp;
+use crate::api::tiering::TieredPlacement;
 
 /// The ledger's name of a TieredPlacement: `namespace/name`.
 pub fn placement_key(object: &TieredPlacement) -> String {
@@ -64,50 +60,4 @@ pub fn placement_key(object: &TieredPlacement) -> String {
         object.metadata.namespace.as_deref().unwrap_or_default(),
         object.metadata.name.as_deref().unwrap_or_default()
     )
-}
-
-/// Plans `object` with the capacity the ledger leaves it, then records what the plan selects:
-/// reservations on the clusters it adds, releases on the clusters it drops, expired reservations
-/// dropped. The plan's status carries the placement's reservations and requeues at their TTL.
-/// A placement the ledger does not know yet is loaded from its status first (the errors are
-/// the entries that could not be).
-pub fn plan_and_assume(
-    ledger: &mut Ledger,
-    object: &TieredPlacement,
-    snapshot: &HubSnapshot,
-    shapes: &ShapeCatalog,
-    now: Timestamp,
-) -> (Plan, Vec<LoadError>) {
-    let key = placement_key(object);
-    let now_ns = ns(now);
-    let errors = if ledger.knows(&key) {
-        Vec::new()
-    } else {
-        ledger.load(&key, object.status.as_ref())
-    };
-    ledger.expire(now_ns);
-    let mut plan = {
-        let view = ledger.view(&key, shapes, now_ns);
-        plan_with(
-            &object.metadata,
-            &object.spec,
-            object.status.as_ref(),
-            snapshot,
-            &view,
-            now,
-        )
-    };
-    // An invalid spec is not acted on (the child is left as it was): neither is its workload.
-    // Otherwise the selection may stay as it was (no child written) while the footprint changed.
-    if validate(&object.spec).is_empty() {
-        ledger.assume(&key, object.spec.workload.as_ref(), &plan.predicted, now_ns);
-    }
-    plan.status.reservations = ledger.reservations_of(&key);
-    plan.status.workload = ledger.workload_of(&key);
-    if let Some(expiry) = ledger.next_expiry_of(&key).filter(|e| *e > now_ns) {
-        let at = timestamp(expiry);
-        plan.requeue_at = Some(plan.requeue_at.map_or(at, |r| r.min(at)));
-    }
-    plan.write_status = object.status.as_ref() != Some(&plan.status);
-    (plan, errors)
 }

@@ -13,7 +13,6 @@
 
 use super::feasibility::TierClusters;
 use super::render::{self, ActiveTier, MAX_PINNED_PER_TIER, Owner};
-use super::time::{ceil_second, dur, of, time, timestamp};
 use super::verdict::{self, Verdict};
 use super::{Plan, PlanEvent, TierReport, condition, set_condition};
 use crate::api::tiering::{
@@ -21,6 +20,7 @@ use crate::api::tiering::{
     TieredPlacementStatus, TieringMode, Timings, Transition, TransitionKind,
 };
 use crate::api::{ObjectMeta, Placement, PlacementSpec};
+use crate::instant::{ceil_second, dur, of, time, timestamp};
 use crate::placement::snapshot::{ClusterId, HubSnapshot};
 use crate::placement::{candidates, schedule};
 use crate::reservation::View;

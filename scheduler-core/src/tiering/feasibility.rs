@@ -126,7 +126,7 @@ pub fn evaluate(
                             }
                             Some((_, at)) => format!(
                                 "taint {key} no longer tolerated since {}",
-                                super::time::timestamp(at)
+                                crate::instant::timestamp(at)
                             ),
                             None => format!("taint {key} not tolerated"),
                         };
@@ -151,7 +151,7 @@ pub fn evaluate(
         };
         let mut placement = tier_placement(spec, namespace, child, 0);
         placement.spec.predicates.clear();
-        let now = super::time::timestamp(now_ns);
+        let now = crate::instant::timestamp(now_ns);
         if let Ok(result) = schedule(snapshot, &placement, &all, now)
             && result.ranking.len() == result.feasible.len()
         {

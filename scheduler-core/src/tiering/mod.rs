@@ -18,7 +18,7 @@
 //!   means "leave the child as it is" (invalid spec, or pins too large). A child edited by hand
 //!   keeps our hash annotation only if the editor kept it: the controller should also compare
 //!   the fields it manages (from `managedFields`) and re-apply with an event when they differ.
-//! * **Reservations**: plan through [`crate::reservation::plan_and_assume`], one TieredPlacement
+//! * **Reservations**: plan through [`plan_and_assume`], one TieredPlacement
 //!   at a time against one ledger, so `fits` rules see what placements planned just before took.
 //! * **Status**: write [`Plan::status`] through the status subresource when
 //!   [`Plan::write_status`] is true. It holds every instant the planner needs (rounded up to
@@ -50,7 +50,7 @@
 pub mod choose;
 pub mod feasibility;
 pub mod render;
-pub(crate) mod time;
+mod time;
 pub mod verdict;
 
 pub use time::format_duration;
@@ -60,11 +60,11 @@ use crate::api::tiering::{
     TransitionKind, validate,
 };
 use crate::api::{Condition, ObjectMeta, Placement, Time};
+use crate::instant::{self, ceil_second, ns, timestamp};
 use crate::placement::schedule::existing_decisions;
 use crate::placement::snapshot::HubSnapshot;
-use crate::reservation::View;
+use crate::reservation::{Ledger, LoadError, ShapeCatalog, View, placement_key};
 use k8s_openapi::jiff::Timestamp;
-use time::{ceil_second, ns};
 
 /// An event for the TieredPlacement.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -135,7 +135,7 @@ pub(crate) fn set_condition(
         .iter()
         .find(|c| c.type_ == type_ && c.status == status)
         .map(|c| c.last_transition_time.clone())
-        .unwrap_or_else(|| time::time(ceil_second(now)));
+        .unwrap_or_else(|| instant::time(ceil_second(now)));
     conditions.retain(|c| c.type_ != type_);
     conditions.push(Condition {
         type_: type_.to_string(),
@@ -216,6 +216,53 @@ pub fn plan_with(
         reserved,
         now: now_ns,
     })
+}
+
+/// Plans `object` with the capacity the ledger leaves it ([`crate::reservation`]), then records
+/// what the plan selects:
+/// reservations on the clusters it adds, releases on the clusters it drops, expired reservations
+/// dropped. The plan's status carries the placement's reservations and requeues at their TTL.
+/// A placement the ledger does not know yet is loaded from its status first (the errors are
+/// the entries that could not be).
+pub fn plan_and_assume(
+    ledger: &mut Ledger,
+    object: &TieredPlacement,
+    snapshot: &HubSnapshot,
+    shapes: &ShapeCatalog,
+    now: Timestamp,
+) -> (Plan, Vec<LoadError>) {
+    let key = placement_key(object);
+    let now_ns = ns(now);
+    let errors = if ledger.knows(&key) {
+        Vec::new()
+    } else {
+        ledger.load(&key, object.status.as_ref())
+    };
+    ledger.expire(now_ns);
+    let mut plan = {
+        let view = ledger.view(&key, shapes, now_ns);
+        plan_with(
+            &object.metadata,
+            &object.spec,
+            object.status.as_ref(),
+            snapshot,
+            &view,
+            now,
+        )
+    };
+    // An invalid spec is not acted on (the child is left as it was): neither is its workload.
+    // Otherwise the selection may stay as it was (no child written) while the footprint changed.
+    if validate(&object.spec).is_empty() {
+        ledger.assume(&key, object.spec.workload.as_ref(), &plan.predicted, now_ns);
+    }
+    plan.status.reservations = ledger.reservations_of(&key);
+    plan.status.workload = ledger.workload_of(&key);
+    if let Some(expiry) = ledger.next_expiry_of(&key).filter(|e| *e > now_ns) {
+        let at = timestamp(expiry);
+        plan.requeue_at = Some(plan.requeue_at.map_or(at, |r| r.min(at)));
+    }
+    plan.write_status = object.status.as_ref() != Some(&plan.status);
+    (plan, errors)
 }
 
 /// `Ready=False, reason=InvalidSpec`; the child and everything else stay as they were.

@@ -11,9 +11,9 @@
 //! `status.capacity`, so a restarted controller continues exactly (the design kept debounce
 //! timers in memory only; keeping them in status is what makes restart equivalence hold).
 
-use super::time::{ceil_second, dur, of, time};
 use crate::api::tiering::{CapacityRule, CapacityState, PendingVerdict, StaleSince, Timings, WhenStale};
 use crate::api::{AddOnPlacementScore, TieredPlacementSpec};
+use crate::instant::{ceil_second, dur, of, time, timestamp};
 use crate::placement::snapshot::{ClusterId, HubSnapshot};
 use crate::reservation::View;
 
@@ -324,7 +324,7 @@ pub fn evaluate(
             v.why = texts.join("; ");
             if let Some(until) = v.debouncing_until {
                 v.why
-                    .push_str(&format!(" (debouncing until {})", super::time::timestamp(until)));
+                    .push_str(&format!(" (debouncing until {})", timestamp(until)));
             }
         }
         if v.qualified {

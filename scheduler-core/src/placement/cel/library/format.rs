@@ -3,22 +3,12 @@
 //! what is wrong (the texts here are ours; only whether a string is valid follows Kubernetes).
 
 use super::super::types::{Opaque as OpaqueType, Type};
+use super::super::value::format::NamedFormat;
+use super::super::value::time::Timestamp;
+use super::super::value::url::Url;
 use super::super::value::{EvalResult, Object, Value};
 use super::optional::some;
-use super::time::Timestamp;
-use super::url::Url;
 use super::{Library, args::mismatch, opaque};
-
-pub struct NamedFormat {
-    pub name: &'static str,
-    validate: fn(&str) -> Vec<String>,
-}
-
-impl std::fmt::Debug for NamedFormat {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name)
-    }
-}
 
 /// The formats, by the name `format.named` and `format.<name>()` take.
 static FORMATS: [NamedFormat; 13] = [

@@ -3,9 +3,9 @@
 
 use super::super::syntax::BinaryOp;
 use super::super::types::Type;
+use super::super::value::time::Duration;
 use super::super::value::{EvalResult, Value, compare, equals};
 use super::standard::binary;
-use super::time::Duration;
 use super::{A, Library, args::mismatch};
 use std::cmp::Ordering;
 

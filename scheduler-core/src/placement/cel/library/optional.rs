@@ -50,7 +50,7 @@ fn is_zero(v: &Value) -> bool {
         Value::List(l) => l.is_empty(),
         Value::Map(m) => m.is_empty(),
         Value::Duration(d) => d.nanos() == 0,
-        Value::Timestamp(t) => *t == super::time::Timestamp::GO_ZERO,
+        Value::Timestamp(t) => *t == super::super::value::time::Timestamp::GO_ZERO,
         Value::Optional(o) => o.is_none(),
         Value::Type(_) | Value::Object(_) => false,
     }

@@ -4,8 +4,9 @@
 //! errors when the format string and its arguments are literals.
 
 use super::super::types::Type;
+use super::super::value::digits::{place_point, shortest_digits};
 use super::super::value::{EvalResult, Key, Value, no_overload};
-use super::standard::{format_double, place_point, shortest_digits};
+use super::standard::format_double;
 use super::{Library, args::mismatch};
 use std::fmt::Write;
 use std::sync::Arc;

@@ -1,15 +1,26 @@
 //! CEL runtime values, cel-go's heterogeneous equality and its ordering rules.
+//!
+//! The submodules hold what timestamps, durations and the Kubernetes libraries' opaque values are
+//! (parsing, order, printing); the function table one layer up gives them their CEL functions.
 
-use super::library::format::NamedFormat;
-use super::library::net::{Cidr, Ip};
-use super::library::quantity::Quantity;
-use super::library::semver::Semver;
-use super::library::time::{Duration, Timestamp};
-use super::library::url::Url;
+pub mod digits;
+pub mod format;
+pub mod net;
+pub mod quantity;
+pub mod semver;
+pub mod time;
+pub mod url;
+
 use super::types::Opaque;
+use format::NamedFormat;
+use net::{Cidr, Ip};
+use quantity::Quantity;
+use semver::Semver;
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use time::{Duration, Timestamp};
+use url::Url;
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Key {
