@@ -99,7 +99,8 @@ pub struct ScoringArgs {
 
     /// WorkloadShapes to publish `fits.<shape>` scores for, from this YAML file (a list of
     /// WorkloadShape objects, a `kind: List`, or one per document) instead of the hub's. Needs the
-    /// cluster source. Without it, `run` watches the hub's WorkloadShapes and `once` publishes none.
+    /// cluster source. Without it, with the cluster source, `run` watches the hub's WorkloadShapes and
+    /// `once` lists them once when it has the hub kubeconfig and cluster name (without those: none).
     #[arg(long = flag::long(flag::SHAPES), env = "OCM_SCORE_SHAPES", value_name = "FILE")]
     pub shapes: Option<PathBuf>,
 

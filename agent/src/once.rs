@@ -6,7 +6,7 @@ use crate::accounting::{ResourceView, ShapeFits, compile_shapes};
 use crate::config::{OnceConfig, ScoringConfig};
 use crate::hub::HubConnection;
 use crate::publish::{PublishError, Publisher, WritePolicy, status_with_scores, valid_until};
-use crate::scores::{self, Scope, ScoreValue};
+use crate::scores::{self, Normalization, Scope, ScoreDef, ScoreValue};
 use crate::shapes::{self, ShapeSource, ShapesCondition, ShapesStatus};
 use crate::sources::cluster::{self, Accounts};
 use crate::sources::host::{HostSource, MIN_SAMPLE_INTERVAL};
@@ -170,28 +170,72 @@ fn explain_fits(fits: &[ShapeFits], condition: Option<&ShapesCondition>) -> Stri
     out
 }
 
-/// YAML comments stating the raw figure behind each score and its normalization.
+/// YAML comments stating the raw figure behind each score, the bounds it is normalized against, and
+/// how to change them: a small machine scores low against the default bounds (100 cores, 1024 GiB),
+/// and the output says so rather than leaving `-96` unexplained.
 fn explain(scoring: &ScoringConfig, scores: &[ScoreValue], detail: &str) -> String {
     let mut out = format!("# {detail}\n");
     let width = scores.iter().map(|s| s.name.len()).max().unwrap_or(0);
+    let mut example = None;
     for (def, score) in scoring.scores.iter().zip(scores) {
+        let unit = def.unit(&scoring.resources);
         let raw = match (score.free, score.capacity) {
-            (Some(free), Some(capacity)) => format!(
-                "{} of {} {} free {}; {}",
-                round(free),
-                round(capacity),
-                def.unit(&scoring.resources),
-                match def.scope {
-                    Scope::Cluster => "in the cluster",
-                    Scope::Node => "on the best node",
-                },
-                def.normalization
-            ),
+            (Some(free), Some(capacity)) => {
+                if example.is_none() {
+                    example = rescale_example(def, unit, capacity);
+                }
+                format!(
+                    "{} of {} {unit} free {}; {}",
+                    round(free),
+                    round(capacity),
+                    match def.scope {
+                        Scope::Cluster => "in the cluster",
+                        Scope::Node => "on the best node",
+                    },
+                    bounds(def.normalization, unit)
+                )
+            }
             _ => "not measured by the enabled sources".to_owned(),
         };
         let _ = writeln!(out, "# {:<width$} {:>4}  {raw}", score.name, score.value);
     }
+    out.push_str(
+        "# Each score maps the free amount linearly from MIN..MAX onto -100..100, clamped; nothing free\n\
+         # scores -100. Other bounds: --normalize SCORE=absolute:MIN:MAX or SCORE=percent:MIN:MAX\n\
+         # (percent of capacity), comma separated.\n",
+    );
+    if let Some(example) = example {
+        let _ = writeln!(out, "# For example, {example}");
+    }
     out
+}
+
+/// `absolute:0:100 (0 cores → -100, 100 cores → 100)`: the normalization and what its bounds mean.
+fn bounds(normalization: Normalization, unit: &str) -> String {
+    match normalization {
+        Normalization::Absolute { min, max } => {
+            format!("{normalization} ({min} {unit} → -100, {max} {unit} → 100)")
+        }
+        Normalization::Percent { min, max } => {
+            format!("{normalization} ({min}% free → -100, {max}% free → 100)")
+        }
+    }
+}
+
+/// A `--normalize` that scores against the capacity seen here, when that is within the bounds:
+/// `--normalize cpuNodeAvailable=absolute:0:2 puts 100 at 2 cores (...) instead of 100 cores.`
+fn rescale_example(def: &ScoreDef, unit: &str, capacity: f64) -> Option<String> {
+    let Normalization::Absolute { min, max } = def.normalization else {
+        return None;
+    };
+    let top = capacity.ceil();
+    (top > min && top < max).then(|| {
+        format!(
+            "--normalize {}=absolute:{min}:{top} puts 100 at {top} {unit} (the capacity seen here) \
+             instead of {max} {unit}.",
+            def.name
+        )
+    })
 }
 
 fn round(value: f64) -> String {
@@ -203,6 +247,59 @@ fn round(value: f64) -> String {
 mod tests {
     use super::*;
     use crate::publish::status_with_scores;
+
+    fn once_config(args: &[&str]) -> OnceConfig {
+        use clap::Parser;
+        let mut argv = vec!["ocm-score-agent", "once", "--source", "host"];
+        argv.extend_from_slice(args);
+        match crate::cli::Cli::try_parse_from(argv).expect("parses").command {
+            crate::cli::Command::Once(args) => OnceConfig::from_args(args).expect("valid"),
+            crate::cli::Command::Run(_) => unreachable!("once was given"),
+        }
+    }
+
+    fn measured(name: &str, value: i32, free: f64, capacity: f64) -> ScoreValue {
+        ScoreValue {
+            name: name.into(),
+            value,
+            free: Some(free),
+            capacity: Some(capacity),
+        }
+    }
+
+    /// A 2-core host 92 % idle scores -96 against the default 100 cores: the output names the bounds,
+    /// what they mean, the flag that changes them, and bounds that fit this host.
+    #[test]
+    fn the_explanation_names_the_bounds_and_how_to_change_them() {
+        let cfg = once_config(&[]);
+        let scores = [measured("cpuNodeAvailable", -96, 1.84, 2.0)];
+        let text = explain(&cfg.scoring, &scores, "host: 2 CPUs 8% busy");
+        assert!(
+            text.contains(
+                "# cpuNodeAvailable  -96  1.84 of 2 cores free on the best node; \
+                 absolute:0:100 (0 cores → -100, 100 cores → 100)\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("--normalize SCORE=absolute:MIN:MAX or SCORE=percent:MIN:MAX"),
+            "{text}"
+        );
+        assert!(
+            text.contains("--normalize cpuNodeAvailable=absolute:0:2 puts 100 at 2 cores"),
+            "{text}"
+        );
+        assert!(text.lines().all(|l| l.starts_with("# ")), "only comments: {text}");
+
+        // Renormalized: the line shows the bounds in force, and no example is needed.
+        let cfg = once_config(&["--normalize", "cpuNodeAvailable=percent:10:90"]);
+        let text = explain(&cfg.scoring, &scores, "host");
+        assert!(
+            text.contains("percent:10:90 (10% free → -100, 90% free → 100)"),
+            "{text}"
+        );
+        assert!(!text.contains("For example"), "{text}");
+    }
 
     #[test]
     fn printed_timestamps_are_quoted_like_kubectl_and_read_back_as_strings() {

@@ -1,6 +1,7 @@
 //! The `ocm-score-agent` binary as a process, with no cluster at all: `once --source host` prints an
-//! AddOnPlacementScore that the upstream CRD accepts; bad configuration exits 2 naming the flag; `run`
-//! keeps going while the hub is unreachable and stops within the 30 s grace period Kubernetes gives a pod after SIGTERM.
+//! AddOnPlacementScore that the upstream CRD accepts, after comments explaining its normalization;
+//! bad configuration exits 2 naming the flag; `run` keeps going while the hub is unreachable and stops
+//! within the 30 s grace period Kubernetes gives a pod after SIGTERM.
 
 use scheduler_core::api::AddOnPlacementScore;
 use serde_json::Value;
@@ -34,6 +35,24 @@ fn once_source_host_prints_an_object_the_upstream_crd_accepts() {
         String::from_utf8_lossy(&out.stderr)
     );
     let yaml = String::from_utf8(out.stdout).expect("utf-8");
+
+    // Comment lines before the object say what each score is normalized against and how to change
+    // it: a small machine scores near -100 against the default bounds, and should not wonder why.
+    let comments: Vec<&str> = yaml.lines().take_while(|l| l.starts_with('#')).collect();
+    let cpu = comments
+        .iter()
+        .find(|l| l.starts_with("# cpuNodeAvailable "))
+        .unwrap_or_else(|| panic!("no cpuNodeAvailable line:\n{yaml}"));
+    assert!(
+        cpu.ends_with("absolute:0:100 (0 cores → -100, 100 cores → 100)"),
+        "{cpu}"
+    );
+    assert!(
+        comments
+            .iter()
+            .any(|l| l.contains("--normalize SCORE=absolute:MIN:MAX")),
+        "{yaml}"
+    );
 
     let object: Value = serde_norway::from_str(&yaml).expect("stdout is YAML");
     let validator = jsonschema::validator_for(&aps_schema()).expect("schema compiles");
