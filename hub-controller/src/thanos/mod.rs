@@ -33,7 +33,8 @@
 //! clusterMapping: identity       # or label:<ManagedCluster label key>, claim:<cluster claim name>
 //! placementScoreName: thanos-score
 //! interval: 60s
-//! validity: 180s                 # default 3 × interval
+//! validity: 120s                 # default: renewBefore + (renewEvery − ½) × interval, where
+//!                                # renewBefore = interval + query timeout: 90s + 30s here
 //! scores:
 //!   - name: cpuAvailable
 //!     query: sum by (cluster) (kube_node_status_allocatable{resource="cpu"}) - sum by (cluster) (kube_pod_container_resource_requests{resource="cpu"})
