@@ -329,7 +329,7 @@ fn a_placement_ocm_leaves_alone_is_reported_as_skipped() {
     );
 }
 
-/// The example snapshot README points newcomers at: an expired score counts 0 (so `edge` still
+/// The example snapshot docs/simulate.md points newcomers at: an expired score counts 0 (so `edge` still
 /// beats `west`'s -20), and a NoSelect taint keeps `lab` out despite its perfect scores.
 #[test]
 fn the_readme_example_snapshot_picks_east_and_edge() {

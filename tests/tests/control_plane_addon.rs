@@ -313,7 +313,7 @@ async fn installed_from_manifests_the_addon_registers_deploys_publishes_and_plac
     )
     .await;
 
-    // simulate, on a snapshot taken the way the README says, predicts every decision OCM made.
+    // simulate, on a snapshot taken the way docs/simulate.md says, predicts every decision OCM made.
     let snapshot = hub_snapshot(&hub_kc).expect("snapshot");
     let snapshot_file = dir.path().join("snapshot.yaml");
     std::fs::write(&snapshot_file, &snapshot).expect("snapshot");

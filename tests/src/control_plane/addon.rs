@@ -371,7 +371,7 @@ fn container_env(
     Ok(env)
 }
 
-/// The hub snapshot `simulate -f` reads, taken with `kubectl get ... -A -o yaml` as the README says.
+/// The hub snapshot `simulate -f` reads, taken with `kubectl get ... -A -o yaml` as docs/simulate.md says.
 pub fn hub_snapshot(hub_kubeconfig: &Path) -> Result<String, Error> {
     kubectl(
         hub_kubeconfig,

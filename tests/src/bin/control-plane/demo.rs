@@ -102,7 +102,7 @@ pub async fn run(dir: Option<PathBuf>, progress: &dyn Fn(&str)) -> anyhow::Resul
     let after = decided(&hub, "ocm-score-examples", "most-free-memory").await;
     println!("\nOCM's placement controller: most-free-memory -> {after:?} (was {before:?})");
 
-    // simulate on a snapshot taken the way the README says: the same choice, and why.
+    // simulate on a snapshot taken the way docs/simulate.md says: the same choice, and why.
     let snapshot = hub_snapshot(&hub_kc)?;
     let snapshot_file = dir.join("snapshot.yaml");
     std::fs::write(&snapshot_file, snapshot)
