@@ -15,9 +15,9 @@ use crate::scores::ScoreValue;
 use crate::sources::cluster::FitsHandle;
 use futures::{StreamExt, TryStreamExt};
 use kube::api::Api;
-use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher::{self, Event};
+use ocm_score_shell::watch::WatchRetryExt;
 use scheduler_core::api::WorkloadShape;
 use scheduler_core::api::workload_shape::{ShapeError, TOO_MANY_SHAPES_REASON, fits_score_name};
 use serde::Deserialize;
@@ -307,8 +307,7 @@ pub async fn watch_hub(
         let (store, writer) = reflector::store::<WorkloadShape>();
         let events = reflector::reflector(
             writer,
-            watcher::watcher(Api::<WorkloadShape>::all(client), watcher::Config::default())
-                .backoff(ocm_score_shell::watch::WatchBackoff::default()),
+            watcher::watcher(Api::<WorkloadShape>::all(client), watcher::Config::default()).watch_backoff(),
         )
         .boxed();
         run_watch(events, &store, &status, &fits, &changed, || {
