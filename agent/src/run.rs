@@ -206,6 +206,10 @@ pub async fn run(cfg: RunConfig, shutdown: CancellationToken) -> Result<(), RunE
             shapes_status.clone(),
             cluster.fits_handle(),
             changed.clone(),
+            shapes::HubWatch {
+                recheck: cfg.shapes_recheck,
+                timeout: cfg.scoring.hub_timeout,
+            },
         )))),
         _ => None,
     };
