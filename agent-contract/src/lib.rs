@@ -50,6 +50,8 @@ pub mod flag {
     pub const SHAPES: &str = "--shapes";
     /// Whether pending pods are deducted before counting `fits.<shape>`.
     pub const DEDUCT_PENDING: &str = "--deduct-pending";
+    /// How often `run` checks whether a hub without the WorkloadShape CRD has it now.
+    pub const SHAPES_RECHECK_INTERVAL: &str = "--shapes-recheck-interval";
     /// The process shell's probe address flag (`ocm_score_shell::args::ProbeArgs`), which the agent
     /// takes like every mode; `--metrics-addr` is its deprecated spelling.
     pub const METRICS_BIND_ADDRESS: &str = "--metrics-bind-address";
@@ -93,6 +95,10 @@ pub const MAX_VALIDITY: Duration = Duration::from_secs(24 * 3600);
 pub const ONCE_VALIDITY: Duration = Duration::from_secs(180);
 /// Pending, unbound pods are deducted first-fit before `fits.<shape>` is counted.
 pub const DEFAULT_DEDUCT_PENDING: bool = true;
+/// A hub without the WorkloadShape CRD is asked again about this often (spread ±1/3: 2 to 4
+/// minutes), one discovery request each time, instead of watching a resource that is not there.
+pub const DEFAULT_SHAPES_RECHECK_INTERVAL: Duration = Duration::from_secs(180);
+pub const MIN_SHAPES_RECHECK_INTERVAL: Duration = Duration::from_secs(1);
 /// The log formats `--log-format` takes.
 pub const LOG_FORMATS: [&str; 2] = ["text", "json"];
 

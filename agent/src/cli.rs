@@ -179,6 +179,12 @@ pub struct RunArgs {
     /// How often the Lease is renewed.
     #[arg(long = flag::long(flag::LEASE_INTERVAL), env = "OCM_SCORE_LEASE_INTERVAL", default_value = "60s", value_parser = parse_duration)]
     pub lease_interval: DurationArg,
+
+    /// When the hub lacks the WorkloadShape CRD (no fits scores), check again about this often
+    /// (spread ±1/3), with one discovery request, and watch WorkloadShapes once it is there.
+    #[arg(long = flag::long(flag::SHAPES_RECHECK_INTERVAL), env = "OCM_SCORE_SHAPES_RECHECK_INTERVAL",
+          default_value_t = DurationArg(contract::DEFAULT_SHAPES_RECHECK_INTERVAL), value_parser = parse_duration)]
+    pub shapes_recheck_interval: DurationArg,
 }
 
 #[derive(Args, Debug, Clone)]

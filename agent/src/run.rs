@@ -149,6 +149,7 @@ pub async fn run(cfg: RunConfig, shutdown: CancellationToken) -> Result<(), RunE
         heartbeat: heartbeat.clone(),
         max_silence: cfg.refresh_interval * 3 + cfg.scoring.hub_timeout * 2 + cfg.scoring.api_timeout * 2,
         ready: AtomicBool::new(false),
+        not_ready_because: std::sync::Mutex::new(None),
     });
 
     let listener = tokio::net::TcpListener::bind(cfg.metrics_bind_address)
@@ -206,6 +207,10 @@ pub async fn run(cfg: RunConfig, shutdown: CancellationToken) -> Result<(), RunE
             shapes_status.clone(),
             cluster.fits_handle(),
             changed.clone(),
+            shapes::HubWatch {
+                recheck: cfg.shapes_recheck,
+                timeout: cfg.scoring.hub_timeout,
+            },
         )))),
         _ => None,
     };
@@ -454,11 +459,21 @@ impl<S: ReadSources> Agent<S> {
     fn hub_failed(&mut self, error: &crate::publish::PublishError) -> Instant {
         self.metrics.write(WriteResult::Failed);
         self.failed_writes = self.failed_writes.saturating_add(1);
+        if self.failed_writes >= UNREADY_AFTER_FAILED_WRITES {
+            self.probes.set_not_ready(format!(
+                "the last {} writes to the hub failed, the last with: {error}",
+                self.failed_writes
+            ));
+        }
         let delay = retry_delay(self.failed_writes, self.cfg.refresh_interval, self.spread);
         tracing::warn!(%error, retry_in_ms = delay.as_millis() as u64, "hub write failed");
         Instant::now() + delay
     }
 }
+
+/// Hub writes that fail in a row before the agent reports itself not ready (about 14 s of retries
+/// at the shortest backoff): one failed write is a blip, three are a hub the agent cannot reach.
+const UNREADY_AFTER_FAILED_WRITES: u32 = 3;
 
 /// How long after the `failures`-th hub write failure in a row to try again: doubling from 2 s up to
 /// [`MAX_RETRY_DELAY`], spread ±20 % so that a fleet's agents do not retry in step, and never later

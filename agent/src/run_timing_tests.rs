@@ -209,6 +209,7 @@ async fn five_minutes(flags: &[&str], steps: Vec<Step>) -> Vec<Event> {
         heartbeat: heartbeat.clone(),
         max_silence: cfg.refresh_interval * 3,
         ready: AtomicBool::new(false),
+        not_ready_because: std::sync::Mutex::new(None),
     });
     let publisher = publisher(&cfg, HubConnection::pinned(hub.client()));
     let mut agent = Agent {

@@ -16,12 +16,25 @@ pub struct Probes {
     /// Longest the main loop may stay silent and still count as alive.
     pub max_silence: Duration,
     pub ready: AtomicBool,
+    /// Why the agent is not ready, once it was: said by `/readyz`.
+    pub not_ready_because: std::sync::Mutex<Option<String>>,
 }
 
 impl Probes {
     pub fn set_ready(&self) {
         if !self.ready.swap(true, Ordering::Relaxed) {
             tracing::info!("ready");
+        }
+    }
+
+    /// Not ready, for `why`: a kubelet takes the pod out of its Services' endpoints and the
+    /// Deployment's availability, so an agent that cannot reach its hub shows as unavailable.
+    pub fn set_not_ready(&self, why: String) {
+        if self.ready.swap(false, Ordering::Relaxed) {
+            tracing::warn!(reason = %why, "not ready");
+        }
+        if let Ok(mut slot) = self.not_ready_because.lock() {
+            *slot = Some(why);
         }
     }
 
@@ -41,10 +54,10 @@ impl ocm_score_shell::probes::Probes for Probes {
 
     fn ready(&self) -> Result<(), String> {
         if self.is_ready() {
-            Ok(())
-        } else {
-            Err("sources not synced or no hub write yet".into())
+            return Ok(());
         }
+        let why = self.not_ready_because.lock().ok().and_then(|w| w.clone());
+        Err(why.unwrap_or_else(|| "sources not synced or no hub write yet".into()))
     }
 }
 
@@ -91,6 +104,7 @@ mod tests {
             heartbeat: Arc::new(Heartbeat::default()),
             max_silence: Duration::from_secs(60),
             ready: AtomicBool::new(false),
+            not_ready_because: std::sync::Mutex::new(None),
         });
         let server = tokio::spawn(serve(listener, probes.clone()));
 

@@ -7,6 +7,11 @@
 //!
 //! A shape that cannot be scored never stops the agent: it is left out, named with the field in a
 //! warning log line, and reported by the condition [`CONDITION_TYPE`] on the score object.
+//!
+//! A hub without the WorkloadShape CRD (an older install) answers the watch's list with 404. The
+//! agent then says so once (a warning and the condition), stops watching, and asks discovery again
+//! every `--shapes-recheck-interval`: a fleet retrying a missing resource would send the hub a list
+//! per agent every few seconds, all of them 404s.
 
 use crate::accounting::fits::ShapeProblem;
 use crate::accounting::{ShapeFits, ShapeSet, compile_shapes};
@@ -14,10 +19,12 @@ use crate::hub::HubConnection;
 use crate::scores::ScoreValue;
 use crate::sources::cluster::FitsHandle;
 use futures::{StreamExt, TryStreamExt};
+use kube::Resource;
 use kube::api::Api;
-use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher::{self, Event};
+use ocm_score_shell::jitter::spread;
+use ocm_score_shell::watch::WatchRetryExt;
 use scheduler_core::api::WorkloadShape;
 use scheduler_core::api::workload_shape::{ShapeError, TOO_MANY_SHAPES_REASON, fits_score_name};
 use serde::Deserialize;
@@ -32,6 +39,11 @@ pub const CONDITION_TYPE: &str = "WorkloadShapesScored";
 pub const REASON_SCORED: &str = "WorkloadShapesScored";
 pub const REASON_INVALID: &str = "InvalidWorkloadShape";
 pub const REASON_UNREADABLE: &str = "WorkloadShapesUnreadable";
+pub const REASON_NOT_INSTALLED: &str = "WorkloadShapesNotInstalled";
+
+/// How far each re-check for a missing WorkloadShape CRD is spread around the interval (the
+/// default 3 minutes: 2 to 4), so a fleet started together does not ask in step.
+const RECHECK_SPREAD: f64 = 1.0 / 3.0;
 
 /// The longest condition message (the CRD allows 32768 characters; a few hundred problems must not
 /// come near it).
@@ -195,6 +207,25 @@ pub fn unreadable(error: &str) -> ShapesCondition {
     }
 }
 
+/// The condition while the hub has no WorkloadShape CRD.
+pub fn not_installed(recheck: Duration) -> ShapesCondition {
+    ShapesCondition {
+        status: "False",
+        reason: REASON_NOT_INSTALLED,
+        message: format!(
+            "the WorkloadShape CRD ({}) is not installed on the hub, so no fits scores are published; \
+             checking again about every {}",
+            crd_name(),
+            scheduler_core::duration::format(recheck)
+        ),
+    }
+}
+
+/// `workloadshapes.tiering.ocm-score.io`.
+fn crd_name() -> String {
+    format!("{}.{}", WorkloadShape::plural(&()), WorkloadShape::group(&()))
+}
+
 fn capped(mut message: String) -> String {
     if message.len() > MAX_MESSAGE {
         let mut end = MAX_MESSAGE;
@@ -272,7 +303,7 @@ impl ShapesStatus {
             || state
                 .condition
                 .as_ref()
-                .is_some_and(|c| c.reason == REASON_UNREADABLE)
+                .is_some_and(|c| c.reason == REASON_UNREADABLE || c.reason == REASON_NOT_INSTALLED)
         {
             state.condition = Some(unreadable(error));
             state.settled = true;
@@ -280,16 +311,43 @@ impl ShapesStatus {
             self.settled.notify_waiters();
         }
     }
+
+    /// The hub has no WorkloadShape CRD: no shapes, and the condition says why. `true` the first
+    /// time (since the CRD was last seen), so that is said once.
+    pub fn not_installed(&self, recheck: Duration) -> bool {
+        let mut state = lock(&self.state);
+        let newly = state
+            .condition
+            .as_ref()
+            .is_none_or(|c| c.reason != REASON_NOT_INSTALLED);
+        state.condition = Some(not_installed(recheck));
+        state.settled = true;
+        state.logged.clear();
+        drop(state);
+        self.settled.notify_waiters();
+        newly
+    }
+}
+
+/// How the hub's WorkloadShapes are watched and re-checked.
+#[derive(Clone, Copy, Debug)]
+pub struct HubWatch {
+    /// How often a hub without the CRD is asked again (spread by [`RECHECK_SPREAD`]).
+    pub recheck: Duration,
+    /// Timeout of one such check.
+    pub timeout: Duration,
 }
 
 /// Watches the hub's WorkloadShapes until aborted, applying every change. A watch error names the
 /// problem in the condition until the first list succeeds; when the hub credentials rotate the
-/// watch is restarted with the new ones.
+/// watch is restarted with the new ones. While the hub has no WorkloadShape CRD there are no shapes
+/// and no watch: discovery is asked every `recheck` whether the CRD has come.
 pub async fn watch_hub(
     kubeconfig: PathBuf,
     status: Arc<ShapesStatus>,
     fits: FitsHandle,
     changed: Arc<Notify>,
+    settings: HubWatch,
 ) {
     let mut hub = HubConnection::new(kubeconfig);
     loop {
@@ -307,16 +365,92 @@ pub async fn watch_hub(
         let (store, writer) = reflector::store::<WorkloadShape>();
         let events = reflector::reflector(
             writer,
-            watcher::watcher(Api::<WorkloadShape>::all(client), watcher::Config::default())
-                .backoff(ocm_score_shell::watch::WatchBackoff::default()),
+            watcher::watcher(Api::<WorkloadShape>::all(client), watcher::Config::default()).watch_backoff(),
         )
         .boxed();
-        run_watch(events, &store, &status, &fits, &changed, || {
+        let end = run_watch(events, &store, &status, &fits, &changed, || {
             crate::hub::fingerprint(hub.kubeconfig()).ok() != fingerprint
         })
         .await;
+        if end == WatchEnd::NotInstalled {
+            let newly = status.not_installed(settings.recheck);
+            if newly {
+                tracing::warn!(
+                    crd = %crd_name(),
+                    recheck = %scheduler_core::duration::format(settings.recheck),
+                    "the WorkloadShape CRD is not installed on the hub; fits scores are off until it is"
+                );
+            }
+            // Its shapes went with the CRD (if it ever was there).
+            if fits.set_shapes(compile_shapes(&[]).0) || newly {
+                changed.notify_one();
+            }
+            wait_until_installed(&mut hub, settings).await;
+        }
         hub.reset();
     }
+}
+
+/// Returns once discovery says the hub serves WorkloadShapes, or cannot say (the watch that follows
+/// then reports what is wrong, or finds the CRD still missing and comes back here).
+async fn wait_until_installed(hub: &mut HubConnection, settings: HubWatch) {
+    loop {
+        tokio::time::sleep(spread(settings.recheck, RECHECK_SPREAD)).await;
+        let served = match hub.client().await {
+            Ok(client) => tokio::time::timeout(settings.timeout, crd_served(&client))
+                .await
+                .unwrap_or_else(|_| Err("timed out".to_owned())),
+            Err(error) => Err(error.to_string()),
+        };
+        match served {
+            Ok(true) => {
+                tracing::info!(crd = %crd_name(), "the WorkloadShape CRD is installed on the hub now; watching WorkloadShapes");
+                return;
+            }
+            Ok(false) => {
+                tracing::debug!(crd = %crd_name(), "the WorkloadShape CRD is still not installed on the hub")
+            }
+            Err(error) => {
+                tracing::info!(%error, "cannot tell whether the hub has the WorkloadShape CRD; watching WorkloadShapes");
+                return;
+            }
+        }
+    }
+}
+
+/// Whether the hub serves WorkloadShapes, from one discovery request for their group and version
+/// (open to every authenticated user; a 404 means nothing of that group version is served).
+async fn crd_served(client: &kube::Client) -> Result<bool, String> {
+    match client
+        .list_api_group_resources(&WorkloadShape::api_version(&()))
+        .await
+    {
+        Ok(list) => Ok(list
+            .resources
+            .iter()
+            .any(|r| r.name == WorkloadShape::plural(&()))),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
+        Err(error) => Err(error.to_string()),
+    }
+}
+
+/// Whether a watch failed because the hub does not serve WorkloadShapes at all.
+fn is_not_installed(error: &watcher::Error) -> bool {
+    matches!(
+        error,
+        watcher::Error::InitialListFailed(kube::Error::Api(status))
+            | watcher::Error::WatchStartFailed(kube::Error::Api(status))
+            if status.code == 404
+    )
+}
+
+/// Why [`run_watch`] returned.
+#[derive(Debug, PartialEq, Eq)]
+enum WatchEnd {
+    /// The stream ended, or failed with credentials that have changed since it started.
+    Restart,
+    /// The hub has no WorkloadShape CRD.
+    NotInstalled,
 }
 
 /// One list of the hub's WorkloadShapes, so the first count already has them (the watch that follows
@@ -334,7 +468,8 @@ pub async fn list_hub(kubeconfig: &Path, timeout: Duration) -> Option<Vec<Worklo
 /// How long to wait before building the hub client again after it failed.
 const RETRY: Duration = Duration::from_secs(5);
 
-/// Follows one watch until its stream ends or it fails with credentials that have changed since.
+/// Follows one watch until its stream ends, it fails with credentials that have changed since, or
+/// the hub turns out not to serve WorkloadShapes.
 async fn run_watch(
     mut events: futures::stream::BoxStream<'_, Result<Event<WorkloadShape>, watcher::Error>>,
     store: &Store<WorkloadShape>,
@@ -342,7 +477,7 @@ async fn run_watch(
     fits: &FitsHandle,
     changed: &Notify,
     credentials_changed: impl Fn() -> bool,
-) {
+) -> WatchEnd {
     let mut listed = false;
     loop {
         match events.try_next().await {
@@ -354,14 +489,15 @@ async fn run_watch(
                 apply_store(store, status, fits, changed);
             }
             Ok(Some(_)) => {}
-            Ok(None) => return,
+            Ok(None) => return WatchEnd::Restart,
+            Err(error) if is_not_installed(&error) => return WatchEnd::NotInstalled,
             Err(error) => {
                 tracing::warn!(%error, "watching WorkloadShapes on the hub failed; retrying with backoff");
                 status.failed(&error.to_string());
                 changed.notify_one();
                 if credentials_changed() {
                     tracing::info!("hub credentials changed; watching WorkloadShapes with the new ones");
-                    return;
+                    return WatchEnd::Restart;
                 }
             }
         }

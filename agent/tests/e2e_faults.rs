@@ -211,3 +211,57 @@ async fn with_the_managed_cluster_unreachable_scores_are_not_renewed_and_expire(
 
     agent.stop().await;
 }
+
+/// An agent that cannot reach its hub says so on `/readyz` (a kubelet then marks its pod unready,
+/// and the add-on's Deployment unavailable), with the reason, and is ready again once its writes land.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_whose_hub_is_unreachable_turns_unready_and_back() {
+    let clusters = Clusters::start("hub-unreachable").await;
+    let agent = clusters
+        .agent(
+            "hub-unreachable",
+            &[
+                "--refresh-interval=1s",
+                "--debounce=200ms",
+                "--validity=1m",
+                "--min-write-interval=1s",
+                "--hub-timeout=2s",
+            ],
+        )
+        .await;
+    eventually("/readyz to turn 200", STARTUP, async || {
+        (agent.get("/readyz").await.0 == 200).then_some(())
+    })
+    .await;
+
+    let faults = clusters.hub.faults();
+    faults.refuse_connections(REFUSED_UNTIL_ENDED);
+    let (_, body) = eventually(
+        "/readyz to turn 503 with the hub unreachable",
+        STARTUP,
+        async || {
+            let (code, body) = agent.get("/readyz").await;
+            (code == 503).then_some((code, body))
+        },
+    )
+    .await;
+    assert!(
+        body.contains("writes to the hub failed"),
+        "/readyz says why: {body}"
+    );
+    assert!(
+        refused_writes(&agent) >= 3,
+        "three refused writes before turning unready"
+    );
+    assert_eq!(
+        agent.get("/healthz").await.0,
+        200,
+        "alive all along: nothing to restart"
+    );
+
+    faults.accept_connections();
+    eventually("/readyz to turn 200 once the hub is back", STARTUP, async || {
+        (agent.get("/readyz").await.0 == 200).then_some(())
+    })
+    .await;
+}

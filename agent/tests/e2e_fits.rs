@@ -1,6 +1,7 @@
 //! `fits.<shape>` scores from the real `ocm-score-agent` against two API server doubles: shapes from
 //! the hub (added, changed, deleted while the agent runs, one needing a resource not counted before),
-//! shapes from a file (more than 32, an unreadable entry), a bad shape, and a hub that refuses them.
+//! shapes from a file (more than 32, an unreadable entry), a bad shape, a hub that refuses them, and
+//! a hub without the WorkloadShape CRD that gets it while the agent runs.
 //!
 //! Replica counts of the fixture (`support::managed_objects`): node-a has 24.75 cpu, 123.25Gi, 3 GPUs,
 //! 3 fpga and 109 pod slots free, node-b 12 cpu, 48Gi, no GPU, 2 fpga and 109 slots; the pending
@@ -15,6 +16,7 @@ use ocm_score_tests::apiserver::Gvr;
 use scheduler_core::api::{AddOnPlacementScore, AddOnPlacementScoreStatus, WorkloadShape};
 use serde_json::json;
 use std::process::Command;
+use std::time::{Duration, Instant};
 use support::*;
 
 /// Every move of a score is written (`--score-step=1`), so each change shows within the debounce.
@@ -299,6 +301,119 @@ async fn a_hub_that_refuses_shapes_leaves_the_other_scores_alone_until_it_grants
         clusters.hub.create(object).expect("granting the shapes");
     }
     wait_fits(&clusters, "the fits score once granted", &[("fits.batch", -97)]).await;
+    assert!(agent.is_running());
+    agent.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hub_without_the_workload_shape_crd_is_asked_again_slowly_and_its_shapes_count_once_installed() {
+    // The hub's discovery document for the WorkloadShapes' group version: the agent's re-check.
+    const DISCOVERY: &str = "/apis/tiering.ocm-score.io/v1alpha1";
+    /// Long enough for a retrying watch (500 ms doubling to 5 s) to list the missing resource
+    /// several times over, and for five re-checks at the interval below.
+    const WINDOW: Duration = Duration::from_secs(10);
+    let clusters = Clusters::start_without_shapes_crd("fits-no-crd").await;
+    let started = Instant::now();
+    let mut args = ARGS.to_vec();
+    args.push("--shapes-recheck-interval=2s");
+    let mut agent = clusters.agent("fits-no-crd", &args).await;
+    let shape_requests = || {
+        clusters
+            .hub
+            .requests()
+            .iter()
+            .filter(|r| r.resource == "workloadshapes")
+            .count()
+    };
+    let rechecks = || {
+        clusters
+            .hub
+            .requests()
+            .iter()
+            .filter(|r| r.path == DISCOVERY)
+            .count()
+    };
+
+    clusters.wait_published("the first scores", -26, STARTUP).await;
+    let computed = || agent.metric("ocm_score_agent_last_computed_timestamp_seconds");
+    let computed_before = computed().await;
+    let rechecks_before = rechecks();
+    tokio::time::sleep(WINDOW).await;
+    let requests = shape_requests();
+    let rechecked = rechecks() - rechecks_before;
+    eprintln!(
+        "requests for workloadshapes in the {:.1} s since the hub started: {requests}; discovery re-checks in the {WINDOW:?} window: {rechecked}",
+        started.elapsed().as_secs_f64()
+    );
+    // A list at start, the watch's first list; then only discovery, every 2 s (spread ±1/3).
+    assert!(
+        requests <= 4,
+        "{requests} requests for workloadshapes, a watch retrying the missing resource: {:?}",
+        clusters
+            .hub
+            .requests()
+            .iter()
+            .filter(|r| r.resource == "workloadshapes")
+            .collect::<Vec<_>>()
+    );
+    assert!(
+        (2..=8).contains(&rechecked),
+        "{rechecked} discovery re-checks in {WINDOW:?} at a 2 s interval"
+    );
+    // The other scores are computed and published all along, with the reason there are no fits.
+    assert!(
+        computed().await > computed_before,
+        "the agent kept computing scores"
+    );
+    let status = clusters
+        .score()
+        .and_then(|s| s.status)
+        .expect("a published status");
+    assert_eq!(scores_of(&status), owned(&expected_scores(false)));
+    assert!(condition(&status).is_some_and(|c| c.status == "True"));
+    assert!(seconds_left(&status) > 0, "the scores are valid");
+    let shapes = shapes_condition(&status).expect("a condition about the shapes");
+    assert_eq!(
+        (shapes.status.as_str(), shapes.reason.as_str()),
+        ("False", "WorkloadShapesNotInstalled")
+    );
+    assert!(
+        shapes.message.contains(SHAPES_CRD) && shapes.message.contains("not installed"),
+        "{}",
+        shapes.message
+    );
+    let said = "the WorkloadShape CRD is not installed on the hub; fits scores are off until it is";
+    assert_eq!(agent.logged(said).len(), 1, "said once, at warn");
+    assert_eq!(agent.logged(said)[0]["level"], "WARN");
+    assert!(
+        agent
+            .logged("watching WorkloadShapes on the hub failed; retrying with backoff")
+            .is_empty()
+    );
+
+    // Installed while the agent runs: the next re-check finds it and the watch counts its shapes.
+    assert!(clusters.hub.install_crd(SHAPES_CRD));
+    clusters
+        .hub
+        .create(shape(
+            "batch",
+            json!({"requests": {"cpu": "8", "memory": "16Gi"}}),
+        ))
+        .expect("creating a WorkloadShape");
+    wait_fits(&clusters, "the fits score once installed", &[("fits.batch", -97)]).await;
+    let shapes = eventually("the shapes condition to turn True", STARTUP, async || {
+        let status = clusters.score()?.status?;
+        shapes_condition(&status).filter(|c| c.status == "True").cloned()
+    })
+    .await;
+    assert_eq!(shapes.message, "1 WorkloadShape(s) scored as fits.<name>: batch");
+    assert_eq!(
+        agent
+            .logged("the WorkloadShape CRD is installed on the hub now; watching WorkloadShapes")
+            .len(),
+        1
+    );
+    assert_valid_upstream(&clusters);
     assert!(agent.is_running());
     agent.stop().await;
 }

@@ -349,16 +349,21 @@ mod real_prometheus {
         let t0 = Timestamp::now().as_second();
         let mut fleet = ThanosFleet::start(t0).await;
         let hub = start_hub(CLUSTERS).await;
+        // A round starts every ROUND_INTERVAL; each of its two queries may take QUERY_TIMEOUT.
+        const ROUND_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+        const QUERY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
         let yaml = format!(
-            "query: {{url: '{}', timeout: 5s, retries: 0}}
-interval: 1s
+            "query: {{url: '{}', timeout: {}s, retries: 0}}
+interval: {}s
 validity: 30s
 leaderElection: {{enabled: false}}
 scores:
   - {{name: cpuFree, query: '{FREE_CPU}'}}
   - {{name: requestRate, query: '{REQUEST_RATE}', direction: lowerIsBetter}}
 ",
-            fleet.url()
+            fleet.url(),
+            QUERY_TIMEOUT.as_secs(),
+            ROUND_INTERVAL.as_secs(),
         );
         let mut scorer = ScorerProcess::start(&hub, "thanos-scorer-1", &yaml, &[]).await;
         scorer.wait_ready().await;
@@ -405,7 +410,18 @@ scores:
         };
         let writes_during = writes(&hub);
         let partial_rounds = rounds("partial_response").await;
+        // Two more rounds, each as slow as its queries may be, three times over for a loaded machine:
+        // a scorer that stalls fails here with its log instead of hanging until nextest ends it.
+        let two_rounds = 2 * (ROUND_INTERVAL + 2 * QUERY_TIMEOUT);
+        let deadline = std::time::Instant::now() + 3 * two_rounds;
         while rounds("partial_response").await < partial_rounds + 2.0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no two more partial rounds after {partial_rounds} within {:?}:\n{}\n{}",
+                3 * two_rounds,
+                scorer.log(),
+                fleet.logs()
+            );
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         }
         assert_eq!(

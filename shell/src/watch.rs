@@ -14,18 +14,24 @@ use kube::runtime::reflector::{self, Store, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde::de::DeserializeOwned;
 use std::fmt::Debug;
+use std::future::Future;
 use std::hash::Hash;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
 use std::time::Duration;
 use tokio::task::JoinHandle;
+use tokio::time::Sleep;
 
 /// Retries of a failed watch back off exponentially up to this, in every mode. kube's default
 /// backoff grows to 30 s: after an API server restart, a controller whose watches had failed for a
 /// minute then sat without caches for up to half a minute more.
 pub const MAX_WATCH_BACKOFF: Duration = Duration::from_secs(5);
 
-/// Exponential backoff for watch retries: 500 ms doubling to [`MAX_WATCH_BACKOFF`], reset by any
-/// successful event. Each delay is spread ±20 % (and still never above the cap), so a fleet of
-/// agents that lost a restarted hub together does not come back in step.
+/// Exponential backoff for watch retries: 500 ms doubling to [`MAX_WATCH_BACKOFF`]. Each delay is
+/// spread ±20 % (and still never above the cap), so a fleet of agents that lost a restarted hub
+/// together does not come back in step. Apply it to a watch with [`WatchRetryExt::watch_backoff`],
+/// which resets it only when the watch delivers; it is deliberately no `kube` `Backoff`, whose
+/// stream resets on every event, including the `Init` a watcher emits before each list it retries.
 #[derive(Debug, Clone)]
 pub struct WatchBackoff {
     next: Duration,
@@ -52,11 +58,67 @@ impl Iterator for WatchBackoff {
     }
 }
 
-impl kube::runtime::utils::Backoff for WatchBackoff {
-    fn reset(&mut self) {
+impl WatchBackoff {
+    /// Back to the first step.
+    pub fn reset(&mut self) {
         *self = WatchBackoff::default();
     }
 }
+
+/// Whether a watcher event shows the watch works: it delivered objects, a change or a complete
+/// (maybe empty) list. `Init` only announces a list that may yet fail.
+fn delivers<K>(event: &watcher::Event<K>) -> bool {
+    !matches!(event, watcher::Event::Init)
+}
+
+/// A watcher stream that, after each error, waits the next [`WatchBackoff`] delay before polling
+/// the watcher again; the delays grow until the watch delivers something (see [`delivers`]).
+pub struct WatchRetry<S> {
+    events: Pin<Box<S>>,
+    backoff: WatchBackoff,
+    waiting: Option<Pin<Box<Sleep>>>,
+}
+
+impl<S, K> Stream for WatchRetry<S>
+where
+    S: Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
+{
+    type Item = S::Item;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = &mut *self;
+        if let Some(waiting) = this.waiting.as_mut() {
+            ready!(waiting.as_mut().poll(cx));
+            this.waiting = None;
+        }
+        let item = ready!(this.events.as_mut().poll_next(cx));
+        match &item {
+            Some(Err(_)) => {
+                // `WatchBackoff` never runs out.
+                let delay = this.backoff.next().unwrap_or(MAX_WATCH_BACKOFF);
+                tracing::debug!(delay_ms = delay.as_millis() as u64, "watch failed; backing off");
+                this.waiting = Some(Box::pin(tokio::time::sleep(delay)));
+            }
+            Some(Ok(event)) if delivers(event) => this.backoff.reset(),
+            Some(Ok(_)) | None => {}
+        }
+        Poll::Ready(item)
+    }
+}
+
+/// [`WatchRetryExt::watch_backoff`] on every watcher stream.
+pub trait WatchRetryExt<K>: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Sized {
+    /// Retries of this watch back off with a [`WatchBackoff`], the same in every mode.
+    fn watch_backoff(self) -> WatchRetry<Self> {
+        WatchRetry {
+            events: Box::pin(self),
+            backoff: WatchBackoff::default(),
+            waiting: None,
+        }
+    }
+}
+
+impl<S, K> WatchRetryExt<K> for S where S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> {}
 
 /// A controller's share of a watch: a channel and what of each object it needs.
 struct Subscriber<K> {
@@ -154,7 +216,7 @@ where
             kind,
         } = self;
         let events = watcher(api, config)
-            .backoff(WatchBackoff::default())
+            .watch_backoff()
             .modify(move |object: &mut K| {
                 object.managed_fields_mut().clear();
                 compact(object);
@@ -195,7 +257,6 @@ impl Drop for WatchTask {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kube::runtime::utils::Backoff;
 
     #[test]
     fn watch_backoff_doubles_to_its_cap_spread_and_resets() {

@@ -295,6 +295,8 @@ fn config_json(config: &ImageConfig, layer_digest: &str) -> Value {
         }
     }
     json!({
+        // A fixed time: the same inputs give the same image id.
+        "created": "1970-01-01T00:00:00Z",
         "architecture": oci_architecture(),
         "os": "linux",
         "config": runtime,

@@ -93,6 +93,59 @@ async fn discovery_and_version_work_for_kube() {
 }
 
 #[tokio::test]
+async fn a_crd_installed_later_is_not_served_until_installed_and_requests_for_it_are_logged() {
+    let crds = ocm_score_tests::crd::upstream_crds().unwrap();
+    let scores = crds
+        .iter()
+        .find(|c| c.kind == "AddOnPlacementScore")
+        .unwrap()
+        .clone();
+    let server = ApiServer::builder()
+        .upstream_crds()
+        .crd_installed_later(scores)
+        .start()
+        .await
+        .unwrap();
+    let client = server.admin_client();
+    let gvk = GroupVersionKind::gvk(
+        "cluster.open-cluster-management.io",
+        "v1alpha1",
+        "AddOnPlacementScore",
+    );
+    let scores: Api<AddOnPlacementScore> = Api::all(client.clone());
+    let error = api_error(scores.list(&ListParams::default()).await.unwrap_err());
+    assert_eq!(error.code, 404);
+    assert_eq!(server.request_count("list", "addonplacementscores"), 1);
+    let discovery = Discovery::new(client.clone()).run().await.unwrap();
+    assert!(discovery.resolve_gvk(&gvk).is_none(), "not discovered");
+    assert!(
+        discovery
+            .resolve_gvk(&GroupVersionKind::gvk(
+                "cluster.open-cluster-management.io",
+                "v1",
+                "ManagedCluster"
+            ))
+            .is_some(),
+        "the rest of its group is"
+    );
+    assert!(
+        server
+            .create(serde_json::to_value(score("s", "default")).unwrap())
+            .is_err()
+    );
+
+    assert!(server.install_crd("addonplacementscores.cluster.open-cluster-management.io"));
+    assert!(!server.install_crd("addonplacementscores.cluster.open-cluster-management.io"));
+    let discovery = Discovery::new(client.clone()).run().await.unwrap();
+    assert!(discovery.resolve_gvk(&gvk).is_some(), "discovered once installed");
+    Api::<AddOnPlacementScore>::namespaced(client, "default")
+        .create(&PostParams::default(), &score("s", "default"))
+        .await
+        .unwrap();
+    assert_eq!(scores.list(&ListParams::default()).await.unwrap().items.len(), 1);
+}
+
+#[tokio::test]
 async fn typed_crud_with_optimistic_concurrency() {
     let server = server().await;
     let client = server.admin_client();

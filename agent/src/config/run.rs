@@ -32,6 +32,8 @@ pub struct RunConfig {
     /// Where `/metrics`, `/healthz` and `/readyz` are served.
     pub metrics_bind_address: SocketAddr,
     pub lease: Option<LeaseConfig>,
+    /// `--shapes-recheck-interval`: how often a hub without the WorkloadShape CRD is asked again.
+    pub shapes_recheck: Duration,
 }
 
 impl RunConfig {
@@ -64,6 +66,7 @@ impl RunConfig {
             addon_namespace,
             lease,
             lease_interval,
+            shapes_recheck_interval,
         } = args;
         let renewal = Timing {
             refresh: refresh_interval.0,
@@ -96,6 +99,16 @@ impl RunConfig {
         } else {
             None
         };
+        if shapes_recheck_interval.0 < agent_contract::MIN_SHAPES_RECHECK_INTERVAL {
+            return Err(ConfigError::new(
+                flag::SHAPES_RECHECK_INTERVAL,
+                fmt_duration(shapes_recheck_interval.0),
+                format!(
+                    "must be at least {}",
+                    fmt_duration(agent_contract::MIN_SHAPES_RECHECK_INTERVAL)
+                ),
+            ));
+        }
         Ok(RunConfig {
             scoring,
             hub,
@@ -108,6 +121,7 @@ impl RunConfig {
             renew_every: renewal.renew_every,
             metrics_bind_address: probes.address(),
             lease,
+            shapes_recheck: shapes_recheck_interval.0,
         })
     }
 }

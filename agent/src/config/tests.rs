@@ -62,6 +62,7 @@ fn defaults_are_valid_and_publish_every_upstream_name() {
         Duration::from_secs(180),
         "once keeps its own default"
     );
+    assert_eq!(cfg.shapes_recheck, Duration::from_secs(180));
     let lease = cfg.lease.expect("lease on by default");
     assert_eq!(
         (lease.name.as_str(), lease.namespace.as_str()),
@@ -173,6 +174,8 @@ fn cross_flag_errors_name_flag_and_value() {
     assert_eq!(err(&["--scores", "gpuAvailable"]).value, "gpuAvailable");
     assert_eq!(err(&["--cluster-name", "Prod_1"]).flag, "--cluster-name");
     assert_eq!(err(&["--addon-namespace", "Bad"]).flag, "--addon-namespace");
+    let e = err(&["--shapes-recheck-interval", "500ms"]);
+    assert_eq!((e.flag, e.value.as_str()), ("--shapes-recheck-interval", "500ms"));
     assert_eq!(
         err(&["--extended-resource", "a.io/x=cpu"]).flag,
         "--extended-resource"

@@ -19,9 +19,8 @@ use crate::metrics::{Metrics, WatchKind};
 use futures::{StreamExt, TryStreamExt};
 use kube::Client;
 use kube::api::{Api, ListParams};
-use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
-use ocm_score_shell::watch::WatchBackoff;
+use ocm_score_shell::watch::WatchRetryExt;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tokio::sync::{Notify, watch as signal};
@@ -467,7 +466,7 @@ async fn follow<K: Accounted>(
     relist: &mut signal::Receiver<u64>,
 ) -> bool {
     let mut events = watcher::watcher(api.clone(), config.clone())
-        .backoff(WatchBackoff::default())
+        .watch_backoff()
         .boxed();
     loop {
         let next = tokio::select! {

@@ -30,6 +30,11 @@ pub const SCORE_NAME: &str = "resource-usage-score";
 /// The agent's service account on the managed cluster.
 pub const AGENT_SA: &str = "resource-usage-collect-agent";
 
+/// The CRDs `manifests/hub` installs.
+const HUB_CRDS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/hub/crds");
+/// The WorkloadShape CRD's name.
+pub const SHAPES_CRD: &str = "workloadshapes.tiering.ocm-score.io";
+
 /// How long the agent may take to start, list both watches and publish for the first time (or
 /// reach any other state a test waits for): only a bound on a hang, generous for a loaded machine.
 pub const STARTUP: Duration = Duration::from_secs(60);
@@ -277,6 +282,16 @@ impl Clusters {
 
     /// As [`Clusters::start`]; without `shapes_readable` the agent may not read WorkloadShapes.
     pub async fn start_with(what: &str, shapes_readable: bool) -> Clusters {
+        Self::start_hub(what, shapes_readable, true).await
+    }
+
+    /// As [`Clusters::start`], on a hub that serves no WorkloadShapes (an install older than them)
+    /// until `hub.install_crd(`[`SHAPES_CRD`]`)`.
+    pub async fn start_without_shapes_crd(what: &str) -> Clusters {
+        Self::start_hub(what, true, false).await
+    }
+
+    async fn start_hub(what: &str, shapes_readable: bool, shapes_crd: bool) -> Clusters {
         let mut managed = ApiServer::builder()
             .builtin_kinds()
             .rbac(true)
@@ -288,11 +303,19 @@ impl Clusters {
 
         let mut hub = ApiServer::builder()
             .upstream_crds()
-            .crds_from_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/hub/crds"))
+            .crds_from_dir(HUB_CRDS)
             .builtin_kinds()
             .rbac(true)
             .object(namespace(CLUSTER))
             .object(namespace(OTHER_CLUSTER));
+        if !shapes_crd {
+            let crds = crd::load_dir(std::path::Path::new(HUB_CRDS)).expect("the hub CRDs load");
+            let shapes = crds
+                .into_iter()
+                .find(|c| format!("{}.{}", c.plural, c.group) == SHAPES_CRD)
+                .expect("the WorkloadShape CRD is among the hub's");
+            hub = hub.crd_installed_later(shapes);
+        }
         let shapes_rbac = shapes_rbac();
         for object in hub_rbac() {
             if shapes_readable || !shapes_rbac.contains(&object) {

@@ -11,13 +11,13 @@ use super::{
 use futures::{Stream, StreamExt};
 use kube::{
     Api,
-    runtime::{WatchStreamExt, reflector, watcher},
+    runtime::{reflector, watcher},
 };
 use ocm_score_shell::{
     CancellationToken,
     leader::{LeaderElector, Leadership},
     probes::{BindError, ProbeServer},
-    watch::WatchBackoff,
+    watch::WatchRetryExt,
 };
 use scheduler_core::api::{AddOnPlacementScore, ManagedCluster};
 use std::{process::ExitCode, sync::Arc, time::Duration};
@@ -103,15 +103,14 @@ pub async fn run_until_stopped(
                 Api::<ManagedCluster>::all(client.clone()),
                 watcher::Config::default(),
             )
-            .backoff(WatchBackoff::default()),
+            .watch_backoff(),
         ),
     ));
     tokio::spawn(drive(
         "AddOnPlacementScore",
         reflector(
             scores_writer,
-            watcher(Api::<AddOnPlacementScore>::all(client.clone()), by_name)
-                .backoff(WatchBackoff::default()),
+            watcher(Api::<AddOnPlacementScore>::all(client.clone()), by_name).watch_backoff(),
         ),
     ));
 

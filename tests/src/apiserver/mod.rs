@@ -147,6 +147,7 @@ enum CrdSource {
 pub struct ApiServerBuilder {
     crds: Vec<Crd>,
     crd_sources: Vec<CrdSource>,
+    crds_later: Vec<Crd>,
     builtins: bool,
     rbac: bool,
     port: u16,
@@ -281,6 +282,14 @@ impl ApiServerBuilder {
         self
     }
 
+    /// A CRD the server knows but does not serve (404, absent from discovery, even if loaded by
+    /// another call too) until [`ApiServer::install_crd`]: a hub that gets the CRD installed while
+    /// clients run. (The double serves no `customresourcedefinitions` to create one through.)
+    pub fn crd_installed_later(mut self, crd: Crd) -> Self {
+        self.crds_later.push(crd);
+        self
+    }
+
     /// Serves the built-in kinds (Node, Pod, Secret, ConfigMap, ServiceAccount, RBAC, Lease,
     /// Deployment, Events, CertificateSigningRequest, SubjectAccessReview). Namespaces are always served.
     pub fn builtin_kinds(mut self) -> Self {
@@ -345,7 +354,7 @@ impl ApiServerBuilder {
                 CrdSource::Upstream => crd::upstream_crds()?,
             });
         }
-        let registry = Arc::new(Registry::new(&crds, self.builtins, self.rbac)?);
+        let registry = Arc::new(Registry::new(&crds, &self.crds_later, self.builtins, self.rbac)?);
         let read = |path: &Path| {
             std::fs::read_to_string(path).map_err(|source| StartError::Read {
                 path: path.into(),
@@ -458,6 +467,7 @@ impl ApiServer {
         ApiServerBuilder {
             crds: Vec::new(),
             crd_sources: Vec::new(),
+            crds_later: Vec::new(),
             builtins: false,
             rbac: false,
             port: 0,
@@ -567,6 +577,13 @@ impl ApiServer {
         store
             .get(t, &(namespace.to_string(), name.to_string()))
             .map(|o| handlers::converted(rt, &gvr.version, o))
+    }
+
+    /// Starts serving the CRD `<plural>.<group>` held back with
+    /// [`ApiServerBuilder::crd_installed_later`], as creating it would; `false` if there is no such
+    /// CRD waiting.
+    pub fn install_crd(&self, name: &str) -> bool {
+        self.shared.registry.install(name)
     }
 
     /// Creates an object as the admin without going through HTTP (test setup); not recorded as a request.

@@ -3,7 +3,13 @@
 
 use crate::crd::{Crd, SchemaValidator};
 use serde_json::{Value, json};
-use std::{collections::HashMap, sync::Arc};
+use std::{
+    collections::HashMap,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+};
 
 /// Server-side behaviour that differs between kinds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,6 +50,9 @@ pub struct ResourceType {
     /// For CRDs: per served version, the schema and its compiled validator.
     pub(crate) schemas: HashMap<String, Arc<VersionSchema>>,
     pub(crate) custom: bool,
+    /// Whether it is served: a CRD held back at start ([`crate::apiserver::ApiServerBuilder::crd_installed_later`])
+    /// is not, neither routed nor in discovery, until [`crate::apiserver::ApiServer::install_crd`].
+    pub(crate) served: AtomicBool,
 }
 
 #[derive(Debug)]
@@ -63,6 +72,11 @@ impl ResourceType {
         } else {
             format!("{}/{version}", self.group)
         }
+    }
+
+    /// Whether requests reach it now (false for a CRD not installed yet).
+    pub fn is_served(&self) -> bool {
+        self.served.load(Ordering::Acquire)
     }
 
     pub fn has_status(&self) -> bool {
@@ -286,6 +300,7 @@ fn from_builtin(b: &Builtin) -> ResourceType {
         special: b.special,
         schemas: HashMap::new(),
         custom: false,
+        served: AtomicBool::new(true),
     }
 }
 
@@ -341,6 +356,7 @@ pub(crate) fn from_crd(crd: &Crd) -> Result<ResourceType, crate::crd::CrdError> 
         special: Special::None,
         schemas,
         custom: true,
+        served: AtomicBool::new(true),
     })
 }
 
@@ -352,7 +368,14 @@ pub struct Registry {
 }
 
 impl Registry {
-    pub(crate) fn new(crds: &[Crd], builtins: bool, rbac: bool) -> Result<Self, crate::crd::CrdError> {
+    /// The built-in kinds asked for and `crds`; `later` are registered but not served until
+    /// [`Registry::install`].
+    pub(crate) fn new(
+        crds: &[Crd],
+        later: &[Crd],
+        builtins: bool,
+        rbac: bool,
+    ) -> Result<Self, crate::crd::CrdError> {
         let mut registry = Registry::default();
         for b in BUILTINS {
             let wanted =
@@ -364,7 +387,26 @@ impl Registry {
         for crd in crds {
             registry.add(from_crd(crd)?);
         }
+        for crd in later {
+            let t = from_crd(crd)?;
+            t.served.store(false, Ordering::Release);
+            registry.add(t);
+        }
         Ok(registry)
+    }
+
+    /// Starts serving a CRD held back at start, named `<plural>.<group>`; `false` if there is none
+    /// such (or it is served already).
+    pub(crate) fn install(&self, name: &str) -> bool {
+        self.types
+            .iter()
+            .filter(|t| t.custom && format!("{}.{}", t.plural, t.group) == name)
+            .any(|t| !t.served.swap(true, Ordering::AcqRel))
+    }
+
+    /// The types served now.
+    fn served(&self) -> impl Iterator<Item = &ResourceType> {
+        self.types.iter().filter(|t| t.is_served())
     }
 
     fn add(&mut self, t: ResourceType) {
@@ -381,6 +423,7 @@ impl Registry {
         self.by_resource
             .get(&(group.to_string(), plural.to_string()))
             .copied()
+            .filter(|&i| self.types[i].is_served())
     }
 
     /// The type serving `plural` in `group` at `version`, if that version is served.
@@ -393,13 +436,15 @@ impl Registry {
         let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
         self.types
             .iter()
-            .position(|t| t.group == group && t.kind == kind && t.versions.iter().any(|v| v == version))
+            .position(|t| {
+                t.is_served() && t.group == group && t.kind == kind && t.versions.iter().any(|v| v == version)
+            })
             .map(|i| (i, version.to_string()))
     }
 
     fn groups(&self) -> Vec<(String, Vec<String>)> {
         let mut groups: Vec<(String, Vec<String>)> = Vec::new();
-        for t in self.types.iter().filter(|t| !t.group.is_empty()) {
+        for t in self.served().filter(|t| !t.group.is_empty()) {
             let i = match groups.iter().position(|(g, _)| *g == t.group) {
                 Some(i) => i,
                 None => {
@@ -457,8 +502,7 @@ impl Registry {
     pub(crate) fn resource_list(&self, group: &str, version: &str) -> Option<Value> {
         let mut resources = Vec::new();
         for t in self
-            .types
-            .iter()
+            .served()
             .filter(|t| t.group == group && t.versions.iter().any(|v| v == version))
         {
             let mut r = json!({
@@ -513,8 +557,7 @@ impl Registry {
                     .iter()
                     .map(|version| {
                         let resources: Vec<Value> = self
-                            .types
-                            .iter()
+                            .served()
                             .filter(|t| t.group == *group && t.versions.contains(version))
                             .map(|t| {
                                 let kind = json!({"group": group, "version": version, "kind": t.kind});

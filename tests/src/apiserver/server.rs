@@ -85,12 +85,16 @@ fn is_true(q: &HashMap<String, String>, key: &str) -> bool {
     q.get(key).is_some_and(|v| v == "true" || v == "1")
 }
 
-/// Maps a path and method to a resource request, like the server's RequestInfoFactory.
+/// Maps a path and method to a resource request, like the server's RequestInfoFactory. What the
+/// URL names goes into `record` before the resource is looked up, so a request for a resource the
+/// server does not serve (a CRD not installed) is logged with its verb and resource, as upstream's
+/// audit log has it.
 fn route(
     shared: &Shared,
     method: &hyper::Method,
     path: &str,
     q: &HashMap<String, String>,
+    record: &mut RequestRecord,
 ) -> Result<Route, ApiError> {
     let segments: Vec<&str> = path
         .trim_matches('/')
@@ -116,6 +120,25 @@ fn route(
     let resource = rest[0];
     let name = rest.get(1).copied().unwrap_or("");
     let subresource = rest.get(2).copied().unwrap_or("");
+    let verb = match (method.as_str(), name.is_empty()) {
+        ("GET", _) if is_true(q, "watch") => Some("watch"),
+        ("GET", true) => Some("list"),
+        ("GET", false) => Some("get"),
+        ("POST", true) => Some("create"),
+        ("PUT", false) => Some("update"),
+        ("PATCH", false) => Some("patch"),
+        ("DELETE", false) => Some("delete"),
+        ("DELETE", true) => Some("deletecollection"),
+        _ => None,
+    };
+    if let Some(verb) = verb {
+        record.verb = verb.to_string();
+    }
+    record.group = group.to_string();
+    record.resource = resource.to_string();
+    record.subresource = subresource.to_string();
+    record.namespace = namespace.to_string();
+    record.name = name.to_string();
     let t = shared
         .registry
         .find(group, version, resource)
@@ -131,20 +154,10 @@ fn route(
     if rt.namespaced && namespace.is_empty() && !name.is_empty() {
         return Err(ApiError::no_route());
     }
-    let verb = match (method.as_str(), name.is_empty()) {
-        ("GET", _) if is_true(q, "watch") => "watch",
-        ("GET", true) => "list",
-        ("GET", false) => "get",
-        ("POST", true) => "create",
-        ("PUT", false) => "update",
-        ("PATCH", false) => "patch",
-        ("DELETE", false) => "delete",
-        ("DELETE", true) => "deletecollection",
-        _ => {
-            return Err(ApiError::method_not_allowed(format!(
-                "the server does not allow this method on the requested resource ({method} {path})"
-            )));
-        }
+    let Some(verb) = verb else {
+        return Err(ApiError::method_not_allowed(format!(
+            "the server does not allow this method on the requested resource ({method} {path})"
+        )));
     };
     if !rt.verbs.contains(&verb) {
         return Err(ApiError::method_not_allowed(
@@ -278,7 +291,7 @@ async fn handle_inner<'s>(
     if let Some(i) = &identity {
         record.user = i.user.clone();
     }
-    let route = route(shared, method, path, q);
+    let route = route(shared, method, path, q, record);
     let mut attributes = Attributes {
         verb: record.verb.clone(),
         ..Default::default()
