@@ -42,6 +42,10 @@ async fn addon_manager_gives_every_cluster_its_work_then_writes_nothing() {
         quiet: Duration::from_secs(25),
         timeout: TIMEOUT,
     };
+    // Every add-on is requeued one resync after its last pass; a window of at least two resync
+    // periods holds at least one pass of each even if every pass comes up to `quiet - resync`
+    // (a whole period or more) late.
+    assert!(scale.quiet >= 2 * scale.resync, "{scale:?}");
     let report = addon_manager_at_scale(&cp, dir.path(), &scale, &progress)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
@@ -51,6 +55,18 @@ async fn addon_manager_gives_every_cluster_its_work_then_writes_nothing() {
         "the audit log counts the manager's writes: at least one ManifestWork per cluster, got {:?}",
         report.until_all_works
     );
+    let counted = &report.in_quiet_counted;
+    assert!(
+        counted.addon_passes >= CLUSTERS as f64,
+        "the quiet {:?} held the manager's resyncs (every {:?}): at least one pass per add-on, \
+         {CLUSTERS}, by its reconcile counter; it counted {counted:?}",
+        report.quiet,
+        report.resync,
+    );
+    assert_eq!(
+        counted.failed_passes, 0.0,
+        "the passes in the quiet window succeeded (a failed pass writes nothing and proves nothing): {counted:?}"
+    );
     assert_eq!(
         report.in_quiet.writes(),
         0,
@@ -58,6 +74,10 @@ async fn addon_manager_gives_every_cluster_its_work_then_writes_nothing() {
         report.quiet,
         report.resync,
         report.in_quiet.write_samples
+    );
+    assert_eq!(
+        counted.writes, 0.0,
+        "the manager's own write counter agrees with the audit log: nothing sent in the quiet window"
     );
 }
 

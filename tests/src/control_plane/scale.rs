@@ -6,7 +6,7 @@
 //! - [`addon_manager_at_scale`]: `manifests/hub` installed with kubectl and our add-on manager run
 //!   as its Deployment says: time until every cluster has its ManifestWork, the requests the
 //!   manager made (from the hub's audit log), its peak RSS, and its requests in a quiet window once
-//!   it has settled;
+//!   it has settled, with the passes (resyncs) it counted in that window;
 //! - [`score_to_decision`]: Placements prioritizing by `resource-usage-score`, one cluster's score
 //!   changed at a time so that it enters or leaves every Placement's decisions: how long OCM's
 //!   placement controller takes to rewrite the PlacementDecisions.
@@ -505,6 +505,9 @@ pub struct AddonScaleReport {
     pub quiet: Duration,
     pub resync: Duration,
     pub in_quiet: Requests,
+    /// What the manager's own `/metrics` counted in the quiet window: its passes over add-ons
+    /// (the resyncs the window is about), the ones that failed, and the writes it sent.
+    pub in_quiet_counted: QuietCounts,
     pub peak_rss_kib: u64,
     pub rss_kib: u64,
 }
@@ -646,10 +649,18 @@ pub async fn addon_manager_at_scale(
     ));
 
     // The quiet window: an observation of fixed length, as "no write in a minute" is a claim
-    // about a minute.
+    // about a minute. Its claim is only worth something if the manager's periodic passes ran in
+    // it: its own counters, read at both ends, say how many passes there were.
+    let counted_before = quiet_counters(&manager).await?;
     tokio::time::sleep(scale.quiet).await;
     manager.check_running()?;
+    let counted_after = quiet_counters(&manager).await?;
     let in_quiet = audit.advance()?;
+    let in_quiet_counted = QuietCounts {
+        addon_passes: counted_after.addon_passes - counted_before.addon_passes,
+        failed_passes: counted_after.failed_passes - counted_before.failed_passes,
+        writes: counted_after.writes - counted_before.writes,
+    };
     let (peak_rss_kib, rss_kib) = memory_kib(manager.pid());
     {
         let state = works.watched.lock();
@@ -668,8 +679,34 @@ pub async fn addon_manager_at_scale(
         quiet: scale.quiet,
         resync: scale.resync,
         in_quiet,
+        in_quiet_counted,
         peak_rss_kib,
         rss_kib,
+    })
+}
+
+/// The add-on manager's counters over the quiet window, from its `/metrics` at the window's start
+/// and end.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct QuietCounts {
+    /// Passes of the `addon` controller (one per ManagedClusterAddOn and pass): with nothing
+    /// changing, only the periodic requeue (`--resync-period`) brings them.
+    pub addon_passes: f64,
+    /// Passes of any controller that failed (a failed pass writes nothing, and proves nothing).
+    pub failed_passes: f64,
+    /// Writes the manager sent, by its own count (the audit log's view is [`Requests`]).
+    pub writes: f64,
+}
+
+/// The counters [`QuietCounts`] is the difference of, read now from the manager's `/metrics`.
+async fn quiet_counters(manager: &Component) -> Result<QuietCounts, Error> {
+    let metrics = super::observe::scrape(manager)
+        .await
+        .ok_or_else(|| not_converged(manager, "its /metrics did not answer".into()))?;
+    Ok(QuietCounts {
+        addon_passes: metrics.sum("ocm_score_addon_reconciles_total", &[("controller", "addon")]),
+        failed_passes: metrics.sum("ocm_score_addon_reconcile_errors_total", &[]),
+        writes: metrics.sum("ocm_score_addon_writes_total", &[]),
     })
 }
 
