@@ -845,6 +845,13 @@ pub struct ChangeTiming {
     pub first: Duration,
     /// From the score write until every Placement's decisions were the new ones.
     pub all: Duration,
+    /// PlacementDecision events (writes by OCM's placement controller) from the score write until
+    /// the decisions were the new ones.
+    pub decision_events: usize,
+    /// How many Placements OCM had given the cluster before the write, and after it.
+    pub placements_with_cluster: (usize, usize),
+    /// How many Placements' decisions OCM changed (before the write vs after).
+    pub placements_changed: usize,
 }
 
 /// What [`score_to_decision`] measured.
@@ -1046,19 +1053,23 @@ pub async fn score_to_decision(
         scores.insert(cluster.clone(), value);
         let want = expected(&scores);
         let api: Api<DynamicObject> = Api::namespaced_with(hub.clone(), cluster, &score_api);
-        let arrived_before = decisions.watched.lock().arrivals.len();
+        let (arrived_before, decided_before) = {
+            let state = decisions.watched.lock();
+            (state.arrivals.len(), decided_by_placement(&state.objects))
+        };
         let written = Instant::now();
         write_score(&api, cluster, value, &valid_until).await?;
         let done = decisions
             .until(written + scenario.timeout, |state| {
-                (decided_by_placement(&state.objects) == want).then(|| {
+                let decided = decided_by_placement(&state.objects);
+                (decided == want).then(|| {
                     let first = state.arrivals.get(arrived_before).copied().unwrap_or(written);
                     let last = state.arrivals.last().copied().unwrap_or(written);
-                    (first, last)
+                    (first, last, state.arrivals.len() - arrived_before, decided)
                 })
             })
             .await;
-        let Some((first, last)) = done else {
+        let Some((first, last, decision_events, decided_after)) = done else {
             let state = decisions.watched.lock();
             return Err(mismatch(
                 &format!("after {cluster}'s score became {value} (change {})", step + 1),
@@ -1067,12 +1078,21 @@ pub async fn score_to_decision(
                 &cp.log_tail("hub-placement-controller", 20),
             ));
         };
+        let with_cluster = |decided: &BTreeMap<String, Vec<String>>| {
+            decided.values().filter(|c| c.contains(cluster)).count()
+        };
         timings.push(ChangeTiming {
             cluster: cluster.clone(),
             value,
             entered,
             first: first.saturating_duration_since(written),
             all: last.saturating_duration_since(written),
+            decision_events,
+            placements_with_cluster: (with_cluster(&decided_before), with_cluster(&decided_after)),
+            placements_changed: decided_after
+                .iter()
+                .filter(|(p, c)| decided_before.get(*p) != Some(*c))
+                .count(),
         });
         if scenario.check_with_simulate {
             simulate_agrees(cp, dir, &want).await?;
