@@ -7,8 +7,8 @@
 //! 2. the same for the hub's etcd (same data directory);
 //! 3. cluster2's own kube-apiserver is killed and restarted, and cluster2 changes right after.
 //!
-//! After each hub outage the agents and the manager recover within one refresh interval of the
-//! server's return, nothing of ours is lost or duplicated (same objects, same uids, same
+//! After each hub outage the agents and the manager recover, each within what its own settings
+//! allow (see [`hub_outage`]), nothing of ours is lost or duplicated (same objects, same uids, same
 //! generations), scores that could not be renewed have expired (their `validUntil` passed during the
 //! outage) and fresh ones are written. After the managed cluster's restart the agent has re-listed
 //! and its figures equal a fresh agent's (`ocm-score-agent once`). Throughout, every published score
@@ -26,12 +26,14 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use jiff::Timestamp;
+use agent_contract::DEFAULT_API_TIMEOUT;
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use ocm_score_tests::control_plane::addon::{
-    add_nodes, add_pod, addon_objects, agent_once, install_with_timing_and_start_manager, score_object,
-    start_agent, wait_agent_installed,
+    ADDON, HUB_NAMESPACE, add_nodes, add_pod, addon_objects, agent_once, kubectl, score_object, start_agent,
+    start_manager_with, wait_agent_installed,
 };
 use ocm_score_tests::control_plane::observe::{ScoreSampler, probe_address, scrape};
 use ocm_score_tests::control_plane::process::Component;
@@ -46,8 +48,15 @@ const REFRESH: Duration = Duration::from_secs(10);
 const VALIDITY: Duration = Duration::from_secs(45);
 /// The outage the issue prescribes; longer when the validity is, so that scores expire in it.
 const OUTAGE: Duration = Duration::from_secs(30);
-/// Time for a recovered process's write to land and for the test to read it.
-const CONFIRM: Duration = Duration::from_secs(3);
+/// The manager's leader election, set by the test (its Deployment leaves them to the defaults,
+/// these same values): how long a claim lasts, how long a leader may go without renewing before it
+/// steps down (the manager then exits, and its kubelet restarts it), and the pause between two
+/// attempts to acquire or renew.
+const LEASE_DURATION: Duration = Duration::from_secs(15);
+const RENEW_DEADLINE: Duration = Duration::from_secs(10);
+const RETRY_PERIOD: Duration = Duration::from_secs(2);
+/// The Lease the manager competes for, and the identity it has in its pod (the pod's name).
+const MANAGER_LEASE: &str = "ocm-score-addon-manager";
 /// Patience for one convergence on a loaded 2-core machine.
 const WAIT: Duration = Duration::from_secs(240);
 const CLUSTERS: [&str; 2] = ["cluster1", "cluster2"];
@@ -89,9 +98,7 @@ async fn the_addon_recovers_from_hub_and_managed_api_server_restarts() {
     let dir = TempDir::new("faults");
 
     // The install a user runs, with a refresh short enough for scores to expire within an outage.
-    let (manager, refresh_arg) = install_with_timing_and_start_manager(&cp, REFRESH, VALIDITY, dir.path())
-        .await
-        .expect("the add-on manager starts");
+    let (manager, refresh_arg) = install_and_start_manager(&cp, dir.path()).await;
     let mut agents = BTreeMap::new();
     for cluster in CLUSTERS {
         wait_agent_installed(&cp, cluster, Some(&refresh_arg), WAIT, || manager.tail()).await;
@@ -179,13 +186,70 @@ async fn the_addon_recovers_from_hub_and_managed_api_server_restarts() {
     );
 }
 
+/// `manifests/hub` applied with kubectl, the agents' refresh and validity set through the
+/// AddOnDeploymentConfig, and the manager started as its Deployment's container with the test's
+/// leader election settings. Returns the manager and the refresh flag the agents must get.
+async fn install_and_start_manager(cp: &ControlPlane, dir: &std::path::Path) -> (Component, String) {
+    let hub_kc = cp.hub_kubeconfig();
+    kubectl(&hub_kc, &["apply", "-k", "manifests/hub"]).unwrap_or_else(|e| panic!("{e}"));
+    let refresh = format!("{}s", REFRESH.as_secs());
+    let variables = json!({"spec": {"customizedVariables": [
+        {"name": "SOURCES", "value": "cluster"},
+        {"name": "REFRESH_INTERVAL", "value": refresh},
+        {"name": "SCORE_VALIDITY", "value": format!("{}s", VALIDITY.as_secs())},
+    ]}});
+    kubectl(
+        &hub_kc,
+        &[
+            "patch",
+            "addondeploymentconfig",
+            ADDON,
+            "-n",
+            HUB_NAMESPACE,
+            "--type=merge",
+            "-p",
+            &variables.to_string(),
+        ],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let leader_election = [
+        format!("--leader-election-lease-duration={}s", LEASE_DURATION.as_secs()),
+        format!("--leader-election-renew-deadline={}s", RENEW_DEADLINE.as_secs()),
+        format!("--leader-election-retry-period={}s", RETRY_PERIOD.as_secs()),
+    ];
+    let manager = start_manager_with(cp, dir, &leader_election)
+        .await
+        .unwrap_or_else(|e| panic!("the add-on manager starts: {e}"));
+    (manager, format!("--refresh-interval={refresh}"))
+}
+
 /// Kills `component` of the hub, keeps it down for the outage, restarts it, and checks how our
-/// processes come back.
+/// processes come back. Each recovery is an event with a time of its own, checked against what the
+/// process's settings allow after the hub answered `/readyz` (not against when this test, on a
+/// loaded machine, got round to seeing it):
+/// - the manager exits during the outage (it cannot renew its Lease for longer than the renew
+///   deadline) and is restarted, as its kubelet would;
+/// - it leads again (its `became leader` log line) within 2 × [`RENEW_DEADLINE`] +
+///   [`RETRY_PERIOD`]: the attempt under way when the hub came back lasts at most the renew
+///   deadline (a standby's budget), the next one starts a retry period later and lasts at most as
+///   long. The Lease names the manager's own identity, so it takes it back at once rather than
+///   after a [`LEASE_DURATION`] (checked: same holder, no transition);
+/// - its caches sync (`hub caches synced`) and it is ready: lists on a server this test does not
+///   pace, so waited for with the patience only, and reported;
+/// - each agent computes fresh figures for a write (`validUntil` − validity, stamped by the agent)
+///   within [`REFRESH`] + the agent's `--api-timeout` (its default): after a failed write or source
+///   read it tries again at most one refresh interval later, and a read takes at most the API
+///   timeout before it stamps.
 async fn hub_outage(cp: &mut ControlPlane, ours: &mut Ours, hub: &kube::Client, component: &str) {
     let mut failures_before = BTreeMap::new();
     for (cluster, agent) in &ours.agents {
         failures_before.insert(*cluster, failures(agent).await);
     }
+    let lease_before = manager_lease(hub).await;
+    assert!(
+        holder(&lease_before).is_some(),
+        "the manager holds its Lease before the kill: {lease_before:?}"
+    );
     let killed_at = Instant::now();
     let killed_wall = Timestamp::now();
     cp.kill(component).unwrap_or_else(|e| panic!("{e}"));
@@ -206,10 +270,18 @@ async fn hub_outage(cp: &mut ControlPlane, ours: &mut Ours, hub: &kube::Client, 
 
     // The outage: the issue's 30 s, or until every validUntil written before the kill has passed.
     let outage = OUTAGE.max(VALIDITY + Duration::from_secs(2));
+    let exits_before = ours.manager_exits.len();
     while killed_at.elapsed() < outage {
         ours.kubelet(&format!("the {component} outage"));
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
+    assert!(outage > RENEW_DEADLINE);
+    assert!(
+        ours.manager_exits.len() > exits_before,
+        "the manager, unable to renew its Lease for {outage:?} (renew deadline {RENEW_DEADLINE:?}), \
+         exited during the {component} outage:\n{}",
+        ours.manager.tail()
+    );
     for (cluster, agent) in &ours.agents {
         let metrics = scrape(agent)
             .await
@@ -252,34 +324,47 @@ async fn hub_outage(cp: &mut ControlPlane, ours: &mut Ours, hub: &kube::Client, 
         back.duration_since(restarted_at).as_secs_f64()
     );
 
-    // Recovery: the manager leads with synced caches again (restarted when it exited, as a pod's
-    // kubelet would), and every agent has written a score valid now.
-    let mut manager_back = None;
-    let mut agent_back: BTreeMap<&str, Duration> = BTreeMap::new();
+    // Recovery, event by event: the manager leads again, syncs its caches and is ready (restarted
+    // when it exits, as a pod's kubelet would), and every agent has written a score valid now.
+    let mut led_at: Option<Timestamp> = None;
+    let mut synced_at: Option<Timestamp> = None;
+    let mut manager_ready = None;
+    let mut computed_at: BTreeMap<&str, Timestamp> = BTreeMap::new();
     let mut first_read: BTreeMap<&str, Timestamp> = BTreeMap::new();
+    let validity = SignedDuration::try_from(VALIDITY).unwrap_or_default();
     loop {
         ours.kubelet(&format!("the recovery from the {component} outage"));
-        if manager_back.is_none() && manager_leads(&ours.manager).await {
-            manager_back = Some(back.elapsed());
+        if led_at.is_none() {
+            led_at = logged_at(&ours.manager, "became leader", killed_wall);
+        }
+        if let Some(led) = led_at
+            && synced_at.is_none()
+        {
+            synced_at = logged_at(&ours.manager, "hub caches synced", led);
+        }
+        if synced_at.is_some() && manager_ready.is_none() && manager_leads(&ours.manager).await {
+            manager_ready = Some(back.elapsed());
         }
         for cluster in CLUSTERS {
-            if agent_back.contains_key(cluster) {
+            if computed_at.contains_key(cluster) {
                 continue;
             }
             let Some(valid) = valid_until(hub, cluster).await else {
                 continue;
             };
             first_read.entry(cluster).or_insert(valid);
+            // Valid now, more than the outage after the kill: written since the hub came back.
             if valid > Timestamp::now() {
-                agent_back.insert(cluster, back.elapsed());
+                computed_at.insert(cluster, valid - validity);
             }
         }
-        if manager_back.is_some() && agent_back.len() == CLUSTERS.len() {
+        if manager_ready.is_some() && computed_at.len() == CLUSTERS.len() {
             break;
         }
         assert!(
             back.elapsed() < WAIT,
-            "not recovered {WAIT:?} after {component} came back: manager {manager_back:?}, agents {agent_back:?}\n\
+            "not recovered {WAIT:?} after {component} came back: the manager led at {led_at:?}, synced at \
+             {synced_at:?}, ready after {manager_ready:?}; agents computed at {computed_at:?}\n\
              --- manager:\n{}\n--- agent cluster1:\n{}\n--- agent cluster2:\n{}",
             ours.manager.tail(),
             ours.agents["cluster1"].tail(),
@@ -287,18 +372,21 @@ async fn hub_outage(cp: &mut ControlPlane, ours: &mut Ours, hub: &kube::Client, 
         );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-    let manager_back = manager_back.unwrap_or_default();
+    let (led_at, synced_at) = (led_at.unwrap_or(back_wall), synced_at.unwrap_or(back_wall));
+    let after_back = |at: Timestamp| at.duration_since(back_wall).as_secs_f64();
     eprintln!(
-        "after {component}: the manager leads again {:.1} s after the hub is ready, agents publish after {}",
-        manager_back.as_secs_f64(),
-        agent_back
+        "after {component}: the manager leads again {:.1} s after the hub is ready, its caches synced \
+         {:.1} s after, ready (seen) after {:.1} s; agents computed fresh figures after {}",
+        after_back(led_at),
+        after_back(synced_at),
+        manager_ready.unwrap_or_default().as_secs_f64(),
+        computed_at
             .iter()
-            .map(|(c, d)| format!("{c} {:.1} s", d.as_secs_f64()))
+            .map(|(c, at)| format!("{c} {:.0} s", after_back(*at)))
             .collect::<Vec<_>>()
             .join(", ")
     );
     // What the hub held when it came back: an expired score, or one written since the kill.
-    let validity = jiff::SignedDuration::try_from(VALIDITY).unwrap_or_default();
     for (cluster, valid) in &first_read {
         let written_after_kill = valid.checked_sub(validity).is_ok_and(|at| at >= killed_wall);
         assert!(
@@ -307,17 +395,30 @@ async fn hub_outage(cp: &mut ControlPlane, ours: &mut Ours, hub: &kube::Client, 
              (validUntil {valid}, killed at {killed_wall}, back at {back_wall})"
         );
     }
-    // An agent's next attempt comes at most one refresh interval after its last failed one, which
-    // was before the hub came back; then the write itself and this loop's reading of it take a
-    // moment, which CONFIRM allows for.
-    for (what, took) in
-        std::iter::once(("the manager", manager_back)).chain(agent_back.iter().map(|(c, d)| (*c, *d)))
-    {
+
+    let lease_deadline = SignedDuration::try_from(2 * RENEW_DEADLINE + RETRY_PERIOD).unwrap_or_default();
+    assert!(
+        led_at <= back_wall + lease_deadline,
+        "the manager led again at {led_at}, {:.1} s after the hub was ready at {back_wall}: more than two \
+         renew deadlines and a retry period ({lease_deadline})\n{}",
+        after_back(led_at),
+        ours.manager.tail()
+    );
+    let lease_after = manager_lease(hub).await;
+    assert_eq!(
+        (holder(&lease_after), transitions(&lease_after)),
+        (holder(&lease_before), transitions(&lease_before)),
+        "the manager took its own Lease back (same holder, no transition), without waiting for it to expire"
+    );
+    let agent_deadline = SignedDuration::try_from(REFRESH + DEFAULT_API_TIMEOUT).unwrap_or_default();
+    for (cluster, at) in &computed_at {
         assert!(
-            took <= REFRESH + CONFIRM,
-            "{what} recovered {:.1} s after {component} came back, more than one refresh interval \
-             ({REFRESH:?}) and {CONFIRM:?} to write and read it",
-            took.as_secs_f64()
+            *at <= back_wall + agent_deadline,
+            "{cluster}'s agent computed its first fresh figures at {at}, {:.0} s after the hub was ready at \
+             {back_wall}: more than one refresh interval ({REFRESH:?}) and its API timeout \
+             ({DEFAULT_API_TIMEOUT:?})\n{}",
+            after_back(*at),
+            ours.agents[cluster].tail()
         );
     }
 }
@@ -533,6 +634,34 @@ async fn valid_until(hub: &kube::Client, cluster: &str) -> Option<Timestamp> {
         .as_str()?
         .parse()
         .ok()
+}
+
+/// When `component` first logged a line containing `message` at or after `since`, by the timestamp
+/// its log line starts with.
+fn logged_at(component: &Component, message: &str, since: Timestamp) -> Option<Timestamp> {
+    std::fs::read_to_string(component.log_path())
+        .ok()?
+        .lines()
+        .filter(|l| l.contains(message))
+        .filter_map(|l| l.split_whitespace().next()?.parse::<Timestamp>().ok())
+        .find(|at| *at >= since)
+}
+
+/// The manager's leader Lease, as the hub holds it.
+async fn manager_lease(hub: &kube::Client) -> Option<Lease> {
+    Api::<Lease>::namespaced(hub.clone(), HUB_NAMESPACE)
+        .get_opt(MANAGER_LEASE)
+        .await
+        .ok()
+        .flatten()
+}
+
+fn holder(lease: &Option<Lease>) -> Option<String> {
+    lease.as_ref()?.spec.as_ref()?.holder_identity.clone()
+}
+
+fn transitions(lease: &Option<Lease>) -> Option<i32> {
+    lease.as_ref()?.spec.as_ref()?.lease_transitions
 }
 
 /// Whether the manager leads with synced caches: leader gauge 1 and /readyz 200.

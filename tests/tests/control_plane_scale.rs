@@ -3,9 +3,12 @@
 //! benchmark `cargo bench -p ocm-score-tests --bench control_plane_scale`). Correctness only; no
 //! figure is asserted:
 //! - our add-on manager, installed from `manifests/hub`, gives every cluster its ManifestWork with
-//!   the right content and then writes nothing through resyncs (counted from the hub's audit log);
+//!   the right content and then writes nothing through resyncs: the resyncs ran (its own pass
+//!   counter moved by at least one pass per add-on in the window) and neither the hub's audit log
+//!   nor its own write counter saw a write;
 //! - OCM's placement controller follows every change of our score: after each one, every
-//!   Placement's decisions are the top clusters by score, as `ocm-score-hub simulate` predicts.
+//!   Placement's decisions are the top clusters by score, as `ocm-score-hub simulate` predicts, and
+//!   OCM really moved: the changed cluster entered (or left) every Placement's decisions.
 
 use std::time::Duration;
 
@@ -42,6 +45,10 @@ async fn addon_manager_gives_every_cluster_its_work_then_writes_nothing() {
         quiet: Duration::from_secs(25),
         timeout: TIMEOUT,
     };
+    // Every add-on is requeued one resync after its last pass; a window of at least two resync
+    // periods holds at least one pass of each even if every pass comes up to `quiet - resync`
+    // (a whole period or more) late.
+    assert!(scale.quiet >= 2 * scale.resync, "{scale:?}");
     let report = addon_manager_at_scale(&cp, dir.path(), &scale, &progress)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
@@ -51,6 +58,18 @@ async fn addon_manager_gives_every_cluster_its_work_then_writes_nothing() {
         "the audit log counts the manager's writes: at least one ManifestWork per cluster, got {:?}",
         report.until_all_works
     );
+    let counted = &report.in_quiet_counted;
+    assert!(
+        counted.addon_passes >= CLUSTERS as f64,
+        "the quiet {:?} held the manager's resyncs (every {:?}): at least one pass per add-on, \
+         {CLUSTERS}, by its reconcile counter; it counted {counted:?}",
+        report.quiet,
+        report.resync,
+    );
+    assert_eq!(
+        counted.failed_passes, 0.0,
+        "the passes in the quiet window succeeded (a failed pass writes nothing and proves nothing): {counted:?}"
+    );
     assert_eq!(
         report.in_quiet.writes(),
         0,
@@ -58,6 +77,10 @@ async fn addon_manager_gives_every_cluster_its_work_then_writes_nothing() {
         report.quiet,
         report.resync,
         report.in_quiet.write_samples
+    );
+    assert_eq!(
+        counted.writes, 0.0,
+        "the manager's own write counter agrees with the audit log: nothing sent in the quiet window"
     );
 }
 
@@ -76,10 +99,30 @@ async fn ocm_decisions_follow_every_score_change() {
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     eprintln!("{report:?}");
-    assert_eq!(report.changes.len(), scenario.changes);
-    assert!(
-        report.changes.iter().any(|c| c.entered) && report.changes.iter().any(|c| !c.entered),
-        "clusters both entered and left the decisions: {:?}",
-        report.changes
-    );
+    // Each change raises an outsider above every cluster (it enters every Placement's decisions,
+    // pushing out each one's last cluster) or puts it back (the reverse). The scenario waits
+    // until OCM's decisions are the expected ones; these check that OCM really moved, so that a
+    // change that changed nothing cannot pass as followed.
+    for (step, change) in report.changes.iter().enumerate() {
+        let placements = scenario.placements;
+        let expected = if change.entered {
+            (0, placements)
+        } else {
+            (placements, 0)
+        };
+        assert_eq!(
+            change.placements_with_cluster,
+            expected,
+            "change {}: Placements whose OCM decisions held {} (before, after) when its score became {}: {change:?}",
+            step + 1,
+            change.cluster,
+            change.value
+        );
+        assert_eq!(
+            change.placements_changed,
+            placements,
+            "change {}: OCM rewrote every Placement's decisions: {change:?}",
+            step + 1
+        );
+    }
 }

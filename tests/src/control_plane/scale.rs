@@ -6,7 +6,7 @@
 //! - [`addon_manager_at_scale`]: `manifests/hub` installed with kubectl and our add-on manager run
 //!   as its Deployment says: time until every cluster has its ManifestWork, the requests the
 //!   manager made (from the hub's audit log), its peak RSS, and its requests in a quiet window once
-//!   it has settled;
+//!   it has settled, with the passes (resyncs) it counted in that window;
 //! - [`score_to_decision`]: Placements prioritizing by `resource-usage-score`, one cluster's score
 //!   changed at a time so that it enters or leaves every Placement's decisions: how long OCM's
 //!   placement controller takes to rewrite the PlacementDecisions.
@@ -505,6 +505,9 @@ pub struct AddonScaleReport {
     pub quiet: Duration,
     pub resync: Duration,
     pub in_quiet: Requests,
+    /// What the manager's own `/metrics` counted in the quiet window: its passes over add-ons
+    /// (the resyncs the window is about), the ones that failed, and the writes it sent.
+    pub in_quiet_counted: QuietCounts,
     pub peak_rss_kib: u64,
     pub rss_kib: u64,
 }
@@ -646,10 +649,18 @@ pub async fn addon_manager_at_scale(
     ));
 
     // The quiet window: an observation of fixed length, as "no write in a minute" is a claim
-    // about a minute.
+    // about a minute. Its claim is only worth something if the manager's periodic passes ran in
+    // it: its own counters, read at both ends, say how many passes there were.
+    let counted_before = quiet_counters(&manager).await?;
     tokio::time::sleep(scale.quiet).await;
     manager.check_running()?;
+    let counted_after = quiet_counters(&manager).await?;
     let in_quiet = audit.advance()?;
+    let in_quiet_counted = QuietCounts {
+        addon_passes: counted_after.addon_passes - counted_before.addon_passes,
+        failed_passes: counted_after.failed_passes - counted_before.failed_passes,
+        writes: counted_after.writes - counted_before.writes,
+    };
     let (peak_rss_kib, rss_kib) = memory_kib(manager.pid());
     {
         let state = works.watched.lock();
@@ -668,8 +679,34 @@ pub async fn addon_manager_at_scale(
         quiet: scale.quiet,
         resync: scale.resync,
         in_quiet,
+        in_quiet_counted,
         peak_rss_kib,
         rss_kib,
+    })
+}
+
+/// The add-on manager's counters over the quiet window, from its `/metrics` at the window's start
+/// and end.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct QuietCounts {
+    /// Passes of the `addon` controller (one per ManagedClusterAddOn and pass): with nothing
+    /// changing, only the periodic requeue (`--resync-period`) brings them.
+    pub addon_passes: f64,
+    /// Passes of any controller that failed (a failed pass writes nothing, and proves nothing).
+    pub failed_passes: f64,
+    /// Writes the manager sent, by its own count (the audit log's view is [`Requests`]).
+    pub writes: f64,
+}
+
+/// The counters [`QuietCounts`] is the difference of, read now from the manager's `/metrics`.
+async fn quiet_counters(manager: &Component) -> Result<QuietCounts, Error> {
+    let metrics = super::observe::scrape(manager)
+        .await
+        .ok_or_else(|| not_converged(manager, "its /metrics did not answer".into()))?;
+    Ok(QuietCounts {
+        addon_passes: metrics.sum("ocm_score_addon_reconciles_total", &[("controller", "addon")]),
+        failed_passes: metrics.sum("ocm_score_addon_reconcile_errors_total", &[]),
+        writes: metrics.sum("ocm_score_addon_writes_total", &[]),
     })
 }
 
@@ -808,6 +845,13 @@ pub struct ChangeTiming {
     pub first: Duration,
     /// From the score write until every Placement's decisions were the new ones.
     pub all: Duration,
+    /// PlacementDecision events (writes by OCM's placement controller) from the score write until
+    /// the decisions were the new ones.
+    pub decision_events: usize,
+    /// How many Placements OCM had given the cluster before the write, and after it.
+    pub placements_with_cluster: (usize, usize),
+    /// How many Placements' decisions OCM changed (before the write vs after).
+    pub placements_changed: usize,
 }
 
 /// What [`score_to_decision`] measured.
@@ -1009,19 +1053,23 @@ pub async fn score_to_decision(
         scores.insert(cluster.clone(), value);
         let want = expected(&scores);
         let api: Api<DynamicObject> = Api::namespaced_with(hub.clone(), cluster, &score_api);
-        let arrived_before = decisions.watched.lock().arrivals.len();
+        let (arrived_before, decided_before) = {
+            let state = decisions.watched.lock();
+            (state.arrivals.len(), decided_by_placement(&state.objects))
+        };
         let written = Instant::now();
         write_score(&api, cluster, value, &valid_until).await?;
         let done = decisions
             .until(written + scenario.timeout, |state| {
-                (decided_by_placement(&state.objects) == want).then(|| {
+                let decided = decided_by_placement(&state.objects);
+                (decided == want).then(|| {
                     let first = state.arrivals.get(arrived_before).copied().unwrap_or(written);
                     let last = state.arrivals.last().copied().unwrap_or(written);
-                    (first, last)
+                    (first, last, state.arrivals.len() - arrived_before, decided)
                 })
             })
             .await;
-        let Some((first, last)) = done else {
+        let Some((first, last, decision_events, decided_after)) = done else {
             let state = decisions.watched.lock();
             return Err(mismatch(
                 &format!("after {cluster}'s score became {value} (change {})", step + 1),
@@ -1030,12 +1078,21 @@ pub async fn score_to_decision(
                 &cp.log_tail("hub-placement-controller", 20),
             ));
         };
+        let with_cluster = |decided: &BTreeMap<String, Vec<String>>| {
+            decided.values().filter(|c| c.contains(cluster)).count()
+        };
         timings.push(ChangeTiming {
             cluster: cluster.clone(),
             value,
             entered,
             first: first.saturating_duration_since(written),
             all: last.saturating_duration_since(written),
+            decision_events,
+            placements_with_cluster: (with_cluster(&decided_before), with_cluster(&decided_after)),
+            placements_changed: decided_after
+                .iter()
+                .filter(|(p, c)| decided_before.get(*p) != Some(*c))
+                .count(),
         });
         if scenario.check_with_simulate {
             simulate_agrees(cp, dir, &want).await?;
