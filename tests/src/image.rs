@@ -133,18 +133,7 @@ fn cached(
     let mut key = ring::digest::Context::new(&ring::digest::SHA256);
     key.update(format!("{config:?}").as_bytes());
     for input in inputs {
-        let mut file = std::fs::File::open(input)
-            .map_err(|source| io(format!("reading {}", input.display()), source))?;
-        let mut buf = vec![0u8; 1 << 20];
-        loop {
-            let n = file
-                .read(&mut buf)
-                .map_err(|source| io(format!("reading {}", input.display()), source))?;
-            if n == 0 {
-                break;
-            }
-            key.update(&buf[..n]);
-        }
+        hash_file(&mut key, input)?;
     }
     let key = hex(key.finish().as_ref());
     let cache = user_cache_dir().join("images");
@@ -441,20 +430,25 @@ pub fn read_members(archive: &Path, names: &[&str]) -> Result<Vec<Vec<u8>>, Erro
 }
 
 fn file_digest(path: &Path) -> Result<String, Error> {
+    let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
+    hash_file(&mut ctx, path)?;
+    Ok(hex(ctx.finish().as_ref()))
+}
+
+/// Feeds a file's bytes to `ctx`, a megabyte at a time (binaries run to a hundred).
+fn hash_file(ctx: &mut ring::digest::Context, path: &Path) -> Result<(), Error> {
     let mut file =
         std::fs::File::open(path).map_err(|source| io(format!("reading {}", path.display()), source))?;
-    let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
     let mut buf = vec![0u8; 1 << 20];
     loop {
         let n = file
             .read(&mut buf)
             .map_err(|source| io(format!("reading {}", path.display()), source))?;
         if n == 0 {
-            break;
+            return Ok(());
         }
         ctx.update(&buf[..n]);
     }
-    Ok(hex(ctx.finish().as_ref()))
 }
 
 fn digest(bytes: &[u8]) -> String {
