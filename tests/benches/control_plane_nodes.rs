@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use ocm_score_tests::control_plane::ControlPlane;
 use ocm_score_tests::control_plane::addon::{INSTALL_NAMESPACE, kubectl, score_object};
+use ocm_score_tests::control_plane::node::{cgroup_pids, pids_mentioning};
 use ocm_score_tests::control_plane::observe::process_figures;
 use ocm_score_tests::go_module::user_cache_dir;
 use ocm_score_tests::image::PAUSE;
@@ -58,34 +59,8 @@ async fn install(cp: &ControlPlane) -> anyhow::Result<f64> {
     Ok(started.elapsed().as_secs_f64())
 }
 
-/// Resident memory of processes whose command line mentions `needle`.
-fn rss_mentioning(needle: &str) -> u64 {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return 0;
-    };
-    entries
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(needle))
-        })
-        .filter_map(|pid| process_figures(pid).map(|f| f.rss_bytes))
-        .sum()
-}
-
-/// Resident memory of every process in a cgroup subtree (a node's pods).
-fn rss_in_cgroup(dir: &Path) -> u64 {
-    let mut pids = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        if let Ok(procs) = std::fs::read_to_string(d.join("cgroup.procs")) {
-            pids.extend(procs.lines().filter_map(|l| l.trim().parse::<u32>().ok()));
-        }
-        if let Ok(entries) = std::fs::read_dir(&d) {
-            stack.extend(entries.flatten().map(|e| e.path()).filter(|p| p.is_dir()));
-        }
-    }
+/// Resident memory of processes, bytes.
+fn rss(pids: Vec<u32>) -> u64 {
     pids.into_iter()
         .filter_map(|p| process_figures(p).map(|f| f.rss_bytes))
         .sum()
@@ -108,9 +83,16 @@ fn node_memory(cp: &ControlPlane, cluster: &str) -> (u64, u64) {
         .sum();
     let node = cp.nodes().iter().find(|n| n.cluster == cluster);
     let shims = node
-        .map(|n| rss_mentioning(&format!("-address {}", n.containerd_socket().display())))
+        .map(|n| {
+            rss(pids_mentioning(&format!(
+                "-address {}",
+                n.containerd_socket().display()
+            )))
+        })
         .unwrap_or(0);
-    let pods = rss_in_cgroup(&Path::new("/sys/fs/cgroup/memory").join(format!("ocms-{cluster}")));
+    let pods = rss(cgroup_pids(
+        &Path::new("/sys/fs/cgroup/memory").join(format!("ocms-{cluster}")),
+    ));
     (own + shims, pods)
 }
 
@@ -237,7 +219,7 @@ async fn main() -> anyhow::Result<()> {
         .iter()
         .filter_map(|(_, pid)| process_figures(*pid).map(|f| f.rss_bytes))
         .sum();
-    let shims = rss_mentioning("containerd-shim-runc-v2");
+    let shims = rss(pids_mentioning("containerd-shim-runc-v2"));
     println!(
         "\nwhole control plane (every component, shims and pods): {:.0} MiB (nodes {:.0}, pods {:.0})",
         mib(components + shims + total_pods),

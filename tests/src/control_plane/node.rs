@@ -639,20 +639,29 @@ fn cgroup_dirs_with_prefix() -> Vec<PathBuf> {
     out
 }
 
-/// SIGKILL to every process in a cgroup and the cgroups below it.
-fn kill_cgroup_processes(dir: &Path) {
+/// Every process in a cgroup and the cgroups below it (a node's pods, under its cgroup root).
+pub fn cgroup_pids(dir: &Path) -> Vec<u32> {
+    let mut pids = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
         if let Ok(procs) = std::fs::read_to_string(d.join("cgroup.procs")) {
-            for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
-                if let Some(pid) = rustix::process::Pid::from_raw(pid) {
-                    let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
-                }
-            }
+            pids.extend(procs.lines().filter_map(|l| l.trim().parse::<u32>().ok()));
         }
         if let Ok(entries) = std::fs::read_dir(&d) {
             stack.extend(entries.flatten().map(|e| e.path()).filter(|p| p.is_dir()));
         }
+    }
+    pids
+}
+
+/// SIGKILL to every process in a cgroup and the cgroups below it.
+fn kill_cgroup_processes(dir: &Path) {
+    cgroup_pids(dir).into_iter().for_each(kill);
+}
+
+fn kill(pid: u32) {
+    if let Some(pid) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) {
+        let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
     }
 }
 
@@ -678,27 +687,28 @@ fn remove_cgroup_tree(dir: &Path) {
     }
 }
 
-/// SIGKILL to every process whose command line mentions `needle` (containerd's shims name their
-/// containerd's socket; nothing else of ours outlives its process group).
-fn kill_processes_mentioning(needle: &str) {
+/// Every process but this one whose command line mentions `needle` (containerd's shims name their
+/// containerd's socket).
+pub fn pids_mentioning(needle: &str) -> Vec<u32> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
-        return;
+        return Vec::new();
     };
     let own = std::process::id();
-    for entry in entries.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
-            continue;
-        };
-        if pid as u32 == own {
-            continue;
-        }
-        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
-        if String::from_utf8_lossy(&cmdline).contains(needle)
-            && let Some(pid) = rustix::process::Pid::from_raw(pid)
-        {
-            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
-        }
-    }
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| *pid != own)
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(needle))
+        })
+        .collect()
+}
+
+/// SIGKILL to every process whose command line mentions `needle` (nothing else of ours outlives
+/// its process group).
+fn kill_processes_mentioning(needle: &str) {
+    pids_mentioning(needle).into_iter().for_each(kill);
 }
 
 /// Detaches every mount whose path contains `needle`, deepest first (the kubelet's volumes,
