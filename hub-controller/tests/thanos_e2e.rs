@@ -8,7 +8,6 @@ use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
 use ocm_score_tests::apiserver::{ApiServer, Gvr, RequestMatch};
 use scheduler_core::api::{AddOnPlacementScoreStatus, Time};
-use serde_json::json;
 use std::time::Duration;
 use thanos_common::{
     FREE_CPU, FakeMode, FakeQueryApi, MEM_FREE, Prometheus, ScorerProcess, ScrapeTarget, eventually,
@@ -413,33 +412,29 @@ async fn of_two_replicas_only_the_leader_writes() {
     assert_eq!(second.terminate().await, Some(0));
 }
 
-/// The permissions the scorer needs on the hub, and no more.
-fn scorer_rbac(user: &str) -> Vec<serde_json::Value> {
-    let group = "cluster.open-cluster-management.io";
-    vec![
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "thanos-scorer"},
-        "rules": [
-            {"apiGroups": [group], "resources": ["managedclusters"], "verbs": ["get", "list", "watch"]},
-            {"apiGroups": [group], "resources": ["addonplacementscores"], "verbs": ["get", "list", "watch", "create"]},
-            {"apiGroups": [group], "resources": ["addonplacementscores/status"], "verbs": ["patch"]},
-        ]}),
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "thanos-scorer"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "thanos-scorer"},
-            "subjects": [{"kind": "User", "name": user}]}),
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "thanos-scorer-lease", "namespace": "ocm-score"},
-            "rules": [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "update"]}]}),
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "thanos-scorer-lease", "namespace": "ocm-score"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "thanos-scorer-lease"},
-            "subjects": [{"kind": "User", "name": user}]}),
-    ]
+/// The scorer's RBAC as shipped: the ClusterRole, Role and bindings of `manifests/thanos-scorer`
+/// (the chart rendered), binding the ServiceAccount `ocm-score/ocm-score-thanos-scorer`.
+fn shipped_rbac() -> Vec<serde_json::Value> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifests/thanos-scorer");
+    let mut out = Vec::new();
+    for file in [
+        "thanos-scorer-cluster-role.yaml",
+        "thanos-scorer-leader-election-rbac.yaml",
+    ] {
+        let path = dir.join(file);
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        out.extend(ocm_score_tests::apiserver::parse_objects(file, &text).expect("YAML"));
+    }
+    assert_eq!(out.len(), 4, "a ClusterRole, a Role and their bindings");
+    out
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runs_with_least_privilege() {
-    let user = "system:serviceaccount:ocm-score:thanos-scorer";
+    let user = "system:serviceaccount:ocm-score:ocm-score-thanos-scorer";
     let fake = FakeQueryApi::start(FakeMode::Vector(samples(&[("a", 1.0), ("b", 2.0)]))).await;
     let hub = start_hub_with(&["a", "b"], true).await;
-    for object in scorer_rbac(user) {
+    for object in shipped_rbac() {
         hub.create(object).expect("creating RBAC objects");
     }
     let config = fake_config(&fake.url(), "3s", "2s", true);

@@ -1,4 +1,5 @@
-//! The committed TieredPlacement CRD is exactly what the Rust types generate.
+//! The committed TieredPlacement CRD (the chart's `crds/`; `manifests/hub/crds` is rendered from the chart) is
+//! exactly what the Rust types generate.
 //!
 //! After changing `scheduler-core/src/api/tiering.rs`, regenerate it with
 //! `UPDATE_CRDS=1 cargo test -p scheduler-core --test tiering_crd` and commit the YAML.
@@ -19,7 +20,7 @@ fn generated() -> String {
 #[test]
 fn committed_crd_matches_the_types() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../manifests/hub/crds/tiering.ocm-score.io_tieredplacements.yaml");
+        .join("../charts/ocm-score/crds/tiering.ocm-score.io_tieredplacements.yaml");
     let want = generated();
     if std::env::var_os("UPDATE_CRDS").is_some() {
         std::fs::write(&path, &want).expect("write the CRD");

@@ -1,6 +1,7 @@
 //! Test support shared by the workspace-level integration and end-to-end tests.
 
 pub mod apiserver;
+pub mod chart;
 pub mod control_plane;
 pub mod crd;
 pub mod go_module;

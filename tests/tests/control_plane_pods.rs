@@ -15,6 +15,7 @@ use ocm_score_tests::control_plane::ControlPlane;
 use ocm_score_tests::control_plane::addon::{
     HUB_NAMESPACE, INSTALL_NAMESPACE, decided, kubectl, score_object,
 };
+use ocm_score_tests::control_plane::pods::{is_ready, ready_pods, restarts};
 use ocm_score_tests::support::eventually;
 use serde_json::Value;
 
@@ -23,32 +24,6 @@ const WAIT: Duration = Duration::from_secs(300);
 
 fn run(kubeconfig: &Path, args: &[&str]) -> String {
     kubectl(kubeconfig, args).unwrap_or_else(|e| panic!("{e}"))
-}
-
-/// Pods of a namespace (optionally by label) that are Running with every container ready.
-async fn ready_pods(client: &kube::Client, namespace: &str, selector: &str) -> Vec<Pod> {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
-    let listed = pods
-        .list(&ListParams::default().labels(selector))
-        .await
-        .map(|l| l.items)
-        .unwrap_or_default();
-    listed.into_iter().filter(is_ready).collect()
-}
-
-fn is_ready(pod: &Pod) -> bool {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
-
-fn restarts(pod: &Pod) -> i32 {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.container_statuses.as_ref())
-        .map(|cs| cs.iter().map(|c| c.restart_count).sum())
-        .unwrap_or(0)
 }
 
 /// `status.validUntil` of a cluster's score object.

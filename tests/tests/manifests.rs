@@ -167,9 +167,11 @@ fn builtin_unknown_fields(
     kind: &str,
     object: &Value,
 ) -> Option<Result<Vec<String>, String>> {
-    use k8s_openapi::api::{apps::v1 as apps, core::v1 as core, rbac::v1 as rbac};
+    use k8s_openapi::api::{apps::v1 as apps, core::v1 as core, policy::v1 as policy, rbac::v1 as rbac};
     Some(match (api_version, kind) {
         ("v1", "Namespace") => unknown_fields::<core::Namespace>(object),
+        ("v1", "ConfigMap") => unknown_fields::<core::ConfigMap>(object),
+        ("policy/v1", "PodDisruptionBudget") => unknown_fields::<policy::PodDisruptionBudget>(object),
         ("v1", "ServiceAccount") => unknown_fields::<core::ServiceAccount>(object),
         ("apps/v1", "Deployment") => unknown_fields::<apps::Deployment>(object),
         ("rbac.authorization.k8s.io/v1", "ClusterRole") => unknown_fields::<rbac::ClusterRole>(object),
@@ -612,6 +614,64 @@ fn the_tiering_controller_gets_exactly_what_it_needs() {
         !granted
             .iter()
             .any(|(_, g, r, _, _)| g == "addon.open-cluster-management.io" || r == "manifestworks")
+    );
+}
+
+/// What `ocm-score-hub thanos-scorer` needs, and why. `hub-controller/tests/thanos_e2e.rs` runs the
+/// scorer with RBAC on and the rules of `manifests/thanos-scorer`.
+fn thanos_scorer_needs() -> BTreeSet<Permission> {
+    let cluster = "cluster.open-cluster-management.io";
+    let mut out = BTreeSet::new();
+    let mut add = |scope: &str, group: &str, resource: &str, verbs: &[&str], name: &str| {
+        for v in verbs {
+            out.insert((
+                scope.into(),
+                group.into(),
+                resource.into(),
+                v.to_string(),
+                name.into(),
+            ));
+        }
+    };
+    // The fleet (a reflector) and the labels or claims that map series to clusters.
+    add(
+        "cluster",
+        cluster,
+        "managedclusters",
+        &["get", "list", "watch"],
+        "*",
+    );
+    // The scores: a reflector over them, created once, then written through status.
+    add(
+        "cluster",
+        cluster,
+        "addonplacementscores",
+        &["get", "list", "watch", "create"],
+        "*",
+    );
+    add("cluster", cluster, "addonplacementscores/status", &["patch"], "*");
+    add("ocm-score", "coordination.k8s.io", "leases", &["create"], "*");
+    add(
+        "ocm-score",
+        "coordination.k8s.io",
+        "leases",
+        &["get", "update"],
+        "ocm-score-thanos-scorer",
+    );
+    out
+}
+
+#[test]
+fn the_thanos_scorer_gets_exactly_what_it_needs() {
+    let docs = documents();
+    let granted = granted(&docs, "ocm-score", "ocm-score-thanos-scorer");
+    let needed = thanos_scorer_needs();
+    let missing: Vec<_> = needed.difference(&granted).collect();
+    let extra: Vec<_> = granted.difference(&needed).collect();
+    assert!(missing.is_empty(), "the manifests do not grant: {missing:#?}");
+    assert!(
+        extra.is_empty(),
+        "the manifests grant more than needed: {extra:#?}"
     );
 }
 

@@ -29,6 +29,7 @@ pub mod node;
 pub mod observe;
 pub mod ocm;
 pub mod pki;
+pub mod pods;
 pub mod process;
 pub mod scale;
 

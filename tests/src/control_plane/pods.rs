@@ -1,0 +1,40 @@
+//! Pods as the tests on nodes look at them: which are Running and Ready, how often restarted.
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams};
+
+/// Pods of a namespace (optionally by label selector) that are Running with every container ready.
+pub async fn ready_pods(client: &kube::Client, namespace: &str, selector: &str) -> Vec<Pod> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let listed = pods
+        .list(&ListParams::default().labels(selector))
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default();
+    listed.into_iter().filter(is_ready).collect()
+}
+
+/// Every pod of a namespace, ready or not (empty when it cannot be listed).
+pub async fn all_pods(client: &kube::Client, namespace: &str) -> Vec<Pod> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    pods.list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+}
+
+pub fn is_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// Restarts of all the pod's containers.
+pub fn restarts(pod: &Pod) -> i32 {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .map(|cs| cs.iter().map(|c| c.restart_count).sum())
+        .unwrap_or(0)
+}

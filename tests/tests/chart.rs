@@ -1,0 +1,240 @@
+//! The Helm chart `charts/ocm-score`, without a cluster: it lints, renders what its values say,
+//! refuses bad values naming them, and `manifests/hub` and `manifests/thanos-scorer` are exactly
+//! its renderings (`UPDATE_MANIFESTS=1` rewrites them). The real API server's view of the same
+//! output, and a real `helm install`/`upgrade`/`uninstall`, are `control_plane_helm.rs`.
+
+use ocm_score_tests::apiserver::parse_objects;
+use ocm_score_tests::chart::{self, RENDERINGS};
+use ocm_score_tests::control_plane::addon::workspace_dir;
+use serde_json::Value;
+
+/// Every optional part of the chart switched on.
+const ALL_ON: &[&str] = &[
+    "createNamespace=true",
+    "thanosScorer.enabled=true",
+    "thanosScorer.secretName=thanos-client",
+    "monitoring.podMonitor.enabled=true",
+    "monitoring.prometheusRule.enabled=true",
+    "monitoring.dashboard.enabled=true",
+];
+
+fn objects(values: &[&str]) -> Vec<Value> {
+    let text = chart::template(values, false).unwrap_or_else(|e| panic!("{e}"));
+    parse_objects("helm template", &text).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> Option<&'a Value> {
+    objects
+        .iter()
+        .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+}
+
+#[test]
+fn the_chart_lints_clean_with_defaults_and_everything_on() {
+    let lint = [
+        "lint",
+        "--strict",
+        chart::CHART,
+        "--kube-version",
+        chart::KUBE_VERSION,
+    ];
+    chart::helm(&lint).unwrap_or_else(|e| panic!("{e}"));
+    let mut args = lint.to_vec();
+    for value in ALL_ON {
+        args.extend(["--set", value]);
+    }
+    chart::helm(&args).unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[test]
+fn manifests_are_the_chart_rendered() {
+    let root = workspace_dir();
+    let update = std::env::var_os("UPDATE_MANIFESTS").is_some();
+    let mut stale = Vec::new();
+    for rendering in &RENDERINGS {
+        let files = chart::render(rendering).unwrap_or_else(|e| panic!("{e}"));
+        assert!(files.len() >= 5, "{}: {} files", rendering.dir, files.len());
+        if update {
+            for old in chart::rendered_files_on_disk(rendering) {
+                if !files.contains_key(&old) {
+                    std::fs::remove_file(root.join(&old)).unwrap_or_else(|e| panic!("{e}"));
+                }
+            }
+            for (file, text) in &files {
+                let path = root.join(file);
+                if let Some(dir) = path.parent() {
+                    std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("{e}"));
+                }
+                std::fs::write(&path, text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            }
+        }
+        for (file, text) in &files {
+            match std::fs::read_to_string(root.join(file)) {
+                Ok(have) if &have == text => {}
+                Ok(_) => stale.push(format!("{} differs", file.display())),
+                Err(e) => stale.push(format!("{}: {e}", file.display())),
+            }
+        }
+        for extra in chart::rendered_files_on_disk(rendering) {
+            if !files.contains_key(&extra) {
+                stale.push(format!("{} is not rendered from the chart", extra.display()));
+            }
+        }
+    }
+    assert!(
+        stale.is_empty(),
+        "manifests/ is out of step with charts/ocm-score:\n  {}\nrun UPDATE_MANIFESTS=1 cargo test -p ocm-score-tests --test chart",
+        stale.join("\n  ")
+    );
+}
+
+#[test]
+fn defaults_install_the_addon_and_tiering_and_keep_the_contract() {
+    let objects = objects(&[]);
+    for name in ["ocm-score-addon-manager", "ocm-score-tiering"] {
+        let deployment = find(&objects, "Deployment", name).unwrap_or_else(|| panic!("{name}"));
+        assert_eq!(deployment["spec"]["replicas"], 2, "{name}");
+        let pdb = find(&objects, "PodDisruptionBudget", name).unwrap_or_else(|| panic!("{name} PDB"));
+        assert_eq!(pdb["spec"]["maxUnavailable"], 1);
+        assert_eq!(
+            pdb["spec"]["selector"]["matchLabels"],
+            deployment["spec"]["selector"]["matchLabels"]
+        );
+    }
+    // Off by default: the scorer (it needs a Thanos to ask), monitoring objects (they need the
+    // Prometheus Operator's CRDs) and the namespace (`helm install --create-namespace` makes it).
+    for kind in ["Namespace", "ConfigMap", "PodMonitor", "PrometheusRule"] {
+        assert!(
+            !objects.iter().any(|o| o["kind"] == kind),
+            "{kind} rendered by default"
+        );
+    }
+    assert!(find(&objects, "Deployment", "ocm-score-thanos-scorer").is_none());
+    // The shipped agent configuration renews validUntil at every refresh: no SCORE_VALIDITY.
+    let adc = find(&objects, "AddOnDeploymentConfig", "resource-usage-collect").expect("ADC");
+    let variables = adc["spec"]["customizedVariables"].as_array().expect("variables");
+    assert!(
+        !variables.iter().any(|v| v["name"] == "SCORE_VALIDITY"),
+        "{variables:?}"
+    );
+    assert!(
+        variables
+            .iter()
+            .any(|v| v["name"] == "REFRESH_INTERVAL" && v["value"] == "60s")
+    );
+    let cma = find(&objects, "ClusterManagementAddOn", "resource-usage-collect").expect("CMA");
+    assert_eq!(cma["spec"]["installStrategy"]["type"], "Placements");
+    assert_eq!(
+        cma["spec"]["installStrategy"]["placements"][0],
+        serde_json::json!({"name": "all-clusters", "namespace": "ocm-score"})
+    );
+    assert!(find(&objects, "Placement", "all-clusters").is_some());
+}
+
+#[test]
+fn values_reach_the_objects_they_name() {
+    let objects = objects(&[
+        "image.repository=registry.example/ocm-score",
+        "image.tag=9.9.9",
+        "agent.variables.RENEW_EVERY=2",
+        "agent.nodeSelector.pool=agents",
+        "install.strategy=Manual",
+        "addonManager.replicas=1",
+        "tiering.enabled=false",
+        "logLevel=debug",
+    ]);
+    let manager = find(&objects, "Deployment", "ocm-score-addon-manager").expect("manager");
+    let container = &manager["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(container["image"], "registry.example/ocm-score:9.9.9");
+    // The agents follow the controllers' image (the second argument, as kustomize's replacement
+    // in manifests/hub expects).
+    assert_eq!(
+        container["args"][1],
+        "--agent-image=registry.example/ocm-score:9.9.9"
+    );
+    assert!(
+        container["env"]
+            .as_array()
+            .expect("env")
+            .iter()
+            .any(|e| e["name"] == "RUST_LOG" && e["value"] == "debug")
+    );
+    // One replica: no PDB (it would block every drain).
+    assert!(find(&objects, "PodDisruptionBudget", "ocm-score-addon-manager").is_none());
+    let adc = find(&objects, "AddOnDeploymentConfig", "resource-usage-collect").expect("ADC");
+    assert!(
+        adc["spec"]["customizedVariables"]
+            .as_array()
+            .expect("variables")
+            .iter()
+            .any(|v| v["name"] == "RENEW_EVERY" && v["value"] == "2")
+    );
+    assert_eq!(adc["spec"]["nodePlacement"]["nodeSelector"]["pool"], "agents");
+    // Manual: no Placement of ours, and the strategy names none.
+    let cma = find(&objects, "ClusterManagementAddOn", "resource-usage-collect").expect("CMA");
+    assert_eq!(
+        cma["spec"]["installStrategy"],
+        serde_json::json!({"type": "Manual"})
+    );
+    assert!(!objects.iter().any(|o| o["kind"] == "Placement"));
+    assert!(find(&objects, "Deployment", "ocm-score-tiering").is_none());
+}
+
+#[test]
+fn the_thanos_scorer_gets_its_config_secrets_and_a_rollout_on_change() {
+    let objects = objects(ALL_ON);
+    let scorer = find(&objects, "Deployment", "ocm-score-thanos-scorer").expect("scorer");
+    let pod = &scorer["spec"]["template"]["spec"];
+    assert_eq!(pod["serviceAccountName"], "ocm-score-thanos-scorer");
+    let args = &pod["containers"][0]["args"];
+    assert_eq!(args[0], "thanos-scorer");
+    assert_eq!(args[1], "--config=/etc/ocm-score/thanos/config.yaml");
+    let volumes = pod["volumes"].as_array().expect("volumes");
+    assert!(
+        volumes
+            .iter()
+            .any(|v| v["configMap"]["name"] == "ocm-score-thanos-scorer")
+    );
+    assert!(
+        volumes
+            .iter()
+            .any(|v| v["secret"]["secretName"] == "thanos-client")
+    );
+    let config = find(&objects, "ConfigMap", "ocm-score-thanos-scorer").expect("config");
+    let text = config["data"]["config.yaml"].as_str().expect("config.yaml");
+    let parsed: Value = serde_norway::from_str(text).expect("the example config is YAML");
+    assert!(parsed["query"]["url"].is_string(), "{text}");
+    assert!(!parsed["scores"].as_array().expect("scores").is_empty());
+    // A changed config changes the pod template, so the scorer restarts with it.
+    let checksum = |objects: &[Value]| {
+        find(objects, "Deployment", "ocm-score-thanos-scorer").expect("scorer")["spec"]["template"]
+            ["metadata"]["annotations"]["checksum/config"]
+            .clone()
+    };
+    let changed = self::objects(&[
+        "thanosScorer.enabled=true",
+        "thanosScorer.config=query: {url: 'http://other:9090'}",
+    ]);
+    assert!(checksum(&objects).is_string());
+    assert_ne!(checksum(&objects), checksum(&changed));
+}
+
+#[test]
+fn bad_values_are_refused_naming_the_value() {
+    for (value, says) in [
+        ("install.strategy=Sometimes", "install.strategy=\"Sometimes\""),
+        ("install.placements=null", "install.placements"),
+        ("install.placements[0].name=", "install.placements[0].name"),
+    ] {
+        let error = chart::template(&[value], false)
+            .err()
+            .unwrap_or_else(|| panic!("{value} was accepted"))
+            .to_string();
+        assert!(error.contains(says), "{value}: {error}");
+    }
+    let error = chart::template(&["thanosScorer.enabled=true", "thanosScorer.config="], false)
+        .err()
+        .expect("an empty scorer config was accepted")
+        .to_string();
+    assert!(error.contains("thanosScorer.config"), "{error}");
+}
