@@ -465,7 +465,6 @@ impl ControlPlane {
         // runs on a machine at a time: later ones (parallel tests) wait their turn, up to 20
         // minutes, and only then does the start-up timeout begin.
         self._machine_lock = Some(machine_lock(Instant::now() + Duration::from_secs(1200), progress).await?);
-        let deadline = Instant::now() + opts.timeout;
         for (port, what) in ocm::WEBHOOK_FIXED_PORTS {
             if std::net::TcpListener::bind(("0.0.0.0", port)).is_err() {
                 return Err(Error::PortInUse {
@@ -489,6 +488,9 @@ impl ControlPlane {
             Vec::new()
         };
 
+        // The start-up timeout counts from here: assembling the images may first build the
+        // workspace's binaries (minutes on a cold target directory), which is not start-up.
+        let deadline = Instant::now() + opts.timeout;
         progress("starting etcd and kube-apiserver");
         let hub = KubeCluster::start(
             "hub",
