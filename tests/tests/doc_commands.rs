@@ -9,7 +9,8 @@
 //! (`ocm-score-agent once --source host`, `ocm-score-hub simulate` on files of the repository) are
 //! run for real. A few more references are checked on the way: `cargo run/test/bench -p` names a
 //! package of the workspace and an existing `--bin`, `--test` or `--bench`; `bash <script>` and
-//! `kubectl ... -k <dir>` name files that exist.
+//! `kubectl ... -k <dir>` name files that exist; `helm ... charts/<chart> --set key=...` names a
+//! chart that exists and keys its values.yaml has.
 //!
 //! A failure names the file and line, the command, and what does not match.
 
@@ -357,6 +358,10 @@ impl Checker {
                 }
                 None
             }
+            "helm" => {
+                self.check_helm(&words[1..], &mut problems);
+                None
+            }
             _ => our_binary(program).map(|b| Invocation {
                 binary: b.to_owned(),
                 args: words[1..].to_vec(),
@@ -366,6 +371,35 @@ impl Checker {
             self.check_invocation(&invocation, &mut problems);
         }
         problems
+    }
+
+    /// `helm ... charts/<chart> ... --set key=value`: the chart exists, and each `--set` (or
+    /// `--set-string`, `--set-file`) key is one its values.yaml has, below free-form maps and lists
+    /// (`agent.variables`, `nodeSelector`, ...) anything.
+    fn check_helm(&self, words: &[String], problems: &mut Vec<String>) {
+        let mut chart = None;
+        for word in words.iter().filter(|w| w.starts_with("charts/")) {
+            self.check_path(word, "chart", problems);
+            chart = Some(word.trim_end_matches('/').to_owned());
+        }
+        let Some(chart) = chart else {
+            return;
+        };
+        let values: serde_json::Value = std::fs::read_to_string(self.root.join(&chart).join("values.yaml"))
+            .ok()
+            .and_then(|text| serde_norway::from_str(&text).ok())
+            .unwrap_or_default();
+        for pair in words.windows(2) {
+            if !matches!(pair[0].as_str(), "--set" | "--set-string" | "--set-file") {
+                continue;
+            }
+            for assignment in pair[1].split(',') {
+                let key = assignment.split('=').next().unwrap_or_default();
+                if let Err(missing) = values_key_exists(&values, key) {
+                    problems.push(format!("`--set {key}`: {chart}/values.yaml has no `{missing}`"));
+                }
+            }
+        }
     }
 
     /// A relative path the repository must hold (placeholders and absolute paths are not checked).
@@ -583,6 +617,39 @@ impl Checker {
     }
 }
 
+/// Values a chart leaves free-form: any key or index below them is the user's.
+const FREE_FORM_VALUES: [&str; 10] = [
+    "variables",
+    "nodeSelector",
+    "tolerations",
+    "affinity",
+    "labels",
+    "resources",
+    "registries",
+    "placements",
+    "extraArgs",
+    "imagePullSecrets",
+];
+
+/// Whether a `--set` key (`a.b[0].c`) names a value of `values`; the first part that does not.
+fn values_key_exists(values: &serde_json::Value, key: &str) -> Result<(), String> {
+    let mut node = values;
+    let mut walked = String::new();
+    for part in key.split('.') {
+        let name = part.split('[').next().unwrap_or_default();
+        walked = if walked.is_empty() {
+            name.to_owned()
+        } else {
+            format!("{walked}.{name}")
+        };
+        if FREE_FORM_VALUES.contains(&name) && node.get(name).is_some() {
+            return Ok(());
+        }
+        node = node.get(name).ok_or_else(|| walked.clone())?;
+    }
+    Ok(())
+}
+
 fn is_help(word: &str) -> bool {
     matches!(word, "-h" | "--help" | "help")
 }
@@ -714,6 +781,17 @@ fn every_documented_command_matches_the_binaries() {
 
 /// The check is not vacuous: a misspelled flag, an unknown subcommand and a missing package are
 /// reported with their line.
+#[test]
+fn helm_set_keys_are_checked_against_the_values() {
+    let values: serde_json::Value =
+        serde_norway::from_str("image: {repository: x, tag: ''}\nagent: {variables: {SOURCES: cluster}}\n")
+            .expect("YAML");
+    assert_eq!(values_key_exists(&values, "image.tag"), Ok(()));
+    assert_eq!(values_key_exists(&values, "agent.variables.RENEW_EVERY"), Ok(()));
+    assert_eq!(values_key_exists(&values, "image.tagg"), Err("image.tagg".into()));
+    assert_eq!(values_key_exists(&values, "imag.tag"), Err("imag".into()));
+}
+
 #[test]
 fn a_drifted_command_is_reported_with_its_line() {
     let doc = "# A doc\n\n```sh\ncargo run -p ocm-score-agent -- once --sorce host\n```\n\n\
