@@ -6,7 +6,8 @@
 #
 # The hog is `stress-ng --cpu $(nproc)` (Debian's stress-ng, installed when missing), started before
 # the first run and stopped at the end. Each run's log is kept; one summary line per run (exit code,
-# wall time, nextest's closing line, load average) goes to the terminal and to summary.txt.
+# wall time, nextest's closing line, load average, the three slowest tests) goes to the terminal and to
+# summary.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -39,8 +40,10 @@ for run in $(seq 1 "$runs"); do
   set -e
   wall=$(( $(date +%s) - t0 ))
   closing=$(grep -E '^ *Summary \[|tests run:' "$log" | tail -1 | sed 's/^ *//')
-  fuzz=$(grep -c '^::: fuzz .* for ' "$log" || true)
-  echo "run $run: exit $code · ${wall} s · ${closing:-no nextest summary} · fuzz targets run: $fuzz · load $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$summary"
+  # nextest's result lines: `PASS [ 123.456s] package::binary test`.
+  slowest=$(sed -n 's/^ *\(PASS\|FAIL\|TIMEOUT\) \[ *\([0-9.]*\)s\] \(.*\)$/\2 s \3/p' "$log" |
+    sort -rn | head -3 | paste -sd ';' - | sed 's/;/; /g')
+  echo "run $run: exit $code · ${wall} s · ${closing:-no nextest summary} · load $(cut -d' ' -f1-3 /proc/loadavg) · slowest: ${slowest:-none}" | tee -a "$summary"
   if [ "$code" -ne 0 ]; then
     echo "run $run failed; its log: $log" | tee -a "$summary"
     grep -E '^ *(FAIL|TIMEOUT|SIGSEGV|SIGABRT) ' "$log" | sort -u | head -20 | tee -a "$summary" || true
