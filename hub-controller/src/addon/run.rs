@@ -113,6 +113,7 @@ async fn run_controllers(
         csrs: csrs.store(),
         scores: scores.store(),
     };
+    metrics.watch_addons(addons.store());
     let ctx = Arc::new(Context::new(
         client.clone(),
         settings.clone(),
