@@ -199,3 +199,30 @@ pub fn rendered_files_on_disk(rendering: &Rendering) -> Vec<PathBuf> {
     relative.sort();
     relative
 }
+
+/// The Prometheus Operator's Go module, pinned in `tests/prometheus-operator/go.mod` for its CRDs.
+pub const PROMETHEUS_OPERATOR: &str = "github.com/prometheus-operator/prometheus-operator";
+
+/// The CRDs of the kinds the chart's monitoring objects are (PodMonitor, PrometheusRule), from the
+/// pinned Prometheus Operator module: what a hub running the operator serves.
+pub fn monitoring_crds() -> Result<Vec<PathBuf>, String> {
+    let pin = Path::new(env!("CARGO_MANIFEST_DIR")).join("prometheus-operator");
+    let module = crate::ocm_api::locate_module(&pin, PROMETHEUS_OPERATOR)?;
+    ["podmonitors", "prometheusrules"]
+        .iter()
+        .map(|plural| {
+            let path = module.dir.join(format!(
+                "example/prometheus-operator-crd/monitoring.coreos.com_{plural}.yaml"
+            ));
+            if path.is_file() {
+                Ok(path)
+            } else {
+                Err(format!(
+                    "{PROMETHEUS_OPERATOR} {} has no {}: the pin changed",
+                    module.version,
+                    path.display()
+                ))
+            }
+        })
+        .collect()
+}

@@ -74,14 +74,20 @@ pub fn module() -> Result<&'static ApiModule, String> {
 
 /// Asks `go mod download -json` in `go_module_dir` where the pinned [`MODULE`] is.
 pub fn locate(go_module_dir: &Path) -> Result<ApiModule, String> {
+    locate_module(go_module_dir, MODULE)
+}
+
+/// Asks `go mod download -json` in `go_module_dir` where the Go module `module` its go.mod pins is
+/// (downloading it into Go's module cache on first use, verified by go.sum).
+pub fn locate_module(go_module_dir: &Path, module: &str) -> Result<ApiModule, String> {
     let what = format!(
-        "OCM's CRDs come from the Go module {MODULE} pinned in {}",
+        "the Go module {module} pinned in {}",
         go_module_dir.join("go.mod").display()
     );
     let go = find_go().map_err(|e| format!("{what}, which needs Go: {e}"))?;
     // go_command: GOTOOLCHAIN=local and -mod=readonly, so go.mod and go.sum decide and stay as they are.
     let out = go_command(&go, go_module_dir)
-        .args(["mod", "download", "-json", MODULE])
+        .args(["mod", "download", "-json", module])
         .output()
         .map_err(|e| {
             format!(
@@ -95,7 +101,7 @@ pub fn locate(go_module_dir: &Path) -> Result<ApiModule, String> {
     let field = |key: &str| info.get(key).and_then(|v| v.as_str()).map(str::to_owned);
     let failed = |why: String| {
         format!(
-            "{what}: `{} mod download -json {MODULE}` {why}; stderr: {}",
+            "{what}: `{} mod download -json {module}` {why}; stderr: {}",
             go.display(),
             String::from_utf8_lossy(&out.stderr).trim()
         )

@@ -1,0 +1,345 @@
+//! The Helm chart on the real control plane, with pods on real kubelets: the real API server
+//! accepts everything the chart renders (server-side dry run, defaults and optional parts on); a
+//! real `helm install` runs the add-on; a cluster is disabled and enabled under both install
+//! strategies as OCM users do it (a label and the Placement; `clusteradm addon enable/disable`'s
+//! ManagedClusterAddOn); `helm upgrade` reaches the agents' Deployments; `helm uninstall` leaves
+//! nothing of ours but the CRDs Helm never deletes, and the documented command removes those.
+
+use std::path::Path;
+use std::time::Duration;
+
+use ocm_score_tests::chart;
+use ocm_score_tests::control_plane::ControlPlane;
+use ocm_score_tests::control_plane::addon::{
+    ADDON, HUB_NAMESPACE, INSTALL_NAMESPACE, agent_deployment, kubectl, leftovers, score_object,
+};
+use ocm_score_tests::control_plane::pods::{all_pods, ready_pods};
+use ocm_score_tests::support::{TempDir, eventually};
+
+/// Patience for one convergence on a loaded 2-core machine (pods start, OCM syncs).
+const WAIT: Duration = Duration::from_secs(300);
+
+fn run(kubeconfig: &Path, args: &[&str]) -> String {
+    kubectl(kubeconfig, args).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// `helm <args>` against the hub.
+fn helm(kubeconfig: &Path, args: &[&str]) -> String {
+    let kubeconfig = kubeconfig.display().to_string();
+    let mut all = vec!["--kubeconfig", kubeconfig.as_str()];
+    all.extend_from_slice(args);
+    chart::helm(&all).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The agent's container arguments on a cluster, once its Deployment exists.
+async fn agent_args(cp: &ControlPlane, cluster: &str) -> Option<Vec<String>> {
+    let managed = cp.cluster_client(cluster).await.ok()?;
+    let deployment = agent_deployment(&managed).await?;
+    deployment.spec?.template.spec?.containers.first()?.args.clone()
+}
+
+/// Whether a cluster runs a Ready agent pod.
+async fn agent_ready(cp: &ControlPlane, cluster: &str) -> bool {
+    match cp.cluster_client(cluster).await {
+        Ok(managed) => !ready_pods(&managed, INSTALL_NAMESPACE, "").await.is_empty(),
+        Err(_) => false,
+    }
+}
+
+/// Whether a cluster has no agent at all: no Deployment and no pod left.
+async fn agent_gone(cp: &ControlPlane, cluster: &str) -> bool {
+    match cp.cluster_client(cluster).await {
+        Ok(managed) => {
+            agent_deployment(&managed).await.is_none()
+                && all_pods(&managed, INSTALL_NAMESPACE).await.is_empty()
+        }
+        Err(_) => false,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn helm_installs_upgrades_and_uninstalls_the_addon_on_real_kubelets() {
+    let control_plane = ControlPlane::builder()
+        .clusters(2)
+        .nodes(true)
+        .start()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    // A reference, so that `async move` blocks copy it.
+    let cp = &control_plane;
+    let hub = cp.hub_client().await.expect("hub client");
+    let hub_kc = cp.hub_kubeconfig();
+    let logs = || {
+        let mut out = String::new();
+        for c in ["hub-addon-manager", "cluster1-kubelet", "cluster2-klusterlet"] {
+            out.push_str(&format!("--- {c}\n{}\n", cp.log_tail(c, 15)));
+        }
+        out
+    };
+
+    // 1. The real API server accepts every object the chart renders, with the defaults and with
+    //    its optional parts on (server-side dry run: admission and schema validation, nothing
+    //    stored). The namespace exists, as `helm install --create-namespace` makes it, and so do
+    //    the Prometheus Operator's CRDs of the monitoring objects (from its pinned module).
+    run(&hub_kc, &["create", "namespace", HUB_NAMESPACE]);
+    for crd in chart::monitoring_crds().unwrap_or_else(|e| panic!("{e}")) {
+        run(
+            &hub_kc,
+            &["apply", "--server-side", "-f", &crd.display().to_string()],
+        );
+    }
+    run(
+        &hub_kc,
+        &[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=120s",
+            "crd/podmonitors.monitoring.coreos.com",
+            "crd/prometheusrules.monitoring.coreos.com",
+        ],
+    );
+    let dir = TempDir::new("helm-dry-run");
+    for (name, values) in [
+        ("defaults", vec![]),
+        (
+            "optional parts on",
+            vec![
+                "thanosScorer.enabled=true",
+                "thanosScorer.secretName=thanos-client",
+                "install.strategy=Manual",
+                "agent.nodeSelector.pool=agents",
+                "agent.tolerations[0].key=dedicated",
+                "agent.tolerations[0].operator=Exists",
+                "agent.registries[0].source=localhost",
+                "agent.registries[0].mirror=registry.example",
+                "monitoring.podMonitor.enabled=true",
+                "monitoring.prometheusRule.enabled=true",
+                "monitoring.dashboard.enabled=true",
+            ],
+        ),
+    ] {
+        let rendered = chart::template(&values, true).unwrap_or_else(|e| panic!("{e}"));
+        let file = dir.path().join(format!("{}.yaml", name.replace(' ', "-")));
+        std::fs::write(&file, rendered).expect("writing the rendering");
+        let file = file.display().to_string();
+        let out = run(
+            &hub_kc,
+            &["apply", "--server-side", "--dry-run=server", "-f", &file],
+        );
+        assert!(
+            out.contains("deployment.apps/ocm-score-addon-manager"),
+            "{name}: {out}"
+        );
+    }
+
+    // 2. helm install, defaults: the Placements strategy puts the agent on every cluster.
+    helm(
+        &hub_kc,
+        &[
+            "upgrade",
+            "--install",
+            chart::RELEASE,
+            chart::CHART,
+            "--namespace",
+            HUB_NAMESPACE,
+            "--create-namespace",
+            "--wait",
+            "--timeout",
+            "5m",
+        ],
+    );
+    let managers = ready_pods(
+        &hub,
+        HUB_NAMESPACE,
+        "app.kubernetes.io/name=ocm-score-addon-manager",
+    )
+    .await;
+    assert_eq!(
+        managers.len(),
+        2,
+        "helm --wait returned before both managers were Ready"
+    );
+    for cluster in ["cluster1", "cluster2"] {
+        eventually(
+            &format!("the agent Ready on {cluster}"),
+            WAIT,
+            logs,
+            || async move { agent_ready(cp, cluster).await.then_some(()) },
+        )
+        .await;
+        eventually(&format!("{cluster}'s score"), WAIT, logs, || {
+            let hub = hub.clone();
+            async move { score_object(&hub, cluster).await }
+        })
+        .await;
+    }
+
+    // 3. Under Placements a cluster is left out by its label (the Placement excludes it): its
+    //    ManagedClusterAddOn and agent go. Removing the label brings them back.
+    let opt_out = "addons.ocm-score.io/resource-usage-collect";
+    run(
+        &hub_kc,
+        &["label", "managedcluster", "cluster2", &format!("{opt_out}=false")],
+    );
+    eventually("cluster2's agent removed", WAIT, logs, || async {
+        agent_gone(cp, "cluster2").await.then_some(())
+    })
+    .await;
+    assert!(agent_ready(cp, "cluster1").await, "cluster1 keeps its agent");
+    run(
+        &hub_kc,
+        &["label", "managedcluster", "cluster2", &format!("{opt_out}-")],
+    );
+    eventually("cluster2's agent back", WAIT, logs, || async {
+        agent_ready(cp, "cluster2").await.then_some(())
+    })
+    .await;
+
+    // 4. helm upgrade: a changed agent value reaches every agent's Deployment.
+    helm(
+        &hub_kc,
+        &[
+            "upgrade",
+            chart::RELEASE,
+            chart::CHART,
+            "--namespace",
+            HUB_NAMESPACE,
+            "--reuse-values",
+            "--set",
+            "agent.variables.REFRESH_INTERVAL=30s",
+            "--set",
+            "agent.variables.RENEW_EVERY=2",
+            "--wait",
+        ],
+    );
+    for cluster in ["cluster1", "cluster2"] {
+        eventually(
+            &format!("{cluster}'s agent refreshing every 30s, renewing every 2nd"),
+            WAIT,
+            logs,
+            || async move {
+                let args = agent_args(cp, cluster).await?;
+                let has = |flag: &str| args.iter().any(|a| a == flag);
+                (has("--refresh-interval=30s") && has("--renew-every=2")).then_some(())
+            },
+        )
+        .await;
+        let configured = run(
+            &hub_kc,
+            &[
+                "get",
+                "managedclusteraddon",
+                ADDON,
+                "-n",
+                cluster,
+                "-o",
+                "jsonpath={.status.conditions[?(@.type==\"Configured\")].status}",
+            ],
+        );
+        assert_eq!(configured.trim(), "True", "{cluster}'s add-on Configured");
+    }
+
+    // 5. helm upgrade to the Manual strategy: the add-ons that exist stay (OCM's Manual strategy
+    //    deletes nothing). Disabling is deleting the ManagedClusterAddOn (`clusteradm addon
+    //    disable`); enabling is creating it (`clusteradm addon enable`), and only then does the
+    //    cluster get the agent again.
+    helm(
+        &hub_kc,
+        &[
+            "upgrade",
+            chart::RELEASE,
+            chart::CHART,
+            "--namespace",
+            HUB_NAMESPACE,
+            "--reuse-values",
+            "--set",
+            "install.strategy=Manual",
+            "--wait",
+        ],
+    );
+    run(
+        &hub_kc,
+        &[
+            "delete",
+            "managedclusteraddon",
+            ADDON,
+            "-n",
+            "cluster1",
+            "--wait=true",
+        ],
+    );
+    eventually("cluster1's agent removed", WAIT, logs, || async {
+        agent_gone(cp, "cluster1").await.then_some(())
+    })
+    .await;
+    // Nothing brings it back by itself (under Placements the strategy would have).
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    assert!(
+        run(
+            &hub_kc,
+            &["get", "managedclusteraddon", "-n", "cluster1", "-o", "name"]
+        )
+        .trim()
+        .is_empty(),
+        "the Manual strategy recreated cluster1's add-on"
+    );
+    assert!(agent_ready(cp, "cluster2").await, "cluster2 keeps its agent");
+    let enable = dir.path().join("enable.yaml");
+    std::fs::write(
+        &enable,
+        format!(
+            "apiVersion: addon.open-cluster-management.io/v1alpha1\nkind: ManagedClusterAddOn\n\
+             metadata:\n  name: {ADDON}\n  namespace: cluster1\nspec:\n  installNamespace: {INSTALL_NAMESPACE}\n"
+        ),
+    )
+    .expect("writing the add-on");
+    run(&hub_kc, &["apply", "-f", &enable.display().to_string()]);
+    eventually("cluster1's agent enabled by hand", WAIT, logs, || async {
+        agent_ready(cp, "cluster1").await.then_some(())
+    })
+    .await;
+
+    // 6. helm uninstall: nothing of ours is left but the CRDs (Helm never deletes a chart's
+    //    `crds/`, so TieredPlacements survive a reinstall); the documented command removes them.
+    helm(
+        &hub_kc,
+        &[
+            "uninstall",
+            chart::RELEASE,
+            "--namespace",
+            HUB_NAMESPACE,
+            "--wait",
+            "--timeout",
+            "5m",
+        ],
+    );
+    let clusters = ["cluster1", "cluster2"];
+    for cluster in clusters {
+        eventually(
+            &format!("no agent left on {cluster}"),
+            WAIT,
+            logs,
+            || async move { agent_gone(cp, cluster).await.then_some(()) },
+        )
+        .await;
+    }
+    let left = eventually("nothing of the add-on left on the hub", WAIT, logs, || async {
+        let left = leftovers(cp, &clusters).await.ok()?;
+        // The namespace was made by --create-namespace (and by us above): Helm leaves it.
+        let left: Vec<String> = left
+            .into_iter()
+            .filter(|l| l != &format!("Namespace {HUB_NAMESPACE}"))
+            .collect();
+        left.is_empty().then_some(left)
+    })
+    .await;
+    assert!(left.is_empty());
+    let pods = all_pods(&hub, HUB_NAMESPACE).await;
+    assert!(pods.is_empty(), "pods left: {}", pods.len());
+    let crds = run(&hub_kc, &["get", "crd", "-o", "name"]);
+    let ours: Vec<&str> = crds.lines().filter(|l| l.contains("ocm-score.io")).collect();
+    assert_eq!(ours.len(), 2, "{crds}");
+    run(&hub_kc, &["delete", "-f", "charts/ocm-score/crds/"]);
+    let crds = run(&hub_kc, &["get", "crd", "-o", "name"]);
+    assert!(!crds.contains("ocm-score.io"), "{crds}");
+}
