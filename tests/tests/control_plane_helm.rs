@@ -67,6 +67,8 @@ async fn helm_installs_upgrades_and_uninstalls_the_addon_on_real_kubelets() {
         .unwrap_or_else(|e| panic!("{e}"));
     // A reference, so that `async move` blocks copy it.
     let cp = &control_plane;
+    let started = std::time::Instant::now();
+    let step = |what: &str| eprintln!("[{:6.1} s] {what}", started.elapsed().as_secs_f64());
     let hub = cp.hub_client().await.expect("hub client");
     let hub_kc = cp.hub_kubeconfig();
     let logs = || {
@@ -77,6 +79,7 @@ async fn helm_installs_upgrades_and_uninstalls_the_addon_on_real_kubelets() {
         out
     };
 
+    step("server-side dry run");
     // 1. The real API server accepts every object the chart renders, with the defaults and with
     //    its optional parts on (server-side dry run: admission and schema validation, nothing
     //    stored). The namespace exists, as `helm install --create-namespace` makes it, and so do
@@ -132,6 +135,7 @@ async fn helm_installs_upgrades_and_uninstalls_the_addon_on_real_kubelets() {
         );
     }
 
+    step("helm install");
     // 2. helm install, defaults: the Placements strategy puts the agent on every cluster.
     helm(
         &hub_kc,
@@ -174,6 +178,7 @@ async fn helm_installs_upgrades_and_uninstalls_the_addon_on_real_kubelets() {
         .await;
     }
 
+    step("opt-out label");
     // 3. Under Placements a cluster is left out by its label (the Placement excludes it): its
     //    ManagedClusterAddOn and agent go. Removing the label brings them back.
     let opt_out = "addons.ocm-score.io/resource-usage-collect";
@@ -195,7 +200,10 @@ async fn helm_installs_upgrades_and_uninstalls_the_addon_on_real_kubelets() {
     })
     .await;
 
-    // 4. helm upgrade: a changed agent value reaches every agent's Deployment.
+    step("helm upgrade: agent values");
+    // 4. helm upgrade: changed agent values reach every agent's Deployment. RENEW_EVERY works by
+    //    itself on the shipped configuration (no SCORE_VALIDITY to conflict with), and the add-ons
+    //    stay Configured.
     helm(
         &hub_kc,
         &[
@@ -239,6 +247,7 @@ async fn helm_installs_upgrades_and_uninstalls_the_addon_on_real_kubelets() {
         assert_eq!(configured.trim(), "True", "{cluster}'s add-on Configured");
     }
 
+    step("helm upgrade: Manual");
     // 5. helm upgrade to the Manual strategy: the add-ons that exist stay (OCM's Manual strategy
     //    deletes nothing). Disabling is deleting the ManagedClusterAddOn (`clusteradm addon
     //    disable`); enabling is creating it (`clusteradm addon enable`), and only then does the
@@ -299,6 +308,7 @@ async fn helm_installs_upgrades_and_uninstalls_the_addon_on_real_kubelets() {
     })
     .await;
 
+    step("helm uninstall");
     // 6. helm uninstall: nothing of ours is left but the CRDs (Helm never deletes a chart's
     //    `crds/`, so TieredPlacements survive a reinstall); the documented command removes them.
     helm(
@@ -342,4 +352,5 @@ async fn helm_installs_upgrades_and_uninstalls_the_addon_on_real_kubelets() {
     run(&hub_kc, &["delete", "-f", "charts/ocm-score/crds/"]);
     let crds = run(&hub_kc, &["get", "crd", "-o", "name"]);
     assert!(!crds.contains("ocm-score.io"), "{crds}");
+    step("done");
 }
