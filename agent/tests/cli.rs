@@ -191,7 +191,8 @@ fn run_survives_an_unreachable_hub_and_stops_promptly_on_sigterm() {
             "--refresh-interval=2s",
             "--debounce=1s",
             "--validity=1m",
-            // The deprecated spelling of --metrics-bind-address: still works, with a warning.
+            // The deprecated spelling of --metrics-bind-address: still works, with a warning naming
+            // the release that drops it.
             "--metrics-addr=127.0.0.1:0",
             "--log-format=json",
         ])
@@ -222,9 +223,11 @@ fn run_survives_an_unreachable_hub_and_stops_promptly_on_sigterm() {
             continue;
         };
         deprecation_warned |= log["level"] == "WARN"
-            && log["fields"]["message"]
-                .as_str()
-                .is_some_and(|m| m.contains("--metrics-addr") && m.contains("--metrics-bind-address"));
+            && log["fields"]["message"].as_str().is_some_and(|m| {
+                m.contains("--metrics-addr")
+                    && m.contains("--metrics-bind-address")
+                    && m.contains(&format!("ocm-score {}", ocm_score_shell::cli::REMOVED_IN))
+            });
         port = log["fields"]["addr"]
             .as_str()
             .and_then(|a| a.rsplit(':').next())

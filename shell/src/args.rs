@@ -1,7 +1,7 @@
 //! The flags every mode shares, flattened into each mode's own flags (`#[command(flatten)]`), and
 //! their resolution. One naming scheme: flag `--some-thing` has environment variable
 //! `OCM_SCORE_SOME_THING`. Old spellings are hidden clap aliases and [`crate::cli::RENAMED_ENV`]
-//! entries, read for one more release with a warning.
+//! entries, read with a warning until [`crate::cli::REMOVED_IN`].
 
 use clap::Args;
 use serde::Deserialize;

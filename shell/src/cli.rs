@@ -1,10 +1,18 @@
 //! Parsing a mode's command line with the deprecated spellings of the naming-scheme change still
-//! accepted for one release: old flag names are hidden clap aliases (every hidden alias is a
-//! deprecated spelling), old environment variables are listed in [`RENAMED_ENV`] (shared flags) and
-//! [`RENAMED_MODE_ENV`] (one mode's flags) and read when the new one is unset. Each use yields a warning, logged once logging is up ([`warn_deprecated`]).
+//! accepted until [`REMOVED_IN`]: old flag names are hidden clap aliases (every hidden alias is a
+//! deprecated spelling, [`deprecated_flags`]), old environment variables are listed in
+//! [`RENAMED_ENV`] (shared flags) and [`RENAMED_MODE_ENV`] (one mode's flags) and read when the new
+//! one is unset. Each use yields a warning naming that release, logged once logging is up
+//! ([`warn_deprecated`]). CHANGELOG.md lists every deprecated spelling under its `Deprecated`
+//! heading; `tests/tests/changelog.rs` keeps that list and these tables equal.
 
 use clap::{Command, Parser};
 use std::ffi::{OsStr, OsString};
+
+/// The ocm-score release from which every deprecated spelling (a hidden flag alias, an old name in
+/// [`RENAMED_ENV`] or [`RENAMED_MODE_ENV`]) stops working: the release after the one that renamed
+/// them. Every deprecation warning names it, and so does CHANGELOG.md.
+pub const REMOVED_IN: &str = "0.2.0";
 
 /// Environment variables renamed to the `OCM_SCORE_<FLAG>` scheme: (new name, old name). An old name
 /// applies to whichever argument of the running mode reads the new one.
@@ -235,7 +243,7 @@ pub fn try_parse_with_env<C: Parser>(
         command = renamed;
         if found {
             let warning = format!(
-                "environment variable {old} is deprecated and will be ignored in the next release; set {new}"
+                "environment variable {old} is deprecated and is ignored from ocm-score {REMOVED_IN}; set {new}"
             );
             match mode {
                 None => warnings.push(warning),
@@ -243,8 +251,7 @@ pub fn try_parse_with_env<C: Parser>(
             }
         }
     }
-    let mut deprecated = Vec::new();
-    hidden_aliases(&command, &mut deprecated);
+    let deprecated = deprecated_flags(&command);
     for arg in &args {
         let Some(flag) = arg.to_str().and_then(|a| a.strip_prefix("--")) else {
             continue;
@@ -252,7 +259,7 @@ pub fn try_parse_with_env<C: Parser>(
         let name = flag.split_once('=').map_or(flag, |(name, _)| name);
         if let Some((_, new)) = deprecated.iter().find(|(old, _)| old == name) {
             warnings.push(format!(
-                "--{name} is deprecated and will be removed in the next release; use --{new}"
+                "--{name} is deprecated and is removed in ocm-score {REMOVED_IN}; use --{new}"
             ));
         }
     }
@@ -301,6 +308,15 @@ fn default_from_old_env(mut command: Command, new: &str, value: &str) -> (Comman
     (command, found)
 }
 
+/// The deprecated flag spellings of `command` and its subcommands: (old name, flag name) for each
+/// hidden alias of a long flag, without the leading `--`. A flag shared by several subcommands is
+/// listed once per subcommand.
+pub fn deprecated_flags(command: &Command) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    hidden_aliases(command, &mut out);
+    out
+}
+
 /// (hidden alias, flag name) of every argument in `command` and its subcommands.
 fn hidden_aliases(command: &Command, out: &mut Vec<(String, String)>) {
     for arg in command.get_arguments() {
@@ -321,7 +337,7 @@ fn hidden_aliases(command: &Command, out: &mut Vec<(String, String)>) {
 mod tests {
     use super::*;
     use crate::args::{LeaderElectionArgs, ProbeArgs};
-    use clap::Subcommand;
+    use clap::{CommandFactory, Subcommand};
     use std::collections::BTreeMap;
 
     #[derive(Parser, Debug)]
@@ -381,11 +397,17 @@ mod tests {
             Some("127.0.0.1:1".parse().expect("addr"))
         );
         assert_eq!(leader.lease_duration, Some(std::time::Duration::from_secs(20)));
-        assert_eq!(warnings.len(), 2, "{warnings:?}");
-        assert!(warnings[0].contains("--metrics-addr") && warnings[0].contains("--metrics-bind-address"));
-        assert!(
-            warnings[1].contains("--lease-duration")
-                && warnings[1].contains("--leader-election-lease-duration")
+        assert_eq!(
+            warnings,
+            [
+                format!(
+                    "--metrics-addr is deprecated and is removed in ocm-score {REMOVED_IN}; use --metrics-bind-address"
+                ),
+                format!(
+                    "--lease-duration is deprecated and is removed in ocm-score {REMOVED_IN}; \
+                     use --leader-election-lease-duration"
+                ),
+            ]
         );
     }
 
@@ -462,10 +484,10 @@ mod tests {
         assert_eq!(kubeconfig.as_deref(), Some("/addon"));
         assert_eq!(
             warnings,
-            [
-                "environment variable HUB_KUBECONFIG is deprecated and will be ignored in the next \
-              release; set OCM_SCORE_KUBECONFIG"
-            ]
+            [format!(
+                "environment variable HUB_KUBECONFIG is deprecated and is ignored from ocm-score \
+                 {REMOVED_IN}; set OCM_SCORE_KUBECONFIG"
+            )]
         );
         let (kubeconfig, warnings) = hub("thanos-scorer", &old);
         assert_eq!(kubeconfig.as_deref(), Some("/thanos"));
@@ -503,6 +525,20 @@ mod tests {
         let (AgentMode::Run(args) | AgentMode::Once(args)) = cli.mode;
         assert_eq!(args.cluster_name.as_deref(), Some("prod-1"));
         assert_eq!(warnings.len(), 1, "{warnings:?}");
+    }
+
+    #[test]
+    fn deprecated_flags_are_the_hidden_aliases_of_every_subcommand() {
+        let flags = deprecated_flags(&Cli::command());
+        let expected = [
+            ("metrics-addr", "metrics-bind-address"),
+            ("leader-identity", "leader-election-identity"),
+            ("lease-duration", "leader-election-lease-duration"),
+            ("renew-deadline", "leader-election-renew-deadline"),
+            ("retry-period", "leader-election-retry-period"),
+        ]
+        .map(|(old, new)| (old.to_owned(), new.to_owned()));
+        assert_eq!(flags, expected);
     }
 
     #[test]
