@@ -109,14 +109,9 @@ fn same(a: f64, b: f64) -> bool {
     (a.is_nan() && b.is_nan()) || (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
 }
 
-/// The scores of the whole fleet, as `thanos_prometheus.rs` computes them by hand for one Prometheus.
+/// The scores of the whole fleet ([`thanos_common::FLEET_SCORES`]).
 fn whole_fleet_scores() -> BTreeMap<String, BTreeMap<String, i32>> {
-    expect(&[
-        ("a", &[("cpuFree", 0), ("requestRate", 100), ("memFree", 50)]),
-        ("b", &[("cpuFree", -100), ("requestRate", 66), ("memFree", -75)]),
-        ("c", &[("cpuFree", 100), ("requestRate", -16), ("memFree", 0)]),
-        ("d", &[("cpuFree", -50), ("requestRate", -100), ("memFree", 75)]),
-    ])
+    expect(thanos_common::FLEET_SCORES)
 }
 
 #[tokio::test]

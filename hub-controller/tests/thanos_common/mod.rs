@@ -162,6 +162,17 @@ const MEM_FREE_RATIOS: &[(&str, f64)] = &[
 /// Every cluster of the fleet data.
 pub const FLEET: &[&str] = &["a", "b", "c", "d", "e", "ghost"];
 
+/// The scores of clusters a–d from the whole fleet's data by [`FREE_CPU`] (`cpuFree`, normalized
+/// across the fleet), [`REQUEST_RATE`] (`requestRate`, lower is better) and [`MEM_FREE`] (`memFree`,
+/// fixed 0..1), as `thanos_prometheus.rs` computes them by hand for one Prometheus. `e` (NaN CPU)
+/// and `ghost` (no ManagedCluster) get none.
+pub const FLEET_SCORES: &[(&str, &[(&str, i32)])] = &[
+    ("a", &[("cpuFree", 0), ("requestRate", 100), ("memFree", 50)]),
+    ("b", &[("cpuFree", -100), ("requestRate", 66), ("memFree", -75)]),
+    ("c", &[("cpuFree", 100), ("requestRate", -16), ("memFree", 0)]),
+    ("d", &[("cpuFree", -50), ("requestRate", -100), ("memFree", 75)]),
+];
+
 /// Fleet data: clusters a–d, `e` whose allocatable CPU is NaN, and `ghost`, which is no
 /// ManagedCluster. Cluster `c`'s series stop `c_stops_after` seconds after `t0`.
 pub fn fleet_data(t0: i64, c_stops_after: i64) -> OpenMetrics {

@@ -1,11 +1,13 @@
 //! A real Thanos in front of real Prometheus servers, as processes on 127.0.0.1: a Thanos Querier
-//! over three Thanos Sidecars. Two Prometheus servers hold the same clusters with different
+//! over three Thanos Sidecars. The querier's HTTP API may listen elsewhere
+//! ([`ThanosFleet::start_on`]), for a scorer running as a pod to reach it. Two Prometheus servers hold the same clusters with different
 //! `replica` external labels (an HA pair); a third holds the other clusters. `thanos` is built from
 //! `tests/thanos/go.mod` (cached; `bash scripts/test.sh` builds it before the tests).
 
 use super::{CONVERGE, FLEET, Prometheus, TempDir, fleet_data_of, free_port};
 use serde_json::Value;
 use std::{
+    net::{IpAddr, Ipv4Addr, SocketAddr},
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
     time::{Duration, Instant},
@@ -15,6 +17,8 @@ use std::{
 pub const HA_CLUSTERS: &[&str] = &["a", "b", "c"];
 /// The querier's replica label: series that differ only in it are one series when deduplicated.
 pub const REPLICA_LABEL: &str = "replica";
+/// Where everything listens unless asked otherwise.
+const LOCALHOST: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 
 /// The `thanos` binary, built (or found in the cache) once per test process.
 pub fn thanos_binary() -> PathBuf {
@@ -33,16 +37,24 @@ pub struct ThanosProcess {
     name: String,
     args: Vec<String>,
     log: PathBuf,
+    http_host: IpAddr,
     http_port: u16,
     child: Option<Child>,
 }
 
 impl ThanosProcess {
-    fn start(name: &str, args: Vec<String>, http_port: u16, dir: &Path) -> ThanosProcess {
+    /// Starts `thanos <args>`, whose HTTP server (the readiness probe) listens on `http_host:http_port`.
+    fn start(
+        name: &str,
+        args: Vec<String>,
+        (http_host, http_port): (IpAddr, u16),
+        dir: &Path,
+    ) -> ThanosProcess {
         let mut process = ThanosProcess {
             name: name.to_owned(),
             args,
             log: dir.join(format!("{name}.log")),
+            http_host,
             http_port,
             child: None,
         };
@@ -83,7 +95,7 @@ impl ThanosProcess {
 
     /// Waits for `/-/ready` to answer 200.
     pub async fn wait_ready(&mut self) {
-        let url = format!("http://127.0.0.1:{}/-/ready", self.http_port);
+        let url = format!("http://{}:{}/-/ready", self.http_host, self.http_port);
         let deadline = Instant::now() + CONVERGE;
         loop {
             let answer = reqwest::get(&url).await;
@@ -133,7 +145,7 @@ impl Sidecar {
             format!("--http-address=127.0.0.1:{http}"),
             "--log.level=info".to_owned(),
         ];
-        let mut process = ThanosProcess::start(name, args, http, dir);
+        let mut process = ThanosProcess::start(name, args, (LOCALHOST, http), dir);
         process.wait_ready().await;
         Sidecar {
             prometheus,
@@ -157,6 +169,7 @@ pub struct ThanosFleet {
     pub replica_b: Sidecar,
     pub other: Sidecar,
     pub querier: ThanosProcess,
+    query_host: IpAddr,
     query_port: u16,
     _dir: TempDir,
 }
@@ -165,6 +178,13 @@ impl ThanosFleet {
     /// Starts everything over [`fleet_data_of`]`(t0, 600, ..)` (ten minutes of data either side of
     /// `t0`) and waits until the querier uses all three stores.
     pub async fn start(t0: i64) -> ThanosFleet {
+        Self::start_on(t0, LOCALHOST).await
+    }
+
+    /// As [`ThanosFleet::start`], with the querier's HTTP API on `query_host` (a free port): the
+    /// host's address on the nodes' bridge, say, where pods reach it. The sidecars, the Prometheus
+    /// servers and the querier's gRPC stay on 127.0.0.1.
+    pub async fn start_on(t0: i64, query_host: IpAddr) -> ThanosFleet {
         let dir = TempDir::new("thanos");
         let others: Vec<&str> = FLEET
             .iter()
@@ -191,19 +211,20 @@ impl ThanosFleet {
         let (http, grpc) = (free_port(), free_port());
         let args = vec![
             "query".to_owned(),
-            format!("--http-address=127.0.0.1:{http}"),
+            format!("--http-address={}", SocketAddr::new(query_host, http)),
             format!("--grpc-address=127.0.0.1:{grpc}"),
             format!("--endpoint.sd-config=endpoints:\n{endpoints}"),
             format!("--query.replica-label={REPLICA_LABEL}"),
             "--log.level=info".to_owned(),
         ];
-        let mut querier = ThanosProcess::start("querier", args, http, dir.path());
+        let mut querier = ThanosProcess::start("querier", args, (query_host, http), dir.path());
         querier.wait_ready().await;
         let fleet = ThanosFleet {
             replica_a,
             replica_b,
             other,
             querier,
+            query_host,
             query_port: http,
             _dir: dir,
         };
@@ -213,7 +234,7 @@ impl ThanosFleet {
 
     /// The querier's HTTP API, for the scorer's `query.url`.
     pub fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.query_port)
+        format!("http://{}", SocketAddr::new(self.query_host, self.query_port))
     }
 
     pub fn sidecar(&mut self, store: Store) -> &mut Sidecar {
