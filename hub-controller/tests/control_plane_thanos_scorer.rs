@@ -41,10 +41,7 @@ fn run(kubeconfig: &Path, args: &[&str]) -> String {
 
 /// `helm <args>` against the hub.
 fn helm(kubeconfig: &Path, args: &[&str]) -> String {
-    let kubeconfig = kubeconfig.display().to_string();
-    let mut all = vec!["--kubeconfig", kubeconfig.as_str()];
-    all.extend_from_slice(args);
-    chart::helm(&all).unwrap_or_else(|e| panic!("{e}"))
+    chart::helm_on(kubeconfig, args).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// The scorer's config file: a round every 5 s against `url`; `memFree` only when asked.

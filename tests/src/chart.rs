@@ -100,6 +100,14 @@ pub fn helm(args: &[&str]) -> Result<String, Error> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// `helm --kubeconfig <kubeconfig> <args>`: helm against a cluster.
+pub fn helm_on(kubeconfig: &Path, args: &[&str]) -> Result<String, Error> {
+    let kubeconfig = kubeconfig.display().to_string();
+    let mut all = vec!["--kubeconfig", kubeconfig.as_str()];
+    all.extend_from_slice(args);
+    helm(&all)
+}
+
 /// `helm template` of the chart with `--set` values (and the CRDs when asked).
 pub fn template(values: &[&str], crds: bool) -> Result<String, Error> {
     let mut args = vec![

@@ -25,10 +25,24 @@ fn run(kubeconfig: &Path, args: &[&str]) -> String {
 
 /// `helm <args>` against the hub.
 fn helm(kubeconfig: &Path, args: &[&str]) -> String {
-    let kubeconfig = kubeconfig.display().to_string();
-    let mut all = vec!["--kubeconfig", kubeconfig.as_str()];
-    all.extend_from_slice(args);
-    chart::helm(&all).unwrap_or_else(|e| panic!("{e}"))
+    chart::helm_on(kubeconfig, args).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// `helm upgrade` of the release, keeping its values but for `sets` (`--set` each), and waiting.
+fn upgrade(kubeconfig: &Path, sets: &[&str]) {
+    let mut args = vec![
+        "upgrade",
+        chart::RELEASE,
+        chart::CHART,
+        "--namespace",
+        HUB_NAMESPACE,
+        "--reuse-values",
+        "--wait",
+    ];
+    for set in sets {
+        args.extend(["--set", set]);
+    }
+    helm(kubeconfig, &args);
 }
 
 /// The agent's container arguments on a cluster, once its Deployment exists.
@@ -204,20 +218,11 @@ async fn helm_installs_upgrades_and_uninstalls_the_addon_on_real_kubelets() {
     // 4. helm upgrade: changed agent values reach every agent's Deployment. RENEW_EVERY works by
     //    itself on the shipped configuration (no SCORE_VALIDITY to conflict with), and the add-ons
     //    stay Configured.
-    helm(
+    upgrade(
         &hub_kc,
         &[
-            "upgrade",
-            chart::RELEASE,
-            chart::CHART,
-            "--namespace",
-            HUB_NAMESPACE,
-            "--reuse-values",
-            "--set",
             "agent.variables.REFRESH_INTERVAL=30s",
-            "--set",
             "agent.variables.RENEW_EVERY=2",
-            "--wait",
         ],
     );
     for cluster in ["cluster1", "cluster2"] {
@@ -252,20 +257,7 @@ async fn helm_installs_upgrades_and_uninstalls_the_addon_on_real_kubelets() {
     //    deletes nothing). Disabling is deleting the ManagedClusterAddOn (`clusteradm addon
     //    disable`); enabling is creating it (`clusteradm addon enable`), and only then does the
     //    cluster get the agent again.
-    helm(
-        &hub_kc,
-        &[
-            "upgrade",
-            chart::RELEASE,
-            chart::CHART,
-            "--namespace",
-            HUB_NAMESPACE,
-            "--reuse-values",
-            "--set",
-            "install.strategy=Manual",
-            "--wait",
-        ],
-    );
+    upgrade(&hub_kc, &["install.strategy=Manual"]);
     run(
         &hub_kc,
         &[
