@@ -254,154 +254,47 @@ struct Selector {
     labels: Vec<String>,
 }
 
-const AGGREGATIONS: [&str; 14] = [
-    "sum",
-    "min",
-    "max",
-    "avg",
-    "group",
-    "stddev",
-    "stdvar",
-    "count",
-    "count_values",
-    "bottomk",
-    "topk",
-    "quantile",
-    "limitk",
-    "limit_ratio",
-];
-/// Keywords followed by a parenthesised list of label names.
-const LABEL_LISTS: [&str; 6] = ["by", "without", "on", "ignoring", "group_left", "group_right"];
-const KEYWORDS: [&str; 7] = ["and", "or", "unless", "bool", "offset", "inf", "nan"];
-
-fn is_ident_start(c: char) -> bool {
-    c.is_ascii_alphabetic() || c == '_' || c == ':'
-}
-
-fn is_ident(c: char) -> bool {
-    is_ident_start(c) || c.is_ascii_digit()
-}
-
-/// The index just past the quoted string starting at `start`.
-fn skip_string(chars: &[char], start: usize) -> usize {
-    let quote = chars[start];
-    let mut i = start + 1;
-    while i < chars.len() && chars[i] != quote {
-        if chars[i] == '\\' && quote != '`' {
-            i += 1;
-        }
-        i += 1;
-    }
-    i + 1
-}
-
-/// The index just past the bracket `open` at `start` closes (strings inside skipped).
-fn skip_group(chars: &[char], start: usize, open: char, close: char) -> usize {
-    let mut depth = 0;
-    let mut i = start;
-    while i < chars.len() {
-        match chars[i] {
-            '"' | '\'' | '`' => {
-                i = skip_string(chars, i);
-                continue;
+/// Every metric selector of a PromQL expression, found by the Thanos scorer's own scanner
+/// (`freshness::selectors`, which already tells selectors from functions, keywords, label lists,
+/// ranges, strings and numbers), with the label names each one matches on.
+fn selectors(expr: &str) -> Vec<Selector> {
+    ocm_score_hub::thanos::freshness::selectors(expr)
+        .into_iter()
+        .map(|selector| {
+            let (metric, matchers) = selector.split_once('{').unwrap_or((selector.as_str(), ""));
+            Selector {
+                metric: metric.trim().to_owned(),
+                labels: matcher_labels(matchers),
             }
-            c if c == open => depth += 1,
-            c if c == close => {
-                depth -= 1;
-                if depth == 0 {
-                    return i + 1;
-                }
-            }
-            _ => {}
-        }
-        i += 1;
-    }
-    chars.len()
+        })
+        .collect()
 }
 
-/// The label names a `{...}` matcher list (from `start`, the `{`) matches on.
-fn matcher_labels(chars: &[char], start: usize, end: usize) -> Vec<String> {
+/// The label names of a matcher list's inside (`a="x", b=~"y"}`): the words outside quotes.
+fn matcher_labels(matchers: &str) -> Vec<String> {
     let mut labels = Vec::new();
-    let mut i = start + 1;
-    while i < end {
-        match chars[i] {
-            '"' | '\'' | '`' => i = skip_string(chars, i),
-            c if is_ident_start(c) => {
-                let from = i;
-                while i < end && is_ident(chars[i]) {
-                    i += 1;
-                }
-                labels.push(chars[from..i].iter().collect());
+    let mut word = String::new();
+    let mut quote: Option<char> = None;
+    let mut escaped = false;
+    for c in matchers.chars() {
+        if let Some(q) = quote {
+            if escaped {
+                escaped = false;
+            } else if c == '\\' && q != '`' {
+                escaped = true;
+            } else if c == q {
+                quote = None;
             }
-            _ => i += 1,
+            continue;
+        }
+        match c {
+            '"' | '\'' | '`' => quote = Some(c),
+            c if c.is_ascii_alphanumeric() || c == '_' || c == ':' => word.push(c),
+            _ if !word.is_empty() => labels.push(std::mem::take(&mut word)),
+            _ => {}
         }
     }
     labels
-}
-
-/// Every metric selector of a PromQL expression. Grafana's `$variables` are skipped.
-fn selectors(expr: &str) -> Vec<Selector> {
-    let chars: Vec<char> = expr.chars().collect();
-    let next_non_space = |mut i: usize| {
-        while i < chars.len() && chars[i].is_whitespace() {
-            i += 1;
-        }
-        i
-    };
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < chars.len() {
-        let c = chars[i];
-        if c == '"' || c == '\'' || c == '`' {
-            i = skip_string(&chars, i);
-        } else if c == '[' {
-            i = skip_group(&chars, i, '[', ']');
-        } else if c == '{' {
-            // A selector without a metric name: not something we write.
-            panic!("selector without a metric name in {expr:?}");
-        } else if c == '$' {
-            i += 1;
-            while i < chars.len() && (is_ident(chars[i]) || chars[i] == '{' || chars[i] == '}') {
-                i += 1;
-            }
-        } else if c.is_ascii_digit() || (c == '.' && chars.get(i + 1).is_some_and(char::is_ascii_digit)) {
-            // A number or a duration (0.95, 1e3, 5m).
-            while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '.') {
-                i += 1;
-            }
-        } else if is_ident_start(c) {
-            let from = i;
-            while i < chars.len() && is_ident(chars[i]) {
-                i += 1;
-            }
-            let word: String = chars[from..i].iter().collect();
-            let after = next_non_space(i);
-            let lower = word.to_ascii_lowercase();
-            if LABEL_LISTS.contains(&lower.as_str()) {
-                if chars.get(after) == Some(&'(') {
-                    i = skip_group(&chars, after, '(', ')');
-                }
-            } else if chars.get(after) == Some(&'(')
-                || AGGREGATIONS.contains(&lower.as_str())
-                || KEYWORDS.contains(&lower.as_str())
-            {
-                // A function, an aggregation or an operator.
-            } else {
-                let labels = if chars.get(i) == Some(&'{') {
-                    let end = skip_group(&chars, i, '{', '}');
-                    let labels = matcher_labels(&chars, i, end);
-                    i = end;
-                    labels
-                } else {
-                    Vec::new()
-                };
-                out.push(Selector { metric: word, labels });
-            }
-        } else {
-            i += 1;
-        }
-    }
-    out
 }
 
 /// What is wrong with the selectors of `expr` (from `origin`) against what we export.
@@ -416,6 +309,10 @@ fn check_selectors(
         problems.push(format!("{origin}: names no metric in {expr:?}"));
     }
     for selector in found {
+        if selector.metric.is_empty() {
+            problems.push(format!("{origin}: a selector without a metric name in {expr:?}"));
+            continue;
+        }
         let Some(metric) = exported.get(&selector.metric) else {
             problems.push(format!(
                 "{origin}: {} is not a metric we export (counters end in _total, histograms in _bucket/_sum/_count)",
@@ -551,7 +448,9 @@ fn grafana_to_promql(expr: &str, variables: &BTreeSet<String>) -> Result<String,
                 (&braced[..end], end + 2)
             }
             None => {
-                let end = after.find(|c: char| !is_ident(c)).unwrap_or(after.len());
+                let end = after
+                    .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .unwrap_or(after.len());
                 (&after[..end], end)
             }
         };
@@ -670,9 +569,14 @@ fn dashboard_queries_name_only_metrics_we_export_and_are_valid_promql() {
     let mut problems = Vec::new();
     let mut rules = String::from("groups:\n  - name: dashboard\n    rules:\n");
     for (i, (origin, expr)) in queries.iter().enumerate() {
-        check_selectors(&format!("{DASHBOARD}: {origin}"), expr, &exported, &mut problems);
         match grafana_to_promql(expr, &variables) {
             Ok(promql) => {
+                check_selectors(
+                    &format!("{DASHBOARD}: {origin}"),
+                    &promql,
+                    &exported,
+                    &mut problems,
+                );
                 let quoted = serde_json::to_string(&promql).expect("a JSON string");
                 rules.push_str(&format!(
                     "      - record: ocm_score_dashboard:query_{i}\n        expr: {quoted}\n"
