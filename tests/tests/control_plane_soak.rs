@@ -3,8 +3,9 @@
 //! deleted on the managed cluster all along, so the agent keeps recomputing, writing and renewing.
 //!
 //! It runs for `OCM_SCORE_SOAK_SECONDS`: by default 300, CI's size (sixty renewals, a minute per
-//! fifth), and `OCM_SCORE_SOAK_SECONDS=3600` for the hour documented in tests/README.md. The first fifth is warm-up (caches filled, allocator
-//! arenas grown, connection pools opened). Then, for the agent and the manager:
+//! fifth), and `OCM_SCORE_SOAK_SECONDS=3600` for the hour documented in tests/README.md. The first
+//! fifth is warm-up (caches filled, allocator arenas grown, connection pools opened). Then, for the
+//! agent and the manager:
 //! - resident memory is flat: the mean of the last fifth is within 10 % of the second fifth's;
 //! - open connections, file descriptors and threads do not grow: the least of the last fifth is no
 //!   more than the most of the second (a leak grows past any earlier peak; a pool that opens and
