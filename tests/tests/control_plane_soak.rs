@@ -2,7 +2,7 @@
 //! add-on manager and the agent running as their Deployments' containers, and pods created and
 //! deleted on the managed cluster all along, so the agent keeps recomputing, writing and renewing.
 //!
-//! It runs for `OCM_SCORE_SOAK_SECONDS`: by default 300, CI's size (sixty renewals, a minute per
+//! It runs for `OCM_SCORE_SOAK_SECONDS`: by default 300, CI's size (thirty refreshes, a minute per
 //! fifth), and `OCM_SCORE_SOAK_SECONDS=3600` for the hour documented in tests/README.md. The first
 //! fifth is warm-up (caches filled, allocator arenas grown, connection pools opened). Then, for the
 //! agent and the manager:
