@@ -233,8 +233,7 @@ fn bad_values_are_refused_naming_the_value() {
         assert!(error.contains(says), "{value}: {error}");
     }
     let error = chart::template(&["thanosScorer.enabled=true", "thanosScorer.config="], false)
-        .err()
-        .expect("an empty scorer config was accepted")
+        .expect_err("an empty scorer config was accepted")
         .to_string();
     assert!(error.contains("thanosScorer.config"), "{error}");
 }
