@@ -1,9 +1,9 @@
-//! Placement scheduling speed over growing fleets, next to OCM's own figures.
+//! Placement scheduling speed over growing fleets.
 //!
 //! One Placement (Exact: AddOn + ResourceAllocatableCPU + Balance, weights 1, numberOfClusters
 //! 10) over fleets of 100 to 50,000 clusters, each with an AddOnPlacementScore, plus 1,000
-//! PlacementDecisions of other placements. Building the objects and the snapshot (the informer
-//! caches, for OCM) is not timed. Run with `cargo bench -p scheduler-core`; prints a markdown table.
+//! PlacementDecisions of other placements. Building the objects and the snapshot is not timed. Run
+//! with `cargo bench -p scheduler-core`; prints a markdown table.
 //!
 //! A second table runs the same Placement with one CEL predicate added (a regular expression over
 //! a label and a `scores()` filter), next to it without, at 10,000 clusters; the goal is at most
@@ -25,6 +25,9 @@ use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
+#[path = "placement/vs_ocm.rs"]
+mod vs_ocm;
+
 const FLEETS: [usize; 4] = [100, 1_000, 10_000, 50_000];
 const OTHER_DECISIONS: usize = 1_000;
 /// The CEL predicate of the second table.
@@ -45,15 +48,6 @@ const CEL_PARTS: [(&str, &str); 3] = [
 ];
 const CEL_FLEET: usize = 10_000;
 const CLUSTERS_PER_OTHER_DECISION: usize = 10;
-
-/// OCM's scheduler on a 2-core machine, in-process with in-memory listers (from the issue):
-/// (clusters, Schedule() ms, full sync ms, peak RSS MiB).
-const OCM: [(usize, f64, f64, u32); 4] = [
-    (100, 0.27, 0.70, 60),
-    (1_000, 2.70, 3.46, 63),
-    (10_000, 48.8, 55.9, 99),
-    (50_000, 431.0, 444.0, 248),
-];
 
 fn meta(namespace: Option<&str>, name: &str) -> ObjectMeta {
     ObjectMeta {
@@ -267,27 +261,35 @@ fn ms(d: Duration) -> f64 {
 
 fn main() {
     let now: Timestamp = "2026-06-01T00:00:00Z".parse().expect("valid time");
-    // `cargo bench -p scheduler-core --bench placement -- cel` runs only the CEL table
-    // (`fleet` only the fleet table); cargo's own `--bench` flag is ignored.
-    let filter = std::env::args().skip(1).find(|a| !a.starts_with("--"));
-    let wanted = |table: &str| filter.as_deref().is_none_or(|f| table.contains(f));
-    if wanted("fleet") {
-        fleet_table(now);
-    }
-    if wanted("cel") {
-        cel_table(now);
+    // cargo's own `--bench` flag is ignored.
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    match args.first().map(String::as_str) {
+        // `-- vs-ocm OCM_BENCH [CLUSTERS...]`: the side-by-side table (scripts/bench-vs-ocm.sh).
+        Some("vs-ocm") => vs_ocm::table(&args[1..], now),
+        // `-- peer FLEET_FILE NAMESPACE/NAME`: our side of one size, as its own process.
+        Some("peer") => vs_ocm::peer(&args[1..]),
+        // `-- cel` runs only the CEL table, `-- fleet` only the fleet table.
+        filter => {
+            let wanted = |table: &str| filter.is_none_or(|f| table.contains(f));
+            if wanted("fleet") {
+                fleet_table(now);
+            }
+            if wanted("cel") {
+                cel_table(now);
+            }
+        }
     }
 }
 
-/// The Placement without predicates over every fleet size, next to OCM's figures.
+/// The Placement without predicates over every fleet size.
 fn fleet_table(now: Timestamp) {
-    println!(
-        "| clusters | Schedule() median | full result median | OCM Schedule() | OCM full sync | speed-up (full) | peak RSS | OCM peak RSS |"
-    );
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("| clusters | Schedule() median | full result median | peak RSS |");
+    println!("|---:|---:|---:|---:|");
     let mut per_cluster = Vec::new();
-    for (size, (ocm_size, ocm_schedule, ocm_full, ocm_rss)) in FLEETS.into_iter().zip(OCM) {
-        assert_eq!(size, ocm_size);
+    for size in FLEETS {
         reset_peak_rss();
         let snapshot = HubSnapshot::new(fleet(size, now)).expect("generated fleet is valid");
         let placement = snapshot.placement("apps", "web").expect("placement").clone();
@@ -310,10 +312,9 @@ fn fleet_table(now: Timestamp) {
         });
         let rss = peak_rss_mib().map_or("n/a".to_string(), |m| format!("{m:.0} MiB"));
         println!(
-            "| {size} | {:.3} ms | {:.3} ms | {ocm_schedule} ms | {ocm_full} ms | {:.0}x | {rss} | {ocm_rss} MiB |",
+            "| {size} | {:.3} ms | {:.3} ms | {rss} |",
             ms(schedule_time),
             ms(full_time),
-            ocm_full / ms(full_time),
         );
         per_cluster.push((size, ms(full_time) * 1e3 / size as f64));
     }

@@ -7,6 +7,7 @@ pub mod crd;
 pub mod go_module;
 pub mod image;
 pub mod ocm_api;
+pub mod ocm_bench;
 pub mod support;
 pub mod thanos;
 pub mod tiering;
