@@ -220,6 +220,14 @@ const BUILTINS: &[Builtin] = &[
         has_generation: true,
         ..builtin("apps", "v1", "deployments", "Deployment")
     },
+    // The hub install's disruption budgets (stored and served; the double evicts nothing).
+    Builtin {
+        subresources: &["status"],
+        short_names: &["pdb"],
+        create_drops_status: true,
+        has_generation: true,
+        ..builtin("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
+    },
     Builtin {
         short_names: &["ev"],
         field_selectors: &[
