@@ -508,15 +508,11 @@ fn addon_manager_needs() -> BTreeSet<Permission> {
 #[test]
 fn the_addon_manager_gets_exactly_what_it_needs() {
     let docs = documents();
-    let granted = granted(&docs, "ocm-score", "ocm-score-addon-manager");
-    let needed = addon_manager_needs();
-    let missing: Vec<_> = needed.difference(&granted).collect();
-    let extra: Vec<_> = granted.difference(&needed).collect();
-    assert!(missing.is_empty(), "the manifests do not grant: {missing:#?}");
-    assert!(
-        extra.is_empty(),
-        "the manifests grant more than needed: {extra:#?}"
+    let (granted, needed) = (
+        granted(&docs, "ocm-score", "ocm-score-addon-manager"),
+        addon_manager_needs(),
     );
+    assert_grants_exactly(&granted, &needed);
     // The comparison itself can fail: one extra verb is noticed.
     let mut broader = docs;
     let role = broader
@@ -600,15 +596,8 @@ fn tiering_needs() -> BTreeSet<Permission> {
 #[test]
 fn the_tiering_controller_gets_exactly_what_it_needs() {
     let docs = documents();
-    let granted = granted(&docs, "ocm-score", "ocm-score-tiering");
-    let needed = tiering_needs();
-    let missing: Vec<_> = needed.difference(&granted).collect();
-    let extra: Vec<_> = granted.difference(&needed).collect();
-    assert!(missing.is_empty(), "the manifests do not grant: {missing:#?}");
-    assert!(
-        extra.is_empty(),
-        "the manifests grant more than needed: {extra:#?}"
-    );
+    let (granted, needed) = (granted(&docs, "ocm-score", "ocm-score-tiering"), tiering_needs());
+    assert_grants_exactly(&granted, &needed);
     // Neither account holds the other's rights.
     assert!(
         !granted
@@ -664,10 +653,17 @@ fn thanos_scorer_needs() -> BTreeSet<Permission> {
 #[test]
 fn the_thanos_scorer_gets_exactly_what_it_needs() {
     let docs = documents();
-    let granted = granted(&docs, "ocm-score", "ocm-score-thanos-scorer");
-    let needed = thanos_scorer_needs();
-    let missing: Vec<_> = needed.difference(&granted).collect();
-    let extra: Vec<_> = granted.difference(&needed).collect();
+    let (granted, needed) = (
+        granted(&docs, "ocm-score", "ocm-score-thanos-scorer"),
+        thanos_scorer_needs(),
+    );
+    assert_grants_exactly(&granted, &needed);
+}
+
+/// The manifests grant an account exactly what it needs: nothing missing, nothing more.
+fn assert_grants_exactly(granted: &BTreeSet<Permission>, needed: &BTreeSet<Permission>) {
+    let missing: Vec<_> = needed.difference(granted).collect();
+    let extra: Vec<_> = granted.difference(needed).collect();
     assert!(missing.is_empty(), "the manifests do not grant: {missing:#?}");
     assert!(
         extra.is_empty(),
