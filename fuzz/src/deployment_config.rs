@@ -27,9 +27,13 @@ const FLAGS: [(&str, &str); 9] = [
 ];
 
 /// A hub kubeconfig file, as the mounted Secret provides it (the agent checks that it exists).
+/// One file for every process (not one per process, which each test run would leave behind): written
+/// under a process-own name and renamed into place, so concurrent writers never expose half a file.
 static KUBECONFIG: LazyLock<PathBuf> = LazyLock::new(|| {
-    let path = std::env::temp_dir().join(format!("ocm-score-fuzz-kubeconfig-{}", std::process::id()));
-    std::fs::write(&path, "apiVersion: v1\nkind: Config\n").expect("writing the kubeconfig");
+    let path = std::env::temp_dir().join("ocm-score-fuzz-kubeconfig");
+    let partial = std::env::temp_dir().join(format!("ocm-score-fuzz-kubeconfig.{}", std::process::id()));
+    std::fs::write(&partial, "apiVersion: v1\nkind: Config\n").expect("writing the kubeconfig");
+    std::fs::rename(&partial, &path).expect("moving the kubeconfig into place");
     path
 });
 
