@@ -15,7 +15,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 use ocm_score_tests::chart;
 use ocm_score_tests::control_plane::ControlPlane;
-use ocm_score_tests::control_plane::addon::{HUB_NAMESPACE, dynamic, kubectl};
+use ocm_score_tests::control_plane::addon::{HUB_NAMESPACE, kubectl, score_object_named};
 use ocm_score_tests::control_plane::node::HOST_ADDRESS;
 use ocm_score_tests::control_plane::pods::{all_pods, ready_pods};
 use ocm_score_tests::support::{TempDir, eventually};
@@ -73,16 +73,7 @@ scores:
 
 /// `thanos-score` of a cluster: its scores by name (sorted) and `validUntil`, once it has a status.
 async fn published(hub: &kube::Client, cluster: &str) -> Option<(Vec<(String, i64)>, Timestamp)> {
-    let api = dynamic(
-        hub,
-        "cluster.open-cluster-management.io",
-        "v1alpha1",
-        "AddOnPlacementScore",
-        Some(cluster),
-    )
-    .await
-    .ok()?;
-    let object = api.get_opt(SCORE_OBJECT).await.ok()??;
+    let object = score_object_named(hub, cluster, SCORE_OBJECT).await?;
     let status = object.data.get("status")?;
     let mut scores: Vec<(String, i64)> = status["scores"]
         .as_array()?
@@ -216,16 +207,10 @@ async fn helm_runs_the_thanos_scorer_as_pods_scoring_from_a_real_thanos() {
         let file = dir.path().join("config.yaml");
         std::fs::write(&file, config).expect("writing the scorer config");
         let config_value = format!("thanosScorer.config={}", file.display());
-        helm(
+        chart::install(
             &hub_kc,
+            HUB_NAMESPACE,
             &[
-                "upgrade",
-                "--install",
-                chart::RELEASE,
-                chart::CHART,
-                "--namespace",
-                HUB_NAMESPACE,
-                "--create-namespace",
                 "--set",
                 "addonManager.enabled=false",
                 "--set",
@@ -235,7 +220,8 @@ async fn helm_runs_the_thanos_scorer_as_pods_scoring_from_a_real_thanos() {
                 "--set-file",
                 &config_value,
             ],
-        );
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
     };
     let started = std::time::Instant::now();
     install(&scorer_config(&fleet.url(), false));

@@ -108,6 +108,22 @@ pub fn helm_on(kubeconfig: &Path, args: &[&str]) -> Result<String, Error> {
     helm(&all)
 }
 
+/// `helm upgrade --install` of the chart as the release [`RELEASE`] into `namespace` (created if
+/// missing), with `extra` arguments (`--set ...`, `--wait`, ...): the install the docs show.
+pub fn install(kubeconfig: &Path, namespace: &str, extra: &[&str]) -> Result<String, Error> {
+    let mut args = vec![
+        "upgrade",
+        "--install",
+        RELEASE,
+        CHART,
+        "--namespace",
+        namespace,
+        "--create-namespace",
+    ];
+    args.extend_from_slice(extra);
+    helm_on(kubeconfig, &args)
+}
+
 /// `helm template` of the chart with `--set` values (and the CRDs when asked).
 pub fn template(values: &[&str], crds: bool) -> Result<String, Error> {
     let mut args = vec![

@@ -151,21 +151,7 @@ async fn helm_installs_upgrades_and_uninstalls_the_addon_on_real_kubelets() {
 
     step("helm install");
     // 2. helm install, defaults: the Placements strategy puts the agent on every cluster.
-    helm(
-        &hub_kc,
-        &[
-            "upgrade",
-            "--install",
-            chart::RELEASE,
-            chart::CHART,
-            "--namespace",
-            HUB_NAMESPACE,
-            "--create-namespace",
-            "--wait",
-            "--timeout",
-            "5m",
-        ],
-    );
+    chart::install(&hub_kc, HUB_NAMESPACE, &["--wait", "--timeout", "5m"]).unwrap_or_else(|e| panic!("{e}"));
     let managers = ready_pods(
         &hub,
         HUB_NAMESPACE,

@@ -636,6 +636,11 @@ pub async fn add_pod(
 
 /// The `resource-usage-score` object in a cluster's namespace, if there is one.
 pub async fn score_object(hub: &kube::Client, cluster: &str) -> Option<DynamicObject> {
+    score_object_named(hub, cluster, "resource-usage-score").await
+}
+
+/// The AddOnPlacementScore `name` in a cluster's namespace, if there is one.
+pub async fn score_object_named(hub: &kube::Client, cluster: &str, name: &str) -> Option<DynamicObject> {
     let api = dynamic(
         hub,
         "cluster.open-cluster-management.io",
@@ -645,7 +650,7 @@ pub async fn score_object(hub: &kube::Client, cluster: &str) -> Option<DynamicOb
     )
     .await
     .ok()?;
-    api.get_opt("resource-usage-score").await.ok().flatten()
+    api.get_opt(name).await.ok().flatten()
 }
 
 /// A published score of `resource-usage-score` in a cluster's namespace.
