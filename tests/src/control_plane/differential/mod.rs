@@ -4,8 +4,8 @@
 //! Placements over them, and the comparison of OCM's PlacementDecisions with `simulate`'s answer.
 //!
 //! Everything here is pure: the same seed gives the same objects, so a failure is replayed with
-//! the seed the test prints. The test (`tests/tests/control_plane_differential.rs`) writes the
-//! objects to a real hub and lets OCM's placement controller decide.
+//! the seed the check prints. [`live`] writes the objects to a real hub, lets OCM's placement
+//! controller decide and compares; [`tally`] counts the outcomes by feature.
 //!
 //! What the generator avoids, because the answer would then depend on timing rather than on the
 //! objects:
@@ -15,6 +15,9 @@
 //! - Balance on a placement whose AddOn prioritizer reads an expired score: the expiry makes the
 //!   sync return a Warning, which OCM retries with backoff for minutes, and each retry would re-read
 //!   the other placements' decisions at a moment of its own choosing.
+
+pub mod live;
+pub mod tally;
 
 use std::collections::BTreeMap;
 
@@ -407,6 +410,27 @@ pub fn placement(rng: &mut Rng, fleet: &Fleet, name: &str) -> Value {
         "metadata": {"name": name, "namespace": namespace},
         "spec": spec,
     })
+}
+
+/// Makes `placement` misconfigured on purpose, in one of the ways OCM's API server accepts and its
+/// scheduler refuses whatever the clusters: a label selector OCM cannot convert, or a CEL
+/// expression its environment cannot compile, put first among the predicates (OCM builds every
+/// predicate's selector before it filters). The live check forces this on a fixed share of its
+/// placements, so "some were misconfigured on both sides" never depends on the draw.
+pub fn misconfigure(rng: &mut Rng, placement: &mut Value) {
+    let bad = if rng.chance(50) {
+        json!({"requiredClusterSelector": {"labelSelector": {"matchExpressions": [
+            {"key": rng.pick(LABEL_KEYS), "operator": rng.pick(&["In", "NotIn"]), "values": []},
+        ]}}})
+    } else {
+        json!({"requiredClusterSelector": {"celSelector": {"celExpressions": [
+            *rng.pick(&["managedCluster.metadata.name.size()", "'prod' + 1 == 'x'", "1 < 1.5"]),
+        ]}}})
+    };
+    let spec = &mut placement["spec"];
+    let mut predicates = spec["predicates"].as_array().cloned().unwrap_or_default();
+    predicates.insert(0, bad);
+    spec["predicates"] = json!(predicates);
 }
 
 fn label_values(key: &str) -> &'static [&'static str] {
@@ -1104,7 +1128,14 @@ mod tests {
             check(
                 "Placement",
                 (0..200)
-                    .map(|i| placement(&mut rng, &fleet, &format!("p-{i:03}")))
+                    .map(|i| {
+                        let mut p = placement(&mut rng, &fleet, &format!("p-{i:03}"));
+                        // The live check's forced misconfigurations must reach OCM's scheduler too.
+                        if i % 10 == 9 {
+                            misconfigure(&mut rng, &mut p);
+                        }
+                        p
+                    })
                     .collect(),
             );
         }
