@@ -2,6 +2,7 @@
 //! and the placement simulator.
 
 pub mod addon;
+pub mod kubectl_plugin;
 pub mod simulate;
 pub mod thanos;
 pub mod tiering;

@@ -3,14 +3,15 @@
 //! Every Markdown file of the repository is read: the lines of its ```sh, ```bash, ```shell and
 //! ```console blocks (in a console block, the lines after a `$ ` prompt), and its inline code spans
 //! that start like a command. Each command that runs one of our binaries (`cargo run -p <pkg>
-//! [--release] [--bin X] -- ARGS`, or `ocm-score-agent`, `ocm-score-hub`, `control-plane`,
-//! `kube-double` by name or path) is checked against the built binary: its subcommands must exist,
-//! and every flag must appear in the `--help` of that subcommand. Commands that need no cluster
-//! (`ocm-score-agent once --source host`, `ocm-score-hub simulate` on files of the repository) are
-//! run for real. A few more references are checked on the way: `cargo run/test/bench -p` names a
-//! package of the workspace and an existing `--bin`, `--test` or `--bench`; `bash <script>` and
-//! `kubectl ... -k <dir>` name files that exist; `helm ... charts/<chart> --set key=...` names a
-//! chart that exists and keys its values.yaml has.
+//! [--release] [--bin X] -- ARGS`; `ocm-score-agent`, `ocm-score-hub`, `control-plane`,
+//! `kube-double` by name or path; `kubectl ocm-score`, which runs our `kubectl-ocm_score`) is
+//! checked against the built binary: its subcommands must exist, and every flag must appear in the
+//! `--help` of that subcommand. Commands that need no cluster (`ocm-score-agent once --source
+//! host`, `ocm-score-hub simulate` on files of the repository) are run for real. A few more
+//! references are checked on the way: `cargo run/test/bench -p` names a package of the workspace
+//! and an existing `--bin`, `--test` or `--bench`; `bash <script>` and `kubectl ... -k <dir>` name
+//! files that exist; `helm ... charts/<chart> --set key=...` names a chart that exists and keys its
+//! values.yaml has.
 //!
 //! A failure names the file and line, the command, and what does not match.
 
@@ -21,7 +22,13 @@ use std::process::Command;
 use ocm_score_tests::control_plane::addon::{workspace_binary, workspace_dir};
 
 /// Our binaries, as a doc may name them directly (on `PATH`, or a path ending in the name).
-const OUR_BINARIES: [&str; 4] = ["ocm-score-agent", "ocm-score-hub", "control-plane", "kube-double"];
+const OUR_BINARIES: [&str; 5] = [
+    "ocm-score-agent",
+    "ocm-score-hub",
+    "control-plane",
+    "kube-double",
+    "kubectl-ocm_score",
+];
 
 /// Fenced blocks whose lines are shell commands.
 const SHELL_BLOCKS: [&str; 3] = ["sh", "bash", "shell"];
@@ -143,6 +150,7 @@ fn looks_like_our_command(span: &str) -> bool {
     let command = skip_prefixes(command);
     match command.first().map(String::as_str) {
         Some("cargo") => matches!(command.get(1).map(String::as_str), Some("run" | "test" | "bench")),
+        Some("kubectl") => command.get(1).is_some_and(|w| w == "ocm-score"),
         Some(program) => our_binary(program).is_some(),
         None => false,
     }
@@ -350,6 +358,11 @@ impl Checker {
                 }
                 None
             }
+            // kubectl runs our plugin, `kubectl-ocm_score`, for `kubectl ocm-score ...`.
+            "kubectl" if words.get(1).is_some_and(|w| w == "ocm-score") => Some(Invocation {
+                binary: "kubectl-ocm_score".to_owned(),
+                args: words[2..].to_vec(),
+            }),
             "kubectl" => {
                 for pair in words.windows(2) {
                     if pair[0] == "-k" {

@@ -1,0 +1,363 @@
+//! OCM's standing PlacementDecisions beside what the engine decides from the hub as it is now:
+//! which clusters differ, and what changed since OCM decided that could explain it.
+
+use jiff::Timestamp;
+use scheduler_core::api::{ObjectMeta, Placement, PlacementDecision};
+use scheduler_core::placement::HubObjects;
+use serde_json::{Value, json};
+use std::collections::BTreeSet;
+
+/// The comparison for one placement.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Comparison {
+    /// Clusters in OCM's PlacementDecisions, sorted.
+    pub ocm: Vec<String>,
+    /// Clusters the engine selects now, sorted.
+    pub now: Vec<String>,
+    /// The last time OCM wrote one of the placement's PlacementDecisions.
+    pub decided_at: Option<Timestamp>,
+    /// What changed after `decided_at` that OCM's answer does not reflect yet, one line each.
+    pub causes: Vec<String>,
+}
+
+impl Comparison {
+    /// OCM's decisions differ from what it would decide now.
+    pub fn stale(&self) -> bool {
+        self.ocm != self.now
+    }
+
+    pub fn only_ocm(&self) -> Vec<&str> {
+        let now: BTreeSet<&String> = self.now.iter().collect();
+        self.ocm
+            .iter()
+            .filter(|c| !now.contains(c))
+            .map(String::as_str)
+            .collect()
+    }
+
+    pub fn only_now(&self) -> Vec<&str> {
+        let ocm: BTreeSet<&String> = self.ocm.iter().collect();
+        self.now
+            .iter()
+            .filter(|c| !ocm.contains(c))
+            .map(String::as_str)
+            .collect()
+    }
+
+    pub fn json(&self) -> Value {
+        json!({
+            "ocmDecisions": self.ocm,
+            "decidedAt": self.decided_at.map(|t| t.to_string()),
+            "stale": self.stale(),
+            "onlyInOcm": self.only_ocm(),
+            "onlyNow": self.only_now(),
+            "likelyCauses": self.causes,
+        })
+    }
+
+    /// The lines printed under the table.
+    pub fn text(&self) -> String {
+        let decided = self
+            .decided_at
+            .map_or_else(|| "never".to_owned(), |t| t.to_string());
+        let mut out = format!("OCM's decisions (last written {decided}): {}\n", list(&self.ocm));
+        if !self.stale() {
+            out.push_str("The engine selects the same clusters from the hub as it is now.\n");
+            return out;
+        }
+        out.push_str(&format!(
+            "STALE: from the hub as it is now OCM would select {}; only in OCM's decisions: {}; only now: {}\n",
+            list(&self.now),
+            list(&self.only_ocm()),
+            list(&self.only_now()),
+        ));
+        if self.causes.is_empty() {
+            out.push_str(
+                "No input the placement reads changed after OCM decided, and OCM is not known to \
+                 hold it back: the engine and OCM disagree. Please report it with this output and \
+                 `kubectl ocm-score explain ... -o yaml`.\n",
+            );
+        } else {
+            out.push_str("Likely causes:\n");
+            for c in &self.causes {
+                out.push_str(&format!("  - {c}\n"));
+            }
+        }
+        out
+    }
+}
+
+fn list<S: AsRef<str>>(clusters: &[S]) -> String {
+    if clusters.is_empty() {
+        "(none)".to_owned()
+    } else {
+        clusters.iter().map(AsRef::as_ref).collect::<Vec<_>>().join(", ")
+    }
+}
+
+/// The latest write recorded in `meta` (managedFields' times; the creation time without them).
+fn last_written(meta: &ObjectMeta) -> Option<Timestamp> {
+    let fields = meta
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter_map(|f| f.time.as_ref().map(|t| t.0));
+    fields.max().or(meta.creation_timestamp.as_ref().map(|t| t.0))
+}
+
+fn name_of(meta: &ObjectMeta) -> String {
+    match &meta.namespace {
+        Some(ns) => format!("{ns}/{}", meta.name.as_deref().unwrap_or_default()),
+        None => meta.name.clone().unwrap_or_default(),
+    }
+}
+
+/// The AddOnPlacementScore resource names `placement` reads (prioritizers, and any CEL
+/// `scores(...)` call, which may read any).
+fn score_resources(placement: &Placement) -> (BTreeSet<String>, bool) {
+    let named = placement
+        .spec
+        .prioritizer_policy
+        .iter()
+        .flat_map(|p| &p.configurations)
+        .filter_map(|c| c.score_coordinate.as_ref()?.add_on.as_ref())
+        .map(|a| a.resource_name.clone())
+        .collect();
+    let cel_reads_scores =
+        serde_json::to_string(&placement.spec.predicates).is_ok_and(|s| s.contains("scores("));
+    (named, cel_reads_scores)
+}
+
+/// Compares OCM's decisions for `placement` (in `objects`) with `now_selected`, and looks for what
+/// changed after OCM last wrote them.
+pub fn compare(objects: &HubObjects, placement: &Placement, now_selected: Vec<String>) -> Comparison {
+    let ns = placement.metadata.namespace.as_deref().unwrap_or_default();
+    let name = placement.metadata.name.as_deref().unwrap_or_default();
+    let mine: Vec<&PlacementDecision> = objects
+        .decisions
+        .iter()
+        .filter(|d| {
+            d.metadata.namespace.as_deref() == Some(ns)
+                && d.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get("cluster.open-cluster-management.io/placement"))
+                    .map(String::as_str)
+                    == Some(name)
+        })
+        .collect();
+    let mut ocm: Vec<String> = mine
+        .iter()
+        .flat_map(|d| d.status.iter().flat_map(|s| s.decisions.iter()))
+        .map(|d| d.cluster_name.clone())
+        .collect();
+    ocm.sort();
+    let mut now = now_selected;
+    now.sort();
+    let decided_at = mine.iter().filter_map(|d| last_written(&d.metadata)).max();
+
+    let mut causes = Vec::new();
+    if ocm != now {
+        let after = |t: Option<Timestamp>| match (t, decided_at) {
+            (Some(t), Some(d)) => t > d,
+            (Some(_), None) => true,
+            _ => false,
+        };
+        let generation = placement.metadata.generation;
+        let observed = placement
+            .status
+            .iter()
+            .flat_map(|s| s.conditions.iter())
+            .filter_map(|c| c.observed_generation)
+            .max();
+        if let (Some(g), Some(o)) = (generation, observed)
+            && o < g
+        {
+            causes.push(format!(
+                "the placement changed (generation {g}) after OCM last scheduled it (generation {o})"
+            ));
+        }
+        let (resources, cel_reads_scores) = score_resources(placement);
+        let changed_scores: Vec<String> = objects
+            .scores
+            .iter()
+            .filter(|s| cel_reads_scores || s.metadata.name.as_ref().is_some_and(|n| resources.contains(n)))
+            .filter(|s| after(last_written(&s.metadata)))
+            .map(|s| name_of(&s.metadata))
+            .collect();
+        if !changed_scores.is_empty() {
+            causes.push(format!(
+                "scores written after OCM decided: {} (OCM re-reads scores when it next schedules the \
+                 placement, which it may hold back to limit how often a placement's decisions move)",
+                changed_scores.join(", ")
+            ));
+        }
+        let expired: Vec<String> = objects
+            .scores
+            .iter()
+            .filter(|s| resources.contains(s.metadata.name.as_deref().unwrap_or_default()))
+            .filter(|s| {
+                s.status
+                    .as_ref()
+                    .and_then(|st| st.valid_until.as_ref())
+                    .is_some_and(|v| after(Some(v.0)) && v.0 <= Timestamp::now())
+            })
+            .map(|s| name_of(&s.metadata))
+            .collect();
+        if !expired.is_empty() {
+            causes.push(format!(
+                "scores expired after OCM decided: {} (an expired score counts as 0)",
+                expired.join(", ")
+            ));
+        }
+        let changed_clusters: Vec<String> = objects
+            .clusters
+            .iter()
+            .filter(|c| after(last_written(&c.metadata)))
+            .map(|c| name_of(&c.metadata))
+            .collect();
+        if !changed_clusters.is_empty() {
+            causes.push(format!(
+                "ManagedClusters written after OCM decided (labels, claims, taints, status): {}",
+                changed_clusters.join(", ")
+            ));
+        }
+        let membership_changed = objects
+            .cluster_sets
+            .iter()
+            .map(|s| &s.metadata)
+            .chain(objects.bindings.iter().map(|b| &b.metadata))
+            .filter(|m| after(last_written(m)))
+            .map(name_of)
+            .collect::<Vec<_>>();
+        if !membership_changed.is_empty() {
+            causes.push(format!(
+                "cluster sets or bindings written after OCM decided: {}",
+                membership_changed.join(", ")
+            ));
+        }
+    }
+    Comparison {
+        ocm,
+        now,
+        decided_at,
+        causes,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ManagedFieldsEntry, Time};
+    use scheduler_core::api::{
+        AddOnPlacementScore, AddOnPlacementScoreStatus, ClusterDecision, ManagedCluster,
+        PlacementDecisionStatus,
+    };
+
+    fn at(s: &str) -> Time {
+        Time(s.parse().expect("time"))
+    }
+
+    fn meta(ns: Option<&str>, name: &str, written: &str) -> ObjectMeta {
+        ObjectMeta {
+            namespace: ns.map(str::to_owned),
+            name: Some(name.to_owned()),
+            managed_fields: Some(vec![ManagedFieldsEntry {
+                time: Some(at(written)),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }
+    }
+
+    fn decision(clusters: &[&str], written: &str) -> PlacementDecision {
+        let mut m = meta(Some("ns"), "p-decision-1", written);
+        m.labels = Some(
+            [(
+                "cluster.open-cluster-management.io/placement".to_owned(),
+                "p".to_owned(),
+            )]
+            .into(),
+        );
+        PlacementDecision {
+            metadata: m,
+            status: Some(PlacementDecisionStatus {
+                decisions: clusters
+                    .iter()
+                    .map(|c| ClusterDecision {
+                        cluster_name: (*c).to_owned(),
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            }),
+        }
+    }
+
+    fn placement_reading(resource: &str) -> Placement {
+        serde_json::from_value(json!({
+            "metadata": {"name": "p", "namespace": "ns"},
+            "spec": {"prioritizerPolicy": {"configurations": [{"scoreCoordinate": {
+                "type": "AddOn", "addOn": {"resourceName": resource, "scoreName": "cpu"}}}]}},
+        }))
+        .expect("placement")
+    }
+
+    #[test]
+    fn same_answer_is_not_stale() {
+        let objects = HubObjects {
+            decisions: vec![decision(&["b", "a"], "2026-11-26T10:00:00Z")],
+            ..Default::default()
+        };
+        let c = compare(&objects, &placement_reading("r"), vec!["a".into(), "b".into()]);
+        assert!(!c.stale());
+        assert_eq!(c.decided_at, Some(at("2026-11-26T10:00:00Z").0));
+        assert!(c.text().contains("selects the same clusters"), "{}", c.text());
+    }
+
+    #[test]
+    fn a_score_written_after_the_decision_is_named() {
+        let mut score = AddOnPlacementScore {
+            metadata: meta(Some("b"), "r", "2026-11-26T10:05:00Z"),
+            status: Some(AddOnPlacementScoreStatus::default()),
+        };
+        let older = AddOnPlacementScore {
+            metadata: meta(Some("a"), "r", "2026-11-26T09:00:00Z"),
+            status: None,
+        };
+        let unrelated = AddOnPlacementScore {
+            metadata: meta(Some("c"), "other", "2026-11-26T10:05:00Z"),
+            status: None,
+        };
+        let objects = HubObjects {
+            decisions: vec![decision(&["a"], "2026-11-26T10:00:00Z")],
+            scores: vec![score.clone(), older, unrelated],
+            clusters: vec![ManagedCluster {
+                metadata: meta(None, "a", "2026-11-26T08:00:00Z"),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let c = compare(&objects, &placement_reading("r"), vec!["b".into()]);
+        assert!(c.stale());
+        assert_eq!((c.only_ocm(), c.only_now()), (vec!["a"], vec!["b"]));
+        assert_eq!(c.causes.len(), 1, "{:?}", c.causes);
+        assert!(
+            c.causes[0].contains("b/r") && !c.causes[0].contains("a/r"),
+            "{:?}",
+            c.causes
+        );
+        let text = c.text();
+        assert!(text.contains("STALE") && text.contains("Likely causes"), "{text}");
+
+        // Nothing newer than the decision: the disagreement is reported as such.
+        score.metadata = meta(Some("b"), "r", "2026-11-26T09:00:00Z");
+        let objects = HubObjects {
+            scores: vec![score],
+            ..objects
+        };
+        let c = compare(&objects, &placement_reading("r"), vec!["b".into()]);
+        assert!(c.causes.is_empty(), "{:?}", c.causes);
+        assert!(c.text().contains("the engine and OCM disagree"), "{}", c.text());
+    }
+}
