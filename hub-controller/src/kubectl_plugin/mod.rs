@@ -14,6 +14,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use live::{LiveHub, Unreadable, resource_name};
 use scheduler_core::api::{AddOnPlacementScore, ManagedCluster, Placement, PlacementDecision};
+use scheduler_core::placement::selector::LabelMatcher;
 use scheduler_core::placement::{self, HubSnapshot, SyncOutcome};
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -191,9 +192,8 @@ async fn scores_command(
     let selector = args
         .selector
         .as_deref()
-        .map(scores::parse_label_selector)
-        .transpose()
-        .map_err(PluginError::Usage)?;
+        .map(|text| LabelMatcher::parse(text).map_err(|e| PluginError::Usage(format!("-l {text:?}: {e}"))))
+        .transpose()?;
     let mut hub = LiveHub::default();
     let found: Vec<AddOnPlacementScore> = live::list_namespaced(client, namespace, &mut hub).await?;
     let clusters: Vec<ManagedCluster> = if selector.is_some() {
@@ -216,8 +216,7 @@ async fn scores_command(
         selector.as_ref(),
         &args.sort_by,
         jiff::Timestamp::now(),
-    )
-    .map_err(PluginError::Usage)?;
+    );
     let stdout = match format {
         Format::Table if rows.is_empty() => String::new(),
         Format::Table => scores::table(&rows),

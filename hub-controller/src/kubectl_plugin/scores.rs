@@ -1,7 +1,7 @@
 //! `kubectl ocm-score scores`: the fleet's AddOnPlacementScores, one row per score object.
 
 use jiff::Timestamp;
-use scheduler_core::api::{AddOnPlacementScore, LabelSelector, LabelSelectorRequirement, ManagedCluster};
+use scheduler_core::api::{AddOnPlacementScore, ManagedCluster};
 use scheduler_core::placement::selector::LabelMatcher;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -68,26 +68,20 @@ fn last_written(s: &AddOnPlacementScore) -> Option<Timestamp> {
 pub fn rows(
     scores: &[AddOnPlacementScore],
     clusters: &[ManagedCluster],
-    labels: Option<&LabelSelector>,
+    labels: Option<&LabelMatcher>,
     sort: &SortBy,
     now: Timestamp,
-) -> Result<Vec<Row>, String> {
-    let matching: Option<Vec<&str>> = match labels {
-        None => None,
-        Some(l) => {
-            let compiled = LabelMatcher::from_selector(Some(l)).map_err(|e| format!("-l: {e}"))?;
-            Some(
-                clusters
-                    .iter()
-                    .filter(|c| {
-                        let labels = c.metadata.labels.as_ref();
-                        compiled.matches(|k| labels.and_then(|l| l.get(k)).map(String::as_str))
-                    })
-                    .filter_map(|c| c.metadata.name.as_deref())
-                    .collect(),
-            )
-        }
-    };
+) -> Vec<Row> {
+    let matching: Option<Vec<&str>> = labels.map(|selector| {
+        clusters
+            .iter()
+            .filter(|c| {
+                let labels = c.metadata.labels.as_ref();
+                selector.matches(|k| labels.and_then(|l| l.get(k)).map(String::as_str))
+            })
+            .filter_map(|c| c.metadata.name.as_deref())
+            .collect()
+    });
     let mut out: Vec<Row> = scores
         .iter()
         .filter(|s| {
@@ -122,7 +116,7 @@ pub fn rows(
             SortBy::Score(name) => b.scores.get(name).cmp(&a.scores.get(name)).then(by_name),
         }
     });
-    Ok(out)
+    out
 }
 
 /// kubectl's short age: `45s`, `12m`, `3h`, `2d`.
@@ -171,77 +165,6 @@ pub fn table(rows: &[Row]) -> String {
         out.push('\n');
     }
     out
-}
-
-/// Splits `text` at commas outside parentheses.
-fn terms(text: &str) -> Vec<&str> {
-    let (mut out, mut depth, mut start) = (Vec::new(), 0usize, 0usize);
-    for (i, ch) in text.char_indices() {
-        match ch {
-            '(' => depth += 1,
-            ')' => depth = depth.saturating_sub(1),
-            ',' if depth == 0 => {
-                out.push(&text[start..i]);
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    out.push(&text[start..]);
-    out
-}
-
-/// `-l` as kubectl takes it (`env=prod,tier!=gold,gpu,!legacy,region in (a,b),team notin (x)`)
-/// into a LabelSelector.
-pub fn parse_label_selector(text: &str) -> Result<LabelSelector, String> {
-    let bad = |term: &str, why: &str| format!("-l {text:?}: {term:?}: {why}");
-    let requirement = |key: &str, operator: &str, values: Option<Vec<String>>| LabelSelectorRequirement {
-        key: key.trim().to_owned(),
-        operator: operator.to_owned(),
-        values,
-    };
-    let mut expressions = Vec::new();
-    for term in terms(text).into_iter().map(str::trim) {
-        if term.is_empty() {
-            return Err(bad(term, "an empty requirement"));
-        }
-        let set = |rest: &str| -> Result<Vec<String>, String> {
-            let inner = rest
-                .trim()
-                .strip_prefix('(')
-                .and_then(|r| r.strip_suffix(')'))
-                .ok_or_else(|| bad(term, "expected a list of values in parentheses"))?;
-            Ok(inner
-                .split(',')
-                .map(|v| v.trim().to_owned())
-                .filter(|v| !v.is_empty())
-                .collect())
-        };
-        let expression = if let Some((k, v)) = term.split_once("!=") {
-            requirement(k, "NotIn", Some(vec![v.trim().to_owned()]))
-        } else if let Some((k, v)) = term.split_once("==").or_else(|| term.split_once('=')) {
-            requirement(k, "In", Some(vec![v.trim().to_owned()]))
-        } else if let Some((k, rest)) = term.split_once(" notin ") {
-            requirement(k, "NotIn", Some(set(rest)?))
-        } else if let Some((k, rest)) = term.split_once(" in ") {
-            requirement(k, "In", Some(set(rest)?))
-        } else if let Some(k) = term.strip_prefix('!') {
-            requirement(k, "DoesNotExist", None)
-        } else {
-            requirement(term, "Exists", None)
-        };
-        if expression.key.is_empty() || expression.key.contains(char::is_whitespace) {
-            return Err(bad(term, "expected a label key"));
-        }
-        expressions.push(expression);
-    }
-    let selector = LabelSelector {
-        match_expressions: Some(expressions),
-        match_labels: None,
-    };
-    // The engine's own check of keys, values and operators.
-    LabelMatcher::from_selector(Some(&selector)).map_err(|e| format!("-l {text:?}: {e}"))?;
-    Ok(selector)
 }
 
 #[cfg(test)]
@@ -296,14 +219,14 @@ mod tests {
             score("c", &[("mem", 7)], None),
         ];
         let clusters = vec![cluster("a", "prod"), cluster("b", "prod"), cluster("c", "dev")];
-        let by_cpu = rows(&scores, &clusters, None, &SortBy::Score("cpu".into()), now).expect("rows");
+        let by_cpu = rows(&scores, &clusters, None, &SortBy::Score("cpu".into()), now);
         let order: Vec<&str> = by_cpu.iter().map(|r| r.cluster.as_str()).collect();
         assert_eq!(order, ["b", "a", "c"]);
         assert!(by_cpu[1].expired && !by_cpu[0].expired && !by_cpu[2].expired);
         assert_eq!(by_cpu[0].age, Some(jiff::SignedDuration::from_mins(30)));
 
-        let prod = parse_label_selector("env=prod").expect("selector");
-        let only = rows(&scores, &clusters, Some(&prod), &SortBy::Cluster, now).expect("rows");
+        let prod = LabelMatcher::parse("env=prod").expect("selector");
+        let only = rows(&scores, &clusters, Some(&prod), &SortBy::Cluster, now);
         assert_eq!(only.len(), 2);
         let text = table(&only);
         let lines: Vec<&str> = text.lines().collect();
@@ -315,15 +238,5 @@ mod tests {
             lines[1].contains("(EXPIRED)") && lines[1].contains(" - "),
             "{text}"
         );
-        assert!(parse_label_selector("env in (").is_err());
-        assert!(parse_label_selector("env=prod,,x").is_err());
-        let many = parse_label_selector("env in (prod, dev),!legacy,tier!=gold,gpu").expect("selector");
-        let ops: Vec<&str> = many
-            .match_expressions
-            .iter()
-            .flatten()
-            .map(|e| e.operator.as_str())
-            .collect();
-        assert_eq!(ops, ["In", "DoesNotExist", "NotIn", "Exists"]);
     }
 }

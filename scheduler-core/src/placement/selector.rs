@@ -52,6 +52,24 @@ impl fmt::Display for Requirement {
     }
 }
 
+/// Splits at commas outside parentheses (`a in (x,y),b` is two terms).
+fn split_outside_parentheses(text: &str) -> Vec<&str> {
+    let (mut terms, mut depth, mut start) = (Vec::new(), 0usize, 0usize);
+    for (i, c) in text.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            ',' if depth == 0 => {
+                terms.push(&text[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    terms.push(&text[start..]);
+    terms
+}
+
 fn sorted(values: &[String]) -> Vec<&str> {
     let mut v: Vec<&str> = values.iter().map(String::as_str).collect();
     v.sort_unstable();
@@ -84,6 +102,41 @@ impl LabelMatcher {
             None => Ok(LabelMatcher::Everything),
             Some(s) => Self::from_selector(Some(s)),
         }
+    }
+
+    /// The text form of a label selector, as the API's `labelSelector` query parameter and
+    /// `kubectl -l` take it: `env=prod`, `env==prod`, `tier!=gold`, `gpu`, `!legacy`,
+    /// `region in (a,b)`, `team notin (x)`, comma separated. Empty text selects everything.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        if text.trim().is_empty() {
+            return Ok(LabelMatcher::Everything);
+        }
+        let mut requirements = Vec::new();
+        for term in split_outside_parentheses(text).into_iter().map(str::trim) {
+            let values_in = |list: &str| -> Result<Vec<String>, String> {
+                let inner = list
+                    .trim()
+                    .strip_prefix('(')
+                    .and_then(|l| l.strip_suffix(')'))
+                    .ok_or_else(|| format!("found '{}', expected: '(' and ')'", list.trim()))?;
+                Ok(inner.split(',').map(|v| v.trim().to_owned()).collect())
+            };
+            let (key, operator, values) = if let Some(key) = term.strip_prefix('!') {
+                (key, Operator::DoesNotExist, Vec::new())
+            } else if let Some((key, value)) = term.split_once("!=") {
+                (key, Operator::NotIn, vec![value.trim().to_owned()])
+            } else if let Some((key, value)) = term.split_once("==").or_else(|| term.split_once('=')) {
+                (key, Operator::Equals, vec![value.trim().to_owned()])
+            } else if let Some((key, list)) = term.split_once(" notin ") {
+                (key, Operator::NotIn, values_in(list)?)
+            } else if let Some((key, list)) = term.split_once(" in ") {
+                (key, Operator::In, values_in(list)?)
+            } else {
+                (term, Operator::Exists, Vec::new())
+            };
+            requirements.push(new_requirement(key.trim(), operator, &values)?);
+        }
+        Ok(LabelMatcher::All(requirements))
     }
 
     /// A selector made only of match expressions (OCM's claim selector).
@@ -434,5 +487,71 @@ impl BoundMatcher<'_, '_> {
             });
         }
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn labels<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<&'a str> {
+        move |k| pairs.iter().find(|(key, _)| *key == k).map(|(_, v)| *v)
+    }
+
+    #[test]
+    fn the_text_form_parses_as_the_api_server_reads_it() {
+        let m =
+            LabelMatcher::parse("env in (prod, dev),!legacy,tier!=gold,gpu,team==a,zone=z1").expect("parses");
+        let LabelMatcher::All(reqs) = &m else {
+            panic!("{m:?}")
+        };
+        let text: Vec<String> = reqs.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            text,
+            [
+                "env in (dev,prod)",
+                "!legacy",
+                "tier notin (gold)",
+                "gpu",
+                "team=a",
+                "zone=z1"
+            ]
+        );
+        let ok = [("env", "prod"), ("gpu", "1"), ("team", "a"), ("zone", "z1")];
+        assert!(m.matches(labels(&ok)));
+        let gold = [
+            ("env", "prod"),
+            ("gpu", "1"),
+            ("team", "a"),
+            ("zone", "z1"),
+            ("tier", "gold"),
+        ];
+        assert!(!m.matches(labels(&gold)));
+        assert_eq!(LabelMatcher::parse(" "), Ok(LabelMatcher::Everything));
+    }
+
+    #[test]
+    fn bad_text_is_refused_with_what_is_wrong() {
+        let err = |t: &str| LabelMatcher::parse(t).expect_err(t);
+        assert!(
+            err("env in (a").contains("expected: '(' and ')'"),
+            "{}",
+            err("env in (a")
+        );
+        assert!(
+            err("bad key!=x").contains("key: Invalid value"),
+            "{}",
+            err("bad key!=x")
+        );
+        assert!(
+            err("env=not valid").contains("values[0]: Invalid value"),
+            "{}",
+            err("env=not valid")
+        );
+        assert!(
+            err("env=a,,b").contains("key: Invalid value: \"\""),
+            "{}",
+            err("env=a,,b")
+        );
     }
 }
