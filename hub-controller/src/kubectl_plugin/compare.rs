@@ -18,12 +18,15 @@ pub struct Comparison {
     pub decided_at: Option<Timestamp>,
     /// What changed after `decided_at` that OCM's answer does not reflect yet, one line each.
     pub causes: Vec<String>,
+    /// Why OCM leaves the placement alone (being deleted, scheduling disabled): its decisions
+    /// stay as they are, so they cannot be stale.
+    pub skipped: Option<&'static str>,
 }
 
 impl Comparison {
     /// OCM's decisions differ from what it would decide now.
     pub fn stale(&self) -> bool {
-        self.ocm != self.now
+        self.skipped.is_none() && self.ocm != self.now
     }
 
     pub fn only_ocm(&self) -> Vec<&str> {
@@ -52,6 +55,7 @@ impl Comparison {
             "onlyInOcm": self.only_ocm(),
             "onlyNow": self.only_now(),
             "likelyCauses": self.causes,
+            "skipped": self.skipped,
         })
     }
 
@@ -61,6 +65,12 @@ impl Comparison {
             .decided_at
             .map_or_else(|| "never".to_owned(), |t| t.to_string());
         let mut out = format!("OCM's decisions (last written {decided}): {}\n", list(&self.ocm));
+        if let Some(why) = self.skipped {
+            out.push_str(&format!(
+                "OCM does not schedule this placement ({why}): its decisions stay as they are.\n"
+            ));
+            return out;
+        }
         if !self.stale() {
             out.push_str("The engine selects the same clusters from the hub as it is now.\n");
             return out;
@@ -128,9 +138,13 @@ fn score_resources(placement: &Placement) -> (BTreeSet<String>, bool) {
     (named, cel_reads_scores)
 }
 
-/// Compares OCM's decisions for `placement` (in `objects`) with `now_selected`, and looks for what
-/// changed after OCM last wrote them.
-pub fn compare(objects: &HubObjects, placement: &Placement, now_selected: Vec<String>) -> Comparison {
+/// Compares OCM's decisions for `placement` (in `objects`) with what the engine selects now (`Err`:
+/// why OCM would leave the placement alone), and looks for what changed after OCM last wrote them.
+pub fn compare(
+    objects: &HubObjects,
+    placement: &Placement,
+    now_selected: Result<Vec<String>, &'static str>,
+) -> Comparison {
     let ns = placement.metadata.namespace.as_deref().unwrap_or_default();
     let name = placement.metadata.name.as_deref().unwrap_or_default();
     let mine: Vec<&PlacementDecision> = objects
@@ -152,7 +166,8 @@ pub fn compare(objects: &HubObjects, placement: &Placement, now_selected: Vec<St
         .map(|d| d.cluster_name.clone())
         .collect();
     ocm.sort();
-    let mut now = now_selected;
+    let skipped = now_selected.as_ref().err().copied();
+    let mut now = now_selected.unwrap_or_else(|_| ocm.clone());
     now.sort();
     let decided_at = mine.iter().filter_map(|d| last_written(&d.metadata)).max();
 
@@ -242,6 +257,7 @@ pub fn compare(objects: &HubObjects, placement: &Placement, now_selected: Vec<St
         now,
         decided_at,
         causes,
+        skipped,
     }
 }
 
@@ -309,10 +325,27 @@ mod tests {
             decisions: vec![decision(&["b", "a"], "2026-11-26T10:00:00Z")],
             ..Default::default()
         };
-        let c = compare(&objects, &placement_reading("r"), vec!["a".into(), "b".into()]);
+        let c = compare(
+            &objects,
+            &placement_reading("r"),
+            Ok(vec!["a".into(), "b".into()]),
+        );
         assert!(!c.stale());
         assert_eq!(c.decided_at, Some(at("2026-11-26T10:00:00Z").0));
         assert!(c.text().contains("selects the same clusters"), "{}", c.text());
+
+        // A placement OCM leaves alone keeps its decisions: not stale, and said why.
+        let skipped = compare(
+            &objects,
+            &placement_reading("r"),
+            Err("scheduling is disabled by annotation"),
+        );
+        assert!(!skipped.stale() && skipped.now == skipped.ocm);
+        assert!(
+            skipped.text().contains("does not schedule this placement"),
+            "{}",
+            skipped.text()
+        );
     }
 
     #[test]
@@ -338,7 +371,7 @@ mod tests {
             }],
             ..Default::default()
         };
-        let c = compare(&objects, &placement_reading("r"), vec!["b".into()]);
+        let c = compare(&objects, &placement_reading("r"), Ok(vec!["b".into()]));
         assert!(c.stale());
         assert_eq!((c.only_ocm(), c.only_now()), (vec!["a"], vec!["b"]));
         assert_eq!(c.causes.len(), 1, "{:?}", c.causes);
@@ -356,7 +389,7 @@ mod tests {
             scores: vec![score],
             ..objects
         };
-        let c = compare(&objects, &placement_reading("r"), vec!["b".into()]);
+        let c = compare(&objects, &placement_reading("r"), Ok(vec!["b".into()]));
         assert!(c.causes.is_empty(), "{:?}", c.causes);
         assert!(c.text().contains("the engine and OCM disagree"), "{}", c.text());
     }

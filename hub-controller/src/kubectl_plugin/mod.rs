@@ -402,14 +402,16 @@ fn explain(
                 error: Box::new(e),
             })?;
             let now = hub.read_at.unwrap_or_else(jiff::Timestamp::now);
-            let selected: Vec<String> = match placement::sync_placement(&snapshot, p, now) {
-                Ok(SyncOutcome::Scheduled(result)) => result
+            let selected = match placement::sync_placement(&snapshot, p, now) {
+                Ok(SyncOutcome::Scheduled(result)) => Ok(result
                     .decisions
                     .iter()
                     .flat_map(|pd| pd.status.iter().flat_map(|s| s.decisions.iter()))
                     .map(|d| d.cluster_name.clone())
-                    .collect(),
-                _ => Vec::new(),
+                    .collect()),
+                Ok(SyncOutcome::Skipped(reason)) => Err(simulate::skip_reason(reason)),
+                // The same error stops the report below, naming it.
+                Err(_) => Ok(Vec::new()),
             };
             let comparison = compare::compare(&hub.objects, p, selected);
             if !needed.is_empty() {

@@ -12,6 +12,7 @@ mod report;
 mod tiering;
 
 pub use input::{InputError, Scenario};
+pub use report::skip_reason;
 
 use clap::{Args, ValueEnum};
 use scheduler_core::placement::{self, HubSnapshot, PlacementError, SyncOutcome};
