@@ -126,9 +126,13 @@ pub struct HubSnapshot {
     /// The PlacementDecisions of each placement (namespace, then `placement` label), as indices
     /// into `decisions` in their order: a placement finds its own without scanning every one.
     decisions_by_placement: FastMap<String, FastMap<String, Vec<u32>>>,
+    /// Indices into `decisions` sorted by namespace, then name: a placement's writes look their
+    /// pages up by name without scanning every PlacementDecision of the hub.
+    decisions_by_name: Vec<u32>,
     /// How many PlacementDecisions name each slot, over every placement (Balance subtracts a
     /// placement's own from it instead of counting all the others for each placement).
     decided_counts: Vec<u32>,
+    max_decided_count: u32,
 }
 
 fn name_of(meta: &crate::api::ObjectMeta) -> &str {
@@ -238,6 +242,11 @@ impl HubSnapshot {
                     .push(i as u32);
             }
         }
+        let mut decisions_by_name: Vec<u32> = (0..decisions.len() as u32).collect();
+        decisions_by_name.sort_unstable_by(|&a, &b| {
+            let (a, b) = (&decisions[a as usize].metadata, &decisions[b as usize].metadata);
+            (namespace_of(a), name_of(a)).cmp(&(namespace_of(b), name_of(b)))
+        });
         let mut score_names: FastMap<String, u32> = FastMap::default();
         let mut score_name_text: Vec<Arc<str>> = Vec::new();
         let mut intern = |name: &str| {
@@ -311,6 +320,8 @@ impl HubSnapshot {
             by_cluster_set_label,
             decision_slots,
             decisions_by_placement,
+            decisions_by_name,
+            max_decided_count: decided_counts.iter().copied().max().unwrap_or(0),
             decided_counts,
         })
     }
@@ -393,6 +404,17 @@ impl HubSnapshot {
             .map(|&i| &self.decisions[i as usize])
     }
 
+    /// The PlacementDecision `namespace/name`, whichever placement it belongs to.
+    pub fn decision_named(&self, namespace: &str, name: &str) -> Option<&PlacementDecision> {
+        self.decisions_by_name
+            .binary_search_by(|&i| {
+                let meta = &self.decisions[i as usize].metadata;
+                (namespace_of(meta), name_of(meta)).cmp(&(namespace, name))
+            })
+            .ok()
+            .map(|at| &self.decisions[self.decisions_by_name[at] as usize])
+    }
+
     /// Indices into [`HubSnapshot::decisions`] of one placement's PlacementDecisions, in order.
     pub(crate) fn decision_indices_of(&self, namespace: &str, placement: &str) -> &[u32] {
         self.decisions_by_placement
@@ -404,6 +426,11 @@ impl HubSnapshot {
     /// For each slot, how many PlacementDecisions (of every placement) name it.
     pub(crate) fn decided_counts(&self) -> &[u32] {
         &self.decided_counts
+    }
+
+    /// The largest of [`HubSnapshot::decided_counts`] (0 without decisions).
+    pub(crate) fn max_decided_count(&self) -> u32 {
+        self.max_decided_count
     }
 
     /// Clusters whose cluster-set label is `set`, in name order.
