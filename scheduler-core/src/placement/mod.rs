@@ -23,6 +23,7 @@ pub mod groups;
 mod nanos;
 pub mod prioritizers;
 pub mod quantity;
+pub mod rank;
 pub mod schedule;
 pub mod selector;
 pub mod snapshot;
