@@ -72,7 +72,7 @@ fn is_exclusive(set: &ManagedClusterSet) -> bool {
 
 /// Union of the sets' members; sets that no longer exist are skipped.
 pub fn available_clusters(snapshot: &HubSnapshot, sets: &[String]) -> Result<Vec<ClusterId>, PlacementError> {
-    let mut member = vec![false; snapshot.clusters().len()];
+    let mut member = vec![false; snapshot.cluster_count()];
     for name in sets {
         let Some(set) = snapshot.cluster_set(name) else {
             continue;
@@ -91,8 +91,7 @@ pub fn available_clusters(snapshot: &HubSnapshot, sets: &[String]) -> Result<Vec
             if member[id.index()] {
                 continue;
             }
-            let labels = snapshot.cluster_labels(id);
-            if matcher.matches(|k| labels.get(k).map(String::as_str)) && !snapshot.is_terminating(id) {
+            if matcher.matches(|k| snapshot.cluster_label(id, k)) && !snapshot.is_terminating(id) {
                 member[id.index()] = true;
             }
         }

@@ -327,7 +327,7 @@ pub fn describe_filter(
             }
         }
         FilterReason::Taint { taint, expired } => {
-            let t = snapshot.cluster(cluster).spec.taints.get(*taint);
+            let t = snapshot.cluster_taints(cluster).get(*taint);
             let what = t.map_or_else(String::new, |t| {
                 format!("{}={}:{}", t.key, t.value.as_deref().unwrap_or(""), t.effect)
             });

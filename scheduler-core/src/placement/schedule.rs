@@ -98,7 +98,7 @@ impl ScheduleResult {
 pub fn existing_decisions(snapshot: &HubSnapshot, placement: &Placement) -> (Vec<bool>, Vec<ClusterId>) {
     let namespace = placement.metadata.namespace.as_deref().unwrap_or("");
     let name = placement.metadata.name.as_deref().unwrap_or("");
-    let clusters = snapshot.clusters().len();
+    let clusters = snapshot.cluster_count();
     let mut flags = vec![false; clusters];
     let mut ids = Vec::new();
     for &i in snapshot.decision_indices_of(namespace, name) {
