@@ -17,11 +17,18 @@ use scheduler_core::placement::{HubObjects, HubSnapshot};
 use serde_json::{Value, json};
 use std::sync::LazyLock;
 
+/// [`small_fleet_objects`] as a snapshot.
+pub fn small_fleet() -> &'static HubSnapshot {
+    static FLEET: LazyLock<HubSnapshot> =
+        LazyLock::new(|| HubSnapshot::new(small_fleet_objects().clone()).expect("the fixed fleet is valid"));
+    &FLEET
+}
+
 /// Three ManagedClusters with the labels, claims and AddOnPlacementScores the conformance CEL
 /// cases read (`version`, `zone`, `mem`, `addr`, `env`, `owner`; scores of `resource-usage-score`),
 /// one of them with none, so both the found and the missing branches run.
-pub fn small_fleet() -> &'static HubSnapshot {
-    static FLEET: LazyLock<HubSnapshot> = LazyLock::new(|| {
+pub fn small_fleet_objects() -> &'static HubObjects {
+    static OBJECTS: LazyLock<HubObjects> = LazyLock::new(|| {
         let clusters = [
             (
                 "alpha-1",
@@ -76,9 +83,9 @@ pub fn small_fleet() -> &'static HubSnapshot {
                 })));
             }
         }
-        HubSnapshot::new(objects).expect("the fixed fleet is valid")
+        objects
     });
-    &FLEET
+    &OBJECTS
 }
 
 fn decode<T: serde::de::DeserializeOwned>(value: Value) -> T {

@@ -23,7 +23,7 @@ pub fn check(data: &[u8]) {
         return;
     };
     let fleet = super::small_fleet();
-    let index = ClusterIndex::build(&ClusterMapping::Identity, fleet.clusters());
+    let index = ClusterIndex::build(&ClusterMapping::Identity, &super::small_fleet_objects().clusters);
     let spec = |name: &str, direction, normalization| ScoreSpec {
         name: name.into(),
         query: String::new(),

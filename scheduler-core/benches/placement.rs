@@ -20,7 +20,9 @@ use scheduler_core::api::{
     ObjectMeta, Placement, PlacementDecision, PlacementDecisionStatus, PlacementSpec, PrioritizerConfig,
     PrioritizerPolicy, Quantity, ScoreCoordinate, Time, well_known,
 };
-use scheduler_core::placement::{HubObjects, HubSnapshot, SyncOutcome, candidates, schedule, sync};
+use scheduler_core::placement::{
+    HubObjects, HubSnapshot, HubSnapshotBuilder, SyncOutcome, candidates, schedule, sync,
+};
 use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::time::{Duration, Instant};

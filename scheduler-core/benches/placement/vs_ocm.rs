@@ -11,7 +11,8 @@
 //! [`CEL_FLEET`](super::CEL_FLEET) clusters.
 
 use super::{
-    CEL_FLEET, HubObjects, HubSnapshot, SyncOutcome, black_box, fleet, ms, peak_rss_mib, samples, sync,
+    CEL_FLEET, HubObjects, HubSnapshot, HubSnapshotBuilder, SyncOutcome, black_box, fleet, ms, peak_rss_mib,
+    samples, sync,
 };
 use k8s_openapi::jiff::Timestamp;
 use scheduler_core::placement::{candidates, schedule};
@@ -92,11 +93,21 @@ mod erased {
     }
 }
 
-/// Reads a fleet file, one line at a time.
-fn read_fleet(path: &Path) -> (Timestamp, HubObjects) {
+/// A fleet file's objects, indexed as they are read.
+struct Fleet {
+    now: Timestamp,
+    snapshot: HubSnapshot,
+    /// How many PlacementDecisions the file holds.
+    decisions: usize,
+}
+
+/// Reads a fleet file one line at a time into a snapshot, so that the typed objects are never
+/// all held at once (the snapshot keeps what it reads of them).
+fn read_fleet(path: &Path) -> Fleet {
     let file = std::fs::File::open(path).unwrap_or_else(|e| panic!("opening {}: {e}", path.display()));
-    let mut objects = HubObjects::default();
+    let mut builder = HubSnapshotBuilder::new();
     let mut now = None;
+    let mut decisions = 0;
     for (n, line) in std::io::BufReader::new(file).lines().enumerate() {
         let line = line.unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
         let at = || format!("{}:{}", path.display(), n + 1);
@@ -107,31 +118,33 @@ fn read_fleet(path: &Path) -> (Timestamp, HubObjects) {
                 let h: FleetHeader = serde_json::from_str(&line).unwrap_or_else(|e| parse_err(e));
                 now = Some(h.now);
             }
-            "ManagedCluster" => objects
-                .clusters
-                .push(serde_json::from_str(&line).unwrap_or_else(|e| parse_err(e))),
-            "ManagedClusterSet" => objects
-                .cluster_sets
-                .push(serde_json::from_str(&line).unwrap_or_else(|e| parse_err(e))),
-            "ManagedClusterSetBinding" => objects
-                .bindings
-                .push(serde_json::from_str(&line).unwrap_or_else(|e| parse_err(e))),
-            "Placement" => objects
-                .placements
-                .push(serde_json::from_str(&line).unwrap_or_else(|e| parse_err(e))),
-            "PlacementDecision" => objects
-                .decisions
-                .push(serde_json::from_str(&line).unwrap_or_else(|e| parse_err(e))),
-            "AddOnPlacementScore" => objects
-                .scores
-                .push(serde_json::from_str(&line).unwrap_or_else(|e| parse_err(e))),
+            "ManagedCluster" => {
+                builder.add_cluster(serde_json::from_str(&line).unwrap_or_else(|e| parse_err(e)))
+            }
+            "ManagedClusterSet" => {
+                builder.add_cluster_set(serde_json::from_str(&line).unwrap_or_else(|e| parse_err(e)))
+            }
+            "ManagedClusterSetBinding" => {
+                builder.add_binding(serde_json::from_str(&line).unwrap_or_else(|e| parse_err(e)))
+            }
+            "Placement" => {
+                builder.add_placement(serde_json::from_str(&line).unwrap_or_else(|e| parse_err(e)))
+            }
+            "PlacementDecision" => {
+                decisions += 1;
+                builder.add_decision(serde_json::from_str(&line).unwrap_or_else(|e| parse_err(e)))
+            }
+            "AddOnPlacementScore" => {
+                builder.add_score(serde_json::from_str(&line).unwrap_or_else(|e| parse_err(e)))
+            }
             other => panic!("{}: unexpected kind {other:?}", at()),
         }
     }
-    (
-        now.unwrap_or_else(|| panic!("{}: no {HEADER_KIND} line", path.display())),
-        objects,
-    )
+    Fleet {
+        now: now.unwrap_or_else(|| panic!("{}: no {HEADER_KIND} line", path.display())),
+        snapshot: builder.build().expect("the fleet file is a valid hub"),
+        decisions,
+    }
 }
 
 /// `peer FLEET_FILE NAMESPACE/NAME`: our side of one fleet, printed as one JSON line.
@@ -140,9 +153,11 @@ pub fn peer(args: &[String]) {
         panic!("usage: peer FLEET_FILE NAMESPACE/NAME")
     };
     let (namespace, name) = key.split_once('/').expect("placement as namespace/name");
-    let (now, objects) = read_fleet(Path::new(path));
-    let other_decisions = objects.decisions.len();
-    let snapshot = HubSnapshot::new(objects).expect("the fleet file is a valid hub");
+    let Fleet {
+        now,
+        snapshot,
+        decisions: other_decisions,
+    } = read_fleet(Path::new(path));
     let placement = snapshot.placement(namespace, name).expect("placement").clone();
     let cands = candidates::candidates(&snapshot, &placement).expect("candidates");
 
@@ -167,7 +182,7 @@ pub fn peer(args: &[String]) {
         black_box(r);
     });
     let result = PeerResult {
-        clusters: snapshot.clusters().len(),
+        clusters: snapshot.cluster_count(),
         placement: key.clone(),
         runs: sync_times.len(),
         sync_median_ms: ms(sync_times[sync_times.len() / 2]),

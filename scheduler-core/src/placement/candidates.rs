@@ -72,12 +72,23 @@ fn is_exclusive(set: &ManagedClusterSet) -> bool {
 
 /// Union of the sets' members; sets that no longer exist are skipped.
 pub fn available_clusters(snapshot: &HubSnapshot, sets: &[String]) -> Result<Vec<ClusterId>, PlacementError> {
-    let mut member = vec![false; snapshot.clusters().len()];
+    // One exclusive set (the usual case): its indexed members are already the union, in order.
+    if let [name] = sets
+        && let Some(set) = snapshot.cluster_set(name)
+        && is_exclusive(set)
+    {
+        return Ok(snapshot
+            .clusters_labelled_with_set(name)
+            .iter()
+            .copied()
+            .filter(|&id| !snapshot.is_terminating(id))
+            .collect());
+    }
+    let mut member = vec![false; snapshot.cluster_count()];
     for name in sets {
         let Some(set) = snapshot.cluster_set(name) else {
             continue;
         };
-        let matcher = membership(set)?;
         if is_exclusive(set) {
             // The snapshot indexes the cluster-set label, like an informer index would.
             for &id in snapshot.clusters_labelled_with_set(name) {
@@ -87,12 +98,13 @@ pub fn available_clusters(snapshot: &HubSnapshot, sets: &[String]) -> Result<Vec
             }
             continue;
         }
+        // Only a label selector can be invalid; exclusive sets never build one.
+        let matcher = membership(set)?;
         for id in snapshot.cluster_ids() {
             if member[id.index()] {
                 continue;
             }
-            let labels = snapshot.cluster_labels(id);
-            if matcher.matches(|k| labels.get(k).map(String::as_str)) && !snapshot.is_terminating(id) {
+            if matcher.matches(|k| snapshot.cluster_label(id, k)) && !snapshot.is_terminating(id) {
                 member[id.index()] = true;
             }
         }

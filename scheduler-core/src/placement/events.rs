@@ -30,17 +30,48 @@ pub fn score_note(mut scores: Vec<(&str, i64)>) -> String {
 }
 
 /// [`score_note`] for scores already sorted by cluster name; stops reading once the note is full.
+/// Items are appended in place and taken back when they would not fit: one allocation per note
+/// instead of one `format!` per cluster.
 pub fn score_note_in_order<'a>(scores: impl IntoIterator<Item = (&'a str, i64)>) -> String {
-    let mut note = String::new();
+    let mut note = String::with_capacity(MAX_SCORE_NOTE_BYTES + TRUNCATED.len());
     for (name, score) in scores {
-        let item = format!("{name}:{score} ");
-        if note.len() + item.len() > MAX_SCORE_NOTE_BYTES {
-            note.push_str("......");
+        let item_start = note.len();
+        note.push_str(name);
+        note.push(':');
+        push_decimal(&mut note, score);
+        note.push(' ');
+        if note.len() > MAX_SCORE_NOTE_BYTES {
+            note.truncate(item_start);
+            note.push_str(TRUNCATED);
             break;
         }
-        note.push_str(&item);
     }
     note
+}
+
+/// What ends a note that was cut.
+const TRUNCATED: &str = "......";
+
+/// `value` in decimal, as `{value}` formats it, without going through `fmt`.
+fn push_decimal(out: &mut String, value: i64) {
+    // i64::MIN has 19 digits and a sign.
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut rest = value.unsigned_abs();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    if value < 0 {
+        out.push('-');
+    }
+    for &d in &digits[at..] {
+        out.push(char::from(d));
+    }
 }
 
 pub fn decision_created(pd: &str, placement: &str, namespace: &str) -> Event {
@@ -111,5 +142,14 @@ mod tests {
         assert_eq!(note.len(), 66 * 15 + 6);
         assert!(note.ends_with("cluster065:100 ......"), "{note}");
         assert_eq!(score_note(Vec::new()), "");
+    }
+
+    #[test]
+    fn decimals_match_display() {
+        for v in [0, 7, -7, 10, -100, 99_999, i64::MAX, i64::MIN, i64::MIN + 1] {
+            let mut s = String::new();
+            push_decimal(&mut s, v);
+            assert_eq!(s, v.to_string());
+        }
     }
 }

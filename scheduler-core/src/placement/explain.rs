@@ -162,7 +162,6 @@ pub fn warnings(
         }
     }
     for p in &schedule.prioritizers {
-        let prioritizer = p.name();
         match (&p.kind, &p.addon) {
             (
                 PrioritizerKind::AddOn {
@@ -173,20 +172,20 @@ pub fn warnings(
             ) => {
                 if !findings.missing.is_empty() {
                     out.push(Warning::AddOnScoreMissing {
-                        prioritizer: prioritizer.clone(),
+                        prioritizer: p.name(),
                         resource_name: resource_name.clone(),
                         clusters: findings.missing.clone(),
                     });
                 }
                 if !findings.expired.is_empty() {
                     out.push(Warning::AddOnScoreExpired {
-                        prioritizer: prioritizer.clone(),
+                        prioritizer: p.name(),
                         clusters: findings.expired.clone(),
                     });
                 }
                 if !findings.score_name_absent.is_empty() {
                     out.push(Warning::AddOnScoreNameAbsent {
-                        prioritizer: prioritizer.clone(),
+                        prioritizer: p.name(),
                         score_name: score_name.clone(),
                         clusters: findings.score_name_absent.clone(),
                     });
@@ -205,7 +204,7 @@ pub fn warnings(
                     .collect();
                 if !clusters.is_empty() {
                     out.push(Warning::ResourceNotReported {
-                        prioritizer,
+                        prioritizer: p.name(),
                         resource: resource.key(),
                         clusters,
                     });
@@ -328,7 +327,7 @@ pub fn describe_filter(
             }
         }
         FilterReason::Taint { taint, expired } => {
-            let t = snapshot.cluster(cluster).spec.taints.get(*taint);
+            let t = snapshot.cluster_taints(cluster).get(*taint);
             let what = t.map_or_else(String::new, |t| {
                 format!("{}={}:{}", t.key, t.value.as_deref().unwrap_or(""), t.effect)
             });

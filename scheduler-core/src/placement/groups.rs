@@ -76,7 +76,7 @@ pub fn decision_groups(
         Ok(l) => l,
         Err(status) => return (groups, status),
     };
-    let mut remaining = vec![false; snapshot.clusters().len()];
+    let mut remaining = vec![false; snapshot.cluster_count()];
     for id in selected {
         remaining[id.index()] = true;
     }

@@ -23,6 +23,7 @@ pub mod groups;
 mod nanos;
 pub mod prioritizers;
 pub mod quantity;
+pub mod rank;
 pub mod schedule;
 pub mod selector;
 pub mod snapshot;
@@ -34,6 +35,6 @@ pub mod writes;
 
 pub use error::PlacementError;
 pub use schedule::{ScheduleResult, schedule};
-pub use snapshot::{ClusterId, HubObjects, HubSnapshot};
+pub use snapshot::{ClusterId, HubObjects, HubSnapshot, HubSnapshotBuilder};
 pub use status::{Status, StatusCode};
 pub use sync::{PlacementResult, SkipReason, SyncOutcome, sync, sync_placement};

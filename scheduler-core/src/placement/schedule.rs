@@ -3,6 +3,7 @@
 use super::error::PlacementError;
 use super::filters::{FilterReason, predicate, taints};
 use super::prioritizers::{self, ScoreContext, addon::AddOnFindings};
+use super::rank;
 use super::snapshot::{ClusterId, HubSnapshot};
 use super::status::{Status, StatusCode};
 use super::weights::{self, PrioritizerKind};
@@ -97,7 +98,7 @@ impl ScheduleResult {
 pub fn existing_decisions(snapshot: &HubSnapshot, placement: &Placement) -> (Vec<bool>, Vec<ClusterId>) {
     let namespace = placement.metadata.namespace.as_deref().unwrap_or("");
     let name = placement.metadata.name.as_deref().unwrap_or("");
-    let clusters = snapshot.clusters().len();
+    let clusters = snapshot.cluster_count();
     let mut flags = vec![false; clusters];
     let mut ids = Vec::new();
     for &i in snapshot.decision_indices_of(namespace, name) {
@@ -132,20 +133,24 @@ pub fn schedule(
     rejected.extend(out.rejected);
     records.push(FilterRecord {
         name: predicate::NAME.to_string(),
-        clusters: out.passed.clone(),
+        clusters: out.passed,
     });
-    let (out, status) = taints::filter(snapshot, placement, &out.passed, &in_decision, now_ns);
+    let (out, status) = taints::filter(snapshot, placement, &records[0].clusters, &in_decision, now_ns);
     if status.is_error() {
         return Ok(ScheduleResult::aborted(records, rejected, status));
     }
     rejected.extend(out.rejected);
     rejected.sort_by_key(|(id, _)| *id);
     let feasible = out.passed;
+    // Its clusters are filled in rank order once scored, or with `feasible` on an abort.
     records.push(FilterRecord {
         name: format!("{},{}", predicate::NAME, taints::NAME),
-        clusters: feasible.clone(),
+        clusters: Vec::new(),
     });
-    let abort_after_filters = |records: Vec<FilterRecord>, rejected, feasible: Vec<ClusterId>, status| {
+    let abort_after_filters = |mut records: Vec<FilterRecord>, rejected, feasible: Vec<ClusterId>, status| {
+        if let Some(last) = records.last_mut() {
+            last.clusters.clone_from(&feasible);
+        }
         let mut r = ScheduleResult::aborted(records, rejected, status);
         r.filters_completed = true;
         r.feasible = feasible;
@@ -183,7 +188,8 @@ pub fn schedule(
             }
         })
         .collect();
-    results.sort_by(|a, b| a.name().cmp(&b.name()).then(a.weight.cmp(&b.weight)));
+    // Each name is built once, not once per comparison.
+    results.sort_by_cached_key(|r| (r.name(), r.weight));
 
     // 3. Weighted sum (int64, weights promoted from int32). Upstream wraps on overflow, which
     // only weights or add-on scores far outside their CRD ranges can cause: refuse instead.
@@ -205,18 +211,7 @@ pub fn schedule(
     }
 
     // 4. Sort: total descending, then name ascending (ids are in name order).
-    // Packed keys (inverted total, id, position) sort without indirection.
-    let mut keys: Vec<u128> = feasible
-        .iter()
-        .zip(&totals)
-        .enumerate()
-        .map(|(pos, (id, total))| {
-            let inverted = (i128::from(i64::MAX) - i128::from(*total)) as u128;
-            (inverted << 64) | (u128::from(id.0) << 32) | pos as u128
-        })
-        .collect();
-    keys.sort_unstable();
-    let ranking: Vec<u32> = keys.into_iter().map(|k| k as u32).collect();
+    let ranking = rank::rank(&feasible, &totals);
     if let Some(last) = records.last_mut() {
         last.clusters = ranking.iter().map(|&p| feasible[p as usize]).collect();
     }

@@ -321,18 +321,6 @@ pub fn cluster_claims(cluster: &ManagedCluster) -> BTreeMap<&str, &str> {
         .collect()
 }
 
-fn claim_value<'a>(cluster: &'a ManagedCluster, name: &str) -> Option<&'a str> {
-    // Last one wins, as when the claims are collected into a map.
-    cluster
-        .status
-        .as_ref()?
-        .cluster_claims
-        .iter()
-        .rev()
-        .find(|c| c.name == name)
-        .map(|c| c.value.as_str())
-}
-
 /// Why a cluster selector did not match a cluster.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SelectorMiss {
@@ -440,30 +428,27 @@ impl BoundMatcher<'_, '_> {
     /// Reads the cluster only for a requirement, so that a CEL-only selector does not touch it.
     fn labels_and_claims_match(&self, id: ClusterId) -> bool {
         let snapshot = self.snapshot;
-        self.matcher
-            .labels
-            .matches(|k| snapshot.cluster_labels(id).get(k).map(String::as_str))
-            && self
-                .matcher
-                .claims
-                .matches(|k| claim_value(snapshot.cluster(id), k))
+        self.matcher.labels.matches(|k| snapshot.cluster_label(id, k))
+            && self.matcher.claims.matches(|k| snapshot.claim_value(id, k))
     }
 
     /// Why the cluster does not match, or `None` when it does.
     pub fn miss(&self, id: ClusterId) -> Option<SelectorMiss> {
         let snapshot = self.snapshot;
-        let labels = snapshot.cluster_labels(id);
         if let Some(req) = self
             .matcher
             .labels
-            .first_unmatched(|k| labels.get(k).map(String::as_str))
+            .first_unmatched(|k| snapshot.cluster_label(id, k))
         {
             return Some(SelectorMiss::Label(
                 req.map_or_else(|| "<nothing>".into(), |r| r.to_string()),
             ));
         }
-        let cluster = snapshot.cluster(id);
-        if let Some(req) = self.matcher.claims.first_unmatched(|k| claim_value(cluster, k)) {
+        if let Some(req) = self
+            .matcher
+            .claims
+            .first_unmatched(|k| snapshot.claim_value(id, k))
+        {
             return Some(SelectorMiss::Claim(
                 req.map_or_else(|| "<nothing>".into(), |r| r.to_string()),
             ));

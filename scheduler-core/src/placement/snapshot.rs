@@ -3,12 +3,18 @@
 //! Building a snapshot is the equivalent of filling informer caches: clusters are sorted by name
 //! (so the candidate order, and every tie-break, is independent of input order), cluster
 //! quantities are parsed once, and AddOnPlacementScores are indexed by the cluster they belong to.
+//!
+//! ManagedClusters and AddOnPlacementScores, one or more per cluster, are most of a hub; they are
+//! not kept as typed objects. A cluster is kept as what the scheduler reads (name, interned
+//! labels, quantities, taints, claims) plus its JSON for CEL expressions that read other fields;
+//! a score as its interned items. [`HubSnapshotBuilder`] takes the objects one at a time, so a
+//! large hub need not be held as typed objects all at once.
 
 use super::error::PlacementError;
 use super::quantity::approximate_f64;
 use crate::api::{
     AddOnPlacementScore, ManagedCluster, ManagedClusterSet, ManagedClusterSetBinding, Placement,
-    PlacementDecision, well_known,
+    PlacementDecision, Taint, well_known,
 };
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -66,6 +72,8 @@ pub struct ClusterResources {
 pub(crate) struct ScoreEntry {
     /// Interned `metadata.name` (the resource name).
     pub resource: u32,
+    /// Whether the object has a `status` at all.
+    pub has_status: bool,
     /// `status.validUntil` in Unix nanoseconds; `None` never expires.
     pub valid_until_ns: Option<i128>,
     /// Range in the interned `(score name, value)` items.
@@ -86,27 +94,32 @@ pub struct HubObjects {
 /// An indexed, read-only view of the hub.
 #[derive(Clone, Debug)]
 pub struct HubSnapshot {
-    clusters: Vec<ManagedCluster>,
+    /// Each cluster's `metadata.name`, sorted (a cluster without one sorts as `""`).
+    cluster_names: Vec<Option<Box<str>>>,
+    /// Each cluster as JSON, for CEL expressions that read more than names and labels.
+    cluster_json: Vec<Box<[u8]>>,
     resources: Vec<ClusterResources>,
+    /// `spec.taints` of each cluster (empty for most).
+    taints: Vec<Box<[Taint]>>,
+    /// `status.clusterClaims` of each cluster, in order.
+    claims: Vec<Claims>,
     cluster_sets: Vec<ManagedClusterSet>,
     bindings: Vec<ManagedClusterSetBinding>,
     placements: Vec<Placement>,
     decisions: Vec<PlacementDecision>,
-    scores: Vec<AddOnPlacementScore>,
-    cluster_by_name: FastMap<String, ClusterId>,
     /// For each cluster, the AddOnPlacementScores in the namespace named after it, as a
     /// compressed row list: `cluster_scores[cluster_score_start[i]..cluster_score_start[i + 1]]`.
     cluster_score_start: Vec<u32>,
     cluster_scores: Vec<u32>,
-    /// Compact copies of the scores the AddOn prioritizer reads (one per AddOnPlacementScore).
+    /// What the scheduler reads of each AddOnPlacementScore, in input order.
     score_entries: Vec<ScoreEntry>,
     score_items: Vec<(u32, i32)>,
     /// Resource and score names, interned, and their text by id.
     score_names: FastMap<String, u32>,
     score_name_text: Vec<Arc<str>>,
-    /// Cluster labels interned, for CEL: `label_pairs[label_start[i]..label_start[i + 1]]` are
-    /// cluster i's `(key, value)` ids, in key order; ids index `label_text`. A CEL predicate
-    /// reads these few small arrays instead of every cluster's label map.
+    /// Cluster labels interned: `label_pairs[label_start[i]..label_start[i + 1]]` are cluster i's
+    /// `(key, value)` ids, in key order; ids index `label_text`. Selectors read these few small
+    /// arrays instead of every cluster's label map.
     label_text: Vec<Arc<str>>,
     /// The id of each interned label text, so a CEL predicate resolves its constant keys and
     /// values once per sync and compares ids per cluster.
@@ -115,8 +128,8 @@ pub struct HubSnapshot {
     label_pairs: Vec<(u32, u32)>,
     /// Whether each cluster has `metadata.labels` at all (absent and empty differ in CEL).
     has_labels: Vec<bool>,
-    /// Whether each cluster has taints / a deletionTimestamp (kept apart from the objects so the
-    /// hot loops stay in cache).
+    /// Whether each cluster has taints / a deletionTimestamp (kept apart so the hot loops stay
+    /// in cache).
     tainted: Vec<bool>,
     terminating: Vec<bool>,
     /// Members of each exclusive cluster set (by the cluster-set label), in name order.
@@ -126,9 +139,58 @@ pub struct HubSnapshot {
     /// The PlacementDecisions of each placement (namespace, then `placement` label), as indices
     /// into `decisions` in their order: a placement finds its own without scanning every one.
     decisions_by_placement: FastMap<String, FastMap<String, Vec<u32>>>,
+    /// Indices into `decisions` sorted by namespace, then name: a placement's writes look their
+    /// pages up by name without scanning every PlacementDecision of the hub.
+    decisions_by_name: Vec<u32>,
     /// How many PlacementDecisions name each slot, over every placement (Balance subtracts a
     /// placement's own from it instead of counting all the others for each placement).
     decided_counts: Vec<u32>,
+    max_decided_count: u32,
+}
+
+/// One cluster's claims as `(name, value)`.
+type Claims = Box<[(Box<str>, Box<str>)]>;
+
+/// A ManagedCluster as the builder keeps it until the clusters are sorted.
+#[derive(Debug)]
+struct PendingCluster {
+    name: Option<Box<str>>,
+    json: Box<[u8]>,
+    resources: Result<ClusterResources, Box<PlacementError>>,
+    /// Interned `(key, value)` pairs; `None` without `metadata.labels`.
+    labels: Option<Box<[(u32, u32)]>>,
+    taints: Box<[Taint]>,
+    claims: Claims,
+    terminating: bool,
+}
+
+fn cluster_name(c: &PendingCluster) -> &str {
+    c.name.as_deref().unwrap_or("")
+}
+
+/// An AddOnPlacementScore as the builder keeps it until the clusters are known.
+#[derive(Debug)]
+struct PendingScore {
+    namespace: Box<str>,
+    entry: ScoreEntry,
+}
+
+/// Builds a [`HubSnapshot`] one object at a time, keeping of each ManagedCluster and
+/// AddOnPlacementScore only what the snapshot holds. [`HubSnapshot::new`] is this builder fed
+/// every object of a [`HubObjects`].
+#[derive(Debug, Default)]
+pub struct HubSnapshotBuilder {
+    clusters: Vec<PendingCluster>,
+    cluster_sets: Vec<ManagedClusterSet>,
+    bindings: Vec<ManagedClusterSetBinding>,
+    placements: Vec<Placement>,
+    decisions: Vec<PlacementDecision>,
+    scores: Vec<PendingScore>,
+    score_items: Vec<(u32, i32)>,
+    score_names: FastMap<String, u32>,
+    score_name_text: Vec<Arc<str>>,
+    label_text: Vec<Arc<str>>,
+    label_ids: FastMap<Arc<str>, u32>,
 }
 
 fn name_of(meta: &crate::api::ObjectMeta) -> &str {
@@ -139,24 +201,133 @@ fn namespace_of(meta: &crate::api::ObjectMeta) -> &str {
     meta.namespace.as_deref().unwrap_or("")
 }
 
-impl HubSnapshot {
+impl HubSnapshotBuilder {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn add_cluster(&mut self, cluster: ManagedCluster) {
+        // Serializing our own typed object cannot fail; an empty JSON reads as null in CEL.
+        let json = serde_json::to_vec(&cluster)
+            .unwrap_or_default()
+            .into_boxed_slice();
+        let resources = parse_resources(&cluster).map_err(Box::new);
+        let labels = cluster.metadata.labels.as_ref().map(|labels| {
+            labels
+                .iter()
+                .map(|(k, v)| (self.intern_label(k), self.intern_label(v)))
+                .collect()
+        });
+        let ManagedCluster {
+            metadata,
+            spec,
+            status,
+        } = cluster;
+        let claims = status
+            .map(|s| s.cluster_claims)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|c| (c.name.into_boxed_str(), c.value.into_boxed_str()))
+            .collect();
+        self.clusters.push(PendingCluster {
+            name: metadata.name.map(String::into_boxed_str),
+            json,
+            resources,
+            labels,
+            taints: spec.taints.into_boxed_slice(),
+            claims,
+            terminating: metadata.deletion_timestamp.is_some(),
+        });
+    }
+
+    pub fn add_cluster_set(&mut self, set: ManagedClusterSet) {
+        self.cluster_sets.push(set);
+    }
+
+    pub fn add_binding(&mut self, binding: ManagedClusterSetBinding) {
+        self.bindings.push(binding);
+    }
+
+    pub fn add_placement(&mut self, placement: Placement) {
+        self.placements.push(placement);
+    }
+
+    pub fn add_decision(&mut self, decision: PlacementDecision) {
+        self.decisions.push(decision);
+    }
+
+    pub fn add_score(&mut self, score: AddOnPlacementScore) {
+        let start = self.score_items.len() as u32;
+        for item in score.status.iter().flat_map(|s| s.scores.iter()) {
+            let name = self.intern_score_name(&item.name);
+            self.score_items.push((name, item.value));
+        }
+        let entry = ScoreEntry {
+            resource: self.intern_score_name(name_of(&score.metadata)),
+            has_status: score.status.is_some(),
+            valid_until_ns: score
+                .status
+                .as_ref()
+                .and_then(|s| s.valid_until.as_ref())
+                .map(|t| t.0.as_nanosecond()),
+            items: start..self.score_items.len() as u32,
+        };
+        self.scores.push(PendingScore {
+            namespace: namespace_of(&score.metadata).into(),
+            entry,
+        });
+    }
+
+    fn intern_score_name(&mut self, name: &str) -> u32 {
+        if let Some(&id) = self.score_names.get(name) {
+            return id;
+        }
+        let id = self.score_name_text.len() as u32;
+        self.score_names.insert(name.to_string(), id);
+        self.score_name_text.push(Arc::from(name));
+        id
+    }
+
+    fn intern_label(&mut self, text: &str) -> u32 {
+        if let Some(&id) = self.label_ids.get(text) {
+            return id;
+        }
+        let id = self.label_text.len() as u32;
+        let shared: Arc<str> = Arc::from(text);
+        self.label_ids.insert(shared.clone(), id);
+        self.label_text.push(shared);
+        id
+    }
+
     /// Indexes the objects. Fails on what an API server could never hold: two objects with the
     /// same identity, or a cpu/memory quantity that does not parse.
-    pub fn new(objects: HubObjects) -> Result<Self, PlacementError> {
-        let HubObjects {
+    pub fn build(self) -> Result<HubSnapshot, PlacementError> {
+        let Self {
             mut clusters,
             mut cluster_sets,
             bindings,
             placements,
             decisions,
             scores,
-        } = objects;
-        clusters.sort_by(|a, b| name_of(&a.metadata).cmp(name_of(&b.metadata)));
+            score_items,
+            score_names,
+            score_name_text,
+            label_text,
+            label_ids,
+        } = self;
+        clusters.sort_by(|a, b| cluster_name(a).cmp(cluster_name(b)));
         cluster_sets.sort_by(|a, b| name_of(&a.metadata).cmp(name_of(&b.metadata)));
-        check_unique(
-            "ManagedCluster",
-            clusters.iter().map(|c| name_of(&c.metadata).to_string()),
-        )?;
+        // Sorted: a repeated name is next to itself, and the first one found is the one a
+        // check in name order would find.
+        if let Some(pair) = clusters
+            .windows(2)
+            .find(|w| cluster_name(&w[0]) == cluster_name(&w[1]))
+        {
+            return Err(PlacementError::DuplicateObject {
+                kind: "ManagedCluster",
+                name: cluster_name(&pair[0]).to_string(),
+            });
+        }
         check_unique(
             "ManagedClusterSet",
             cluster_sets.iter().map(|c| name_of(&c.metadata).to_string()),
@@ -170,32 +341,49 @@ impl HubSnapshot {
             "PlacementDecision",
             decisions.iter().map(|o| qualified(&o.metadata)),
         )?;
-        check_unique(
-            "AddOnPlacementScore",
-            scores.iter().map(|o| qualified(&o.metadata)),
-        )?;
+        check_unique_scores(&scores, &score_name_text)?;
 
-        let mut cluster_by_name = FastMap::default();
-        cluster_by_name.reserve(clusters.len());
-        let mut resources = Vec::with_capacity(clusters.len());
-        for (i, cluster) in clusters.iter().enumerate() {
-            cluster_by_name.insert(name_of(&cluster.metadata).to_string(), ClusterId(i as u32));
-            resources.push(parse_resources(cluster)?);
-        }
+        let count = clusters.len();
+        let mut cluster_names = Vec::with_capacity(count);
+        let mut cluster_json = Vec::with_capacity(count);
+        let mut resources = Vec::with_capacity(count);
+        let mut taints = Vec::with_capacity(count);
+        let mut claims = Vec::with_capacity(count);
+        let mut label_start = Vec::with_capacity(count + 1);
+        let mut label_pairs = Vec::new();
+        let mut has_labels = Vec::with_capacity(count);
+        let mut tainted = Vec::with_capacity(count);
+        let mut terminating = Vec::with_capacity(count);
         let mut by_cluster_set_label: FastMap<String, Vec<ClusterId>> = FastMap::default();
-        for (i, cluster) in clusters.iter().enumerate() {
-            if let Some(set) = cluster
-                .metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(well_known::CLUSTER_SET_LABEL))
-            {
-                by_cluster_set_label
-                    .entry(set.clone())
-                    .or_default()
-                    .push(ClusterId(i as u32));
+        let set_label = label_ids.get(well_known::CLUSTER_SET_LABEL).copied();
+        label_start.push(0);
+        for (i, cluster) in clusters.into_iter().enumerate() {
+            resources.push(cluster.resources.map_err(|e| *e)?);
+            has_labels.push(cluster.labels.is_some());
+            for &(k, v) in cluster.labels.iter().flatten() {
+                label_pairs.push((k, v));
+                if Some(k) == set_label {
+                    by_cluster_set_label
+                        .entry(label_text[v as usize].to_string())
+                        .or_default()
+                        .push(ClusterId(i as u32));
+                }
             }
+            label_start.push(label_pairs.len() as u32);
+            tainted.push(!cluster.taints.is_empty());
+            terminating.push(cluster.terminating);
+            taints.push(cluster.taints);
+            claims.push(cluster.claims);
+            cluster_json.push(cluster.json);
+            cluster_names.push(cluster.name);
         }
+        let cluster_id = |name: &str| {
+            cluster_names
+                .binary_search_by(|n| n.as_deref().unwrap_or("").cmp(name))
+                .ok()
+                .map(|i| ClusterId(i as u32))
+        };
+
         // Decided cluster names that have no ManagedCluster, one slot each after the clusters.
         let mut unknown_decided: Vec<String> = Vec::new();
         let mut unknown_index: FastMap<String, u32> = FastMap::default();
@@ -205,10 +393,10 @@ impl HubSnapshot {
                 pd.status
                     .iter()
                     .flat_map(|s| s.decisions.iter())
-                    .map(|d| match cluster_by_name.get(d.cluster_name.as_str()) {
+                    .map(|d| match cluster_id(&d.cluster_name) {
                         Some(id) => id.0,
                         None => {
-                            let next = (clusters.len() + unknown_decided.len()) as u32;
+                            let next = (count + unknown_decided.len()) as u32;
                             *unknown_index.entry(d.cluster_name.clone()).or_insert_with(|| {
                                 unknown_decided.push(d.cluster_name.clone());
                                 next
@@ -218,7 +406,7 @@ impl HubSnapshot {
                     .collect()
             })
             .collect();
-        let mut decided_counts = vec![0u32; clusters.len() + unknown_decided.len()];
+        let mut decided_counts = vec![0u32; count + unknown_decided.len()];
         for &slot in decision_slots.iter().flatten() {
             decided_counts[slot as usize] += 1;
         }
@@ -238,63 +426,39 @@ impl HubSnapshot {
                     .push(i as u32);
             }
         }
-        let mut score_names: FastMap<String, u32> = FastMap::default();
-        let mut score_name_text: Vec<Arc<str>> = Vec::new();
-        let mut intern = |name: &str| {
-            if let Some(&id) = score_names.get(name) {
-                return id;
-            }
-            let id = score_name_text.len() as u32;
-            score_names.insert(name.to_string(), id);
-            score_name_text.push(Arc::from(name));
-            id
-        };
-        let mut score_items = Vec::new();
-        let mut score_entries = Vec::with_capacity(scores.len());
+        let mut decisions_by_name: Vec<u32> = (0..decisions.len() as u32).collect();
+        decisions_by_name.sort_unstable_by(|&a, &b| {
+            let (a, b) = (&decisions[a as usize].metadata, &decisions[b as usize].metadata);
+            (namespace_of(a), name_of(a)).cmp(&(namespace_of(b), name_of(b)))
+        });
+
         let mut per_cluster: Vec<(u32, u32)> = Vec::new();
-        for (i, score) in scores.iter().enumerate() {
-            let start = score_items.len() as u32;
-            for item in score.status.iter().flat_map(|s| s.scores.iter()) {
-                score_items.push((intern(&item.name), item.value));
-            }
-            score_entries.push(ScoreEntry {
-                resource: intern(name_of(&score.metadata)),
-                valid_until_ns: score
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.valid_until.as_ref())
-                    .map(|t| t.0.as_nanosecond()),
-                items: start..score_items.len() as u32,
-            });
-            if let Some(id) = cluster_by_name.get(namespace_of(&score.metadata)) {
+        let mut score_entries = Vec::with_capacity(scores.len());
+        for (i, score) in scores.into_iter().enumerate() {
+            if let Some(id) = cluster_id(&score.namespace) {
                 per_cluster.push((id.0, i as u32));
             }
+            score_entries.push(score.entry);
         }
         per_cluster.sort_unstable();
-        let mut cluster_score_start = vec![0u32; clusters.len() + 1];
+        let mut cluster_score_start = vec![0u32; count + 1];
         for (cluster, _) in &per_cluster {
             cluster_score_start[*cluster as usize + 1] += 1;
         }
-        for i in 0..clusters.len() {
+        for i in 0..count {
             cluster_score_start[i + 1] += cluster_score_start[i];
         }
         let cluster_scores = per_cluster.into_iter().map(|(_, s)| s).collect();
-        let (label_text, label_ids, label_start, label_pairs) = intern_labels(&clusters);
-        let has_labels = clusters.iter().map(|c| c.metadata.labels.is_some()).collect();
-        let tainted = clusters.iter().map(|c| !c.spec.taints.is_empty()).collect();
-        let terminating = clusters
-            .iter()
-            .map(|c| c.metadata.deletion_timestamp.is_some())
-            .collect();
-        Ok(Self {
-            clusters,
+        Ok(HubSnapshot {
+            cluster_names,
+            cluster_json,
             resources,
+            taints,
+            claims,
             cluster_sets,
             bindings,
             placements,
             decisions,
-            scores,
-            cluster_by_name,
             cluster_score_start,
             cluster_scores,
             score_entries,
@@ -311,43 +475,100 @@ impl HubSnapshot {
             by_cluster_set_label,
             decision_slots,
             decisions_by_placement,
+            decisions_by_name,
+            max_decided_count: decided_counts.iter().copied().max().unwrap_or(0),
             decided_counts,
         })
     }
+}
 
-    /// All clusters, sorted by name.
-    pub fn clusters(&self) -> &[ManagedCluster] {
-        &self.clusters
+impl HubSnapshot {
+    /// Indexes the objects. Fails on what an API server could never hold: two objects with the
+    /// same identity, or a cpu/memory quantity that does not parse.
+    pub fn new(objects: HubObjects) -> Result<Self, PlacementError> {
+        let HubObjects {
+            clusters,
+            cluster_sets,
+            bindings,
+            placements,
+            decisions,
+            scores,
+        } = objects;
+        let mut builder = HubSnapshotBuilder::new();
+        for o in clusters {
+            builder.add_cluster(o);
+        }
+        for o in cluster_sets {
+            builder.add_cluster_set(o);
+        }
+        for o in bindings {
+            builder.add_binding(o);
+        }
+        for o in placements {
+            builder.add_placement(o);
+        }
+        for o in decisions {
+            builder.add_decision(o);
+        }
+        for o in scores {
+            builder.add_score(o);
+        }
+        builder.build()
     }
 
-    pub fn cluster(&self, id: ClusterId) -> &ManagedCluster {
-        &self.clusters[id.index()]
+    /// How many ManagedClusters there are; ids are below this.
+    pub fn cluster_count(&self) -> usize {
+        self.cluster_names.len()
     }
 
+    /// `metadata.name` of the cluster (`""` when it has none).
     pub fn cluster_name(&self, id: ClusterId) -> &str {
-        name_of(&self.clusters[id.index()].metadata)
+        self.cluster_names[id.index()].as_deref().unwrap_or("")
+    }
+
+    /// `metadata.name` of the cluster, `None` when it has none.
+    pub(crate) fn cluster_metadata_name(&self, id: ClusterId) -> Option<&str> {
+        self.cluster_names[id.index()].as_deref()
     }
 
     pub fn cluster_id(&self, name: &str) -> Option<ClusterId> {
-        self.cluster_by_name.get(name).copied()
+        self.cluster_names
+            .binary_search_by(|n| n.as_deref().unwrap_or("").cmp(name))
+            .ok()
+            .map(|i| ClusterId(i as u32))
     }
 
     pub fn cluster_ids(&self) -> impl ExactSizeIterator<Item = ClusterId> + '_ {
-        (0..self.clusters.len() as u32).map(ClusterId)
+        (0..self.cluster_names.len() as u32).map(ClusterId)
     }
 
     pub fn resources(&self, id: ClusterId) -> &ClusterResources {
         &self.resources[id.index()]
     }
 
-    /// Cluster labels (empty when the cluster has none).
-    pub fn cluster_labels(&self, id: ClusterId) -> &BTreeMap<String, String> {
-        static EMPTY: BTreeMap<String, String> = BTreeMap::new();
-        self.clusters[id.index()]
-            .metadata
-            .labels
-            .as_ref()
-            .unwrap_or(&EMPTY)
+    /// The value of label `key` on the cluster.
+    pub fn cluster_label(&self, id: ClusterId, key: &str) -> Option<&str> {
+        self.label_value(id, key).map(|v| &**v)
+    }
+
+    /// `spec.taints` of the cluster.
+    pub fn cluster_taints(&self, id: ClusterId) -> &[Taint] {
+        &self.taints[id.index()]
+    }
+
+    /// The value of cluster claim `name`; the last one wins, as when the claims are collected
+    /// into a map.
+    pub fn claim_value(&self, id: ClusterId, name: &str) -> Option<&str> {
+        self.claims[id.index()]
+            .iter()
+            .rev()
+            .find(|(n, _)| **n == *name)
+            .map(|(_, v)| &**v)
+    }
+
+    /// The cluster as JSON, as `serde_json` writes the ManagedCluster.
+    pub(crate) fn cluster_json(&self, id: ClusterId) -> &[u8] {
+        &self.cluster_json[id.index()]
     }
 
     /// ManagedClusterSets, sorted by name.
@@ -393,6 +614,17 @@ impl HubSnapshot {
             .map(|&i| &self.decisions[i as usize])
     }
 
+    /// The PlacementDecision `namespace/name`, whichever placement it belongs to.
+    pub fn decision_named(&self, namespace: &str, name: &str) -> Option<&PlacementDecision> {
+        self.decisions_by_name
+            .binary_search_by(|&i| {
+                let meta = &self.decisions[i as usize].metadata;
+                (namespace_of(meta), name_of(meta)).cmp(&(namespace, name))
+            })
+            .ok()
+            .map(|at| &self.decisions[self.decisions_by_name[at] as usize])
+    }
+
     /// Indices into [`HubSnapshot::decisions`] of one placement's PlacementDecisions, in order.
     pub(crate) fn decision_indices_of(&self, namespace: &str, placement: &str) -> &[u32] {
         self.decisions_by_placement
@@ -404,6 +636,11 @@ impl HubSnapshot {
     /// For each slot, how many PlacementDecisions (of every placement) name it.
     pub(crate) fn decided_counts(&self) -> &[u32] {
         &self.decided_counts
+    }
+
+    /// The largest of [`HubSnapshot::decided_counts`] (0 without decisions).
+    pub(crate) fn max_decided_count(&self) -> u32 {
+        self.max_decided_count
     }
 
     /// Clusters whose cluster-set label is `set`, in name order.
@@ -418,24 +655,12 @@ impl HubSnapshot {
         &self.decision_slots[index]
     }
 
-    pub fn scores(&self) -> &[AddOnPlacementScore] {
-        &self.scores
-    }
-
     fn scores_in(&self, id: ClusterId) -> &[u32] {
         let (start, end) = (
             self.cluster_score_start[id.index()],
             self.cluster_score_start[id.index() + 1],
         );
         &self.cluster_scores[start as usize..end as usize]
-    }
-
-    /// The AddOnPlacementScore `<cluster name>/<resource name>`, if published.
-    pub fn score_of(&self, id: ClusterId, resource_name: &str) -> Option<&AddOnPlacementScore> {
-        self.scores_in(id)
-            .iter()
-            .map(|&i| &self.scores[i as usize])
-            .find(|s| name_of(&s.metadata) == resource_name)
     }
 
     /// The interned id of a resource or score name, if any AddOnPlacementScore uses it.
@@ -533,36 +758,6 @@ impl HubSnapshot {
     }
 }
 
-/// Every cluster's labels as interned `(key, value)` ids (see [`HubSnapshot::label_value`]).
-/// Interned label text, its ids, each cluster's start in the pairs, and the `(key, value)` id
-/// pairs.
-type InternedLabels = (Vec<Arc<str>>, FastMap<Arc<str>, u32>, Vec<u32>, Vec<(u32, u32)>);
-
-fn intern_labels(clusters: &[ManagedCluster]) -> InternedLabels {
-    let mut ids: FastMap<Arc<str>, u32> = FastMap::default();
-    let mut text: Vec<Arc<str>> = Vec::new();
-    let mut intern = |s: &str| {
-        if let Some(&id) = ids.get(s) {
-            return id;
-        }
-        let id = text.len() as u32;
-        let shared: Arc<str> = Arc::from(s);
-        ids.insert(shared.clone(), id);
-        text.push(shared);
-        id
-    };
-    let mut start = Vec::with_capacity(clusters.len() + 1);
-    let mut pairs = Vec::new();
-    start.push(0);
-    for cluster in clusters {
-        for (k, v) in cluster.metadata.labels.iter().flatten() {
-            pairs.push((intern(k), intern(v)));
-        }
-        start.push(pairs.len() as u32);
-    }
-    (text, ids, start, pairs)
-}
-
 fn qualified(meta: &crate::api::ObjectMeta) -> String {
     format!("{}/{}", namespace_of(meta), name_of(meta))
 }
@@ -575,6 +770,31 @@ fn check_unique(kind: &'static str, names: impl Iterator<Item = String>) -> Resu
         }
     }
     Ok(())
+}
+
+/// [`check_unique`] for the scores by `namespace/name`, without building the strings: the first
+/// repeated identity in input order.
+fn check_unique_scores(scores: &[PendingScore], names: &[Arc<str>]) -> Result<(), PlacementError> {
+    let name = |i: usize| names.get(scores[i].entry.resource as usize).map_or("", |n| &**n);
+    let identity = |i: usize| {
+        let namespace = scores[i].namespace.bytes();
+        namespace.chain(std::iter::once(b'/')).chain(name(i).bytes())
+    };
+    let mut order: Vec<usize> = (0..scores.len()).collect();
+    order.sort_by(|&a, &b| identity(a).cmp(identity(b)).then(a.cmp(&b)));
+    // In each run of equal identities the second is the first repeat in input order.
+    let first_repeat = order
+        .windows(2)
+        .filter(|w| identity(w[0]).eq(identity(w[1])))
+        .map(|w| w[1])
+        .min();
+    match first_repeat {
+        Some(i) => Err(PlacementError::DuplicateObject {
+            kind: "AddOnPlacementScore",
+            name: format!("{}/{}", scores[i].namespace, name(i)),
+        }),
+        None => Ok(()),
+    }
 }
 
 fn parse_resources(cluster: &ManagedCluster) -> Result<ClusterResources, PlacementError> {
@@ -600,4 +820,115 @@ fn parse_resources(cluster: &ManagedCluster) -> Result<ClusterResources, Placeme
         memory_allocatable: parse("allocatable", &status.allocatable, "memory")?,
         memory_capacity: parse("capacity", &status.capacity, "memory")?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{AddOnPlacementScoreStatus, ManagedClusterStatus, ObjectMeta, Quantity};
+
+    fn meta(namespace: Option<&str>, name: &str) -> ObjectMeta {
+        ObjectMeta {
+            namespace: namespace.map(str::to_string),
+            name: Some(name.to_string()),
+            ..ObjectMeta::default()
+        }
+    }
+
+    fn score(namespace: &str, name: &str) -> AddOnPlacementScore {
+        AddOnPlacementScore {
+            metadata: meta(Some(namespace), name),
+            status: Some(AddOnPlacementScoreStatus::default()),
+        }
+    }
+
+    #[test]
+    fn the_first_repeated_score_in_input_order_is_reported() {
+        let objects = HubObjects {
+            scores: vec![
+                score("b", "s"),
+                score("a", "s"),
+                score("b", "t"),
+                score("a", "s"),
+                score("b", "s"),
+            ],
+            ..HubObjects::default()
+        };
+        assert_eq!(
+            HubSnapshot::new(objects).err(),
+            Some(PlacementError::DuplicateObject {
+                kind: "AddOnPlacementScore",
+                name: "a/s".into(),
+            })
+        );
+    }
+
+    #[test]
+    fn duplicates_come_before_bad_quantities_and_quantities_go_in_name_order() {
+        let cluster = |name: &str, cpu: &str| ManagedCluster {
+            metadata: meta(None, name),
+            status: Some(ManagedClusterStatus {
+                allocatable: BTreeMap::from([("cpu".to_string(), Quantity(cpu.into()))]),
+                ..ManagedClusterStatus::default()
+            }),
+            ..ManagedCluster::default()
+        };
+        let bad = HubObjects {
+            clusters: vec![cluster("c", "x"), cluster("b", "y"), cluster("a", "1")],
+            ..HubObjects::default()
+        };
+        assert!(matches!(
+            HubSnapshot::new(bad.clone()),
+            Err(PlacementError::InvalidQuantity { name, .. }) if name == "b"
+        ));
+        let mut duplicated = bad;
+        duplicated.scores = vec![score("a", "s"), score("a", "s")];
+        assert!(matches!(
+            HubSnapshot::new(duplicated),
+            Err(PlacementError::DuplicateObject {
+                kind: "AddOnPlacementScore",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn a_cluster_reads_back_as_it_was_given() {
+        let mut cluster = ManagedCluster {
+            metadata: ObjectMeta {
+                labels: Some(BTreeMap::from([("env".to_string(), "prod".to_string())])),
+                ..meta(None, "c1")
+            },
+            ..ManagedCluster::default()
+        };
+        cluster.spec.taints.push(Taint {
+            key: "k".into(),
+            effect: "NoSelect".into(),
+            ..Taint::default()
+        });
+        cluster.status = Some(ManagedClusterStatus {
+            cluster_claims: vec![
+                crate::api::ManagedClusterClaim {
+                    name: "region".into(),
+                    value: "eu".into(),
+                },
+                crate::api::ManagedClusterClaim {
+                    name: "region".into(),
+                    value: "us".into(),
+                },
+            ],
+            ..ManagedClusterStatus::default()
+        });
+        let snapshot = HubSnapshot::new(HubObjects {
+            clusters: vec![cluster.clone()],
+            ..HubObjects::default()
+        })
+        .expect("valid");
+        let id = snapshot.cluster_id("c1").expect("present");
+        assert_eq!(snapshot.cluster_label(id, "env"), Some("prod"));
+        assert_eq!(snapshot.claim_value(id, "region"), Some("us"));
+        assert_eq!(snapshot.cluster_taints(id), cluster.spec.taints.as_slice());
+        let json: serde_json::Value = serde_json::from_slice(snapshot.cluster_json(id)).expect("JSON");
+        assert_eq!(json, serde_json::to_value(&cluster).expect("serializes"));
+    }
 }

@@ -144,8 +144,13 @@ pub fn conclude(
     );
     let status_changed = placement.status.as_ref() != Some(&status);
 
-    let note = score_note(snapshot, &schedule);
-    let (writes, events) = writes::plan(snapshot, placement, &decisions, &note, effective_status);
+    let (writes, events) = writes::plan_with_note(
+        snapshot,
+        placement,
+        &decisions,
+        || score_note(snapshot, &schedule),
+        effective_status,
+    );
 
     let requeue_after = schedule.requeue_at_ns.map(|at| {
         let nanos = at - now.as_nanosecond();

@@ -77,10 +77,18 @@ fn by_cluster_set(snapshot: &HubSnapshot, set: &str, out: &mut PlacementKeys) {
 
 /// Names of the existing sets whose membership selector matches `labels`.
 fn sets_matching<'s>(snapshot: &'s HubSnapshot, labels: &BTreeMap<String, String>) -> Vec<&'s str> {
+    sets_matching_labels(snapshot, |k| labels.get(k).map(String::as_str))
+}
+
+/// [`sets_matching`] with the labels given as a lookup.
+fn sets_matching_labels<'s, 'l>(
+    snapshot: &'s HubSnapshot,
+    label: impl Fn(&str) -> Option<&'l str> + Copy,
+) -> Vec<&'s str> {
     snapshot
         .cluster_sets()
         .iter()
-        .filter(|s| membership(s).is_ok_and(|m| m.matches(|k| labels.get(k).map(String::as_str))))
+        .filter(|s| membership(s).is_ok_and(|m| m.matches(label)))
         .filter_map(|s| s.metadata.name.as_deref())
         .collect()
 }
@@ -111,7 +119,7 @@ pub fn affected_placements(snapshot: &HubSnapshot, trigger: Trigger<'_>) -> Plac
             let Some(id) = snapshot.cluster_id(cluster) else {
                 return out;
             };
-            let sets = sets_matching(snapshot, snapshot.cluster_labels(id));
+            let sets = sets_matching_labels(snapshot, |k| snapshot.cluster_label(id, k));
             let namespaces: BTreeSet<&str> = snapshot
                 .bindings()
                 .iter()

@@ -121,23 +121,40 @@ pub fn plan(
     score_note: &str,
     status: &Status,
 ) -> (Vec<DecisionWrite>, Vec<Event>) {
+    plan_with_note(snapshot, placement, generated, || score_note.to_string(), status)
+}
+
+/// [`plan`] with the ScoreUpdate note built only when a status patch carries it (a first
+/// scheduling pass creates its decisions and has no use for it).
+pub fn plan_with_note(
+    snapshot: &HubSnapshot,
+    placement: &Placement,
+    generated: &[PlacementDecision],
+    score_note: impl FnOnce() -> String,
+    status: &Status,
+) -> (Vec<DecisionWrite>, Vec<Event>) {
     let namespace = placement.metadata.namespace.as_deref().unwrap_or("");
     let placement_name = placement.metadata.name.as_deref().unwrap_or("");
-    let in_namespace = |name: &str| {
-        snapshot.decisions().iter().find(|d| {
-            d.metadata.namespace.as_deref().unwrap_or("") == namespace
-                && d.metadata.name.as_deref() == Some(name)
-        })
+    let existing = |pd: &PlacementDecision| {
+        snapshot.decision_named(namespace, pd.metadata.name.as_deref().unwrap_or(""))
+    };
+    // The condition under which `plan_one` patches a status.
+    let patches_status = generated
+        .iter()
+        .any(|pd| existing(pd).is_some_and(|e| !same_decisions(e.status.as_ref(), pd.status.as_ref())));
+    let score_note = if patches_status {
+        score_note()
+    } else {
+        String::new()
     };
     let mut writes = Vec::new();
     let mut events = Vec::new();
     for pd in generated {
-        let existing = in_namespace(pd.metadata.name.as_deref().unwrap_or(""));
         plan_one(
             placement,
             pd,
-            existing,
-            score_note,
+            existing(pd),
+            &score_note,
             status,
             &mut writes,
             &mut events,

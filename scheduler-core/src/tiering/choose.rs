@@ -159,7 +159,7 @@ pub fn decide(input: &Input<'_>) -> Plan {
     }
 
     // Prior selection and the tier of every member.
-    let mut tier_of: Vec<Option<usize>> = vec![None; snapshot.clusters().len()];
+    let mut tier_of: Vec<Option<usize>> = vec![None; snapshot.cluster_count()];
     for (i, t) in tiers.iter().enumerate() {
         for id in &t.members {
             tier_of[id.index()] = Some(i);
@@ -176,7 +176,7 @@ pub fn decide(input: &Input<'_>) -> Plan {
             .filter(|id| in_decision.get(id.index()).copied().unwrap_or(false))
             .collect(),
     };
-    let mut in_prior = vec![false; snapshot.clusters().len()];
+    let mut in_prior = vec![false; snapshot.cluster_count()];
     for id in &prior_selection {
         in_prior[id.index()] = true;
     }
@@ -339,7 +339,7 @@ pub fn decide(input: &Input<'_>) -> Plan {
     // Overflow health is "has unused entry clusters": judge it against the new selection, so
     // that re-planning the same inputs finds the same `healthySince`.
     if spec.mode == TieringMode::Overflow && !choice.keep_child {
-        let mut chosen = vec![false; snapshot.clusters().len()];
+        let mut chosen = vec![false; snapshot.cluster_count()];
         for id in choice
             .chosen
             .iter()

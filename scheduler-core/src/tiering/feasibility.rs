@@ -74,7 +74,7 @@ pub fn evaluate(
     now_ns: i128,
     rank: bool,
 ) -> Vec<TierClusters> {
-    let mut claimed = vec![false; snapshot.clusters().len()];
+    let mut claimed = vec![false; snapshot.cluster_count()];
     let bindings = candidates::valid_bindings(snapshot, namespace);
     let ahead = now_ns + LEAD_NS;
     let tolerations = &spec.template.tolerations;
@@ -110,7 +110,12 @@ pub fn evaluate(
                     out.feasible.push(id);
                     continue;
                 }
-                match taints::check(snapshot.cluster(id), tolerations, in_decision[id.index()], ahead) {
+                match taints::check(
+                    snapshot.cluster_taints(id),
+                    tolerations,
+                    in_decision[id.index()],
+                    ahead,
+                ) {
                     taints::Tolerance::Tolerated { until } => {
                         if let Some(deadline) = until {
                             let at = deadline - LEAD_NS;
@@ -119,7 +124,7 @@ pub fn evaluate(
                         out.feasible.push(id);
                     }
                     taints::Tolerance::Rejected { taint, expired } => {
-                        let key = &snapshot.cluster(id).spec.taints[taint].key;
+                        let key = &snapshot.cluster_taints(id)[taint].key;
                         let why = match expired {
                             Some((_, at)) if at > now_ns => {
                                 format!("taint {key}: toleration runs out within 1s")
@@ -155,7 +160,7 @@ pub fn evaluate(
         if let Ok(result) = schedule(snapshot, &placement, &all, now)
             && result.ranking.len() == result.feasible.len()
         {
-            let mut position = vec![usize::MAX; snapshot.clusters().len()];
+            let mut position = vec![usize::MAX; snapshot.cluster_count()];
             for (r, (id, _)) in result.ranked().enumerate() {
                 position[id.index()] = r;
             }

@@ -11,8 +11,8 @@
 //! `status.capacity`, so a restarted controller continues exactly (the design kept debounce
 //! timers in memory only; keeping them in status is what makes restart equivalence hold).
 
+use crate::api::TieredPlacementSpec;
 use crate::api::tiering::{CapacityRule, CapacityState, PendingVerdict, StaleSince, Timings, WhenStale};
-use crate::api::{AddOnPlacementScore, TieredPlacementSpec};
 use crate::instant::{ceil_second, dur, of, time, timestamp};
 use crate::placement::snapshot::{ClusterId, HubSnapshot};
 use crate::reservation::View;
@@ -55,28 +55,29 @@ fn min_time(slot: &mut Option<i128>, t: i128) {
 }
 
 /// The last item named `name` (OCM reads the last one), with the object's validity.
-fn read(score: Option<&AddOnPlacementScore>, name: &str, now: i128) -> Result<(i32, Option<i128>), String> {
-    let Some(obj) = score else {
+/// The value of score `name` in cluster `id`'s AddOnPlacementScore `resource`, and its
+/// `validUntil`.
+fn read(
+    snapshot: &HubSnapshot,
+    id: ClusterId,
+    resource: &str,
+    name: &str,
+    now: i128,
+) -> Result<(i32, Option<i128>), String> {
+    let Some(entry) = snapshot.score_entry_named(id, resource) else {
         return Err("no AddOnPlacementScore".into());
     };
-    let Some(status) = &obj.status else {
+    if !entry.has_status {
         return Err("no status".into());
-    };
-    let until = status.valid_until.as_ref().map(of);
+    }
+    let until = entry.valid_until_ns;
     if let Some(u) = until
         && now > u
     {
-        return Err(format!(
-            "expired at {}",
-            status
-                .valid_until
-                .as_ref()
-                .map(|t| t.0.to_string())
-                .unwrap_or_default()
-        ));
+        return Err(format!("expired at {}", timestamp(u)));
     }
-    match status.scores.iter().rev().find(|s| s.name == name) {
-        Some(s) => Ok((s.value, until)),
+    match snapshot.last_score(entry, snapshot.score_name_id(name)) {
+        Some(value) => Ok((value, until)),
         None => Err(format!("no score {name:?}")),
     }
 }
@@ -142,7 +143,7 @@ impl<'a> Rule<'a> {
         describe: bool,
     ) -> (Raw, Raw, Option<i128>, String) {
         let (resource, name) = (self.resource, &self.name);
-        match read(snapshot.score_of(id, resource), name, now) {
+        match read(snapshot, id, resource, name, now) {
             Err(why) => (
                 Raw::Unknown,
                 Raw::Unknown,
@@ -207,7 +208,7 @@ pub fn evaluate(
     reserved: &View<'_>,
     now: i128,
 ) -> Verdicts {
-    let mut by_cluster: Vec<Option<Verdict>> = vec![None; snapshot.clusters().len()];
+    let mut by_cluster: Vec<Option<Verdict>> = vec![None; snapshot.cluster_count()];
     let rules = spec.capacity.as_ref().map_or(&[][..], |c| c.rules.as_slice());
     if rules.is_empty() {
         for id in members {

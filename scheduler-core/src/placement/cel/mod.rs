@@ -199,8 +199,8 @@ impl<'s> ClusterActivation<'s> {
     fn cluster_value(&self) -> Value {
         self.cluster
             .get_or_init(|| {
-                // Serializing our own typed object cannot fail; Null only guards the impossible.
-                serde_json::to_value(self.snapshot.cluster(self.id))
+                // The snapshot wrote this JSON from a typed object; Null only guards the impossible.
+                serde_json::from_slice::<serde_json::Value>(self.snapshot.cluster_json(self.id))
                     .map(|v| Value::from_json(&v))
                     .unwrap_or(Value::Null)
             })
@@ -273,13 +273,9 @@ impl<'s> ClusterActivation<'s> {
             _ => None,
         };
         match (path.len(), field(0), field(1)) {
-            (2, Some("metadata"), Some("name")) => self
-                .snapshot
-                .cluster(self.id)
-                .metadata
-                .name
-                .as_deref()
-                .map(RootField::Name),
+            (2, Some("metadata"), Some("name")) => {
+                self.snapshot.cluster_metadata_name(self.id).map(RootField::Name)
+            }
             (3, Some("metadata"), Some("labels")) => {
                 let key = field(2)?;
                 if !self.snapshot.has_labels(self.id) {

@@ -431,10 +431,7 @@ impl<'s> Run<'_, 's> {
         let snapshot = self.snapshot();
         match text {
             RootText::Name => snapshot
-                .cluster(self.cluster())
-                .metadata
-                .name
-                .as_deref()
+                .cluster_metadata_name(self.cluster())
                 .map(|n| Ok((n, None))),
             RootText::Label { key, slot } => {
                 if !snapshot.has_labels(self.cluster()) {

@@ -6,7 +6,7 @@
 //! exactly as upstream.
 
 use super::{FilterOutput, FilterReason};
-use crate::api::{ManagedCluster, Placement, Taint, Toleration};
+use crate::api::{Placement, Taint, Toleration};
 use crate::placement::nanos::{time_ns, timestamp};
 use crate::placement::snapshot::{ClusterId, HubSnapshot};
 use crate::placement::status::Status;
@@ -73,14 +73,10 @@ pub enum Tolerance {
     },
 }
 
-pub fn check(
-    cluster: &ManagedCluster,
-    tolerations: &[Toleration],
-    in_decision: bool,
-    now_ns: i128,
-) -> Tolerance {
+/// The verdict for a cluster with these `taints`.
+pub fn check(taints: &[Taint], tolerations: &[Toleration], in_decision: bool, now_ns: i128) -> Tolerance {
     let mut until: Option<i128> = None;
-    for (ti, taint) in cluster.spec.taints.iter().enumerate() {
+    for (ti, taint) in taints.iter().enumerate() {
         if taint.effect == EFFECT_PREFER_NO_SELECT {
             continue;
         }
@@ -140,7 +136,12 @@ pub fn filter(
             out.passed.push(id);
             continue;
         }
-        match check(snapshot.cluster(id), tolerations, in_decision[id.index()], now_ns) {
+        match check(
+            snapshot.cluster_taints(id),
+            tolerations,
+            in_decision[id.index()],
+            now_ns,
+        ) {
             Tolerance::Tolerated { .. } => out.passed.push(id),
             Tolerance::Rejected { taint, expired } => out.rejected.push((
                 id,
@@ -164,11 +165,16 @@ pub fn requeue_time(
 ) -> Option<i128> {
     decision_clusters
         .iter()
-        .filter_map(
-            |&id| match check(snapshot.cluster(id), &placement.spec.tolerations, true, now_ns) {
+        .filter_map(|&id| {
+            match check(
+                snapshot.cluster_taints(id),
+                &placement.spec.tolerations,
+                true,
+                now_ns,
+            ) {
                 Tolerance::Tolerated { until } => until,
                 Tolerance::Rejected { .. } => None,
-            },
-        )
+            }
+        })
         .min()
 }

@@ -25,10 +25,16 @@ pub struct AddOnFindings {
 
 impl AddOnFindings {
     /// Upstream's status: a Warning listing every expired object in feasible order.
-    pub fn status(&self, plugin: &str, snapshot: &HubSnapshot, resource_name: &str) -> Status {
+    pub fn status(
+        &self,
+        plugin: impl FnOnce() -> String,
+        snapshot: &HubSnapshot,
+        resource_name: &str,
+    ) -> Status {
         if self.expired.is_empty() {
             return Status::success();
         }
+        let plugin = plugin();
         let mut message = String::from("AddOnPlacementScores");
         for (id, _) in &self.expired {
             message.push(' ');

@@ -13,13 +13,22 @@ pub fn score(ctx: &ScoreContext<'_>) -> Vec<Option<i64>> {
     let own_ns = ctx.placement.metadata.namespace.as_deref().unwrap_or("");
     let own_name = ctx.placement.metadata.name.as_deref().unwrap_or("");
     // Slots cover names without a ManagedCluster too: they still count towards the maximum.
-    let mut counts = snapshot.decided_counts().to_vec();
-    for &i in snapshot.decision_indices_of(own_ns, own_name) {
-        for &slot in snapshot.decision_slots(i as usize) {
-            counts[slot as usize] -= 1;
+    let own = snapshot.decision_indices_of(own_ns, own_name);
+    let adjusted: Vec<u32>;
+    let (counts, max) = if own.is_empty() {
+        // Nothing to subtract (a placement's first pass): the snapshot's counts as they are.
+        (snapshot.decided_counts(), snapshot.max_decided_count())
+    } else {
+        let mut counts = snapshot.decided_counts().to_vec();
+        for &i in own {
+            for &slot in snapshot.decision_slots(i as usize) {
+                counts[slot as usize] -= 1;
+            }
         }
-    }
-    let max = counts.iter().copied().max().unwrap_or(0);
+        let max = counts.iter().copied().max().unwrap_or(0);
+        adjusted = counts;
+        (adjusted.as_slice(), max)
+    };
     ctx.feasible
         .iter()
         .map(|id| {

@@ -45,7 +45,7 @@ pub fn score(kind: &PrioritizerKind, ctx: &ScoreContext<'_>) -> Scored {
             score_name,
         } => {
             let (scores, findings) = addon::score(ctx, resource_name, score_name);
-            let status = findings.status(&kind.to_string(), ctx.snapshot, resource_name);
+            let status = findings.status(|| kind.to_string(), ctx.snapshot, resource_name);
             Scored {
                 scores,
                 status,
