@@ -96,7 +96,7 @@ fn node_name(i: usize) -> String {
 
 /// An m6i.8xlarge-like node, Ready; every tenth with 8 GPUs.
 fn node(i: usize) -> anyhow::Result<Node> {
-    let gpu = if i % 10 == 0 { "8" } else { "0" };
+    let gpu = if i.is_multiple_of(10) { "8" } else { "0" };
     let resources = json!({"cpu": "31850m", "memory": "126498524Ki", "ephemeral-storage": "95492233231",
         "nvidia.com/gpu": gpu, "pods": "110"});
     Ok(serde_json::from_value(json!({
@@ -136,19 +136,19 @@ fn pod(i: usize, namespace: &str, node: &str, prefix: &str) -> anyhow::Result<Po
         ["250m", "500m", "1", "100m"][i % 4],
         ["512Mi", "1Gi", "256Mi"][i % 3],
     );
-    if i % 50 == 0 {
+    if i.is_multiple_of(50) {
         app["resources"]["requests"]["nvidia.com/gpu"] = json!("1");
         app["resources"]["limits"]["nvidia.com/gpu"] = json!("1");
     }
     let mut containers = vec![app];
-    if i % 3 == 0 {
+    if i.is_multiple_of(3) {
         containers.push(container("log-shipper", "50m", "64Mi"));
     }
     let mut init = Vec::new();
-    if i % 5 == 0 {
+    if i.is_multiple_of(5) {
         init.push(container("migrate", "1", "2Gi"));
     }
-    if i % 7 == 0 {
+    if i.is_multiple_of(7) {
         let mut proxy = container("proxy", "100m", "128Mi");
         proxy["restartPolicy"] = json!("Always");
         init.insert(0, proxy);
@@ -215,7 +215,7 @@ where
             async move {
                 fut.await?;
                 let n = done.fetch_add(1, Ordering::Relaxed) + 1;
-                if n % step == 0 {
+                if n.is_multiple_of(step) {
                     let secs = started.elapsed().as_secs_f64();
                     progress(&format!(
                         "{what}: {n}/{count} in {secs:.0} s ({:.0}/s)",
