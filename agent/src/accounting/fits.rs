@@ -372,6 +372,10 @@ pub struct FitsIndex {
     invalid: InvalidObjects,
     pod_relist: Relist,
     node_relist: Relist,
+    /// Whether pods are kept. An index built with no shapes counts nothing, so it keeps no pods (at
+    /// 150,000 pods their keys and requests are ~25 MiB); it still reads each to report the
+    /// unreadable ones. Shapes given to it later need a re-list ([`NeedsRelist`]).
+    keeps_pods: bool,
 }
 
 impl FitsIndex {
@@ -389,6 +393,7 @@ impl FitsIndex {
             invalid: InvalidObjects::default(),
             pod_relist: Relist::default(),
             node_relist: Relist::default(),
+            keeps_pods: !set.shapes.is_empty(),
             options,
             set,
         }
@@ -412,12 +417,15 @@ impl FitsIndex {
 
     /// Room for `pods` more pods without rehashing.
     pub fn reserve_pods(&mut self, pods: usize) {
-        self.pods.reserve(pods);
+        if self.keeps_pods {
+            self.pods.reserve(pods);
+        }
     }
 
     /// Counts `set` instead of the current shapes, without re-reading any object, when it needs no
     /// resource the index does not track already (adding, removing or editing shapes over the same
-    /// resources). Otherwise nothing changes and the caller must rebuild the index. `Ok(false)` when
+    /// resources). Otherwise (or when the index was built with no shapes, so kept no pods) nothing
+    /// changes and the caller must rebuild the index. `Ok(false)` when
     /// `set` is the set already counted (a re-list of unchanged shapes), so nothing moved.
     pub fn set_shapes(&mut self, set: ShapeSet) -> Result<bool, NeedsRelist> {
         if set.resources != self.set.resources {
@@ -441,6 +449,10 @@ impl FitsIndex {
         }
         if set == self.set {
             return Ok(false);
+        }
+        if !self.keeps_pods {
+            // Counting shapes needs the pods this index did not keep.
+            return Err(NeedsRelist);
         }
         let shapes = set.shapes.len();
         self.set = set;
@@ -471,6 +483,9 @@ impl FitsIndex {
             .invalid
             .read_pod(&key, read, epoch)
             .inspect_err(|_| self.remove_pod(&key))?;
+        if !self.keeps_pods {
+            return Ok(());
+        }
         if let Some(entry) = self.pods.get_mut(key.as_str()) {
             entry.epoch = epoch;
             let same_place = match (entry.place, pod.node_name()) {

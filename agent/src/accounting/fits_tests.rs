@@ -881,3 +881,31 @@ proptest! {
         prop_assert_eq!(&incremental, &replicas(&mut idx));
     }
 }
+
+#[test]
+fn an_index_without_shapes_keeps_no_pods_still_reports_unreadable_ones_and_asks_for_a_relist() {
+    let mut idx = index(
+        &[],
+        FitsOptions::default(),
+        &[n("a", 4000, None, 110)],
+        &[p("x", Some("a"), 1000, 0), p("y", None, 1000, 0)],
+    );
+    assert_eq!((replicas(&mut idx), idx.pending_pods()), (vec![], 0));
+    let mut bad = p("z", Some("a"), 1000, 0).slim();
+    bad.spec.containers[0].resources.requests.0[0].1 = QuantityText("one".into());
+    assert!(idx.apply_pod(&bad).is_err());
+    assert_eq!(
+        idx.invalid_objects().count(),
+        1,
+        "reported as an index with shapes would"
+    );
+    idx.delete_pod("ns", "z");
+    assert_eq!(idx.invalid_objects().count(), 0);
+    assert_eq!(idx.set_shapes(compile_shapes(&[]).0), Ok(false), "still none");
+    let (set, _) = compile_shapes(&[shape("s", "requests: {cpu: 1}")]);
+    assert_eq!(
+        idx.set_shapes(set),
+        Err(NeedsRelist),
+        "the pods it did not keep must be listed again"
+    );
+}

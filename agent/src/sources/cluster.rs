@@ -98,8 +98,9 @@ pub struct FitsHandle {
 
 impl FitsHandle {
     /// Counts `shapes` from now on. Shapes over the resources the index tracks take effect at once;
-    /// others need a new index, filled by a re-list of both watches (the figures are not current,
-    /// so nothing is renewed, until both lists complete).
+    /// others, and the first shapes of an index started without any (it kept no pods), need a new
+    /// index, filled by a re-list of both watches (the figures are not current, so nothing is
+    /// renewed, until both lists complete).
     /// Returns whether the counted shapes changed.
     pub fn set_shapes(&self, shapes: ShapeSet) -> bool {
         let mut accounts = lock(&self.accounts);
