@@ -115,6 +115,14 @@ fn last_written(meta: &ObjectMeta) -> Option<Timestamp> {
     fields.max().or(meta.creation_timestamp.as_ref().map(|t| t.0))
 }
 
+/// The resourceVersion as a number. On kube-apiserver it is etcd's revision, which grows with
+/// every write to the one etcd holding these kinds, so a larger one was written later; clients
+/// are told not to rely on that, so it only ever feeds "likely causes". It is needed: on a real
+/// hub OCM's AddOnPlacementScores carry no managedFields (seen on kube-apiserver 1.34).
+fn revision(meta: &ObjectMeta) -> Option<u64> {
+    meta.resource_version.as_deref()?.parse().ok()
+}
+
 fn name_of(meta: &ObjectMeta) -> String {
     match &meta.namespace {
         Some(ns) => format!("{ns}/{}", meta.name.as_deref().unwrap_or_default()),
@@ -170,6 +178,7 @@ pub fn compare(
     let mut now = now_selected.unwrap_or_else(|_| ocm.clone());
     now.sort();
     let decided_at = mine.iter().filter_map(|d| last_written(&d.metadata)).max();
+    let decided_revision = mine.iter().filter_map(|d| revision(&d.metadata)).max();
 
     let mut causes = Vec::new();
     if ocm != now {
@@ -177,6 +186,10 @@ pub fn compare(
             (Some(t), Some(d)) => t > d,
             (Some(_), None) => true,
             _ => false,
+        };
+        let written_after = |m: &ObjectMeta| match (revision(m), decided_revision) {
+            (Some(r), Some(d)) => r > d,
+            _ => after(last_written(m)),
         };
         let generation = placement.metadata.generation;
         let observed = placement
@@ -197,7 +210,7 @@ pub fn compare(
             .scores
             .iter()
             .filter(|s| cel_reads_scores || s.metadata.name.as_ref().is_some_and(|n| resources.contains(n)))
-            .filter(|s| after(last_written(&s.metadata)))
+            .filter(|s| written_after(&s.metadata))
             .map(|s| name_of(&s.metadata))
             .collect();
         if !changed_scores.is_empty() {
@@ -228,7 +241,7 @@ pub fn compare(
         let changed_clusters: Vec<String> = objects
             .clusters
             .iter()
-            .filter(|c| after(last_written(&c.metadata)))
+            .filter(|c| written_after(&c.metadata))
             .map(|c| name_of(&c.metadata))
             .collect();
         if !changed_clusters.is_empty() {
@@ -242,7 +255,7 @@ pub fn compare(
             .iter()
             .map(|s| &s.metadata)
             .chain(objects.bindings.iter().map(|b| &b.metadata))
-            .filter(|m| after(last_written(m)))
+            .filter(|m| written_after(m))
             .map(name_of)
             .collect::<Vec<_>>();
         if !membership_changed.is_empty() {
@@ -392,5 +405,23 @@ mod tests {
         let c = compare(&objects, &placement_reading("r"), Ok(vec!["b".into()]));
         assert!(c.causes.is_empty(), "{:?}", c.causes);
         assert!(c.text().contains("the engine and OCM disagree"), "{}", c.text());
+
+        // Without managedFields (OCM's scores on a real hub), the write order is the revisions'.
+        let mut objects = objects;
+        objects.decisions[0].metadata.resource_version = Some("900".into());
+        let mut later = objects.scores[0].clone();
+        later.metadata.managed_fields = None;
+        later.metadata.resource_version = Some("901".into());
+        let mut earlier = later.clone();
+        earlier.metadata.namespace = Some("a".into());
+        earlier.metadata.resource_version = Some("899".into());
+        objects.scores = vec![later, earlier];
+        let c = compare(&objects, &placement_reading("r"), Ok(vec!["b".into()]));
+        assert_eq!(c.causes.len(), 1, "{:?}", c.causes);
+        assert!(
+            c.causes[0].contains("b/r") && !c.causes[0].contains("a/r"),
+            "{:?}",
+            c.causes
+        );
     }
 }
