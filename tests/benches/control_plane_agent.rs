@@ -54,7 +54,12 @@ fn load_average() -> String {
 }
 
 fn proc_field(pid: u32, file: &str, key: &str) -> Option<String> {
-    std::fs::read_to_string(format!("/proc/{pid}/{file}"))
+    field_of(&format!("/proc/{pid}/{file}"), key)
+}
+
+/// The value after `key` on its line of a `/proc` file.
+fn field_of(path: &str, key: &str) -> Option<String> {
+    std::fs::read_to_string(path)
         .ok()?
         .lines()
         .find_map(|l| l.strip_prefix(key).map(|v| v.trim().to_owned()))
@@ -391,7 +396,7 @@ async fn main() -> anyhow::Result<()> {
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
         .unwrap_or_default();
-    let memory_total = proc_field(std::process::id(), "../meminfo", "MemTotal:").unwrap_or_default();
+    let memory_total = field_of("/proc/meminfo", "MemTotal:").unwrap_or_default();
     let cpu_model = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|c| {
