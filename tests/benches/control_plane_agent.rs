@@ -35,12 +35,7 @@ const NAMESPACES: usize = 50;
 const WAIT: Duration = Duration::from_secs(900);
 
 fn env_usize(name: &str, default: usize) -> anyhow::Result<usize> {
-    match std::env::var(name) {
-        Ok(v) => v
-            .parse()
-            .map_err(|e| anyhow::anyhow!("{name}={v:?} is not a count: {e}")),
-        Err(_) => Ok(default),
-    }
+    ocm_score_tests::support::env_usize(name, default).map_err(anyhow::Error::msg)
 }
 
 fn progress(line: &str) {

@@ -27,12 +27,7 @@ use ocm_score_tests::support::TempDir;
 const TIMEOUT: Duration = Duration::from_secs(1800);
 
 fn env_usize(name: &str, default: usize) -> anyhow::Result<usize> {
-    match std::env::var(name) {
-        Ok(v) => v
-            .parse()
-            .map_err(|e| anyhow::anyhow!("{name}={v:?} is not a count: {e}")),
-        Err(_) => Ok(default),
-    }
+    ocm_score_tests::support::env_usize(name, default).map_err(anyhow::Error::msg)
 }
 
 fn progress(line: &str) {

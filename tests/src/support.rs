@@ -243,6 +243,15 @@ impl ModeProcess {
     }
 }
 
+/// A count from the environment (a benchmark's size), `default` when unset; a value that is not a
+/// count is an error naming the variable and the value.
+pub fn env_usize(name: &str, default: usize) -> Result<usize, String> {
+    match std::env::var(name) {
+        Ok(v) => v.parse().map_err(|e| format!("{name}={v:?} is not a count: {e}")),
+        Err(_) => Ok(default),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
