@@ -8,6 +8,7 @@ use super::reconcile::{self, Context};
 use super::reports::Reports;
 use super::reservations::SharedLedger;
 use super::snapshot::Stores;
+use crate::hub_cache::PlacementStores;
 use futures::StreamExt;
 use kube::api::Api;
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
@@ -139,12 +140,14 @@ async fn run_controller(
     let tiered = tiered_watch.store();
     let stores = Stores {
         tiered: tiered.clone(),
-        clusters: cluster_watch.store(),
-        cluster_sets: set_watch.store(),
-        bindings: binding_watch.store(),
-        scores: score_watch.store(),
-        placements: placement_watch.store(),
-        decisions: decision_watch.store(),
+        hub: PlacementStores {
+            clusters: cluster_watch.store(),
+            cluster_sets: set_watch.store(),
+            bindings: binding_watch.store(),
+            scores: score_watch.store(),
+            placements: placement_watch.store(),
+            decisions: decision_watch.store(),
+        },
         shapes: shape_watch.store(),
     };
     // The reconciler reads the stores; triggers only need names, namespaces and labels.

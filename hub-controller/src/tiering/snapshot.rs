@@ -1,76 +1,33 @@
 //! The reflector stores the controller reads, and the planner's [`HubSnapshot`] built from them.
 
+use crate::hub_cache::{PlacementStores, cloned};
 use kube::runtime::reflector::Store;
 use scheduler_core::api::WorkloadShape;
 use scheduler_core::api::tiering::TieredPlacement;
-use scheduler_core::api::{
-    AddOnPlacementScore, ManagedCluster, ManagedClusterSet, ManagedClusterSetBinding, Placement,
-    PlacementDecision,
-};
-use scheduler_core::placement::{HubObjects, HubSnapshot, PlacementError};
+use scheduler_core::placement::{HubSnapshot, PlacementError};
 use scheduler_core::reservation::ShapeCatalog;
+
+pub use crate::hub_cache::CacheGone;
 
 /// One store per kind the planner reads.
 #[derive(Clone)]
 pub struct Stores {
     pub tiered: Store<TieredPlacement>,
-    pub clusters: Store<ManagedCluster>,
-    pub cluster_sets: Store<ManagedClusterSet>,
-    pub bindings: Store<ManagedClusterSetBinding>,
-    pub scores: Store<AddOnPlacementScore>,
-    pub placements: Store<Placement>,
-    pub decisions: Store<PlacementDecision>,
+    /// What OCM's placement engine reads.
+    pub hub: PlacementStores,
     /// What one replica of each shape takes (cross-shape reservation deductions).
     pub shapes: Store<WorkloadShape>,
-}
-
-/// A store's watch ended before its first list.
-#[derive(Debug, thiserror::Error)]
-#[error("the hub cache of {0} stopped before it synced")]
-pub struct CacheGone(pub &'static str);
-
-fn cloned<K>(store: &Store<K>) -> Vec<K>
-where
-    K: kube::Resource + Clone + 'static,
-    K::DynamicType: Eq + std::hash::Hash + Clone,
-{
-    store.state().iter().map(|o| (**o).clone()).collect()
 }
 
 impl Stores {
     /// Resolves once every store holds its first complete list: a plan made from half a picture
     /// (no clusters yet, say) would be a failover.
     pub async fn synced(&self) -> Result<(), CacheGone> {
-        let gone = |kind| move |_| CacheGone(kind);
         self.tiered
             .wait_until_ready()
             .await
-            .map_err(gone("TieredPlacements"))?;
-        self.clusters
-            .wait_until_ready()
-            .await
-            .map_err(gone("ManagedClusters"))?;
-        self.cluster_sets
-            .wait_until_ready()
-            .await
-            .map_err(gone("ManagedClusterSets"))?;
-        self.bindings
-            .wait_until_ready()
-            .await
-            .map_err(gone("ManagedClusterSetBindings"))?;
-        self.scores
-            .wait_until_ready()
-            .await
-            .map_err(gone("AddOnPlacementScores"))?;
-        self.placements
-            .wait_until_ready()
-            .await
-            .map_err(gone("Placements"))?;
-        self.decisions
-            .wait_until_ready()
-            .await
-            .map_err(gone("PlacementDecisions"))?;
-        Ok(())
+            .map_err(|_| CacheGone("TieredPlacements"))?;
+        self.hub.synced().await
     }
 
     /// The WorkloadShapes' per-replica requests.
@@ -78,30 +35,9 @@ impl Stores {
         ShapeCatalog::new(&cloned(&self.shapes))
     }
 
-    /// What the planner needs for a TieredPlacement in `namespace`: every cluster, set, score and
-    /// decision (Balance reads other placements' decisions), the namespace's bindings and
-    /// placements.
+    /// What the planner needs for a TieredPlacement in `namespace` (see
+    /// [`PlacementStores::snapshot`]).
     pub fn snapshot(&self, namespace: &str) -> Result<HubSnapshot, PlacementError> {
-        let in_namespace = |ns: &Option<String>| ns.as_deref() == Some(namespace);
-        HubSnapshot::new(HubObjects {
-            clusters: cloned(&self.clusters),
-            cluster_sets: cloned(&self.cluster_sets),
-            bindings: self
-                .bindings
-                .state()
-                .iter()
-                .filter(|b| in_namespace(&b.metadata.namespace))
-                .map(|b| (**b).clone())
-                .collect(),
-            placements: self
-                .placements
-                .state()
-                .iter()
-                .filter(|p| in_namespace(&p.metadata.namespace))
-                .map(|p| (**p).clone())
-                .collect(),
-            decisions: cloned(&self.decisions),
-            scores: cloned(&self.scores),
-        })
+        self.hub.snapshot(namespace)
     }
 }
