@@ -2,6 +2,8 @@
 //! and the placement simulator.
 
 pub mod addon;
+pub mod explain_server;
+pub mod hub_cache;
 pub mod kubectl_plugin;
 pub mod simulate;
 pub mod thanos;

@@ -28,6 +28,9 @@ enum Command {
     /// Reconcile TieredPlacements: keep one OCM Placement per TieredPlacement steered to the
     /// active tier(s), with failover, overflow and failback.
     Tiering(Box<ocm_score_hub::tiering::TieringArgs>),
+    /// Serve OCM's placement debug endpoint (`/debug/placements/`) over HTTPS from the live hub:
+    /// why a Placement gets the clusters it does, for callers the hub authenticates and authorizes.
+    ExplainServer(Box<ocm_score_hub::explain_server::ExplainServerArgs>),
 }
 
 /// Exit code for input the user must fix (files, flags, objects), like clap's usage errors.
@@ -47,6 +50,9 @@ fn main() -> ExitCode {
         }
         Command::Tiering(args) => {
             return block_on(|shutdown| ocm_score_hub::tiering::run(*args, shutdown));
+        }
+        Command::ExplainServer(args) => {
+            return block_on(|shutdown| ocm_score_hub::explain_server::run(*args, shutdown));
         }
     };
     match result {

@@ -1,0 +1,293 @@
+//! The `ocm-score-hub explain-server` mode in the process shell: the hub caches, the probe server,
+//! and the HTTPS server of `/debug/placements/`.
+
+use super::access::HubAccess;
+use super::config::ExplainServerArgs;
+use super::handler::{self, DebugRequest, HubError, HubView, MAX_BODY_BYTES};
+use super::metrics::Metrics;
+use super::tls::ReloadingCert;
+use crate::hub_cache::PlacementStores;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::{Bytes, Incoming};
+use hyper::{Request, Response, StatusCode, header};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use kube::api::Api;
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use ocm_score_shell::CancellationToken;
+use ocm_score_shell::probes::{ProbeServer, Probes};
+use ocm_score_shell::watch::{SharedWatch, as_is};
+use scheduler_core::api::{
+    AddOnPlacementScore, ManagedCluster, ManagedClusterSet, ManagedClusterSetBinding, Placement,
+    PlacementDecision,
+};
+use scheduler_core::placement::HubSnapshot;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+
+/// Exit code for a configuration the process cannot start with.
+const EXIT_CONFIG: u8 = 2;
+/// A client that never finishes its TLS handshake or request head is cut off after this.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The hub as the caches hold it; nothing is answered before every cache has listed its kind.
+struct CachedHub {
+    stores: PlacementStores,
+    synced: AtomicBool,
+}
+
+impl HubView for CachedHub {
+    fn placement(&self, namespace: &str, name: &str) -> Result<Option<Placement>, HubError> {
+        self.ensure_synced()?;
+        Ok(self
+            .stores
+            .placements
+            .get(&ObjectRef::new(name).within(namespace))
+            .map(|p| (*p).clone()))
+    }
+
+    fn snapshot(&self, namespace: &str) -> Result<HubSnapshot, HubError> {
+        self.ensure_synced()?;
+        self.stores
+            .snapshot(namespace)
+            .map_err(|e| HubError::Failed(e.to_string()))
+    }
+}
+
+impl CachedHub {
+    fn ensure_synced(&self) -> Result<(), HubError> {
+        if self.synced.load(Ordering::Acquire) {
+            Ok(())
+        } else {
+            Err(HubError::NotSynced("the placement engine's kinds"))
+        }
+    }
+}
+
+/// Ready once the caches have synced; always live.
+struct ServerProbes {
+    hub: Arc<CachedHub>,
+    metrics: Arc<Metrics>,
+}
+
+impl Probes for ServerProbes {
+    fn metrics(&self) -> String {
+        self.metrics.render()
+    }
+    fn live(&self) -> Result<(), String> {
+        Ok(())
+    }
+    fn ready(&self) -> Result<(), String> {
+        self.hub
+            .ensure_synced()
+            .map_err(|_| "hub caches not synced yet".to_owned())
+    }
+}
+
+/// Runs until `shutdown`. Exit code 2 for a bad configuration, 1 when the process cannot run, 0
+/// after a clean shutdown.
+pub async fn run(args: ExplainServerArgs, shutdown: CancellationToken) -> ExitCode {
+    let first_cert = match args.validate() {
+        Ok(cert) => cert,
+        Err(error) => {
+            eprintln!("error: invalid configuration: {error}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    let client = match ocm_score_shell::client::client(args.kubeconfig.as_deref(), "--kubeconfig").await {
+        Ok(client) => client,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let metrics = Arc::new(Metrics::default());
+    let cert = Arc::new(ReloadingCert::new(first_cert, {
+        let metrics = metrics.clone();
+        move |ok| metrics.tls_reloaded(ok)
+    }));
+    let tls = match cert.server_config() {
+        Ok(config) => TlsAcceptor::from(Arc::new(config)),
+        Err(error) => {
+            eprintln!("error: TLS configuration: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let listener = match TcpListener::bind(args.bind_address).await {
+        Ok(listener) => listener,
+        Err(error) => {
+            eprintln!(
+                "error: listening on {} (--bind-address): {error}",
+                args.bind_address
+            );
+            return ExitCode::FAILURE;
+        }
+    };
+
+    let clusters = SharedWatch::<ManagedCluster>::default();
+    let sets = SharedWatch::<ManagedClusterSet>::default();
+    let bindings = SharedWatch::<ManagedClusterSetBinding>::default();
+    let scores = SharedWatch::<AddOnPlacementScore>::default();
+    let placements = SharedWatch::<Placement>::default();
+    let decisions = SharedWatch::<PlacementDecision>::default();
+    let hub = Arc::new(CachedHub {
+        stores: PlacementStores {
+            clusters: clusters.store(),
+            cluster_sets: sets.store(),
+            bindings: bindings.store(),
+            scores: scores.store(),
+            placements: placements.store(),
+            decisions: decisions.store(),
+        },
+        synced: AtomicBool::new(false),
+    });
+    let everything = watcher::Config::default;
+    let _watches = [
+        clusters.spawn(Api::all(client.clone()), everything(), as_is),
+        sets.spawn(Api::all(client.clone()), everything(), as_is),
+        bindings.spawn(Api::all(client.clone()), everything(), as_is),
+        scores.spawn(Api::all(client.clone()), everything(), as_is),
+        placements.spawn(Api::all(client.clone()), everything(), as_is),
+        decisions.spawn(Api::all(client.clone()), everything(), as_is),
+    ];
+    let probes = Arc::new(ServerProbes {
+        hub: hub.clone(),
+        metrics: metrics.clone(),
+    });
+    let probe_server = match ProbeServer::start(args.probes.address(), probes, shutdown.clone()).await {
+        Ok(server) => server,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    tokio::spawn({
+        let hub = hub.clone();
+        let shutdown = shutdown.clone();
+        async move {
+            tokio::select! {
+                synced = hub.stores.synced() => match synced {
+                    Ok(()) => {
+                        hub.synced.store(true, Ordering::Release);
+                        tracing::info!("hub caches synced");
+                    }
+                    Err(error) => {
+                        tracing::error!(%error, "hub caches did not sync");
+                        shutdown.cancel();
+                    }
+                },
+                () = shutdown.cancelled() => {}
+            }
+        }
+    });
+    match listener.local_addr() {
+        Ok(addr) => tracing::info!(%addr, "serving https://{addr}/debug/placements/"),
+        Err(error) => tracing::warn!(%error, "the bound address is unknown"),
+    }
+    let access = Arc::new(HubAccess::new(client));
+    serve(listener, tls, access, hub, metrics, shutdown).await;
+    probe_server.stopped().await;
+    ExitCode::SUCCESS
+}
+
+async fn serve(
+    listener: TcpListener,
+    tls: TlsAcceptor,
+    access: Arc<HubAccess>,
+    hub: Arc<CachedHub>,
+    metrics: Arc<Metrics>,
+    shutdown: CancellationToken,
+) {
+    loop {
+        let accepted = tokio::select! {
+            () = shutdown.cancelled() => return,
+            accepted = listener.accept() => accepted,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(error) => {
+                tracing::warn!(%error, "accepting a connection failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let (tls, access, hub, metrics) = (tls.clone(), access.clone(), hub.clone(), metrics.clone());
+        tokio::spawn(async move {
+            let stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.accept(stream)).await {
+                Ok(Ok(stream)) => stream,
+                Ok(Err(error)) => {
+                    tracing::debug!(%error, "TLS handshake failed");
+                    return;
+                }
+                Err(_) => {
+                    tracing::debug!("TLS handshake timed out");
+                    return;
+                }
+            };
+            let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+                let (access, hub, metrics) = (access.clone(), hub.clone(), metrics.clone());
+                async move { Ok::<_, std::convert::Infallible>(respond(&access, &hub, &metrics, request).await) }
+            });
+            let connection = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HANDSHAKE_TIMEOUT)
+                .serve_connection(TokioIo::new(stream), service);
+            if let Err(error) = connection.await {
+                tracing::debug!(%error, "connection ended with an error");
+            }
+        });
+    }
+}
+
+async fn respond(
+    access: &HubAccess,
+    hub: &CachedHub,
+    metrics: &Metrics,
+    request: Request<Incoming>,
+) -> Response<Full<Bytes>> {
+    let started = Instant::now();
+    let (parts, body) = request.into_parts();
+    let method = parts.method.clone();
+    let reply = match Limited::new(body, MAX_BODY_BYTES + 1).collect().await {
+        Ok(collected) => {
+            let request = DebugRequest {
+                method: parts.method,
+                path: parts.uri.path().to_owned(),
+                authorization: parts
+                    .headers
+                    .get(header::AUTHORIZATION)
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_owned),
+                body: collected.to_bytes().to_vec(),
+            };
+            handler::handle(access, hub, request, jiff::Timestamp::now()).await
+        }
+        Err(error) => handler::Reply {
+            status: StatusCode::PAYLOAD_TOO_LARGE,
+            answer: super::answer::DebugAnswer::failed(format!(
+                "request body unreadable or over {MAX_BODY_BYTES} bytes: {error}"
+            )),
+        },
+    };
+    let took = started.elapsed();
+    metrics.answered(method.as_str(), reply.status.as_u16(), took);
+    tracing::info!(
+        method = %method,
+        path = %parts.uri.path(),
+        status = reply.status.as_u16(),
+        took_ms = took.as_millis() as u64,
+        "answered"
+    );
+    let body = serde_json::to_vec(&reply.answer).unwrap_or_else(|_| b"{}".to_vec());
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = reply.status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    response
+}

@@ -1,0 +1,393 @@
+//! The explain server's request handling held to OCM's own unit tests of its placement debug
+//! endpoint: every `debug*` vector of `tests/conformance/ocm-unit/ocm-unit-cases.yaml`
+//! (translated from OCM's `pkg/placement/debugger/debugger_test.go`), run through
+//! `explain_server::handler::handle` with an `Access` that answers as each vector's user and
+//! SubjectAccessReview do, and a hub holding the vector's objects (or failing where it injects a
+//! failure). scheduler-core skips these vectors (it serves no HTTP); this is where they run.
+//!
+//! Where OCM's test stubs its scheduler (`debugAggregate`), the envelope is checked with the
+//! stub's results; the dry run is also scheduled for real.
+
+use hyper::Method;
+use ocm_score_hub::explain_server::access::{Access, ReviewError, User, Verb, Verdict};
+use ocm_score_hub::explain_server::answer::{self, DebugAnswer, FilterResult, PrioritizerResult};
+use ocm_score_hub::explain_server::handler::{self, DebugRequest, HubError, HubView};
+use scheduler_core::api::{ManagedCluster, ManagedClusterSet, ManagedClusterSetBinding, Placement};
+use scheduler_core::placement::{HubObjects, HubSnapshot};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+const VECTORS: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../tests/conformance/ocm-unit/ocm-unit-cases.yaml"
+);
+
+const TOKEN: &str = "a-token";
+
+fn s(v: &Value) -> String {
+    v.as_str().unwrap_or_default().to_owned()
+}
+
+fn list(v: &Value) -> Vec<Value> {
+    v.as_array().cloned().unwrap_or_default()
+}
+
+/// The hub of a vector: its objects, and the lister it makes fail.
+struct Hub {
+    objects: HubObjects,
+    failure: Value,
+}
+
+impl HubView for Hub {
+    fn placement(&self, namespace: &str, name: &str) -> Result<Option<Placement>, HubError> {
+        if let Some(e) = self.failure.get("placementGet") {
+            return Err(HubError::Failed(s(e)));
+        }
+        Ok(self
+            .objects
+            .placements
+            .iter()
+            .find(|p| {
+                p.metadata.namespace.as_deref() == Some(namespace) && p.metadata.name.as_deref() == Some(name)
+            })
+            .cloned())
+    }
+
+    fn snapshot(&self, namespace: &str) -> Result<HubSnapshot, HubError> {
+        for injected in ["bindingList", "clusterList"] {
+            if let Some(e) = self.failure.get(injected) {
+                return Err(HubError::Failed(s(e)));
+            }
+        }
+        let mut objects = self.objects.clone();
+        objects
+            .bindings
+            .retain(|b| b.metadata.namespace.as_deref() == Some(namespace));
+        HubSnapshot::new(objects).map_err(|e| HubError::Failed(e.to_string()))
+    }
+}
+
+/// The vector's user and SubjectAccessReview; records the verbs asked.
+struct Auth {
+    user: Option<User>,
+    allowed: bool,
+    reason: String,
+    error: Option<String>,
+    asked: Mutex<Vec<(Verb, String)>>,
+}
+
+impl Auth {
+    fn of(auth: Option<&Value>) -> Self {
+        let auth = auth
+            .cloned()
+            .unwrap_or_else(|| json!({"user": "test-user", "groups": ["system:authenticated"]}));
+        Auth {
+            user: auth["user"].as_str().map(|name| User {
+                name: name.to_owned(),
+                groups: list(&auth["groups"]).iter().map(s).collect(),
+                ..User::default()
+            }),
+            allowed: auth["sarAllowed"].as_bool().unwrap_or(true),
+            reason: s(&auth["sarReason"]),
+            error: auth["sarError"].as_str().map(str::to_owned),
+            asked: Mutex::new(Vec::new()),
+        }
+    }
+}
+
+impl Access for Auth {
+    async fn authenticate(&self, token: &str) -> Result<Option<User>, ReviewError> {
+        Ok(self.user.clone().filter(|_| token == TOKEN))
+    }
+
+    async fn authorize(&self, _user: &User, verb: Verb, namespace: &str) -> Result<Verdict, ReviewError> {
+        self.asked
+            .lock()
+            .expect("not poisoned")
+            .push((verb, namespace.to_owned()));
+        if let Some(e) = &self.error {
+            return Err(ReviewError {
+                review: "SubjectAccessReview",
+                source: kube::Error::Service(e.clone().into()),
+            });
+        }
+        Ok(Verdict {
+            allowed: self.allowed,
+            reason: self.reason.clone(),
+        })
+    }
+}
+
+fn cluster(v: &Value) -> ManagedCluster {
+    serde_json::from_value(json!({"metadata": {"name": v["name"], "labels": v["labels"]}})).expect("cluster")
+}
+
+fn cluster_set(v: &Value) -> ManagedClusterSet {
+    serde_json::from_value(
+        json!({"metadata": {"name": v["name"]}, "spec": {"clusterSelector": v["clusterSelector"]}}),
+    )
+    .expect("cluster set")
+}
+
+fn binding(v: &Value) -> ManagedClusterSetBinding {
+    serde_json::from_value(
+        json!({"metadata": {"name": v["name"], "namespace": v["namespace"]},
+                                  "spec": {"clusterSet": v["clusterSet"]}}),
+    )
+    .expect("binding")
+}
+
+fn placement(v: &Value) -> Placement {
+    serde_json::from_value(
+        json!({"metadata": {"name": v["name"], "namespace": v["namespace"]}, "spec": v["spec"]}),
+    )
+    .expect("placement")
+}
+
+fn objects(v: &Value) -> HubObjects {
+    HubObjects {
+        clusters: list(&v["clusters"]).iter().map(cluster).collect(),
+        cluster_sets: list(&v["clusterSets"]).iter().map(cluster_set).collect(),
+        bindings: list(&v["bindings"]).iter().map(binding).collect(),
+        placements: list(&v["placements"]).iter().map(placement).collect(),
+        ..HubObjects::default()
+    }
+}
+
+/// The objects OCM's `TestDebuggerHandlerReportErr` and `TestDebuggerPermissionCheck` share.
+fn shared_objects() -> HubObjects {
+    objects(&json!({
+        "placements": [{"namespace": "test-ns", "name": "test-placement", "spec": {"clusterSets": ["test-set"]}}],
+        "clusters": [{"name": "cluster1", "labels": {"clusterset": "test-set"}}],
+        "clusterSets": [{"name": "test-set", "clusterSelector": {"selectorType": "LabelSelector",
+                          "labelSelector": {"matchLabels": {"clusterset": "test-set"}}}}],
+        "bindings": [{"namespace": "test-ns", "name": "test-set", "clusterSet": "test-set"}],
+    }))
+}
+
+fn request(r: &Value, with_token: bool) -> DebugRequest {
+    let body = match (&r["rawBody"], &r["body"]) {
+        (Value::String(raw), _) => raw.clone().into_bytes(),
+        (_, Value::Null) => Vec::new(),
+        (_, body) => serde_json::to_vec(body).expect("body"),
+    };
+    DebugRequest {
+        method: Method::from_bytes(s(&r["method"]).as_bytes()).expect("method"),
+        path: s(&r["path"]),
+        authorization: with_token.then(|| format!("Bearer {TOKEN}")),
+        body,
+    }
+}
+
+async fn run(auth: &Auth, hub: &Hub, r: &Value) -> handler::Reply {
+    let with_token = auth.user.is_some();
+    handler::handle(auth, hub, request(r, with_token), jiff::Timestamp::now()).await
+}
+
+fn json_of(answer: &DebugAnswer) -> Value {
+    serde_json::to_value(answer).expect("serializes")
+}
+
+type Check = Result<(), String>;
+
+fn ensure(ok: bool, why: impl FnOnce() -> String) -> Check {
+    if ok { Ok(()) } else { Err(why()) }
+}
+
+async fn debug_http(case: &Value) -> Check {
+    let auth = Auth::of(case.get("auth"));
+    let hub = Hub {
+        objects: shared_objects(),
+        failure: case["injectedFailure"].clone(),
+    };
+    let reply = run(&auth, &hub, &case["request"]).await;
+    let e = &case["expect"];
+    let body = json_of(&reply.answer);
+    let want_status = e["httpStatus"].as_u64().unwrap_or(0);
+    ensure(u64::from(reply.status.as_u16()) == want_status, || {
+        format!("status {} not {want_status}: {body}", reply.status)
+    })?;
+    if let Some(want) = e["errorContains"].as_str() {
+        let got = s(&body["error"]);
+        ensure(got.contains(want), || format!("error {got:?} lacks {want:?}"))?;
+    }
+    if e.get("error").is_some_and(|v| v.as_str() == Some("")) {
+        ensure(body.get("error").is_none(), || {
+            format!("an error where none belongs: {body}")
+        })?;
+    }
+    if let Some(verb) = e["sarVerb"].as_str() {
+        let asked = auth.asked.lock().expect("not poisoned").clone();
+        ensure(
+            asked.iter().map(|(v, _)| v.as_str()).collect::<Vec<_>>() == [verb],
+            || format!("SubjectAccessReviews asked {asked:?}, want one for {verb:?}"),
+        )?;
+        ensure(asked.iter().all(|(_, ns)| ns == "test-ns"), || {
+            format!("asked about another namespace: {asked:?}")
+        })?;
+    }
+    Ok(())
+}
+
+/// OCM maps error messages to codes; here each message's situation is brought about and its code
+/// checked.
+async fn permission_mapping(case: &Value) -> Check {
+    let message = s(&case["input"]["error"]);
+    let want = case["expect"]["httpStatus"].as_u64().unwrap_or(0);
+    let get = json!({"method": "GET", "path": "/debug/placements/test-ns/test-placement"});
+    let post = json!({"method": "POST", "path": "/debug/placements/",
+                      "body": {"metadata": {"name": "p", "namespace": "test-ns"}, "spec": {}}});
+    let denied = json!({"user": "u", "sarAllowed": false, "sarReason": "denied"});
+    let (auth, request) = if message.contains("user information not found") {
+        (json!({"user": null}), get)
+    } else if message.contains("permission to create") {
+        (denied, post)
+    } else if message.contains("permission to get") {
+        (denied, get)
+    } else if let Some(method) = message.strip_prefix("unsupported method ") {
+        (
+            json!({"user": "u"}),
+            json!({"method": method, "path": "/debug/placements/test-ns/test-placement"}),
+        )
+    } else if message.starts_with("failed to check permissions") {
+        (json!({"user": "u", "sarError": "boom"}), get)
+    } else {
+        return Err(format!("no situation known for {message:?}"));
+    };
+    let auth = Auth::of(Some(&auth));
+    let hub = Hub {
+        objects: shared_objects(),
+        failure: Value::Null,
+    };
+    let reply = run(&auth, &hub, &request).await;
+    ensure(u64::from(reply.status.as_u16()) == want, || {
+        format!("{message:?}: status {} not {want}", reply.status)
+    })
+}
+
+fn report_err(case: &Value) -> Check {
+    let got = json_of(&DebugAnswer::failed(s(&case["input"]["error"])));
+    ensure(got == case["expect"]["body"], || {
+        format!("body {got} not {}", case["expect"]["body"])
+    })
+}
+
+/// The envelope with the stub scheduler's results, and (for the dry run) the same request
+/// scheduled for real.
+async fn aggregate(case: &Value) -> Check {
+    let stub = &case["schedulerStub"];
+    let scores: BTreeMap<String, i64> =
+        serde_json::from_value(stub["prioritizerScores"].clone()).expect("scores");
+    let envelope = DebugAnswer {
+        filter_results: list(&stub["filterResults"])
+            .iter()
+            .map(|f| FilterResult {
+                name: s(&f["name"]),
+                filtered_clusters: list(&f["filteredClusters"]).iter().map(s).collect(),
+            })
+            .collect(),
+        prioritize_results: list(&stub["prioritizerResults"])
+            .iter()
+            .map(|p| PrioritizerResult {
+                name: s(&p["name"]),
+                weight: p["weight"].as_i64().unwrap_or(0) as i32,
+                scores: serde_json::from_value(p["scores"].clone()).expect("scores"),
+            })
+            .collect(),
+        aggregated_scores: answer::aggregated(scores.into_iter()),
+        ..DebugAnswer::default()
+    };
+    let got = json_of(&envelope);
+    let e = &case["expect"];
+    for key in ["filteredPipelineResults", "prioritizeResults", "aggregatedScores"] {
+        if let Some(want) = e.get(key) {
+            ensure(&got[key] == want, || format!("{key}: {} not {want}", got[key]))?;
+        }
+    }
+    if let Some(want) = e.get("placement") {
+        let auth = Auth::of(None);
+        let hub = Hub {
+            objects: objects(&case["objects"]),
+            failure: Value::Null,
+        };
+        let reply = run(&auth, &hub, &case["request"]).await;
+        let body = json_of(&reply.answer);
+        ensure(
+            reply.status.as_u16() == 200 && body.get("error").is_none(),
+            || format!("the dry run failed: {body}"),
+        )?;
+        for field in ["name", "namespace"] {
+            ensure(body["placement"]["metadata"][field] == want[field], || {
+                format!(
+                    "placement {field}: {} not {}",
+                    body["placement"]["metadata"][field], want[field]
+                )
+            })?;
+        }
+        ensure(body["placement"].get("status").is_none(), || {
+            "status echoed".into()
+        })?;
+    }
+    Ok(())
+}
+
+/// The clusters handed to scheduling: with an empty spec the predicate passes them all.
+async fn candidates(case: &Value) -> Check {
+    let auth = Auth::of(None);
+    let hub = Hub {
+        objects: objects(&case["objects"]),
+        failure: Value::Null,
+    };
+    let reply = run(&auth, &hub, &case["request"]).await;
+    let body = json_of(&reply.answer);
+    ensure(reply.status.as_u16() == 200, || {
+        format!("status {}: {body}", reply.status)
+    })?;
+    let passed = list(&body["filteredPipelineResults"][0]["filteredClusters"]).len() as u64;
+    let want = case["expect"]["candidateCount"].as_u64().unwrap_or(u64::MAX);
+    ensure(passed == want, || {
+        format!("{passed} candidates, not {want}: {body}")
+    })
+}
+
+#[tokio::test]
+async fn ocm_debug_endpoint_vectors() {
+    let text = std::fs::read_to_string(VECTORS).expect("the OCM unit vectors are readable");
+    let cases: Vec<Value> = serde_norway::from_str(&text).expect("vectors are a YAML list");
+    let mut ran: BTreeMap<String, usize> = BTreeMap::new();
+    let mut failed = Vec::new();
+    for case in &cases {
+        let kind = s(&case["kind"]);
+        let result = match kind.as_str() {
+            "debugHttp" => debug_http(case).await,
+            "debugPermissionErrMapping" => permission_mapping(case).await,
+            "debugReportErr" => report_err(case),
+            "debugAggregate" => aggregate(case).await,
+            "debugCandidates" => candidates(case).await,
+            _ => continue,
+        };
+        *ran.entry(kind).or_default() += 1;
+        if let Err(why) = result {
+            failed.push(format!("{}: {why}", s(&case["name"])));
+        }
+    }
+    // Every debug vector of the file, by kind: a vector added or dropped shows here.
+    let want: BTreeMap<String, usize> = [
+        ("debugAggregate", 2),
+        ("debugCandidates", 2),
+        ("debugHttp", 14),
+        ("debugPermissionErrMapping", 5),
+        ("debugReportErr", 1),
+    ]
+    .into_iter()
+    .map(|(k, n)| (k.to_owned(), n))
+    .collect();
+    assert_eq!(ran, want, "the debug vectors run, by kind");
+    assert!(
+        failed.is_empty(),
+        "{} failed:\n  {}",
+        failed.len(),
+        failed.join("\n  ")
+    );
+}
