@@ -13,6 +13,8 @@ const ALL_ON: &[&str] = &[
     "createNamespace=true",
     "thanosScorer.enabled=true",
     "thanosScorer.secretName=thanos-client",
+    "explainServer.enabled=true",
+    "explainServer.tls.secretName=explain-tls",
     "monitoring.podMonitor.enabled=true",
     "monitoring.prometheusRule.enabled=true",
     "monitoring.dashboard.enabled=true",
@@ -220,6 +222,40 @@ fn the_thanos_scorer_gets_its_config_secrets_and_a_rollout_on_change() {
 }
 
 #[test]
+fn the_explain_server_serves_tls_from_its_secret_with_a_service_and_no_lease() {
+    let objects = objects(ALL_ON);
+    let server = find(&objects, "Deployment", "ocm-score-explain-server").expect("explain server");
+    let pod = &server["spec"]["template"]["spec"];
+    assert_eq!(pod["serviceAccountName"], "ocm-score-explain-server");
+    let container = &pod["containers"][0];
+    assert_eq!(container["args"][0], "explain-server");
+    let env = container["env"].as_array().expect("env");
+    assert!(
+        !env.iter()
+            .any(|e| e["name"].as_str().is_some_and(|n| n.contains("LEADER"))),
+        "an unelected mode got Lease settings: {env:?}"
+    );
+    assert!(
+        pod["volumes"]
+            .as_array()
+            .expect("volumes")
+            .iter()
+            .any(|v| v["secret"]["secretName"] == "explain-tls")
+    );
+    let service = find(&objects, "Service", "ocm-score-explain-server").expect("service");
+    assert_eq!(service["spec"]["ports"][0]["port"], 443);
+    assert_eq!(service["spec"]["ports"][0]["targetPort"], "https");
+    assert!(find(&objects, "ClusterRole", "ocm-score-explain-server").is_some());
+    assert!(find(&objects, "PodMonitor", "ocm-score-explain-server").is_some());
+    // The elected modes keep theirs.
+    let tiering = find(&objects, "Deployment", "ocm-score-tiering").expect("tiering");
+    assert_eq!(
+        tiering["spec"]["template"]["spec"]["containers"][0]["env"][0]["name"],
+        "OCM_SCORE_LEADER_ELECTION_NAMESPACE"
+    );
+}
+
+#[test]
 fn bad_values_are_refused_naming_the_value() {
     for (value, says) in [
         ("install.strategy=Sometimes", "install.strategy=\"Sometimes\""),
@@ -236,4 +272,8 @@ fn bad_values_are_refused_naming_the_value() {
         .expect_err("an empty scorer config was accepted")
         .to_string();
     assert!(error.contains("thanosScorer.config"), "{error}");
+    let error = chart::template(&["explainServer.enabled=true"], false)
+        .expect_err("an explain server without a certificate was accepted")
+        .to_string();
+    assert!(error.contains("explainServer.tls.secretName"), "{error}");
 }

@@ -151,8 +151,13 @@ fn expositions() -> Vec<(&'static str, String)> {
     tiering.released_by_report(1);
     tiering.set_leader(true);
 
+    let explain = ocm_score_hub::explain_server::metrics::Metrics::default();
+    explain.answered("GET", 200, Duration::from_millis(3));
+    explain.tls_reloaded(true);
+
     vec![
         ("agent", agent.render()),
+        ("explain-server", explain.render()),
         ("addon-manager", ModeMetrics::render(&addon)),
         ("thanos-scorer", thanos.render()),
         ("tiering", ModeMetrics::render(&tiering)),

@@ -18,7 +18,8 @@ app.kubernetes.io/part-of: ocm-score
 {{/*
 A hub controller's Deployment. Arguments (a dict): root (the chart's `.`), name (the Deployment, its
 ServiceAccount and its Lease), container, values (the component's values), args (the mode and its
-flags), and optionally volumes/volumeMounts (lists) and annotations (pod template annotations).
+flags), and optionally volumes/volumeMounts/ports (lists), annotations (pod template annotations) and
+unelected (true for a mode without leader election: no Lease settings).
 */}}
 {{- define "ocm-score.deployment" -}}
 {{- $root := .root -}}
@@ -80,6 +81,7 @@ spec:
             - {{ . }}
             {{- end }}
           env:
+            {{- if not .unelected }}
             - name: OCM_SCORE_LEADER_ELECTION_NAMESPACE
               valueFrom:
                 fieldRef:
@@ -88,12 +90,16 @@ spec:
               valueFrom:
                 fieldRef:
                   fieldPath: metadata.name
+            {{- end }}
             - name: RUST_LOG
               value: {{ $root.Values.logLevel | quote }}
           ports:
             - name: metrics
               containerPort: 8080
               protocol: TCP
+            {{- with .ports }}
+            {{- toYaml . | nindent 12 }}
+            {{- end }}
           livenessProbe:
             httpGet:
               path: /healthz

@@ -351,6 +351,26 @@ impl ControlPlane {
         path: &Path,
     ) -> Result<(), Error> {
         let target = self.kube_cluster(cluster)?;
+        let token = self
+            .service_account_token(cluster, namespace, name, valid_for)
+            .await?;
+        let user = format!("system:serviceaccount:{namespace}:{name}");
+        pki::write(
+            path,
+            &pki::token_kubeconfig(&target.name, &target.server, &target.ca, &user, &token),
+        )
+    }
+
+    /// A token of ServiceAccount `namespace/name` on `cluster` from the TokenRequest API, valid for
+    /// `valid_for` (what `kubectl create token` prints).
+    pub async fn service_account_token(
+        &self,
+        cluster: &str,
+        namespace: &str,
+        name: &str,
+        valid_for: Duration,
+    ) -> Result<String, Error> {
+        let target = self.kube_cluster(cluster)?;
         let admin = client(&target.admin_kubeconfig).await?;
         let what = || format!("requesting a token for ServiceAccount {namespace}/{name} on {cluster}");
         let body = json!({
@@ -374,11 +394,15 @@ impl ControlPlane {
         if token.is_empty() {
             return Err(Error::Options(format!("{}: no token in the answer", what())));
         }
-        let user = format!("system:serviceaccount:{namespace}:{name}");
-        pki::write(
-            path,
-            &pki::token_kubeconfig(&target.name, &target.server, &target.ca, &user, token),
-        )
+        Ok(token.to_owned())
+    }
+
+    /// The arguments a component was started with (`hub-placement-controller`, ...).
+    pub fn component_args(&self, name: &str) -> Option<&[String]> {
+        self.components
+            .iter()
+            .find(|c| c.name() == name)
+            .map(Component::args)
     }
 
     fn kube_cluster(&self, cluster: &str) -> Result<&KubeCluster, Error> {
