@@ -4,11 +4,10 @@
 //! Every vector runs, except those whose subject is not part of a scheduling library. Those are
 //! skipped by kind, each with its reason (see `skip_reason`; `EXPECTED_SKIPS` names each one):
 //! - `debugHttp`, `debugReportErr`, `debugPermissionErrMapping`: the HTTP debug endpoint's status
-//!   codes, JSON error bodies and SubjectAccessReview checks. This crate has no HTTP server; the
-//!   `simulate` command is the offline counterpart of that endpoint.
-//! - `debugAggregate`: the endpoint's JSON envelope around a *stubbed* scheduler. The one rule it
-//!   exercises (aggregated scores sorted by score, then name) is checked by the `schedule` vectors
-//!   and the conformance cases.
+//!   codes, JSON error bodies and SubjectAccessReview checks. This crate has no HTTP server; they
+//!   run against `ocm-score-hub explain-server`'s handler in
+//!   `hub-controller/tests/explain_server_vectors.rs`.
+//! - `debugAggregate`: the endpoint's JSON envelope around a *stubbed* scheduler; it runs there too.
 
 use k8s_openapi::jiff::Timestamp;
 use scheduler_core::api::{
@@ -1061,9 +1060,9 @@ fn expectations_are_checked(case: &Value, kind: &str) -> Check {
     Ok(())
 }
 
-const HTTP_ENDPOINT: &str =
-    "HTTP debug endpoint (status codes, JSON error bodies, SubjectAccessReview): this crate serves no HTTP";
-const DEBUG_ENVELOPE: &str = "debug endpoint JSON envelope around a stubbed scheduler; its score/name ordering is covered by the schedule vectors and conformance cases";
+const HTTP_ENDPOINT: &str = "HTTP debug endpoint (status codes, JSON error bodies, SubjectAccessReview): \
+     this crate serves no HTTP; hub-controller/tests/explain_server_vectors.rs runs them";
+const DEBUG_ENVELOPE: &str = "debug endpoint JSON envelope around a stubbed scheduler: hub-controller/tests/explain_server_vectors.rs checks it";
 
 fn skip_reason(kind: &str) -> Option<&'static str> {
     match kind {
