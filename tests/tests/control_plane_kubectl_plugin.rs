@@ -363,6 +363,21 @@ async fn kubectl_ocm_score_explains_live_placements_and_scores() {
         "scores -l",
     );
     assert!(prod.contains("cluster1") && !prod.contains("cluster2"), "{prod}");
+    let narrow = ok(
+        plugin(
+            &plugin_dir,
+            &admin,
+            &["scores", "--score", "cpuAvailable", "--resource", SCORE],
+        ),
+        "scores --score --resource",
+    );
+    assert!(
+        narrow.contains("cpuAvailable") && !narrow.contains("memAvailable"),
+        "{narrow}"
+    );
+    let typo = plugin(&plugin_dir, &admin, &["scores", "--score", "cpuAvailabel"]);
+    assert_eq!(typo.code, 0, "{}", typo.stderr);
+    assert!(typo.stderr.contains("--score cpuAvailabel"), "{}", typo.stderr);
 
     // A TieredPlacement: its plan, from the live hub, before any controller acted on it.
     let crd = workspace_dir().join("charts/ocm-score/crds/tiering.ocm-score.io_tieredplacements.yaml");

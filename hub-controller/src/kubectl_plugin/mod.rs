@@ -85,6 +85,12 @@ pub struct ScoresArgs {
     /// `cluster`, `age`, `validUntil`, or a score name (highest first).
     #[arg(long, value_name = "FIELD", default_value = "cluster")]
     pub sort_by: scores::SortBy,
+    /// Only these scores (a column each): `--score cpuAvailable,memAvailable`, or the flag repeated.
+    #[arg(long = "score", value_name = "NAME", value_delimiter = ',')]
+    pub scores: Vec<String>,
+    /// Only the score objects of this name (`resource-usage-score`, `thanos-score`, ...).
+    #[arg(long, value_name = "NAME")]
+    pub resource: Option<String>,
 }
 
 #[derive(Debug, Error)]
@@ -217,6 +223,7 @@ async fn scores_command(
         &args.sort_by,
         jiff::Timestamp::now(),
     );
+    let (rows, unknown) = scores::narrow(rows, args.resource.as_deref(), &args.scores);
     let stdout = match format {
         Format::Table if rows.is_empty() => String::new(),
         Format::Table => scores::table(&rows),
@@ -233,6 +240,11 @@ async fn scores_command(
     if rows.is_empty() {
         warnings.push("no AddOnPlacementScores found".to_owned());
     }
+    warnings.extend(
+        unknown
+            .iter()
+            .map(|name| format!("--score {name}: no score object shown has a score of that name")),
+    );
     Ok(Output { stdout, warnings })
 }
 

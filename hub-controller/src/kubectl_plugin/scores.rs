@@ -119,6 +119,32 @@ pub fn rows(
     out
 }
 
+/// Only the score objects named `resource` (when given) and, in each, only the scores named in
+/// `names` (when any): the agent publishes ten scores, which make a table wider than a terminal.
+/// Returns the rows and the names no row has (a typo, or a score nobody publishes).
+pub fn narrow(rows: Vec<Row>, resource: Option<&str>, names: &[String]) -> (Vec<Row>, Vec<String>) {
+    let rows: Vec<Row> = rows
+        .into_iter()
+        .filter(|r| resource.is_none_or(|name| r.resource == name))
+        .collect();
+    let unknown = names
+        .iter()
+        .filter(|n| !rows.iter().any(|r| r.scores.contains_key(*n)))
+        .cloned()
+        .collect();
+    if names.is_empty() {
+        return (rows, unknown);
+    }
+    let rows = rows
+        .into_iter()
+        .map(|mut r| {
+            r.scores.retain(|name, _| names.contains(name));
+            r
+        })
+        .collect();
+    (rows, unknown)
+}
+
 /// kubectl's short age: `45s`, `12m`, `3h`, `2d`.
 fn age(d: Option<jiff::SignedDuration>) -> String {
     let Some(d) = d else { return "<unknown>".to_owned() };
@@ -238,5 +264,29 @@ mod tests {
             lines[1].contains("(EXPIRED)") && lines[1].contains(" - "),
             "{text}"
         );
+    }
+
+    #[test]
+    fn narrow_keeps_the_named_resource_and_scores_and_names_unknown_ones() {
+        let now = t("2026-11-26T10:30:00Z");
+        let mut thanos = score("a", &[("cpuBusiest", 40)], None);
+        thanos.metadata.name = Some("thanos-score".into());
+        let scores = vec![
+            score("a", &[("cpu", 10), ("mem", 3)], None),
+            score("b", &[("cpu", 50), ("mem", -3)], None),
+            thanos,
+        ];
+        let all = rows(&scores, &[], None, &SortBy::Cluster, now);
+        assert_eq!(all.len(), 3);
+        let (only_cpu, unknown) = narrow(all.clone(), None, &["cpu".to_owned(), "gpu".to_owned()]);
+        assert_eq!(unknown, ["gpu"]);
+        assert_eq!(only_cpu.len(), 3, "rows stay; their other scores go");
+        assert!(only_cpu.iter().all(|r| r.scores.keys().all(|k| k == "cpu")));
+        let text = table(&only_cpu);
+        assert!(!text.contains("mem") && !text.contains("cpuBusiest"), "{text}");
+        let (thanos_only, unknown) = narrow(all, Some("thanos-score"), &[]);
+        assert!(unknown.is_empty());
+        assert_eq!(thanos_only.len(), 1);
+        assert_eq!(thanos_only[0].scores.get("cpuBusiest"), Some(&40));
     }
 }
