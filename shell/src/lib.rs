@@ -6,6 +6,7 @@
 //! - [`args`]: the flags every mode shares (probe address, leader election), flattened into each
 //!   mode's own; [`logging`]: `--log-format` and the one `tracing` setup;
 //! - [`shutdown`]: one cancellation token per process, cancelled by SIGTERM or Ctrl-C;
+//! - [`http`]: the accept loop and HTTP/1.1 connection every server shares;
 //! - [`probes`]: one HTTP server (hyper) for `/metrics`, `/healthz` and `/readyz`, and the
 //!   [`probes::Heartbeat`] liveness is judged by; [`metrics`]: registries from `prometheus-client`;
 //! - [`leader`]: one Lease leader elector (a pure [`leader::Election`] plus its I/O) that steps down on
@@ -19,6 +20,7 @@
 pub mod args;
 pub mod cli;
 pub mod client;
+pub mod http;
 pub mod jitter;
 pub mod leader;
 pub mod logging;

@@ -5,7 +5,6 @@
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper::{Method, Request, Response, StatusCode, header};
-use hyper_util::rt::{TokioIo, TokioTimer};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -94,9 +93,6 @@ pub struct ProbeServer {
     task: JoinHandle<()>,
 }
 
-/// A client that never finishes its request head is cut off after this.
-const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
-
 impl ProbeServer {
     /// Binds `addr` (port 0 picks a free port; [`ProbeServer::addr`] tells which) and serves until
     /// `shutdown` is cancelled.
@@ -148,34 +144,17 @@ impl Drop for ProbeServer {
 }
 
 async fn serve(listener: TcpListener, probes: Arc<dyn Probes>, shutdown: CancellationToken) {
-    loop {
-        let accepted = tokio::select! {
-            () = shutdown.cancelled() => return,
-            accepted = listener.accept() => accepted,
-        };
-        let stream = match accepted {
-            Ok((stream, _)) => stream,
-            Err(error) => {
-                tracing::warn!(%error, "accepting a metrics/probe connection failed");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
+    crate::http::accept_until(listener, shutdown, "metrics/probe", |stream| {
         let probes = probes.clone();
-        tokio::spawn(async move {
+        async move {
             let service = hyper::service::service_fn(move |request: Request<Incoming>| {
                 let response = respond(probes.as_ref(), &request);
                 async move { Ok::<_, std::convert::Infallible>(response) }
             });
-            let connection = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(HEADER_READ_TIMEOUT)
-                .serve_connection(TokioIo::new(stream), service);
-            if let Err(error) = connection.await {
-                tracing::debug!(%error, "metrics/probe connection ended with an error");
-            }
-        });
-    }
+            crate::http::serve_http1(stream, service, "metrics/probe").await;
+        }
+    })
+    .await;
 }
 
 fn respond(probes: &dyn Probes, request: &Request<Incoming>) -> Response<Full<Bytes>> {

@@ -10,7 +10,6 @@ use crate::hub_cache::PlacementStores;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response, StatusCode, header};
-use hyper_util::rt::{TokioIo, TokioTimer};
 use kube::api::Api;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
@@ -31,7 +30,7 @@ use tokio_rustls::TlsAcceptor;
 
 /// Exit code for a configuration the process cannot start with.
 const EXIT_CONFIG: u8 = 2;
-/// A client that never finishes its TLS handshake or request head is cut off after this.
+/// A client that never finishes its TLS handshake is cut off after this.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The hub as the caches hold it; nothing is answered before every cache has listed its kind.
@@ -202,21 +201,9 @@ async fn serve(
     metrics: Arc<Metrics>,
     shutdown: CancellationToken,
 ) {
-    loop {
-        let accepted = tokio::select! {
-            () = shutdown.cancelled() => return,
-            accepted = listener.accept() => accepted,
-        };
-        let stream = match accepted {
-            Ok((stream, _)) => stream,
-            Err(error) => {
-                tracing::warn!(%error, "accepting a connection failed");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
+    ocm_score_shell::http::accept_until(listener, shutdown, "explain", |stream| {
         let (tls, access, hub, metrics) = (tls.clone(), access.clone(), hub.clone(), metrics.clone());
-        tokio::spawn(async move {
+        async move {
             let stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.accept(stream)).await {
                 Ok(Ok(stream)) => stream,
                 Ok(Err(error)) => {
@@ -232,15 +219,10 @@ async fn serve(
                 let (access, hub, metrics) = (access.clone(), hub.clone(), metrics.clone());
                 async move { Ok::<_, std::convert::Infallible>(respond(&access, &hub, &metrics, request).await) }
             });
-            let connection = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(HANDSHAKE_TIMEOUT)
-                .serve_connection(TokioIo::new(stream), service);
-            if let Err(error) = connection.await {
-                tracing::debug!(%error, "connection ended with an error");
-            }
-        });
-    }
+            ocm_score_shell::http::serve_http1(stream, service, "explain").await;
+        }
+    })
+    .await;
 }
 
 async fn respond(
