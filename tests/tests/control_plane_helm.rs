@@ -123,6 +123,8 @@ async fn helm_installs_upgrades_and_uninstalls_the_addon_on_real_kubelets() {
             vec![
                 "thanosScorer.enabled=true",
                 "thanosScorer.secretName=thanos-client",
+                "explainServer.enabled=true",
+                "explainServer.tls.secretName=explain-tls",
                 "install.strategy=Manual",
                 "agent.nodeSelector.pool=agents",
                 "agent.tolerations[0].key=dedicated",
@@ -147,6 +149,15 @@ async fn helm_installs_upgrades_and_uninstalls_the_addon_on_real_kubelets() {
             out.contains("deployment.apps/ocm-score-addon-manager"),
             "{name}: {out}"
         );
+        if name == "optional parts on" {
+            for object in [
+                "deployment.apps/ocm-score-explain-server",
+                "service/ocm-score-explain-server",
+                "clusterrole.rbac.authorization.k8s.io/ocm-score-explain-server",
+            ] {
+                assert!(out.contains(object), "{name}: no {object} in {out}");
+            }
+        }
     }
 
     step("helm install");
