@@ -10,7 +10,10 @@
 //! `cargo bench -p ocm-score-tests --bench control_plane_agent`. Sizes from the environment:
 //! `AGENT_NODES` (5000), `AGENT_PODS` (150000), `AGENT_IDLE_SECONDS` (60), `AGENT_CHURN_SECONDS`
 //! (60), `AGENT_CHURN_RATE` (pods created per second in the churn window, each deleted 5 s later;
-//! 10), `AGENT_LOAD_CONCURRENCY` (requests in flight while loading; 32).
+//! 10), `AGENT_LOAD_CONCURRENCY` (requests in flight while loading; 32), `AGENT_HOLD_SECONDS` (0:
+//! how long to keep the loaded control plane and the agent up after the table, to measure other
+//! agents against the same cluster; the agent's pid and working directory are printed, and creating
+//! a file `release` in that directory ends the hold early).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -68,6 +71,16 @@ fn memory_kib(pid: u32) -> (u64, u64) {
             .unwrap_or(0)
     };
     (kib("VmRSS:"), kib("VmHWM:"))
+}
+
+/// Where the resident memory is: `RssAnon` (heap and stacks) and `RssFile` (the mapped binary), KiB.
+fn resident_split_kib(pid: u32) -> (u64, u64) {
+    let kib = |key| {
+        proc_field(pid, "status", key)
+            .and_then(|v| v.trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or(0)
+    };
+    (kib("RssAnon:"), kib("RssFile:"))
 }
 
 /// User + system CPU time of a process, seconds (`/proc/<pid>/stat` fields 14 and 15).
@@ -337,6 +350,7 @@ async fn main() -> anyhow::Result<()> {
     let churn_window = Duration::from_secs(env_usize("AGENT_CHURN_SECONDS", 60)? as u64);
     let rate = env_usize("AGENT_CHURN_RATE", 10)?;
     let concurrency = env_usize("AGENT_LOAD_CONCURRENCY", 32)?.max(1);
+    let hold = Duration::from_secs(env_usize("AGENT_HOLD_SECONDS", 0)? as u64);
 
     let cp = ControlPlane::builder()
         .clusters(2)
@@ -371,6 +385,7 @@ async fn main() -> anyhow::Result<()> {
     }
     let first_score = started.elapsed();
     let at_first_score = memory_kib(pid);
+    let split_at_first_score = resident_split_kib(pid);
     progress(&format!("first score after {:.1} s", first_score.as_secs_f64()));
     let counted = scrape(&agent)
         .await
@@ -424,6 +439,11 @@ async fn main() -> anyhow::Result<()> {
         mib(at_first_score.1)
     );
     println!(
+        "| of which at first score: heap and stacks (RssAnon); mapped binary and libraries (RssFile) | {}; {} | — |",
+        mib(split_at_first_score.0),
+        mib(split_at_first_score.1)
+    );
+    println!(
         "| idle, {} s: CPU; RSS after (VmRSS; VmHWM) | {idle_cpu:.1} millicores; {}; {} | — |",
         idle.as_secs(),
         mib(after_idle.0),
@@ -435,5 +455,17 @@ async fn main() -> anyhow::Result<()> {
         mib(after_churn.0),
         mib(after_churn.1)
     );
+    if !hold.is_zero() {
+        progress(&format!(
+            "holding the loaded cluster for {} s: agent pid {pid}, its files in {}",
+            hold.as_secs(),
+            dir.path().display()
+        ));
+        let release = dir.path().join("release");
+        let started = Instant::now();
+        while started.elapsed() < hold && !release.exists() {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
     Ok(())
 }

@@ -883,7 +883,7 @@ proptest! {
 }
 
 #[test]
-fn an_index_without_shapes_keeps_no_pods_still_reports_unreadable_ones_and_asks_for_a_relist() {
+fn an_index_without_shapes_keeps_no_objects_still_reports_unreadable_ones_and_asks_for_a_relist() {
     let mut idx = index(
         &[],
         FitsOptions::default(),
@@ -901,6 +901,15 @@ fn an_index_without_shapes_keeps_no_pods_still_reports_unreadable_ones_and_asks_
     );
     idx.delete_pod("ns", "z");
     assert_eq!(idx.invalid_objects().count(), 0);
+    let mut node = n("b", 4000, None, 110).slim();
+    node.status.allocatable.0[2].1 = QuantityText("many".into());
+    assert!(idx.apply_node(&node).is_err(), "a node is still read");
+    assert_eq!(idx.invalid_objects().count(), 1);
+    idx.delete_node("b");
+    assert_eq!(idx.invalid_objects().count(), 0, "and forgotten");
+    idx.begin_node_relist();
+    idx.finish_node_relist();
+    assert_eq!(replicas(&mut idx), Vec::<u64>::new());
     assert_eq!(idx.set_shapes(compile_shapes(&[]).0), Ok(false), "still none");
     let (set, _) = compile_shapes(&[shape("s", "requests: {cpu: 1}")]);
     assert_eq!(

@@ -6,7 +6,8 @@
 //! ordered-set updates per resource it requests, never a rescan of the cluster.
 //!
 //! Only pods that hold resources are kept: bound to a node and not Succeeded/Failed. Each is stored
-//! as its node's slot number and its effective requests, nothing else of the object.
+//! as its node's slot number and the id of its effective requests in a [`RequestTable`] (pods of one
+//! workload share one vector), nothing else of the object.
 
 use super::invalid::{InvalidObjects, ObjectError};
 use super::keys::{FastMap, join_key, pod_key};
@@ -14,6 +15,7 @@ use super::objects::{SlimNode, SlimPod};
 use super::pod::effective_requests;
 use super::quantity::parse_quantity;
 use super::relist::Relist;
+use super::requests::{RequestId, RequestTable};
 use super::resources::{MAX_RESOURCES, ResourceSet};
 use super::slots::{self, NodeSlots};
 use super::view::{Figures, ResourceView};
@@ -45,7 +47,7 @@ impl NodeSlot {
 #[derive(Debug)]
 struct PodEntry {
     node: u32,
-    requests: Box<[i64]>,
+    requests: RequestId,
     epoch: u32,
 }
 
@@ -62,6 +64,8 @@ pub struct Ledger {
     resources: ResourceSet,
     nodes: NodeSlots<NodeState, ()>,
     pods: FastMap<Box<str>, PodEntry>,
+    /// The pods' effective requests.
+    requests: RequestTable,
     invalid: InvalidObjects,
     eligible_nodes: usize,
     allocatable_sum: Box<[i128]>,
@@ -82,6 +86,7 @@ impl Ledger {
         Self {
             nodes: NodeSlots::new(),
             pods: FastMap::default(),
+            requests: RequestTable::new(n),
             invalid: InvalidObjects::default(),
             eligible_nodes: 0,
             allocatable_sum: vec![0; n].into_boxed_slice(),
@@ -126,15 +131,17 @@ impl Ledger {
             known = true;
             let slot = entry.node;
             if *self.nodes[slot as usize].name == *node_name {
-                if entry.requests == requests {
+                let old = self.requests.get(entry.requests);
+                if *old == *requests {
                     return Ok(false);
                 }
                 // Same node, new requests: charge the difference.
                 let mut delta = [0i128; MAX_RESOURCES];
-                for (r, (new, old)) in requests.iter().zip(entry.requests.iter()).enumerate() {
+                for (r, (new, old)) in requests.iter().zip(old).enumerate() {
                     delta[r] = i128::from(*new) - i128::from(*old);
                 }
-                entry.requests = requests;
+                self.requests.release(entry.requests);
+                entry.requests = self.requests.acquire(&requests);
                 return Ok(self.charge(slot, &delta[..self.resources.len()]));
             }
         }
@@ -143,6 +150,7 @@ impl Ledger {
         let node = self.slot_for(node_name);
         self.nodes[node as usize].pods += 1;
         let added = self.charge(node, &widen(&requests, 1)[..requests.len()]);
+        let requests = self.requests.acquire(&requests);
         self.pods.insert(
             key.into_boxed_str(),
             PodEntry {
@@ -165,7 +173,9 @@ impl Ledger {
         let Some(entry) = self.pods.remove(key) else {
             return false;
         };
-        let changed = self.charge(entry.node, &widen(&entry.requests, -1)[..entry.requests.len()]);
+        let n = self.resources.len();
+        let changed = self.charge(entry.node, &widen(self.requests.get(entry.requests), -1)[..n]);
+        self.requests.release(entry.requests);
         self.nodes[entry.node as usize].pods -= 1;
         self.nodes.release_if_unused(entry.node);
         changed
@@ -280,7 +290,7 @@ impl Ledger {
         }
         for pod in self.pods.values() {
             let requested = &mut self.nodes[pod.node as usize].requested;
-            for (sum, amount) in requested.iter_mut().zip(pod.requests.iter()) {
+            for (sum, amount) in requested.iter_mut().zip(self.requests.get(pod.requests)) {
                 *sum += i128::from(*amount);
             }
         }

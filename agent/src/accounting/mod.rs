@@ -9,6 +9,7 @@ pub mod objects;
 pub mod pod;
 pub mod quantity;
 mod relist;
+mod requests;
 pub mod resources;
 mod slots;
 pub mod view;

@@ -11,7 +11,7 @@ use super::deployment_config::{AgentConfig, override_image};
 use super::names;
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, DeploymentStrategy};
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, ContainerPort, HTTPGetAction, Namespace, PodSecurityContext, PodSpec,
+    Capabilities, Container, ContainerPort, EnvVar, HTTPGetAction, Namespace, PodSecurityContext, PodSpec,
     PodTemplateSpec, Probe, ResourceRequirements, SeccompProfile, SecretVolumeSource, SecurityContext,
     ServiceAccount, Volume, VolumeMount,
 };
@@ -206,6 +206,15 @@ pub fn agent_args(input: &RenderInput<'_>) -> Vec<String> {
     args
 }
 
+/// glibc's malloc settings for the agent (read by the dynamic loader at start). A fixed
+/// `mmap_threshold` of 128 KiB (glibc's initial value) stops glibc from raising it after the first
+/// large free: every list page the agent reads (megabytes of JSON, in several copies) is then
+/// mapped and unmapped on its own instead of being carved out of the heap, where the pages left
+/// free among the long-lived ledger entries stayed resident. Measured on a real API server with
+/// 5,000 nodes and 150,000 pods (docs/benchmarks.md): 16 MiB of the agent's 52 MiB were free heap;
+/// with this setting 5 MiB of 41 MiB.
+pub const MALLOC_TUNABLES: &str = "glibc.malloc.mmap_threshold=131072";
+
 fn http_probe(path: &str, period: i32) -> Probe {
     Probe {
         http_get: Some(HTTPGetAction {
@@ -227,6 +236,11 @@ fn deployment(input: &RenderInput<'_>) -> Deployment {
         image_pull_policy: Some(input.defaults.image_pull_policy.clone()),
         command: Some(vec![cli::BINARY.to_string()]),
         args: Some(agent_args(input)),
+        env: Some(vec![EnvVar {
+            name: "GLIBC_TUNABLES".into(),
+            value: Some(MALLOC_TUNABLES.into()),
+            ..Default::default()
+        }]),
         ports: Some(vec![ContainerPort {
             name: Some("metrics".into()),
             container_port: cli::METRICS_PORT,
@@ -412,6 +426,10 @@ mod tests {
         );
         assert_eq!(container["resources"]["requests"]["cpu"], "20m");
         assert_eq!(container["command"], serde_json::json!(["ocm-score-agent"]));
+        assert_eq!(
+            container["env"],
+            serde_json::json!([{"name": "GLIBC_TUNABLES", "value": MALLOC_TUNABLES}])
+        );
         let args: Vec<&str> = container["args"]
             .as_array()
             .into_iter()
