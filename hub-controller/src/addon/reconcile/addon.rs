@@ -4,10 +4,12 @@
 
 use super::{Context, Error, adopt_score, ensure, error_policy, merge_metadata, observed};
 use crate::addon::availability::{self, HealthMode};
+use crate::addon::conditions::MANIFEST_APPLIED;
 use crate::addon::conditions::{CONFIGURED, Change, DEGRADED, Desired, REGISTRATION_APPLIED, Status};
 use crate::addon::config_refs::{self, ConfigKey, ObservedConfig};
 use crate::addon::deployment_config::{AgentConfig, agent_config};
 use crate::addon::install::{self, Lifecycle};
+use crate::addon::rollout::{self, Hold};
 use crate::addon::status::{OwnedStatus, status_patch};
 use crate::addon::{agent_manifests, hub_rbac, names, ownership, registration, work};
 use jiff::Timestamp;
@@ -146,6 +148,24 @@ fn owner_reference(addon: &ManagedClusterAddOn) -> OwnerReference {
     }
 }
 
+/// An AddOnDeploymentConfig from the cache.
+fn config_object(ctx: &Context, key: &ConfigKey) -> Option<Arc<kube::api::DynamicObject>> {
+    let resource = ApiResource::erase::<AddOnDeploymentConfig>(&());
+    ctx.stores
+        .configs
+        .get(&ObjectRef::new_with(&key.name, resource).within(&key.namespace))
+}
+
+/// Spec hash and generation of an AddOnDeploymentConfig, `None` when it does not exist.
+fn config_state(ctx: &Context, key: &ConfigKey) -> Option<(String, i64)> {
+    config_object(ctx, key).map(|object| {
+        (
+            crate::addon::spec_hash::spec_hash_of_object(&object),
+            object.metadata.generation.unwrap_or_default(),
+        )
+    })
+}
+
 /// The desired config object and, when it resolves, the agent configuration from it.
 struct Configuration {
     observed: Option<ObservedConfig>,
@@ -171,12 +191,7 @@ fn resolve_configuration(
             result: Ok(AgentConfig::default()),
         };
     };
-    let resource = ApiResource::erase::<AddOnDeploymentConfig>(&());
-    let object = ctx
-        .stores
-        .configs
-        .get(&ObjectRef::new_with(&key.name, resource).within(&key.namespace));
-    let Some(object) = object else {
+    let Some(object) = config_object(ctx, &key) else {
         let result = Err(format!("AddOnDeploymentConfig {key} not found"));
         return Configuration {
             observed: Some(ObservedConfig { key, found: None }),
@@ -209,15 +224,37 @@ async fn apply(
     let lifecycle = install::lifecycle(cma);
     let owner = owner_reference(addon);
     let configuration = resolve_configuration(ctx, lifecycle, cma, addon, cluster);
-    ctx.set_config_invalid(cluster, configuration.result.is_err());
+    // Under OCM's addon-manager the references are OCM's list with our part filled in: always
+    // derived from the list the write goes into, never from an older read.
+    let references = |latest: &ManagedClusterAddOn| {
+        let existing = latest
+            .status
+            .as_ref()
+            .map(|s| s.config_references.as_slice())
+            .unwrap_or_default();
+        config_refs::addon_manager_references(existing, &latest.spec.configs, |key| config_state(ctx, key))
+    };
+    // Under OCM's addon-manager the work follows OCM's rollout, not the newest config.
+    let rollout_references = (lifecycle == Lifecycle::AddonManager).then(|| references(addon));
+    let gate = match &rollout_references {
+        Some(refs) => rollout::render_gate(addon, refs, |key| config_state(ctx, key).map(|(h, _)| h)),
+        None => Ok(()),
+    };
+    let render_config = match (&gate, &configuration.result) {
+        (Ok(()), Ok(config)) => Some(config),
+        _ => None,
+    };
+    // A cluster held back by the rollout does not use the new config, valid or not.
+    let config_in_use = gate.as_ref().err().is_none_or(Hold::is_error);
+    ctx.set_config_invalid(cluster, config_in_use && configuration.result.is_err());
     let registrations = registration::registrations(addon_name, addon);
-    // An invalid config decides nothing: the namespace stays where the running agent is.
-    let namespace = match &configuration.result {
-        Ok(config) => Some(registration::install_namespace(
+    // A config we do not render decides nothing: the namespace stays where the running agent is.
+    let namespace = match render_config {
+        Some(config) => Some(registration::install_namespace(
             addon,
             config.install_namespace.as_deref(),
         )),
-        Err(_) => addon.status.as_ref().and_then(|s| s.namespace.clone()),
+        None => addon.status.as_ref().and_then(|s| s.namespace.clone()),
     };
 
     // Creating an owned object for an add-on that is already gone would outlive it until the garbage
@@ -235,8 +272,8 @@ async fn apply(
             .bindings
             .get(&ObjectRef::new(&role_name).within(cluster))
             .is_none()
-        // The work is only created from a valid config.
-        || (configuration.result.is_ok()
+        // The work is only created from a valid config the rollout lets us render.
+        || (render_config.is_some()
             && ctx
                 .stores
                 .works
@@ -275,14 +312,15 @@ async fn apply(
         failure.get_or_insert(e);
     }
 
-    // The agent ManifestWork: rendered only from a valid config; otherwise the last good one stays.
+    // The agent ManifestWork: rendered only from a valid config the rollout lets us render;
+    // otherwise the last good one stays (never deleted: OCM's rollout may still be on it).
     let cached_work = ctx
         .stores
         .works
         .get(&ObjectRef::new(&names::deploy_work_name(addon_name)).within(cluster));
     let mut work_now = cached_work.as_deref().cloned();
     let mut apply_error = None;
-    if let (Ok(config), Some(namespace)) = (&configuration.result, &namespace) {
+    if let (Some(config), Some(namespace)) = (render_config, &namespace) {
         let input = agent_manifests::RenderInput {
             addon: addon_name,
             cluster,
@@ -294,7 +332,10 @@ async fn apply(
             cluster: cluster.into(),
             source,
         })?;
-        let hashes = config_refs::work_config_hashes(configuration.observed.as_ref());
+        let hashes = match &rollout_references {
+            Some(refs) => config_refs::configs_to_map(refs),
+            None => config_refs::work_config_hashes(configuration.observed.as_ref()),
+        };
         let desired = work::deploy_work(addon_name, cluster, &owner, manifests, &hashes);
         let api: Api<ManifestWork> = Api::namespaced(ctx.client.clone(), cluster);
         match ensure(ctx, &api, cached_work, &desired, work::up_to_date, work::updated).await {
@@ -305,11 +346,25 @@ async fn apply(
             }
         }
     }
-    changes.extend(availability::manifest_applied(
-        addon_name,
-        work_now.as_ref(),
-        apply_error.as_deref(),
-    ));
+    let manifest_applied =
+        availability::manifest_applied(addon_name, work_now.as_ref(), apply_error.as_deref());
+    changes.extend(manifest_applied.or_else(|| {
+        // OCM's progressing controller judges nothing until ManifestApplied exists; with no work
+        // yet, say why (so a cluster OCM is waiting for counts toward its progress deadline).
+        let waiting = match (&gate, &configuration.result) {
+            (Err(hold), _) => hold.to_string(),
+            (Ok(()), Err(e)) => e.clone(),
+            (Ok(()), Ok(_)) => return None,
+        };
+        (lifecycle == Lifecycle::AddonManager && work_now.is_none()).then(|| {
+            Change::Set(Desired::new(
+                MANIFEST_APPLIED,
+                Status::False,
+                "WaitingForConfiguration",
+                waiting,
+            ))
+        })
+    }));
     if settings.health == HealthMode::DeploymentAvailability && !cluster_availability_unknown(ctx, cluster) {
         let ns = namespace
             .clone()
@@ -321,33 +376,34 @@ async fn apply(
             &names::agent_name(addon_name),
         )));
     }
-    changes.push(Change::Set(config_condition(lifecycle, &configuration)));
+    changes.extend(config_condition(lifecycle, &configuration, &gate).map(Change::Set));
 
     let applied_hash = applied_config_hash(work_now.as_ref(), configuration.observed.as_ref());
-    // Under OCM's addon-manager the references are OCM's list with our hashes in it: always derived
-    // from the list the write goes into, never from an older read.
-    let references = |existing: &ManagedClusterAddOn| {
-        let existing = existing
+    let self_managed_references = |latest: &ManagedClusterAddOn| {
+        let existing = latest
             .status
             .as_ref()
-            .map(|s| s.config_references.clone())
+            .map(|s| s.config_references.as_slice())
             .unwrap_or_default();
-        config_refs::config_references(
-            lifecycle,
-            &existing,
+        config_refs::self_managed_references(
+            existing,
             configuration.observed.as_ref(),
             applied_hash.as_deref(),
         )
+    };
+    let references_of = |latest: &ManagedClusterAddOn| match lifecycle {
+        Lifecycle::AddonManager => references(latest),
+        Lifecycle::SelfManaged => self_managed_references(latest),
     };
     let owned = OwnedStatus {
         supported_configs: config_refs::supported_configs(),
         registrations,
         namespace,
         health_mode: settings.health.status_mode(),
-        config_references: references(addon),
+        config_references: references_of(addon),
         conditions: changes,
     };
-    write_status(ctx, addon, cluster, owned, references).await?;
+    write_status(ctx, addon, cluster, owned, references_of).await?;
     match failure {
         Some(e) => Err(e),
         None => Ok(Action::requeue(settings.resync)),
@@ -355,13 +411,30 @@ async fn apply(
 }
 
 /// `Configured` when we run the lifecycle; under OCM's addon-manager that condition is OCM's, so a
-/// bad config shows as `Degraded` instead.
-fn config_condition(lifecycle: Lifecycle, configuration: &Configuration) -> Desired {
+/// bad config shows as `Degraded` instead, and only for a config this cluster should run: a cluster
+/// the rollout holds back is left as it is (`None`), except when its config is missing.
+fn config_condition(
+    lifecycle: Lifecycle,
+    configuration: &Configuration,
+    gate: &Result<(), Hold>,
+) -> Option<Desired> {
     let which = configuration
         .observed
         .as_ref()
         .map(|o| format!("AddOnDeploymentConfig {}", o.key));
-    match (lifecycle, &configuration.result) {
+    match gate {
+        Err(hold) if hold.is_error() => {
+            return Some(Desired::new(
+                DEGRADED,
+                Status::True,
+                "InvalidConfiguration",
+                format!("{hold}; the last good agent configuration stays deployed"),
+            ));
+        }
+        Err(_) => return None,
+        Ok(()) => {}
+    }
+    let desired = match (lifecycle, &configuration.result) {
         (Lifecycle::SelfManaged, Ok(_)) => Desired::new(
             CONFIGURED,
             Status::True,
@@ -388,7 +461,8 @@ fn config_condition(lifecycle: Lifecycle, configuration: &Configuration) -> Desi
             "InvalidConfiguration",
             format!("{e}; the last good agent configuration stays deployed"),
         ),
-    }
+    };
+    Some(desired)
 }
 
 /// The config hash of the current work, when the work agent reports it applied.
