@@ -139,27 +139,18 @@ impl Fleet<'_> {
     }
 
     async fn view(&self, cluster: &str) -> ClusterView {
-        let mcas = self
-            .api(ADDON_GROUP, "v1alpha1", "ManagedClusterAddOn", Some(cluster))
-            .await;
-        let mca = mcas
-            .get_opt(ADDON)
-            .await
-            .ok()
-            .flatten()
-            .and_then(|m| serde_json::to_value(m).ok())
-            .unwrap_or_default();
-        let reference = adc_reference(mca.pointer("/status/configReferences"));
-        let progressing = condition(&mca, "Progressing").and_then(|c| {
-            Some((
-                c["status"].as_str()?.to_owned(),
-                c["reason"].as_str()?.to_owned(),
-                c["lastTransitionTime"].as_str()?.parse().ok()?,
-            ))
-        });
-        let degraded_reason = condition(&mca, "Degraded")
-            .filter(|c| c["status"] == "True")
-            .map(|c| c["reason"].as_str().unwrap_or_default().to_owned());
+        // What the cluster runs is read before what OCM wants of it: a work seen moved then has its
+        // add-on seen moved too (the reverse order could catch OCM's move between the two reads).
+        let refresh_arg = match self.cp.cluster_client(cluster).await {
+            Ok(managed) => agent_deployment(&managed)
+                .await
+                .and_then(|d| d.spec?.template.spec?.containers.first()?.args.clone())
+                .unwrap_or_default()
+                .into_iter()
+                .find(|a| a.starts_with("--refresh-interval="))
+                .unwrap_or_default(),
+            Err(_) => String::new(),
+        };
         let works = self
             .api(
                 "work.open-cluster-management.io",
@@ -188,16 +179,27 @@ impl Fleet<'_> {
                 )
             })
             .unwrap_or_default();
-        let refresh_arg = match self.cp.cluster_client(cluster).await {
-            Ok(managed) => agent_deployment(&managed)
-                .await
-                .and_then(|d| d.spec?.template.spec?.containers.first()?.args.clone())
-                .unwrap_or_default()
-                .into_iter()
-                .find(|a| a.starts_with("--refresh-interval="))
-                .unwrap_or_default(),
-            Err(_) => String::new(),
-        };
+        let mcas = self
+            .api(ADDON_GROUP, "v1alpha1", "ManagedClusterAddOn", Some(cluster))
+            .await;
+        let mca = mcas
+            .get_opt(ADDON)
+            .await
+            .ok()
+            .flatten()
+            .and_then(|m| serde_json::to_value(m).ok())
+            .unwrap_or_default();
+        let reference = adc_reference(mca.pointer("/status/configReferences"));
+        let progressing = condition(&mca, "Progressing").and_then(|c| {
+            Some((
+                c["status"].as_str()?.to_owned(),
+                c["reason"].as_str()?.to_owned(),
+                c["lastTransitionTime"].as_str()?.parse().ok()?,
+            ))
+        });
+        let degraded_reason = condition(&mca, "Degraded")
+            .filter(|c| c["status"] == "True")
+            .map(|c| c["reason"].as_str().unwrap_or_default().to_owned());
         ClusterView {
             desired: str_at(reference, "/desiredConfig/specHash").to_owned(),
             last_applied: str_at(reference, "/lastAppliedConfig/specHash").to_owned(),
