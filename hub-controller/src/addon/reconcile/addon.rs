@@ -4,8 +4,9 @@
 
 use super::{Context, Error, adopt_score, ensure, error_policy, merge_metadata, observed};
 use crate::addon::availability::{self, HealthMode};
-use crate::addon::conditions::MANIFEST_APPLIED;
-use crate::addon::conditions::{CONFIGURED, Change, DEGRADED, Desired, REGISTRATION_APPLIED, Status};
+use crate::addon::conditions::{
+    CONFIGURED, Change, DEGRADED, Desired, MANIFEST_APPLIED, REGISTRATION_APPLIED, Status,
+};
 use crate::addon::config_refs::{self, ConfigKey, ObservedConfig};
 use crate::addon::deployment_config::{AgentConfig, agent_config};
 use crate::addon::install::{self, Lifecycle};
@@ -348,23 +349,11 @@ async fn apply(
     }
     let manifest_applied =
         availability::manifest_applied(addon_name, work_now.as_ref(), apply_error.as_deref());
-    changes.extend(manifest_applied.or_else(|| {
-        // OCM's progressing controller judges nothing until ManifestApplied exists; with no work
-        // yet, say why (so a cluster OCM is waiting for counts toward its progress deadline).
-        let waiting = match (&gate, &configuration.result) {
-            (Err(hold), _) => hold.to_string(),
-            (Ok(()), Err(e)) => e.clone(),
-            (Ok(()), Ok(_)) => return None,
-        };
-        (lifecycle == Lifecycle::AddonManager && work_now.is_none()).then(|| {
-            Change::Set(Desired::new(
-                MANIFEST_APPLIED,
-                Status::False,
-                "WaitingForConfiguration",
-                waiting,
-            ))
-        })
-    }));
+    changes.extend(
+        manifest_applied.or_else(|| {
+            waiting_for_configuration(lifecycle, work_now.is_some(), &gate, &configuration.result)
+        }),
+    );
     if settings.health == HealthMode::DeploymentAvailability && !cluster_availability_unknown(ctx, cluster) {
         let ns = namespace
             .clone()
@@ -408,6 +397,31 @@ async fn apply(
         Some(e) => Err(e),
         None => Ok(Action::requeue(settings.resync)),
     }
+}
+
+/// `ManifestApplied=False` for an add-on under OCM's addon-manager that has no work and gets none
+/// now. OCM's progressing controller judges nothing until `ManifestApplied` exists; with it, a cluster
+/// OCM moved but we cannot render counts toward the rollout's progress deadline.
+fn waiting_for_configuration(
+    lifecycle: Lifecycle,
+    work_exists: bool,
+    gate: &Result<(), Hold>,
+    config: &Result<AgentConfig, String>,
+) -> Option<Change> {
+    if lifecycle != Lifecycle::AddonManager || work_exists {
+        return None;
+    }
+    let why = match (gate, config) {
+        (Err(hold), _) => hold.to_string(),
+        (Ok(()), Err(e)) => e.clone(),
+        (Ok(()), Ok(_)) => return None,
+    };
+    Some(Change::Set(Desired::new(
+        MANIFEST_APPLIED,
+        Status::False,
+        "WaitingForConfiguration",
+        why,
+    )))
 }
 
 /// `Configured` when we run the lifecycle; under OCM's addon-manager that condition is OCM's, so a
@@ -603,4 +617,103 @@ async fn write_status(
         name: format!("{cluster}/{name}"),
         attempts: ATTEMPTS,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key() -> ConfigKey {
+        ConfigKey {
+            namespace: "hub".into(),
+            name: "cfg".into(),
+        }
+    }
+
+    fn configuration(result: Result<AgentConfig, String>) -> Configuration {
+        Configuration {
+            observed: Some(ObservedConfig {
+                key: key(),
+                found: Some(("h1".into(), 1)),
+            }),
+            result,
+        }
+    }
+
+    fn held() -> Result<(), Hold> {
+        Err(Hold::NotYetCurrent {
+            key: key(),
+            desired: "h1".into(),
+            current: "h2".into(),
+        })
+    }
+
+    #[test]
+    fn a_cluster_held_back_by_the_rollout_is_not_degraded_by_a_config_it_does_not_run() {
+        let refused = configuration(Err("REFRESH_INTERVAL=soon: not a duration".into()));
+        assert_eq!(config_condition(Lifecycle::AddonManager, &refused, &held()), None);
+        assert_eq!(
+            config_condition(Lifecycle::AddonManager, &refused, &Err(Hold::NotConfigured)),
+            None
+        );
+        // OCM moved the cluster to the refused config: Degraded, naming the value.
+        let degraded = config_condition(Lifecycle::AddonManager, &refused, &Ok(())).expect("a condition");
+        assert_eq!(
+            (degraded.type_, degraded.status, degraded.reason),
+            (DEGRADED, Status::True, "InvalidConfiguration")
+        );
+        assert!(degraded.message.contains("REFRESH_INTERVAL=soon"), "{degraded:?}");
+        // A missing config is an error whoever waits for it.
+        let missing = config_condition(
+            Lifecycle::AddonManager,
+            &configuration(Ok(AgentConfig::default())),
+            &Err(Hold::Missing(key())),
+        )
+        .expect("a condition");
+        assert_eq!(
+            (missing.status, missing.reason),
+            (Status::True, "InvalidConfiguration")
+        );
+        assert!(missing.message.contains("hub/cfg not found"), "{missing:?}");
+        let valid = config_condition(
+            Lifecycle::AddonManager,
+            &configuration(Ok(AgentConfig::default())),
+            &Ok(()),
+        )
+        .expect("a condition");
+        assert_eq!((valid.type_, valid.status), (DEGRADED, Status::False));
+    }
+
+    #[test]
+    fn without_a_work_the_addon_says_what_it_waits_for() {
+        let valid: Result<AgentConfig, String> = Ok(AgentConfig::default());
+        let Some(Change::Set(waiting)) =
+            waiting_for_configuration(Lifecycle::AddonManager, false, &Err(Hold::NotConfigured), &valid)
+        else {
+            panic!("no ManifestApplied while OCM has not configured the cluster");
+        };
+        assert_eq!(
+            (waiting.type_, waiting.status, waiting.reason),
+            (MANIFEST_APPLIED, Status::False, "WaitingForConfiguration")
+        );
+        assert!(waiting.message.contains("rollout"), "{waiting:?}");
+        let refused: Result<AgentConfig, String> = Err("bad value".into());
+        assert!(matches!(
+            waiting_for_configuration(Lifecycle::AddonManager, false, &Ok(()), &refused),
+            Some(Change::Set(d)) if d.message == "bad value"
+        ));
+        // Rendering now, an existing work (its own status decides), or our own lifecycle: nothing.
+        assert_eq!(
+            waiting_for_configuration(Lifecycle::AddonManager, false, &Ok(()), &valid),
+            None
+        );
+        assert_eq!(
+            waiting_for_configuration(Lifecycle::AddonManager, true, &held(), &valid),
+            None
+        );
+        assert_eq!(
+            waiting_for_configuration(Lifecycle::SelfManaged, false, &Ok(()), &refused),
+            None
+        );
+    }
 }
