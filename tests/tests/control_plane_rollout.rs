@@ -91,12 +91,51 @@ fn str_at<'a>(value: Option<&'a Value>, pointer: &str) -> &'a str {
         .unwrap_or_default()
 }
 
+/// The API handles one cluster is observed through, made once: a poll of the fleet must take well
+/// under a second for its invariants to be sampled often.
+struct ClusterApis {
+    addons: Api<DynamicObject>,
+    works: Api<DynamicObject>,
+    agent: kube::Client,
+}
+
 struct Fleet<'a> {
     cp: &'a ControlPlane,
     hub: kube::Client,
+    clusters: BTreeMap<&'static str, ClusterApis>,
 }
 
-impl Fleet<'_> {
+impl<'a> Fleet<'a> {
+    async fn new(cp: &'a ControlPlane) -> Fleet<'a> {
+        let hub = cp.hub_client().await.expect("hub client");
+        let mut clusters = BTreeMap::new();
+        for cluster in CLUSTERS {
+            let apis = ClusterApis {
+                addons: dynamic(
+                    &hub,
+                    ADDON_GROUP,
+                    "v1alpha1",
+                    "ManagedClusterAddOn",
+                    Some(cluster),
+                )
+                .await
+                .expect("kind served"),
+                works: dynamic(
+                    &hub,
+                    "work.open-cluster-management.io",
+                    "v1",
+                    "ManifestWork",
+                    Some(cluster),
+                )
+                .await
+                .expect("kind served"),
+                agent: cp.cluster_client(cluster).await.expect("managed client"),
+            };
+            clusters.insert(cluster, apis);
+        }
+        Fleet { cp, hub, clusters }
+    }
+
     async fn api(&self, group: &str, version: &str, kind: &str, ns: Option<&str>) -> Api<DynamicObject> {
         dynamic(&self.hub, group, version, kind, ns)
             .await
@@ -139,27 +178,18 @@ impl Fleet<'_> {
     }
 
     async fn view(&self, cluster: &str) -> ClusterView {
+        let apis = &self.clusters[cluster];
         // What the cluster runs is read before what OCM wants of it: a work seen moved then has its
         // add-on seen moved too (the reverse order could catch OCM's move between the two reads).
-        let refresh_arg = match self.cp.cluster_client(cluster).await {
-            Ok(managed) => agent_deployment(&managed)
-                .await
-                .and_then(|d| d.spec?.template.spec?.containers.first()?.args.clone())
-                .unwrap_or_default()
-                .into_iter()
-                .find(|a| a.starts_with("--refresh-interval="))
-                .unwrap_or_default(),
-            Err(_) => String::new(),
-        };
-        let works = self
-            .api(
-                "work.open-cluster-management.io",
-                "v1",
-                "ManifestWork",
-                Some(cluster),
-            )
-            .await;
-        let work = works
+        let refresh_arg = agent_deployment(&apis.agent)
+            .await
+            .and_then(|d| d.spec?.template.spec?.containers.first()?.args.clone())
+            .unwrap_or_default()
+            .into_iter()
+            .find(|a| a.starts_with("--refresh-interval="))
+            .unwrap_or_default();
+        let work = apis
+            .works
             .get_opt(&format!("addon-{ADDON}-deploy-0"))
             .await
             .ok()
@@ -179,10 +209,8 @@ impl Fleet<'_> {
                 )
             })
             .unwrap_or_default();
-        let mcas = self
-            .api(ADDON_GROUP, "v1alpha1", "ManagedClusterAddOn", Some(cluster))
-            .await;
-        let mca = mcas
+        let mca = apis
+            .addons
             .get_opt(ADDON)
             .await
             .ok()
@@ -218,6 +246,47 @@ impl Fleet<'_> {
             out.insert(cluster, self.view(cluster).await);
         }
         out
+    }
+
+    /// The clusters of each decision group of the Placement `all-clusters`, by group index.
+    async fn decision_groups(&self) -> BTreeMap<String, Vec<String>> {
+        let decisions = self
+            .api(
+                "cluster.open-cluster-management.io",
+                "v1beta1",
+                "PlacementDecision",
+                Some(HUB_NAMESPACE),
+            )
+            .await;
+        let mut groups: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for decision in decisions
+            .list(&Default::default())
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default()
+        {
+            let labels = decision.metadata.labels.clone().unwrap_or_default();
+            if labels
+                .get("cluster.open-cluster-management.io/placement")
+                .is_none_or(|p| p != "all-clusters")
+            {
+                continue;
+            }
+            let group = labels
+                .get("cluster.open-cluster-management.io/decision-group-index")
+                .cloned()
+                .unwrap_or_default();
+            let clusters = decision.data["status"]["decisions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|d| d["clusterName"].as_str().map(str::to_owned));
+            groups.entry(group).or_default().extend(clusters);
+        }
+        for clusters in groups.values_mut() {
+            clusters.sort();
+        }
+        groups
     }
 
     /// The context of a failed wait: every cluster's view and the two managers' logs.
@@ -313,10 +382,9 @@ async fn ocm_rolls_config_changes_out_cluster_by_cluster_group_by_group_and_stop
         .start_with_progress(&|l| eprintln!("{l}"))
         .await
         .unwrap_or_else(|e| panic!("the control plane did not start: {e}"));
-    let hub = cp.hub_client().await.expect("hub client");
     let hub_kc = cp.hub_kubeconfig();
     let dir = TempDir::new("rollout");
-    let fleet = Fleet { cp: &cp, hub };
+    let fleet = Fleet::new(&cp).await;
 
     // The install as shipped (`lifecycle: self`), then handed to OCM's addon-manager with the
     // example a user applies.
@@ -324,6 +392,37 @@ async fn ocm_rolls_config_changes_out_cluster_by_cluster_group_by_group_and_stop
         .await
         .expect("the add-on manager starts");
     let context = || fleet.context(manager.tail());
+    // The Placement's decision groups for step 3, set before anything is measured: changing them
+    // re-creates PlacementDecisions, and a cluster missing from them for a moment loses its add-on
+    // (and agent) to the install strategy until it is back.
+    run(
+        &hub_kc,
+        &["label", "managedcluster", "cluster3", "ocm-score.io/canary=true"],
+    );
+    let groups = json!({"spec": {"decisionStrategy": {"groupStrategy": {"decisionGroups": [
+        {"groupName": "canary",
+         "groupClusterSelector": {"labelSelector": {"matchLabels": {"ocm-score.io/canary": "true"}}}}]}}}});
+    run(
+        &hub_kc,
+        &[
+            "patch",
+            "placement",
+            "all-clusters",
+            "-n",
+            HUB_NAMESPACE,
+            "--type=merge",
+            "-p",
+            &groups.to_string(),
+        ],
+    );
+    let expected_groups = BTreeMap::from([
+        ("0".to_owned(), vec!["cluster3".to_owned()]),
+        ("1".to_owned(), vec!["cluster1".to_owned(), "cluster2".to_owned()]),
+    ]);
+    eventually("the canary group, then the rest", WAIT, context, || async {
+        (fleet.decision_groups().await == expected_groups).then_some(())
+    })
+    .await;
     run(&hub_kc, &["apply", "-k", "manifests/examples/rollout"]);
     let cma = fleet.cma().await;
     assert!(
@@ -465,65 +564,7 @@ async fn ocm_rolls_config_changes_out_cluster_by_cluster_group_by_group_and_stop
 
     // 3. ProgressivePerGroup: cluster3 is the Placement's canary group (group 0), the others group
     //    1. A fixed config goes to cluster3 first, to cluster1 and cluster2 only after it completed.
-    run(
-        &hub_kc,
-        &["label", "managedcluster", "cluster3", "ocm-score.io/canary=true"],
-    );
-    let groups = json!({"spec": {"decisionStrategy": {"groupStrategy": {"decisionGroups": [
-        {"groupName": "canary",
-         "groupClusterSelector": {"labelSelector": {"matchLabels": {"ocm-score.io/canary": "true"}}}}]}}}});
-    run(
-        &hub_kc,
-        &[
-            "patch",
-            "placement",
-            "all-clusters",
-            "-n",
-            HUB_NAMESPACE,
-            "--type=merge",
-            "-p",
-            &groups.to_string(),
-        ],
-    );
-    eventually(
-        "cluster3 alone in the placement's first decision group",
-        WAIT,
-        context,
-        || async {
-            let decisions = fleet
-                .api(
-                    "cluster.open-cluster-management.io",
-                    "v1beta1",
-                    "PlacementDecision",
-                    Some(HUB_NAMESPACE),
-                )
-                .await
-                .list(&Default::default())
-                .await
-                .ok()?;
-            let first_group: Vec<String> = decisions
-                .items
-                .iter()
-                .filter(|d| {
-                    d.metadata.labels.as_ref().is_some_and(|l| {
-                        l.get("cluster.open-cluster-management.io/placement")
-                            .is_some_and(|p| p == "all-clusters")
-                            && l.get("cluster.open-cluster-management.io/decision-group-index")
-                                .is_some_and(|i| i == "0")
-                    })
-                })
-                .flat_map(|d| {
-                    d.data["status"]["decisions"]
-                        .as_array()
-                        .cloned()
-                        .unwrap_or_default()
-                })
-                .filter_map(|d| d["clusterName"].as_str().map(str::to_owned))
-                .collect();
-            (first_group == ["cluster3"]).then_some(())
-        },
-    )
-    .await;
+    //    (The groups made no difference to Progressive above: it orders clusters by name.)
     set_rollout_strategy(&hub_kc, json!({"type": "ProgressivePerGroup"}));
     set_refresh_interval(&hub_kc, "30s");
     let h4 = fleet.config_hash().await;
