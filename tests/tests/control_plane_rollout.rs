@@ -434,6 +434,13 @@ async fn ocm_rolls_config_changes_out_cluster_by_cluster_group_by_group_and_stop
         cma.pointer("/spec/installStrategy/placements/0/rolloutStrategy/type"),
         Some(&json!("Progressive"))
     );
+    // The example's minSuccessTime (5 minutes) would hold OCM's "completed" that long after the
+    // hand-over; the test's own, shorter, strategy from here on.
+    let min_success = Duration::from_secs(15);
+    set_rollout_strategy(
+        &hub_kc,
+        json!({"type": "Progressive", "progressive": {"maxConcurrency": 1, "minSuccessTime": "15s"}}),
+    );
     let h1 = fleet.config_hash().await;
     follow_rollout(&fleet, &h1, context, |_| {}).await;
     let initial = fleet.views().await;
@@ -448,11 +455,6 @@ async fn ocm_rolls_config_changes_out_cluster_by_cluster_group_by_group_and_stop
 
     // 1. Progressive, one cluster at a time, each held `minSuccessTime` after the previous
     //    completed. The clusters OCM has not reached keep the old config in their work and agent.
-    let min_success = Duration::from_secs(15);
-    set_rollout_strategy(
-        &hub_kc,
-        json!({"type": "Progressive", "progressive": {"maxConcurrency": 1, "minSuccessTime": "15s"}}),
-    );
     set_refresh_interval(&hub_kc, "45s");
     let h2 = fleet.config_hash().await;
     assert_ne!(h1, h2);
@@ -563,9 +565,13 @@ async fn ocm_rolls_config_changes_out_cluster_by_cluster_group_by_group_and_stop
     }
 
     // 3. ProgressivePerGroup: cluster3 is the Placement's canary group (group 0), the others group
-    //    1. A fixed config goes to cluster3 first, to cluster1 and cluster2 only after it completed.
+    //    1. A fixed config goes to cluster3 first, to cluster1 and cluster2 only once it completed
+    //    and its minSuccessTime passed.
     //    (The groups made no difference to Progressive above: it orders clusters by name.)
-    set_rollout_strategy(&hub_kc, json!({"type": "ProgressivePerGroup"}));
+    set_rollout_strategy(
+        &hub_kc,
+        json!({"type": "ProgressivePerGroup", "progressivePerGroup": {"minSuccessTime": "10s"}}),
+    );
     set_refresh_interval(&hub_kc, "30s");
     let h4 = fleet.config_hash().await;
     let steps = follow_rollout(&fleet, &h4, context, |views| {
@@ -582,11 +588,13 @@ async fn ocm_rolls_config_changes_out_cluster_by_cluster_group_by_group_and_stop
     })
     .await;
     eprintln!("ProgressivePerGroup: {steps:#?}");
-    let canary_done = steps["cluster3"].1;
+    // The next group waits minSuccessTime after the canary completed (a second of slack for the
+    // whole seconds of lastTransitionTime).
+    let next_group = steps["cluster3"].1 + Duration::from_secs(10) - Duration::from_secs(1);
     for cluster in ["cluster1", "cluster2"] {
         assert!(
-            steps[cluster].0 >= canary_done,
-            "{cluster} rendered before the canary completed: {steps:#?}"
+            steps[cluster].0 >= next_group,
+            "{cluster} rendered before the canary completed and soaked 10 s: {steps:#?}"
         );
     }
     for (cluster, view) in fleet.views().await {
