@@ -849,7 +849,7 @@ async fn under_ocm_addon_manager_nothing_happens_before_the_owner_reference() {
         hub.controller_writes()
     );
 
-    // OCM's addon-manager sets the owner reference and the config reference: now we deploy.
+    // OCM's addon-manager sets the owner reference: now we register (the work waits for the config).
     let api: Api<scheduler_core::api::ManagedClusterAddOn> = Api::namespaced(hub.admin.clone(), "c1");
     let patch = json!({"metadata": {"ownerReferences": [{"apiVersion": "addon.open-cluster-management.io/v1alpha1",
         "kind": "ClusterManagementAddOn", "name": ADDON, "uid": cma["metadata"]["uid"], "controller": true}]}});
@@ -860,19 +860,47 @@ async fn under_ocm_addon_manager_nothing_happens_before_the_owner_reference() {
     )
     .await
     .expect("owner");
-    let reference = json!({"status": {"configReferences": [{"group": "addon.open-cluster-management.io",
-        "resource": "addondeploymentconfigs", "name": ADDON, "namespace": NAMESPACE,
-        "desiredConfig": {"name": ADDON, "namespace": NAMESPACE, "specHash": ""}}]}});
+    // OCM names the config before it knows its hash (ours, in the ClusterManagementAddOn's status)
+    // and before this cluster's turn in its rollout: no work yet, and the add-on says why.
+    let reference = |hash: &str| {
+        json!({"group": "addon.open-cluster-management.io", "resource": "addondeploymentconfigs",
+               "name": ADDON, "namespace": NAMESPACE,
+               "desiredConfig": {"name": ADDON, "namespace": NAMESPACE, "specHash": hash}})
+    };
     api.patch_status(
         ADDON,
         &kube::api::PatchParams::default(),
-        &kube::api::Patch::Merge(&reference),
+        &kube::api::Patch::Merge(&json!({"status": {"configReferences": [reference("")]}})),
     )
     .await
     .expect("config ref");
-    // The owner reference alone may start a pass that deploys before the config reference is
-    // there; the work then follows the config: wait for the work that carries its hash.
+    let waiting = controller
+        .wait_for("c1 waiting for OCM's rollout", || {
+            hub.addon("c1").filter(|a| {
+                condition(a, "ManifestApplied").is_some_and(|c| c["reason"] == "WaitingForConfiguration")
+            })
+        })
+        .await;
+    assert!(condition_is(&waiting, "ManifestApplied", "False"), "{waiting}");
+    assert!(hub.work("c1").is_none(), "rendered before OCM configured c1");
+    assert!(
+        waiting["status"]["configReferences"][0]["desiredConfig"]["specHash"]
+            .as_str()
+            .is_none_or(str::is_empty),
+        "the placement's config hash is OCM's to write: {waiting}"
+    );
+    // OCM's rollout reaches c1: the hash it copied from the ClusterManagementAddOn, Configured=True.
     let hash = spec_hash(&hub.config());
+    let configured = json!({"status": {"configReferences": [reference(&hash)],
+        "conditions": [{"type": "Configured", "status": "True", "reason": "ConfigurationsConfigured",
+                        "message": "Configurations configured", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}});
+    api.patch_status(
+        ADDON,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&configured),
+    )
+    .await
+    .expect("configured");
     controller
         .wait_for("the work of c1 with the config's spec hash", || {
             hub.work("c1").filter(|w| {
@@ -883,21 +911,17 @@ async fn under_ocm_addon_manager_nothing_happens_before_the_owner_reference() {
         })
         .await;
     let addon = controller
-        .wait_for("the spec hash filled in", || {
-            hub.addon("c1").filter(|a| {
-                a["status"]["configReferences"][0]["desiredConfig"]["specHash"]
-                    .as_str()
-                    .is_some_and(|h| !h.is_empty())
-            })
+        .wait_for("the config marked valid", || {
+            hub.addon("c1").filter(|a| condition(a, "Degraded").is_some())
         })
         .await;
     assert_eq!(
-        addon["status"]["configReferences"][0]["desiredConfig"]["specHash"],
-        spec_hash(&hub.config())
+        addon["status"]["configReferences"][0]["desiredConfig"]["specHash"], hash,
+        "{addon}"
     );
     assert!(
-        condition(&addon, "Configured").is_none(),
-        "Configured is OCM's under its addon-manager: {addon}"
+        condition_is(&addon, "Configured", "True"),
+        "Configured is OCM's under its addon-manager, left as OCM wrote it: {addon}"
     );
     assert!(condition_is(&addon, "Degraded", "False"), "{addon}");
     assert!(hub.addon("c2").is_none());

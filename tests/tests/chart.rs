@@ -1,6 +1,7 @@
 //! The Helm chart `charts/ocm-score`, without a cluster: it lints, renders what its values say,
 //! refuses bad values naming them, and `manifests/hub` and `manifests/thanos-scorer` are exactly
-//! its renderings (`UPDATE_MANIFESTS=1` rewrites them). The real API server's view of the same
+//! its renderings (`UPDATE_MANIFESTS=1` rewrites them), the rollout example its ClusterManagementAddOn
+//! with that example's rollout strategy. The real API server's view of the same
 //! output, and a real `helm install`/`upgrade`/`uninstall`, are `control_plane_helm.rs`.
 
 use ocm_score_tests::apiserver::parse_objects;
@@ -183,6 +184,69 @@ fn values_reach_the_objects_they_name() {
 }
 
 #[test]
+fn a_rollout_strategy_hands_the_addon_to_ocms_addon_manager() {
+    let lifecycle = |objects: &[Value]| {
+        let cma = find(objects, "ClusterManagementAddOn", "resource-usage-collect").expect("CMA");
+        cma["metadata"]["annotations"]["addon.open-cluster-management.io/lifecycle"].clone()
+    };
+    assert_eq!(
+        lifecycle(&objects(&[])),
+        "self",
+        "we run the install strategy by default"
+    );
+    let objects = objects(&[
+        "install.rolloutStrategy.type=Progressive",
+        "install.rolloutStrategy.progressive.maxConcurrency=1",
+        "install.rolloutStrategy.progressive.minSuccessTime=5m",
+    ]);
+    assert_eq!(
+        lifecycle(&objects),
+        Value::Null,
+        "OCM's addon-manager runs the rollout"
+    );
+    let cma = find(&objects, "ClusterManagementAddOn", "resource-usage-collect").expect("CMA");
+    assert_eq!(
+        cma["spec"]["installStrategy"]["placements"][0]["rolloutStrategy"],
+        serde_json::json!({"type": "Progressive",
+                           "progressive": {"maxConcurrency": 1, "minSuccessTime": "5m"}})
+    );
+}
+
+/// `--set` arguments that give `prefix` the value `value` (an object of scalars, at any depth).
+fn set_arguments(prefix: &str, value: &Value, out: &mut Vec<String>) {
+    match value {
+        Value::Object(fields) => {
+            for (key, field) in fields {
+                set_arguments(&format!("{prefix}.{key}"), field, out);
+            }
+        }
+        Value::String(text) => out.push(format!("{prefix}={text}")),
+        scalar => out.push(format!("{prefix}={scalar}")),
+    }
+}
+
+#[test]
+fn the_rollout_example_is_the_chart_with_its_rollout_strategy() {
+    let file = "manifests/examples/rollout/cluster-management-addon.yaml";
+    let text = std::fs::read_to_string(workspace_dir().join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+    let example = parse_objects(file, &text).unwrap_or_else(|e| panic!("{e}"));
+    let [example] = example.as_slice() else {
+        panic!("{file}: one object expected, found {}", example.len());
+    };
+    let strategy = &example["spec"]["installStrategy"]["placements"][0]["rolloutStrategy"];
+    assert!(strategy.is_object(), "{file}: no rolloutStrategy");
+    let mut values = Vec::new();
+    set_arguments("install.rolloutStrategy", strategy, &mut values);
+    let values: Vec<&str> = values.iter().map(String::as_str).collect();
+    let rendered = objects(&values);
+    let cma = find(&rendered, "ClusterManagementAddOn", "resource-usage-collect").expect("CMA");
+    assert_eq!(
+        cma, example,
+        "{file} must be the chart's ClusterManagementAddOn with {values:?}"
+    );
+}
+
+#[test]
 fn the_thanos_scorer_gets_its_config_secrets_and_a_rollout_on_change() {
     let objects = objects(ALL_ON);
     let scorer = find(&objects, "Deployment", "ocm-score-thanos-scorer").expect("scorer");
@@ -268,6 +332,16 @@ fn bad_values_are_refused_naming_the_value() {
             .to_string();
         assert!(error.contains(says), "{value}: {error}");
     }
+    let error = chart::template(
+        &["install.strategy=Manual", "install.rolloutStrategy.type=All"],
+        false,
+    )
+    .expect_err("a rollout without Placements was accepted")
+    .to_string();
+    assert!(
+        error.contains("install.rolloutStrategy") && error.contains("Manual"),
+        "{error}"
+    );
     let error = chart::template(&["thanosScorer.enabled=true", "thanosScorer.config="], false)
         .expect_err("an empty scorer config was accepted")
         .to_string();

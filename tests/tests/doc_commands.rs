@@ -631,7 +631,7 @@ impl Checker {
 }
 
 /// Values a chart leaves free-form: any key or index below them is the user's.
-const FREE_FORM_VALUES: [&str; 10] = [
+const FREE_FORM_VALUES: [&str; 11] = [
     "variables",
     "nodeSelector",
     "tolerations",
@@ -642,6 +642,8 @@ const FREE_FORM_VALUES: [&str; 10] = [
     "placements",
     "extraArgs",
     "imagePullSecrets",
+    // OCM's RolloutStrategy, passed through as written.
+    "rolloutStrategy",
 ];
 
 /// Whether a `--set` key (`a.b[0].c`) names a value of `values`; the first part that does not.

@@ -3,7 +3,8 @@
 //! When we run the lifecycle ourselves, the precedence is OCM's: the ClusterManagementAddOn's default
 //! config, overridden by the config of a Placement that selected the cluster (a later Placement in the
 //! strategy wins), overridden by the add-on's own `spec.configs`. Under OCM's addon-manager, OCM writes
-//! `configReferences` and we only take the desired config from there and fill in its spec hash.
+//! `configReferences` as its rollout moves each cluster; we take the desired config from there and
+//! fill in what addon-framework fills in (generations, and hashes of the add-on's own configs).
 
 use super::install::Lifecycle;
 use super::names::{ADDON_DEPLOYMENT_CONFIG_RESOURCE, ADDON_GROUP};
@@ -113,61 +114,99 @@ pub struct ObservedConfig {
     pub found: Option<(String, i64)>,
 }
 
-/// `status.configReferences` after this sync. Self-managed: exactly one reference for the desired
-/// config (or none). Under OCM's addon-manager: OCM's list, with our spec hash filled in for the
-/// deployment config. `applied_hash` is the hash the current ManifestWork was rendered from and is
+/// `status.configReferences` after this sync, self-managed: exactly one reference for the desired
+/// config (or none). `applied_hash` is the hash the current ManifestWork was rendered from and is
 /// applied, which moves `lastAppliedConfig`.
-pub fn config_references(
-    lifecycle: Lifecycle,
+pub fn self_managed_references(
     existing: &[ConfigReference],
     observed: Option<&ObservedConfig>,
     applied_hash: Option<&str>,
 ) -> Vec<ConfigReference> {
-    let hash_of = |o: &ObservedConfig| o.found.as_ref().map(|(h, _)| h.clone()).unwrap_or_default();
-    let generation_of = |o: &ObservedConfig| o.found.as_ref().map(|(_, g)| *g);
-    match lifecycle {
-        Lifecycle::AddonManager => existing
-            .iter()
-            .map(|r| {
-                let mut r = r.clone();
-                if let (true, Some(o), Some(desired)) = (
-                    is_deployment_config(&r.group, &r.resource),
-                    observed,
-                    r.desired_config.as_mut(),
-                ) && desired.namespace == o.key.namespace
-                    && desired.name == o.key.name
-                {
-                    desired.spec_hash = hash_of(o);
-                    r.last_observed_generation = generation_of(o).or(r.last_observed_generation);
-                }
-                r
-            })
-            .collect(),
-        Lifecycle::SelfManaged => {
-            let Some(o) = observed else { return vec![] };
-            let desired = ConfigSpecHash {
-                namespace: o.key.namespace.clone(),
-                name: o.key.name.clone(),
-                spec_hash: hash_of(o),
+    let Some(o) = observed else { return vec![] };
+    let (hash, generation) = match &o.found {
+        Some((h, g)) => (h.clone(), Some(*g)),
+        None => (String::new(), None),
+    };
+    let desired = ConfigSpecHash {
+        namespace: o.key.namespace.clone(),
+        name: o.key.name.clone(),
+        spec_hash: hash,
+    };
+    let previous = existing
+        .iter()
+        .find(|r| is_deployment_config(&r.group, &r.resource));
+    let last_applied = match applied_hash {
+        Some(h) if !h.is_empty() && h == desired.spec_hash => Some(desired.clone()),
+        _ => previous.and_then(|p| p.last_applied_config.clone()),
+    };
+    vec![ConfigReference {
+        group: ADDON_GROUP.into(),
+        resource: ADDON_DEPLOYMENT_CONFIG_RESOURCE.into(),
+        name: o.key.name.clone(),
+        namespace: o.key.namespace.clone(),
+        desired_config: Some(desired),
+        last_applied_config: last_applied,
+        last_observed_generation: generation,
+    }]
+}
+
+/// `status.configReferences` after this sync, under OCM's addon-manager: OCM's list with
+/// `lastObservedGeneration` filled in for every deployment config that exists, and the spec hash
+/// only for configs the add-on names itself (`spec.configs`). The other hashes are OCM's: it
+/// copies them from the ClusterManagementAddOn's status when the rollout reaches this cluster, and
+/// writing the current hash over them would move the cluster out of its turn.
+/// `current` gives a config object's spec hash and generation, `None` when it does not exist.
+pub fn addon_manager_references(
+    existing: &[ConfigReference],
+    spec_configs: &[AddOnConfig],
+    current: impl Fn(&ConfigKey) -> Option<(String, i64)>,
+) -> Vec<ConfigReference> {
+    existing
+        .iter()
+        .map(|r| {
+            let mut r = r.clone();
+            if !is_deployment_config(&r.group, &r.resource) {
+                return r;
+            }
+            let Some(desired) = r.desired_config.as_mut() else {
+                return r;
             };
-            let previous = existing
-                .iter()
-                .find(|r| is_deployment_config(&r.group, &r.resource));
-            let last_applied = match applied_hash {
-                Some(h) if !h.is_empty() && h == desired.spec_hash => Some(desired.clone()),
-                _ => previous.and_then(|p| p.last_applied_config.clone()),
+            let key = ConfigKey {
+                namespace: desired.namespace.clone(),
+                name: desired.name.clone(),
             };
-            vec![ConfigReference {
-                group: ADDON_GROUP.into(),
-                resource: ADDON_DEPLOYMENT_CONFIG_RESOURCE.into(),
-                name: o.key.name.clone(),
-                namespace: o.key.namespace.clone(),
-                desired_config: Some(desired),
-                last_applied_config: last_applied,
-                last_observed_generation: generation_of(o),
-            }]
-        }
-    }
+            let found = current(&key);
+            // OCM matches a spec.configs entry to a reference by group, resource, namespace and name.
+            let named_by_addon = spec_configs.iter().any(|c| {
+                c.group == r.group
+                    && c.resource == r.resource
+                    && c.namespace == key.namespace
+                    && c.name == key.name
+            });
+            if named_by_addon {
+                desired.spec_hash = found.as_ref().map(|(h, _)| h.clone()).unwrap_or_default();
+            }
+            if let Some((_, generation)) = found {
+                r.last_observed_generation = Some(generation);
+            }
+            r
+        })
+        .collect()
+}
+
+/// The config-spec-hash map of a ManifestWork rendered under OCM's addon-manager: every reference
+/// with a desired config, keyed by that config, valued by its desired spec hash. OCM's progressing
+/// controller counts the work as this add-on's current one only when this equals the same map of the
+/// add-on's status.
+pub fn configs_to_map(references: &[ConfigReference]) -> BTreeMap<String, String> {
+    references
+        .iter()
+        .filter_map(|r| {
+            let desired = r.desired_config.as_ref()?;
+            let key = super::names::config_hash_key(&r.group, &r.resource, &desired.namespace, &desired.name);
+            Some((key, desired.spec_hash.clone()))
+        })
+        .collect()
 }
 
 /// The config-spec-hash map a ManifestWork rendered from `observed` carries.
@@ -313,25 +352,97 @@ mod tests {
             desired_config(Lifecycle::AddonManager, &cma(), &m, &placements(&["gpu"])),
             key("x", "y")
         );
-        let observed = ObservedConfig {
-            key: ConfigKey {
-                namespace: "x".into(),
-                name: "y".into(),
-            },
-            found: Some(("h1".into(), 4)),
+    }
+
+    fn ocm_reference(ns: &str, name: &str, hash: &str) -> ConfigReference {
+        ConfigReference {
+            group: ADDON_GROUP.into(),
+            resource: ADDON_DEPLOYMENT_CONFIG_RESOURCE.into(),
+            namespace: ns.into(),
+            name: name.into(),
+            desired_config: Some(ConfigSpecHash {
+                namespace: ns.into(),
+                name: name.into(),
+                spec_hash: hash.into(),
+            }),
+            last_applied_config: Some(ConfigSpecHash {
+                namespace: ns.into(),
+                name: name.into(),
+                spec_hash: "h0".into(),
+            }),
+            last_observed_generation: Some(1),
+        }
+    }
+
+    fn desired_hashes(refs: &[ConfigReference]) -> Vec<&str> {
+        refs.iter()
+            .map(|r| r.desired_config.as_ref().map_or("-", |d| d.spec_hash.as_str()))
+            .collect()
+    }
+
+    #[test]
+    fn under_addon_manager_only_the_addons_own_configs_get_our_hash() {
+        // OCM's rollout left this cluster on h1 for the placement's config while the object is at
+        // h2: overwriting that hash would move the cluster out of its turn.
+        let existing = [
+            ocm_reference("hub", "placement-config", "h1"),
+            ocm_reference("c1", "own-config", ""),
+        ];
+        let current = |k: &ConfigKey| match k.name.as_str() {
+            "placement-config" => Some(("h2".to_string(), 2)),
+            "own-config" => Some(("h9".to_string(), 5)),
+            _ => None,
         };
-        let refs = config_references(
-            Lifecycle::AddonManager,
-            &m.status.as_ref().expect("status").config_references,
-            Some(&observed),
-            None,
+        let refs = addon_manager_references(&existing, &[adc("c1", "own-config")], current);
+        assert_eq!(desired_hashes(&refs), ["h1", "h9"]);
+        assert_eq!(
+            refs.iter()
+                .map(|r| r.last_observed_generation)
+                .collect::<Vec<_>>(),
+            [Some(2), Some(5)],
+            "every config's generation is observed"
         );
         assert_eq!(
-            refs[0].desired_config.as_ref().map(|d| d.spec_hash.as_str()),
-            Some("h1")
+            refs.iter()
+                .map(|r| r.last_applied_config.as_ref().map(|c| c.spec_hash.as_str()))
+                .collect::<Vec<_>>(),
+            [Some("h0"), Some("h0")],
+            "lastAppliedConfig is OCM's"
         );
-        assert_eq!(refs[0].last_observed_generation, Some(4));
-        assert_eq!(refs[0].name, "", "OCM's fields are left as OCM wrote them");
+        // The add-on's own config is matched by namespace too, as OCM matches it.
+        let refs = addon_manager_references(&existing, &[adc("other", "own-config")], current);
+        assert_eq!(desired_hashes(&refs), ["h1", ""]);
+        // Deleted: the add-on's own config gets an empty hash, the generation stays as observed.
+        let refs = addon_manager_references(&existing, &[adc("c1", "own-config")], |_| None);
+        assert_eq!(desired_hashes(&refs), ["h1", ""]);
+        assert_eq!(refs[1].last_observed_generation, Some(1));
+        // Configs of kinds we do not read are left as OCM wrote them.
+        let mut other = ocm_reference("", "cm", "");
+        other.group = String::new();
+        other.resource = "configmaps".into();
+        let refs = addon_manager_references(&[other.clone()], &[], current);
+        assert_eq!(refs, [other]);
+    }
+
+    #[test]
+    fn the_work_annotation_names_every_reference_by_its_desired_config() {
+        let mut other = ocm_reference("", "cm", "hc");
+        other.group = String::new();
+        other.resource = "configmaps".into();
+        let mut undecided = ocm_reference("hub", "later", "");
+        undecided.desired_config = None;
+        let map = configs_to_map(&[ocm_reference("hub", "a", "h1"), other, undecided]);
+        assert_eq!(
+            map,
+            BTreeMap::from([
+                (
+                    "addondeploymentconfigs.addon.open-cluster-management.io/hub/a".to_string(),
+                    "h1".to_string()
+                ),
+                ("configmaps//cm".to_string(), "hc".to_string()),
+            ])
+        );
+        assert!(configs_to_map(&[]).is_empty());
     }
 
     #[test]
@@ -343,7 +454,7 @@ mod tests {
             },
             found: Some(("h2".into(), 2)),
         };
-        let refs = config_references(Lifecycle::SelfManaged, &[], Some(&observed), Some("h1"));
+        let refs = self_managed_references(&[], Some(&observed), Some("h1"));
         assert_eq!(refs.len(), 1);
         assert_eq!(
             (refs[0].name.as_str(), refs[0].namespace.as_str()),
@@ -357,17 +468,17 @@ mod tests {
             refs[0].last_applied_config, None,
             "the applied work is still on h1"
         );
-        let refs = config_references(Lifecycle::SelfManaged, &refs, Some(&observed), Some("h2"));
+        let refs = self_managed_references(&refs, Some(&observed), Some("h2"));
         assert_eq!(
             refs[0].last_applied_config.as_ref().map(|d| d.spec_hash.as_str()),
             Some("h2")
         );
-        assert!(config_references(Lifecycle::SelfManaged, &refs, None, None).is_empty());
+        assert!(self_managed_references(&refs, None, None).is_empty());
         let missing = ObservedConfig {
             found: None,
             ..observed
         };
-        let refs = config_references(Lifecycle::SelfManaged, &[], Some(&missing), None);
+        let refs = self_managed_references(&[], Some(&missing), None);
         assert_eq!(
             refs[0].desired_config.as_ref().map(|d| d.spec_hash.as_str()),
             Some("")

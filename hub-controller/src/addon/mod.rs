@@ -26,6 +26,7 @@ pub mod names;
 pub mod ownership;
 pub mod reconcile;
 pub mod registration;
+pub mod rollout;
 pub mod run;
 pub mod spec_hash;
 pub mod status;

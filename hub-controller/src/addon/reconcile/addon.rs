@@ -4,10 +4,13 @@
 
 use super::{Context, Error, adopt_score, ensure, error_policy, merge_metadata, observed};
 use crate::addon::availability::{self, HealthMode};
-use crate::addon::conditions::{CONFIGURED, Change, DEGRADED, Desired, REGISTRATION_APPLIED, Status};
+use crate::addon::conditions::{
+    CONFIGURED, Change, DEGRADED, Desired, MANIFEST_APPLIED, REGISTRATION_APPLIED, Status,
+};
 use crate::addon::config_refs::{self, ConfigKey, ObservedConfig};
 use crate::addon::deployment_config::{AgentConfig, agent_config};
 use crate::addon::install::{self, Lifecycle};
+use crate::addon::rollout::{self, Hold};
 use crate::addon::status::{OwnedStatus, status_patch};
 use crate::addon::{agent_manifests, hub_rbac, names, ownership, registration, work};
 use jiff::Timestamp;
@@ -146,6 +149,24 @@ fn owner_reference(addon: &ManagedClusterAddOn) -> OwnerReference {
     }
 }
 
+/// An AddOnDeploymentConfig from the cache.
+fn config_object(ctx: &Context, key: &ConfigKey) -> Option<Arc<kube::api::DynamicObject>> {
+    let resource = ApiResource::erase::<AddOnDeploymentConfig>(&());
+    ctx.stores
+        .configs
+        .get(&ObjectRef::new_with(&key.name, resource).within(&key.namespace))
+}
+
+/// Spec hash and generation of an AddOnDeploymentConfig, `None` when it does not exist.
+fn config_state(ctx: &Context, key: &ConfigKey) -> Option<(String, i64)> {
+    config_object(ctx, key).map(|object| {
+        (
+            crate::addon::spec_hash::spec_hash_of_object(&object),
+            object.metadata.generation.unwrap_or_default(),
+        )
+    })
+}
+
 /// The desired config object and, when it resolves, the agent configuration from it.
 struct Configuration {
     observed: Option<ObservedConfig>,
@@ -171,12 +192,7 @@ fn resolve_configuration(
             result: Ok(AgentConfig::default()),
         };
     };
-    let resource = ApiResource::erase::<AddOnDeploymentConfig>(&());
-    let object = ctx
-        .stores
-        .configs
-        .get(&ObjectRef::new_with(&key.name, resource).within(&key.namespace));
-    let Some(object) = object else {
+    let Some(object) = config_object(ctx, &key) else {
         let result = Err(format!("AddOnDeploymentConfig {key} not found"));
         return Configuration {
             observed: Some(ObservedConfig { key, found: None }),
@@ -209,15 +225,37 @@ async fn apply(
     let lifecycle = install::lifecycle(cma);
     let owner = owner_reference(addon);
     let configuration = resolve_configuration(ctx, lifecycle, cma, addon, cluster);
-    ctx.set_config_invalid(cluster, configuration.result.is_err());
+    // Under OCM's addon-manager the references are OCM's list with our part filled in: always
+    // derived from the list the write goes into, never from an older read.
+    let references = |latest: &ManagedClusterAddOn| {
+        let existing = latest
+            .status
+            .as_ref()
+            .map(|s| s.config_references.as_slice())
+            .unwrap_or_default();
+        config_refs::addon_manager_references(existing, &latest.spec.configs, |key| config_state(ctx, key))
+    };
+    // Under OCM's addon-manager the work follows OCM's rollout, not the newest config.
+    let rollout_references = (lifecycle == Lifecycle::AddonManager).then(|| references(addon));
+    let gate = match &rollout_references {
+        Some(refs) => rollout::render_gate(addon, refs, |key| config_state(ctx, key).map(|(h, _)| h)),
+        None => Ok(()),
+    };
+    let render_config = match (&gate, &configuration.result) {
+        (Ok(()), Ok(config)) => Some(config),
+        _ => None,
+    };
+    // A cluster held back by the rollout does not use the new config, valid or not.
+    let config_in_use = gate.as_ref().err().is_none_or(Hold::is_error);
+    ctx.set_config_invalid(cluster, config_in_use && configuration.result.is_err());
     let registrations = registration::registrations(addon_name, addon);
-    // An invalid config decides nothing: the namespace stays where the running agent is.
-    let namespace = match &configuration.result {
-        Ok(config) => Some(registration::install_namespace(
+    // A config we do not render decides nothing: the namespace stays where the running agent is.
+    let namespace = match render_config {
+        Some(config) => Some(registration::install_namespace(
             addon,
             config.install_namespace.as_deref(),
         )),
-        Err(_) => addon.status.as_ref().and_then(|s| s.namespace.clone()),
+        None => addon.status.as_ref().and_then(|s| s.namespace.clone()),
     };
 
     // Creating an owned object for an add-on that is already gone would outlive it until the garbage
@@ -235,8 +273,8 @@ async fn apply(
             .bindings
             .get(&ObjectRef::new(&role_name).within(cluster))
             .is_none()
-        // The work is only created from a valid config.
-        || (configuration.result.is_ok()
+        // The work is only created from a valid config the rollout lets us render.
+        || (render_config.is_some()
             && ctx
                 .stores
                 .works
@@ -275,14 +313,15 @@ async fn apply(
         failure.get_or_insert(e);
     }
 
-    // The agent ManifestWork: rendered only from a valid config; otherwise the last good one stays.
+    // The agent ManifestWork: rendered only from a valid config the rollout lets us render;
+    // otherwise the last good one stays (never deleted: OCM's rollout may still be on it).
     let cached_work = ctx
         .stores
         .works
         .get(&ObjectRef::new(&names::deploy_work_name(addon_name)).within(cluster));
     let mut work_now = cached_work.as_deref().cloned();
     let mut apply_error = None;
-    if let (Ok(config), Some(namespace)) = (&configuration.result, &namespace) {
+    if let (Some(config), Some(namespace)) = (render_config, &namespace) {
         let input = agent_manifests::RenderInput {
             addon: addon_name,
             cluster,
@@ -294,7 +333,10 @@ async fn apply(
             cluster: cluster.into(),
             source,
         })?;
-        let hashes = config_refs::work_config_hashes(configuration.observed.as_ref());
+        let hashes = match &rollout_references {
+            Some(refs) => config_refs::configs_to_map(refs),
+            None => config_refs::work_config_hashes(configuration.observed.as_ref()),
+        };
         let desired = work::deploy_work(addon_name, cluster, &owner, manifests, &hashes);
         let api: Api<ManifestWork> = Api::namespaced(ctx.client.clone(), cluster);
         match ensure(ctx, &api, cached_work, &desired, work::up_to_date, work::updated).await {
@@ -305,11 +347,13 @@ async fn apply(
             }
         }
     }
-    changes.extend(availability::manifest_applied(
-        addon_name,
-        work_now.as_ref(),
-        apply_error.as_deref(),
-    ));
+    let manifest_applied =
+        availability::manifest_applied(addon_name, work_now.as_ref(), apply_error.as_deref());
+    changes.extend(
+        manifest_applied.or_else(|| {
+            waiting_for_configuration(lifecycle, work_now.is_some(), &gate, &configuration.result)
+        }),
+    );
     if settings.health == HealthMode::DeploymentAvailability && !cluster_availability_unknown(ctx, cluster) {
         let ns = namespace
             .clone()
@@ -321,47 +365,90 @@ async fn apply(
             &names::agent_name(addon_name),
         )));
     }
-    changes.push(Change::Set(config_condition(lifecycle, &configuration)));
+    changes.extend(config_condition(lifecycle, &configuration, &gate).map(Change::Set));
 
     let applied_hash = applied_config_hash(work_now.as_ref(), configuration.observed.as_ref());
-    // Under OCM's addon-manager the references are OCM's list with our hashes in it: always derived
-    // from the list the write goes into, never from an older read.
-    let references = |existing: &ManagedClusterAddOn| {
-        let existing = existing
+    let self_managed_references = |latest: &ManagedClusterAddOn| {
+        let existing = latest
             .status
             .as_ref()
-            .map(|s| s.config_references.clone())
+            .map(|s| s.config_references.as_slice())
             .unwrap_or_default();
-        config_refs::config_references(
-            lifecycle,
-            &existing,
+        config_refs::self_managed_references(
+            existing,
             configuration.observed.as_ref(),
             applied_hash.as_deref(),
         )
+    };
+    let references_of = |latest: &ManagedClusterAddOn| match lifecycle {
+        Lifecycle::AddonManager => references(latest),
+        Lifecycle::SelfManaged => self_managed_references(latest),
     };
     let owned = OwnedStatus {
         supported_configs: config_refs::supported_configs(),
         registrations,
         namespace,
         health_mode: settings.health.status_mode(),
-        config_references: references(addon),
+        config_references: references_of(addon),
         conditions: changes,
     };
-    write_status(ctx, addon, cluster, owned, references).await?;
+    write_status(ctx, addon, cluster, owned, references_of).await?;
     match failure {
         Some(e) => Err(e),
         None => Ok(Action::requeue(settings.resync)),
     }
 }
 
+/// `ManifestApplied=False` for an add-on under OCM's addon-manager that has no work and gets none
+/// now. OCM's progressing controller judges nothing until `ManifestApplied` exists; with it, a cluster
+/// OCM moved but we cannot render counts toward the rollout's progress deadline.
+fn waiting_for_configuration(
+    lifecycle: Lifecycle,
+    work_exists: bool,
+    gate: &Result<(), Hold>,
+    config: &Result<AgentConfig, String>,
+) -> Option<Change> {
+    if lifecycle != Lifecycle::AddonManager || work_exists {
+        return None;
+    }
+    let why = match (gate, config) {
+        (Err(hold), _) => hold.to_string(),
+        (Ok(()), Err(e)) => e.clone(),
+        (Ok(()), Ok(_)) => return None,
+    };
+    Some(Change::Set(Desired::new(
+        MANIFEST_APPLIED,
+        Status::False,
+        "WaitingForConfiguration",
+        why,
+    )))
+}
+
 /// `Configured` when we run the lifecycle; under OCM's addon-manager that condition is OCM's, so a
-/// bad config shows as `Degraded` instead.
-fn config_condition(lifecycle: Lifecycle, configuration: &Configuration) -> Desired {
+/// bad config shows as `Degraded` instead, and only for a config this cluster should run: a cluster
+/// the rollout holds back is left as it is (`None`), except when its config is missing.
+fn config_condition(
+    lifecycle: Lifecycle,
+    configuration: &Configuration,
+    gate: &Result<(), Hold>,
+) -> Option<Desired> {
     let which = configuration
         .observed
         .as_ref()
         .map(|o| format!("AddOnDeploymentConfig {}", o.key));
-    match (lifecycle, &configuration.result) {
+    match gate {
+        Err(hold) if hold.is_error() => {
+            return Some(Desired::new(
+                DEGRADED,
+                Status::True,
+                "InvalidConfiguration",
+                format!("{hold}; the last good agent configuration stays deployed"),
+            ));
+        }
+        Err(_) => return None,
+        Ok(()) => {}
+    }
+    let desired = match (lifecycle, &configuration.result) {
         (Lifecycle::SelfManaged, Ok(_)) => Desired::new(
             CONFIGURED,
             Status::True,
@@ -388,7 +475,8 @@ fn config_condition(lifecycle: Lifecycle, configuration: &Configuration) -> Desi
             "InvalidConfiguration",
             format!("{e}; the last good agent configuration stays deployed"),
         ),
-    }
+    };
+    Some(desired)
 }
 
 /// The config hash of the current work, when the work agent reports it applied.
@@ -529,4 +617,103 @@ async fn write_status(
         name: format!("{cluster}/{name}"),
         attempts: ATTEMPTS,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key() -> ConfigKey {
+        ConfigKey {
+            namespace: "hub".into(),
+            name: "cfg".into(),
+        }
+    }
+
+    fn configuration(result: Result<AgentConfig, String>) -> Configuration {
+        Configuration {
+            observed: Some(ObservedConfig {
+                key: key(),
+                found: Some(("h1".into(), 1)),
+            }),
+            result,
+        }
+    }
+
+    fn held() -> Result<(), Hold> {
+        Err(Hold::NotYetCurrent {
+            key: key(),
+            desired: "h1".into(),
+            current: "h2".into(),
+        })
+    }
+
+    #[test]
+    fn a_cluster_held_back_by_the_rollout_is_not_degraded_by_a_config_it_does_not_run() {
+        let refused = configuration(Err("REFRESH_INTERVAL=soon: not a duration".into()));
+        assert_eq!(config_condition(Lifecycle::AddonManager, &refused, &held()), None);
+        assert_eq!(
+            config_condition(Lifecycle::AddonManager, &refused, &Err(Hold::NotConfigured)),
+            None
+        );
+        // OCM moved the cluster to the refused config: Degraded, naming the value.
+        let degraded = config_condition(Lifecycle::AddonManager, &refused, &Ok(())).expect("a condition");
+        assert_eq!(
+            (degraded.type_, degraded.status, degraded.reason),
+            (DEGRADED, Status::True, "InvalidConfiguration")
+        );
+        assert!(degraded.message.contains("REFRESH_INTERVAL=soon"), "{degraded:?}");
+        // A missing config is an error whoever waits for it.
+        let missing = config_condition(
+            Lifecycle::AddonManager,
+            &configuration(Ok(AgentConfig::default())),
+            &Err(Hold::Missing(key())),
+        )
+        .expect("a condition");
+        assert_eq!(
+            (missing.status, missing.reason),
+            (Status::True, "InvalidConfiguration")
+        );
+        assert!(missing.message.contains("hub/cfg not found"), "{missing:?}");
+        let valid = config_condition(
+            Lifecycle::AddonManager,
+            &configuration(Ok(AgentConfig::default())),
+            &Ok(()),
+        )
+        .expect("a condition");
+        assert_eq!((valid.type_, valid.status), (DEGRADED, Status::False));
+    }
+
+    #[test]
+    fn without_a_work_the_addon_says_what_it_waits_for() {
+        let valid: Result<AgentConfig, String> = Ok(AgentConfig::default());
+        let Some(Change::Set(waiting)) =
+            waiting_for_configuration(Lifecycle::AddonManager, false, &Err(Hold::NotConfigured), &valid)
+        else {
+            panic!("no ManifestApplied while OCM has not configured the cluster");
+        };
+        assert_eq!(
+            (waiting.type_, waiting.status, waiting.reason),
+            (MANIFEST_APPLIED, Status::False, "WaitingForConfiguration")
+        );
+        assert!(waiting.message.contains("rollout"), "{waiting:?}");
+        let refused: Result<AgentConfig, String> = Err("bad value".into());
+        assert!(matches!(
+            waiting_for_configuration(Lifecycle::AddonManager, false, &Ok(()), &refused),
+            Some(Change::Set(d)) if d.message == "bad value"
+        ));
+        // Rendering now, an existing work (its own status decides), or our own lifecycle: nothing.
+        assert_eq!(
+            waiting_for_configuration(Lifecycle::AddonManager, false, &Ok(()), &valid),
+            None
+        );
+        assert_eq!(
+            waiting_for_configuration(Lifecycle::AddonManager, true, &held(), &valid),
+            None
+        );
+        assert_eq!(
+            waiting_for_configuration(Lifecycle::SelfManaged, false, &Ok(()), &refused),
+            None
+        );
+    }
 }
