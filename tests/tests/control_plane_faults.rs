@@ -32,8 +32,8 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use ocm_score_tests::control_plane::addon::{
-    ADDON, HUB_NAMESPACE, add_nodes, add_pod, addon_objects, agent_once, kubectl, score_object, start_agent,
-    start_manager_with, wait_agent_installed,
+    HUB_NAMESPACE, add_nodes, add_pod, addon_objects, agent_once, kubectl, score_object, set_agent_variables,
+    start_agent, start_manager_with, wait_agent_installed,
 };
 use ocm_score_tests::control_plane::observe::{ScoreSampler, probe_address, scrape};
 use ocm_score_tests::control_plane::process::Component;
@@ -193,22 +193,13 @@ async fn install_and_start_manager(cp: &ControlPlane, dir: &std::path::Path) -> 
     let hub_kc = cp.hub_kubeconfig();
     kubectl(&hub_kc, &["apply", "-k", "manifests/hub"]).unwrap_or_else(|e| panic!("{e}"));
     let refresh = format!("{}s", REFRESH.as_secs());
-    let variables = json!({"spec": {"customizedVariables": [
-        {"name": "SOURCES", "value": "cluster"},
-        {"name": "REFRESH_INTERVAL", "value": refresh},
-        {"name": "SCORE_VALIDITY", "value": format!("{}s", VALIDITY.as_secs())},
-    ]}});
-    kubectl(
+    let validity = format!("{}s", VALIDITY.as_secs());
+    set_agent_variables(
         &hub_kc,
         &[
-            "patch",
-            "addondeploymentconfig",
-            ADDON,
-            "-n",
-            HUB_NAMESPACE,
-            "--type=merge",
-            "-p",
-            &variables.to_string(),
+            ("SOURCES", "cluster"),
+            ("REFRESH_INTERVAL", &refresh),
+            ("SCORE_VALIDITY", &validity),
         ],
     )
     .unwrap_or_else(|e| panic!("{e}"));

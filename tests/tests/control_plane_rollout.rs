@@ -28,6 +28,7 @@ use ocm_score_hub::addon::spec_hash::spec_hash_of_object;
 use ocm_score_tests::control_plane::ControlPlane;
 use ocm_score_tests::control_plane::addon::{
     ADDON, HUB_NAMESPACE, agent_deployment, condition_true, dynamic, install_and_start_manager, kubectl,
+    set_agent_variables,
 };
 use ocm_score_tests::support::{TempDir, eventually};
 use serde_json::{Value, json};
@@ -317,23 +318,17 @@ fn set_rollout_strategy(hub_kc: &Path, strategy: Value) {
 
 /// Edits the AddOnDeploymentConfig in place: the agents' refresh interval.
 fn set_refresh_interval(hub_kc: &Path, value: &str) {
-    let patch = json!({"spec": {"customizedVariables": [
-        {"name": "SOURCES", "value": "cluster"},
-        {"name": "REFRESH_INTERVAL", "value": value},
-    ]}});
-    run(
-        hub_kc,
-        &[
-            "patch",
-            "addondeploymentconfig",
-            ADDON,
-            "-n",
-            HUB_NAMESPACE,
-            "--type=merge",
-            "-p",
-            &patch.to_string(),
-        ],
-    );
+    set_agent_variables(hub_kc, &[("SOURCES", "cluster"), ("REFRESH_INTERVAL", value)])
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// Waits until OCM reports the install progression completed on all three clusters.
+async fn rollout_completed(fleet: &Fleet<'_>, what: &str, context: impl Fn() -> String) {
+    eventually(what, WAIT, context, || async {
+        let (status, message) = fleet.install_progress().await?;
+        (status == "False" && message == "3/3 completed with no errors, 0 failed 0 timeout.").then_some(())
+    })
+    .await;
 }
 
 /// Polls every second until every cluster has completed `hash`, and returns, per cluster, when its
@@ -502,15 +497,10 @@ async fn ocm_rolls_config_changes_out_cluster_by_cluster_group_by_group_and_stop
     for (cluster, view) in fleet.views().await {
         assert_eq!(view.refresh_arg, "--refresh-interval=45s", "{cluster}: {view:?}");
     }
-    eventually(
+    rollout_completed(
+        &fleet,
         "the install progression completed at the new config",
-        WAIT,
         context,
-        || async {
-            let (status, message) = fleet.install_progress().await?;
-            (status == "False" && message == "3/3 completed with no errors, 0 failed 0 timeout.")
-                .then_some(())
-        },
     )
     .await;
 
@@ -601,15 +591,10 @@ async fn ocm_rolls_config_changes_out_cluster_by_cluster_group_by_group_and_stop
         assert_eq!(view.refresh_arg, "--refresh-interval=30s", "{cluster}: {view:?}");
         assert!(view.degraded_reason.is_none(), "{cluster}: {view:?}");
     }
-    eventually(
+    rollout_completed(
+        &fleet,
         "the install progression completed after the groups",
-        WAIT,
         context,
-        || async {
-            let (status, message) = fleet.install_progress().await?;
-            (status == "False" && message == "3/3 completed with no errors, 0 failed 0 timeout.")
-                .then_some(())
-        },
     )
     .await;
 

@@ -194,13 +194,29 @@ pub async fn install_with_timing_and_start_manager(
     let hub_kc = cp.hub_kubeconfig();
     kubectl(&hub_kc, &["apply", "-k", "manifests/hub"])?;
     let refresh = format!("{}s", refresh.as_secs());
-    let patch = json!({"spec": {"customizedVariables": [
-        {"name": "SOURCES", "value": "cluster"},
-        {"name": "REFRESH_INTERVAL", "value": refresh},
-        {"name": "SCORE_VALIDITY", "value": format!("{}s", validity.as_secs())},
-    ]}});
-    kubectl(
+    let validity = format!("{}s", validity.as_secs());
+    set_agent_variables(
         &hub_kc,
+        &[
+            ("SOURCES", "cluster"),
+            ("REFRESH_INTERVAL", &refresh),
+            ("SCORE_VALIDITY", &validity),
+        ],
+    )?;
+    let manager = start_manager(cp, dir).await?;
+    Ok((manager, format!("--refresh-interval={refresh}")))
+}
+
+/// Replaces the shipped AddOnDeploymentConfig's `customizedVariables` (the agents' environment)
+/// with `variables`, as a user's `kubectl patch` does.
+pub fn set_agent_variables(hub_kc: &Path, variables: &[(&str, &str)]) -> Result<(), Error> {
+    let variables: Vec<Value> = variables
+        .iter()
+        .map(|(name, value)| json!({"name": name, "value": value}))
+        .collect();
+    let patch = json!({"spec": {"customizedVariables": variables}});
+    kubectl(
+        hub_kc,
         &[
             "patch",
             "addondeploymentconfig",
@@ -212,8 +228,7 @@ pub async fn install_with_timing_and_start_manager(
             &patch.to_string(),
         ],
     )?;
-    let manager = start_manager(cp, dir).await?;
-    Ok((manager, format!("--refresh-interval={refresh}")))
+    Ok(())
 }
 
 /// Waits (panicking after `wait`, with `context` in the message) until OCM has installed the agent
