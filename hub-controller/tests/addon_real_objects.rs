@@ -14,7 +14,7 @@ use kube::discovery::pinned_kind;
 use ocm_score_hub::addon::agent_manifests::{AgentDefaults, RenderInput, render};
 use ocm_score_hub::addon::deployment_config::AgentConfig;
 use ocm_score_hub::addon::names;
-use ocm_score_hub::addon::work::deploy_work;
+use ocm_score_hub::addon::work::{AgentAvailable, deploy_work, updated};
 use ocm_score_tests::control_plane::ControlPlane;
 use scheduler_core::api::ManifestWork;
 use serde_json::{Value, json};
@@ -99,7 +99,14 @@ async fn the_real_work_agent_applies_our_manifest_work() {
         .iter()
         .map(|m| m["kind"].as_str().unwrap_or_default().to_owned())
         .collect();
-    let work = deploy_work(addon, "cluster1", &owner, manifests, &BTreeMap::new());
+    let work = deploy_work(
+        addon,
+        "cluster1",
+        &owner,
+        manifests.clone(),
+        &BTreeMap::new(),
+        AgentAvailable::Exists,
+    );
     let works: Api<ManifestWork> = Api::namespaced(hub.clone(), "cluster1");
     let created = works
         .create(&PostParams::default(), &work)
@@ -187,5 +194,67 @@ async fn the_real_work_agent_applies_our_manifest_work() {
     assert_eq!(
         container.image.as_deref(),
         Some("quay.io/ocm-score/ocm-score:v0.1.0")
+    );
+
+    // Under OCM's rollout the work's Available means the agent runs: the real work agent compiles
+    // and evaluates our rule (an expression it cannot compile reads ConditionRuleExpressionError),
+    // and with no node to run the pod the Deployment and the work stay unavailable.
+    let existing = works.get(&name).await.expect("get work");
+    let judged = deploy_work(
+        addon,
+        "cluster1",
+        &owner,
+        manifests,
+        &BTreeMap::new(),
+        AgentAvailable::RolledOut,
+    );
+    works
+        .replace(&name, &PostParams::default(), &updated(&existing, &judged))
+        .await
+        .expect("the real server accepts our condition rule");
+    let started = Instant::now();
+    let rule = loop {
+        let w = works_dyn.get(&name).await.expect("get work");
+        let deployment_available = w
+            .data
+            .pointer("/status/resourceStatus/manifests")
+            .and_then(Value::as_array)
+            .and_then(|ms| ms.iter().find(|m| m["resourceMeta"]["kind"] == "Deployment"))
+            .and_then(|m| m.pointer("/conditions")?.as_array())
+            .and_then(|cs| cs.iter().find(|c| c["type"] == "Available"))
+            .filter(|c| {
+                c["reason"]
+                    .as_str()
+                    .is_some_and(|r| r.starts_with("ConditionRule"))
+            })
+            .cloned();
+        let work_available = w
+            .data
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .and_then(|cs| cs.iter().find(|c| c["type"] == "Available"))
+            .cloned()
+            .unwrap_or_default();
+        if let Some(rule) = deployment_available
+            && work_available["status"] == "False"
+        {
+            break rule;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "our rule not evaluated: {}\nwork agent log:\n{}",
+            serde_json::to_string_pretty(&w.data["status"]).unwrap_or_default(),
+            cp.log_tail("cluster1-klusterlet", 30)
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    assert_eq!(
+        (rule["status"].as_str(), rule["reason"].as_str()),
+        (Some("False"), Some("ConditionRuleEvaluated")),
+        "{rule}"
+    );
+    assert_eq!(
+        rule["message"], "the agent is not rolled out: 1 of 1 replicas updated, 0 available",
+        "{rule}"
     );
 }

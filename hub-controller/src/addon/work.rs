@@ -5,11 +5,20 @@ use super::names;
 use super::spec_hash::go_json;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use scheduler_core::api::{
-    DeleteOption, FeedbackRule, ManifestConfigOption, ManifestWork, ManifestWorkSpec, ManifestsTemplate,
-    ResourceIdentifier,
+    ConditionRule, DeleteOption, FeedbackRule, ManifestConfigOption, ManifestWork, ManifestWorkSpec,
+    ManifestsTemplate, ResourceIdentifier,
 };
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
+
+/// What the work's `Available` says of the agent's Deployment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AgentAvailable {
+    /// The work agent's own rule: the Deployment exists.
+    Exists,
+    /// Its pods run this configuration and are available (see [`rolled_out_rule`]).
+    RolledOut,
+}
 
 /// Builds `addon-<addon>-deploy-0` in the cluster namespace.
 ///
@@ -21,6 +30,7 @@ pub fn deploy_work(
     owner: &OwnerReference,
     manifests: Vec<Value>,
     config_hashes: &BTreeMap<String, String>,
+    available: AgentAvailable,
 ) -> ManifestWork {
     let annotations = (!config_hashes.is_empty()).then(|| {
         let map: serde_json::Map<String, Value> = config_hashes
@@ -47,6 +57,10 @@ pub fn deploy_work(
                 type_: "WellKnownStatus".into(),
                 json_paths: vec![],
             }],
+            condition_rules: match available {
+                AgentAvailable::Exists => vec![],
+                AgentAvailable::RolledOut => vec![rolled_out_rule()],
+            },
             extra: Default::default(),
         });
     ManifestWork {
@@ -68,6 +82,37 @@ pub fn deploy_work(
             extra: Default::default(),
         },
         status: None,
+    }
+}
+
+/// The Deployment's `Available`, as `kubectl rollout status` judges a rollout finished: the
+/// controller saw this generation, every replica runs it, no old one is left, all are available.
+const ROLLED_OUT: [&str; 4] = [
+    "object.?status.?observedGeneration.orValue(0) >= object.metadata.generation",
+    "object.?status.?updatedReplicas.orValue(0) == object.spec.replicas",
+    "object.?status.?replicas.orValue(0) == object.spec.replicas",
+    "object.?status.?availableReplicas.orValue(0) == object.spec.replicas",
+];
+
+const ROLLED_OUT_MESSAGE: &str = "result ? 'the agent runs this configuration and is available' : \
+    'the agent is not rolled out: ' + string(object.?status.?updatedReplicas.orValue(0)) + ' of ' + \
+    string(object.spec.replicas) + ' replicas updated, ' + \
+    string(object.?status.?availableReplicas.orValue(0)) + ' available'";
+
+/// Without it the work agent calls a Deployment available as soon as it exists, so OCM's rollout
+/// would move on from a cluster whose new agent never starts. With it the work (and so OCM's
+/// `Progressing`) completes only once the agent's pods run the new configuration.
+///
+/// Only for OCM's rollouts: while the rule says False of an existing Deployment, OCM v1.2's work
+/// agent flips the manifest's condition through True and back at every status sync (10 s) and
+/// writes the work's status each time; nobody else reads the rule.
+fn rolled_out_rule() -> ConditionRule {
+    ConditionRule {
+        condition: "Available".into(),
+        type_: "CEL".into(),
+        cel_expressions: ROLLED_OUT.iter().map(|e| e.to_string()).collect(),
+        message: String::new(),
+        message_expression: ROLLED_OUT_MESSAGE.into(),
     }
 }
 
@@ -181,6 +226,17 @@ pub fn up_to_date(existing: &ManifestWork, desired: &ManifestWork) -> bool {
     if manifests_digest(existing) != manifests_digest(desired) {
         return false;
     }
+    // Nothing defaults inside condition rules, and a rule we no longer want must go.
+    let rules = |w: &ManifestWork| {
+        w.spec
+            .manifest_configs
+            .iter()
+            .map(|c| c.condition_rules.clone())
+            .collect::<Vec<_>>()
+    };
+    if rules(existing) != rules(desired) {
+        return false;
+    }
     let (Ok(mut have), Ok(mut want)) = (
         serde_json::to_value(&existing.spec),
         serde_json::to_value(&desired.spec),
@@ -267,7 +323,14 @@ mod tests {
             "addondeploymentconfigs.addon.open-cluster-management.io/ns/cfg".to_string(),
             "abc".to_string(),
         )]);
-        let w = deploy_work("a", "c1", &owner(), manifests(), &hashes);
+        let w = deploy_work(
+            "a",
+            "c1",
+            &owner(),
+            manifests(),
+            &hashes,
+            AgentAvailable::RolledOut,
+        );
         let v = serde_json::to_value(&w).expect("serializes");
         assert_eq!(v["metadata"]["name"], "addon-a-deploy-0");
         assert_eq!(v["metadata"]["namespace"], "c1");
@@ -288,10 +351,31 @@ mod tests {
         assert_eq!(
             v["spec"]["manifestConfigs"],
             json!([{"resourceIdentifier": {"group": "apps", "resource": "deployments", "name": "a-agent", "namespace": "ns"},
-                    "feedbackRules": [{"type": "WellKnownStatus"}]}])
+                    "feedbackRules": [{"type": "WellKnownStatus"}],
+                    "conditionRules": [{"condition": "Available", "type": "CEL",
+                                        "celExpressions": ROLLED_OUT,
+                                        "messageExpression": ROLLED_OUT_MESSAGE}]}])
         );
-        let plain = deploy_work("a", "c1", &owner(), vec![manifests().remove(1)], &BTreeMap::new());
+        let plain = deploy_work(
+            "a",
+            "c1",
+            &owner(),
+            vec![manifests().remove(1)],
+            &BTreeMap::new(),
+            AgentAvailable::Exists,
+        );
         assert!(plain.metadata.annotations.is_none() && plain.spec.delete_option.is_none());
+        assert!(plain.spec.manifest_configs[0].condition_rules.is_empty());
+        // Handing the add-on to OCM's rollout (or back) rewrites the work.
+        let judged = deploy_work(
+            "a",
+            "c1",
+            &owner(),
+            vec![manifests().remove(1)],
+            &BTreeMap::new(),
+            AgentAvailable::RolledOut,
+        );
+        assert!(!up_to_date(&plain, &judged) && !up_to_date(&judged, &plain));
     }
 
     #[test]
@@ -303,7 +387,14 @@ mod tests {
 
     #[test]
     fn up_to_date_tolerates_server_defaults_and_foreign_metadata_only() {
-        let desired = deploy_work("a", "c1", &owner(), manifests(), &BTreeMap::new());
+        let desired = deploy_work(
+            "a",
+            "c1",
+            &owner(),
+            manifests(),
+            &BTreeMap::new(),
+            AgentAvailable::Exists,
+        );
         let mut existing = desired.clone();
         existing.metadata.resource_version = Some("7".into());
         existing
@@ -330,7 +421,14 @@ mod tests {
         assert!(!up_to_date(&stale_hash, &desired));
 
         // Without orphans we send no delete option: the default Foreground matches, Orphan does not.
-        let bare = deploy_work("a", "c1", &owner(), vec![manifests().remove(1)], &BTreeMap::new());
+        let bare = deploy_work(
+            "a",
+            "c1",
+            &owner(),
+            vec![manifests().remove(1)],
+            &BTreeMap::new(),
+            AgentAvailable::Exists,
+        );
         let mut defaulted = bare.clone();
         defaulted.spec.delete_option = Some(DeleteOption {
             propagation_policy: Some("Foreground".into()),
@@ -346,7 +444,14 @@ mod tests {
 
     #[test]
     fn a_compacted_cache_entry_compares_by_digest() {
-        let desired = deploy_work("a", "c1", &owner(), manifests(), &BTreeMap::new());
+        let desired = deploy_work(
+            "a",
+            "c1",
+            &owner(),
+            manifests(),
+            &BTreeMap::new(),
+            AgentAvailable::Exists,
+        );
         let mut cached = desired.clone();
         compact_for_cache(&mut cached);
         assert_eq!(cached.spec.workload.manifests.len(), 1);
@@ -356,7 +461,14 @@ mod tests {
         changed[1]["spec"] = json!({"replicas": 2});
         assert!(!up_to_date(
             &cached,
-            &deploy_work("a", "c1", &owner(), changed, &BTreeMap::new())
+            &deploy_work(
+                "a",
+                "c1",
+                &owner(),
+                changed,
+                &BTreeMap::new(),
+                AgentAvailable::Exists
+            )
         ));
         // Compacting twice changes nothing.
         let once = cached.clone();
@@ -366,13 +478,21 @@ mod tests {
 
     #[test]
     fn update_keeps_foreign_metadata_and_replaces_ours() {
-        let desired = deploy_work("a", "c1", &owner(), manifests(), &BTreeMap::new());
+        let desired = deploy_work(
+            "a",
+            "c1",
+            &owner(),
+            manifests(),
+            &BTreeMap::new(),
+            AgentAvailable::Exists,
+        );
         let mut existing = deploy_work(
             "a",
             "c1",
             &owner(),
             vec![],
             &BTreeMap::from([("k".to_string(), "old".to_string())]),
+            AgentAvailable::Exists,
         );
         existing.metadata.resource_version = Some("3".into());
         existing

@@ -45,8 +45,28 @@ pub struct ManifestConfigOption {
     pub resource_identifier: ResourceIdentifier,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub feedback_rules: Vec<FeedbackRule>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub condition_rules: Vec<ConditionRule>,
     #[serde(flatten)]
     pub extra: Extra,
+}
+
+/// How the work agent sets one condition of a manifest (OCM v1.1+). A rule's `Available` replaces
+/// the agent's own "the resource exists" and so decides the work's `Available` too.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConditionRule {
+    pub condition: String,
+    /// `CEL` or `WellKnownConditions`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// All must hold for the condition to be True.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cel_expressions: Vec<String>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message_expression: String,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

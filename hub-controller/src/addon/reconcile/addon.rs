@@ -337,7 +337,13 @@ async fn apply(
             Some(refs) => config_refs::configs_to_map(refs),
             None => config_refs::work_config_hashes(configuration.observed.as_ref()),
         };
-        let desired = work::deploy_work(addon_name, cluster, &owner, manifests, &hashes);
+        // OCM's rollout counts a cluster done once its work is Available: make that mean the agent
+        // runs the new config. Our own lifecycle has no rollout to inform.
+        let available = match lifecycle {
+            Lifecycle::AddonManager => work::AgentAvailable::RolledOut,
+            Lifecycle::SelfManaged => work::AgentAvailable::Exists,
+        };
+        let desired = work::deploy_work(addon_name, cluster, &owner, manifests, &hashes, available);
         let api: Api<ManifestWork> = Api::namespaced(ctx.client.clone(), cluster);
         match ensure(ctx, &api, cached_work, &desired, work::up_to_date, work::updated).await {
             Ok(written) => work_now = Some(written),
