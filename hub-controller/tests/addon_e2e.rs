@@ -10,6 +10,7 @@ use scheduler_core::api::{
     AddOnPlacementScore, AddOnPlacementScoreItem, AddOnPlacementScoreStatus, ObjectMeta,
 };
 use serde_json::{Value, json};
+use std::time::Duration;
 
 fn condition<'a>(object: &'a Value, type_: &str) -> Option<&'a Value> {
     object["status"]["conditions"]
@@ -572,7 +573,8 @@ async fn removal_cleans_up_the_work_rbac_and_score() {
         hub.add_cluster(c);
     }
     hub.decide(&clusters).await;
-    let controller = hub.controller("replica-a", &[]);
+    let grace = Duration::from_secs(10);
+    let controller = hub.controller("replica-a", &["--install-removal-grace=10s"]);
     for c in clusters {
         controller
             .wait_for("the work and RBAC", || hub.work(c).and(hub.role_binding(c)))
@@ -580,8 +582,33 @@ async fn removal_cleans_up_the_work_rbac_and_score() {
         publish_score(&hub, c).await;
     }
 
-    // c3 leaves the placement: its add-on, work, hub RBAC and score go; the others stay.
+    // c3 leaves the placement and comes back within the grace (OCM rewriting its decisions):
+    // nothing of it goes.
+    let said = |what: &'static str| {
+        let controller = &controller;
+        move || {
+            controller
+                .logs()
+                .into_iter()
+                .find(|l| l.contains(what) && l.contains("cluster=c3"))
+        }
+    };
     hub.decide(&["c1", "c2"]).await;
+    let left = std::time::Instant::now();
+    controller
+        .wait_for("c3 seen left out", said("no longer selects the cluster"))
+        .await;
+    hub.decide(&clusters).await;
+    controller
+        .wait_for("c3 seen selected again", said("selects the cluster again"))
+        .await;
+    assert!(
+        left.elapsed() < grace && hub.addon("c3").is_some(),
+        "c3's add-on went while it was out for less than the grace"
+    );
+    // c3 leaves for good: after the grace its add-on, work, hub RBAC and score go; the others stay.
+    hub.decide(&["c1", "c2"]).await;
+    let left = std::time::Instant::now();
     controller
         .wait_for("c3 cleaned up", || {
             (hub.addon("c3").is_none()
@@ -593,6 +620,11 @@ async fn removal_cleans_up_the_work_rbac_and_score() {
             .then_some(())
         })
         .await;
+    assert!(
+        left.elapsed() >= grace,
+        "c3 was removed {:?} after it left, before the grace",
+        left.elapsed()
+    );
     assert_eq!(
         hub.shapes_readers().len(),
         4,

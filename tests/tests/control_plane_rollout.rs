@@ -1,36 +1,35 @@
-//! Configuration rollouts as OCM runs them, on the real control plane with OCM's own addon-manager:
-//! three managed clusters, the add-on installed from `manifests/hub` and handed to OCM with
+//! Configuration rollouts as OCM runs them, on the real control plane with OCM's own addon-manager
+//! and a node per cluster: three managed clusters, the add-on installed as shipped (`kubectl apply
+//! -k manifests/hub`, our manager and agents as pods from our image) and handed to OCM with
 //! `kubectl apply -k manifests/examples/rollout`, then AddOnDeploymentConfig edits rolled out
-//! - `Progressive` with `maxConcurrency: 1`: one cluster at a time in name order, each next one only
-//!   `minSuccessTime` after the previous completed, the clusters not yet reached keeping the old
-//!   config in their ManifestWork and in the agent Deployment the work agent applied;
-//! - a config our add-on manager refuses (never rendered, so OCM's `progressDeadline` runs out): the
-//!   rollout stops once `maxFailures` is exceeded, the untouched cluster stays on the old config, and
-//!   the refused clusters keep their last good agent;
-//! - `ProgressivePerGroup`: the Placement's decision groups one after the other, the canary group
-//!   first although its cluster sorts last.
+//! - `Progressive` with `maxConcurrency: 1`: one cluster at a time in name order, the agent's pod
+//!   replaced on one cluster at a time, OCM counting a cluster done only once its new pod is Ready,
+//!   each next cluster only `minSuccessTime` after the previous completed, the clusters not yet
+//!   reached keeping the old config in their ManifestWork and the same agent pod;
+//! - a new agent image that was never published (an AddOnDeploymentConfig `registries` mirror): the
+//!   pod never starts, so the work never becomes Available, OCM's `progressDeadline` runs out, and
+//!   the rollout stops once `maxFailures` is exceeded; the untouched cluster keeps its agent;
+//! - `ProgressivePerGroup` with the fix: the Placement's decision groups one after the other, the
+//!   canary group first although its cluster sorts last.
 //!
 //! OCM v1.2 reports a rollout only through `Progressing` conditions (the add-ons' and each
 //! `installProgressions[]` entry's of the ClusterManagementAddOn); there is no `RolloutSucceeded`
 //! condition type, and the test checks that none appears.
-//!
-//! The clusters run no nodes: OCM judges a cluster done when its ManifestWork is Applied and
-//! Available (its resources exist), not from pods, so the agent's Deployment (its arguments) shows
-//! what each cluster runs.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use kube::api::{Api, DynamicObject};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DynamicObject, ListParams};
 use ocm_score_hub::addon::spec_hash::spec_hash_of_object;
 use ocm_score_tests::control_plane::ControlPlane;
 use ocm_score_tests::control_plane::addon::{
-    ADDON, HUB_NAMESPACE, agent_deployment, condition_true, dynamic, install_and_start_manager, kubectl,
-    set_agent_variables,
+    ADDON, HUB_NAMESPACE, INSTALL_NAMESPACE, agent_deployment, condition_true, dynamic, kubectl,
 };
-use ocm_score_tests::support::{TempDir, eventually};
+use ocm_score_tests::control_plane::pods::{is_ready, ready_pods};
+use ocm_score_tests::support::eventually;
 use serde_json::{Value, json};
 
 /// Patience for one convergence on a loaded 2-core machine.
@@ -43,6 +42,68 @@ const ADDON_GROUP: &str = "addon.open-cluster-management.io";
 
 fn run(kubeconfig: &Path, args: &[&str]) -> String {
     kubectl(kubeconfig, args).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// An agent pod on a managed cluster.
+#[derive(Clone, Debug, PartialEq)]
+struct AgentPod {
+    uid: String,
+    created: Timestamp,
+    /// When it became Ready, if it is.
+    ready_since: Option<Timestamp>,
+    image: String,
+    refresh_arg: String,
+    /// Why its container waits (`ErrImagePull`, `ImagePullBackOff`, ...).
+    waiting: Option<String>,
+}
+
+impl AgentPod {
+    fn of(pod: &Pod) -> AgentPod {
+        let container = pod.spec.as_ref().and_then(|s| s.containers.first());
+        let status = pod.status.as_ref();
+        let ready_since = is_ready(pod)
+            .then(|| {
+                status?
+                    .conditions
+                    .as_ref()?
+                    .iter()
+                    .find(|c| c.type_ == "Ready")?
+                    .last_transition_time
+                    .as_ref()
+                    .map(|t| t.0)
+            })
+            .flatten();
+        AgentPod {
+            uid: pod.metadata.uid.clone().unwrap_or_default(),
+            created: pod
+                .metadata
+                .creation_timestamp
+                .as_ref()
+                .map(|t| t.0)
+                .unwrap_or_default(),
+            ready_since,
+            image: container.and_then(|c| c.image.clone()).unwrap_or_default(),
+            refresh_arg: refresh_arg(container.and_then(|c| c.args.clone())),
+            waiting: status
+                .and_then(|s| {
+                    s.container_statuses
+                        .as_ref()?
+                        .first()?
+                        .state
+                        .as_ref()?
+                        .waiting
+                        .as_ref()
+                })
+                .and_then(|w| w.reason.clone()),
+        }
+    }
+}
+
+fn refresh_arg(args: Option<Vec<String>>) -> String {
+    args.unwrap_or_default()
+        .into_iter()
+        .find(|a| a.starts_with("--refresh-interval="))
+        .unwrap_or_default()
 }
 
 /// What one cluster looks like to OCM's rollout and what it runs.
@@ -59,6 +120,8 @@ struct ClusterView {
     work_generation: i64,
     /// `--refresh-interval=...` of the agent Deployment the work agent applied on the cluster.
     refresh_arg: String,
+    /// The agent's pods on the cluster (more than one only while one terminates).
+    pods: Vec<AgentPod>,
 }
 
 impl ClusterView {
@@ -67,6 +130,14 @@ impl ClusterView {
         let (status, reason, at) = self.progressing.as_ref()?;
         (self.desired == hash && self.last_applied == hash && status == "False" && reason == "Completed")
             .then_some(*at)
+    }
+
+    /// The one Ready agent pod, if the cluster runs exactly that.
+    fn running(&self) -> Option<&AgentPod> {
+        match self.pods.as_slice() {
+            [pod] if pod.ready_since.is_some() => Some(pod),
+            _ => None,
+        }
     }
 }
 
@@ -182,13 +253,17 @@ impl<'a> Fleet<'a> {
         let apis = &self.clusters[cluster];
         // What the cluster runs is read before what OCM wants of it: a work seen moved then has its
         // add-on seen moved too (the reverse order could catch OCM's move between the two reads).
-        let refresh_arg = agent_deployment(&apis.agent)
+        let pods: Api<Pod> = Api::namespaced(apis.agent.clone(), INSTALL_NAMESPACE);
+        let pods = pods
+            .list(&ListParams::default())
             .await
-            .and_then(|d| d.spec?.template.spec?.containers.first()?.args.clone())
-            .unwrap_or_default()
-            .into_iter()
-            .find(|a| a.starts_with("--refresh-interval="))
+            .map(|l| l.items.iter().map(AgentPod::of).collect())
             .unwrap_or_default();
+        let refresh_arg = refresh_arg(
+            agent_deployment(&apis.agent)
+                .await
+                .and_then(|d| d.spec?.template.spec?.containers.first()?.args.clone()),
+        );
         let work = apis
             .works
             .get_opt(&format!("addon-{ADDON}-deploy-0"))
@@ -238,6 +313,7 @@ impl<'a> Fleet<'a> {
             work_hash,
             work_generation,
             refresh_arg,
+            pods,
         }
     }
 
@@ -290,10 +366,23 @@ impl<'a> Fleet<'a> {
         groups
     }
 
-    /// The context of a failed wait: every cluster's view and the two managers' logs.
-    fn context(&self, manager_tail: String) -> String {
+    /// The context of a failed wait: the two managers' logs.
+    fn context(&self) -> String {
+        let ours = kubectl(
+            &self.cp.hub_kubeconfig(),
+            &[
+                "logs",
+                "-n",
+                HUB_NAMESPACE,
+                "-l",
+                "app.kubernetes.io/name=ocm-score-addon-manager",
+                "--tail=30",
+                "--prefix",
+            ],
+        )
+        .unwrap_or_else(|e| e.to_string());
         format!(
-            "--- ocm-score-hub:\n{manager_tail}\n--- OCM addon-manager:\n{}",
+            "--- ocm-score-hub addon-manager pods:\n{ours}\n--- OCM addon-manager:\n{}",
             self.cp.log_tail("hub-addon-manager", 30)
         )
     }
@@ -316,30 +405,63 @@ fn set_rollout_strategy(hub_kc: &Path, strategy: Value) {
     );
 }
 
-/// Edits the AddOnDeploymentConfig in place: the agents' refresh interval.
-fn set_refresh_interval(hub_kc: &Path, value: &str) {
-    set_agent_variables(hub_kc, &[("SOURCES", "cluster"), ("REFRESH_INTERVAL", value)])
-        .unwrap_or_else(|e| panic!("{e}"));
+/// Edits the AddOnDeploymentConfig in place, as one merge patch (one new spec hash): the agents'
+/// refresh interval, and the image mirror (`None` removes it).
+fn set_config(hub_kc: &Path, refresh: &str, mirror: Option<(&str, &str)>) {
+    let registries = mirror.map(|(source, mirror)| json!([{"source": source, "mirror": mirror}]));
+    let patch = json!({"spec": {
+        "customizedVariables": [{"name": "REFRESH_INTERVAL", "value": refresh},
+                                {"name": "SOURCES", "value": "cluster"}],
+        "registries": registries,
+    }});
+    run(
+        hub_kc,
+        &[
+            "patch",
+            "addondeploymentconfig",
+            ADDON,
+            "-n",
+            HUB_NAMESPACE,
+            "--type=merge",
+            "-p",
+            &patch.to_string(),
+        ],
+    );
 }
 
 /// Waits until OCM reports the install progression completed on all three clusters.
-async fn rollout_completed(fleet: &Fleet<'_>, what: &str, context: impl Fn() -> String) {
-    eventually(what, WAIT, context, || async {
-        let (status, message) = fleet.install_progress().await?;
-        (status == "False" && message == "3/3 completed with no errors, 0 failed 0 timeout.").then_some(())
-    })
+async fn rollout_completed(fleet: &Fleet<'_>, what: &str) {
+    eventually(
+        what,
+        WAIT,
+        || fleet.context(),
+        || async {
+            let (status, message) = fleet.install_progress().await?;
+            (status == "False" && message == "3/3 completed with no errors, 0 failed 0 timeout.")
+                .then_some(())
+        },
+    )
     .await;
 }
 
-/// Polls every second until every cluster has completed `hash`, and returns, per cluster, when its
-/// ManifestWork was first seen rendered from `hash` and when OCM marked it completed. `invariant`
-/// runs on every poll.
+/// One cluster's step of a rollout.
+#[derive(Debug)]
+struct Step {
+    /// When its ManifestWork was first seen rendered from the new config.
+    rendered: Timestamp,
+    /// When OCM marked it completed (the Progressing condition's lastTransitionTime).
+    completed: Timestamp,
+    /// The agent pod it runs once completed.
+    pod: AgentPod,
+}
+
+/// Polls every second until every cluster has completed `hash`, and returns each cluster's step.
+/// `invariant` runs on every poll.
 async fn follow_rollout(
     fleet: &Fleet<'_>,
     hash: &str,
-    context: impl Fn() -> String,
     mut invariant: impl FnMut(&BTreeMap<&'static str, ClusterView>),
-) -> BTreeMap<&'static str, (Timestamp, Timestamp)> {
+) -> BTreeMap<&'static str, Step> {
     let started = std::time::Instant::now();
     let mut rendered: BTreeMap<&str, Timestamp> = BTreeMap::new();
     loop {
@@ -351,22 +473,76 @@ async fn follow_rollout(
             }
         }
         invariant(&views);
-        let completed: BTreeMap<&str, Timestamp> = views
+        let steps: BTreeMap<&str, Step> = views
             .iter()
-            .filter_map(|(c, v)| Some((*c, v.completed(hash)?)))
+            .filter_map(|(c, v)| {
+                let completed = v.completed(hash)?;
+                Some((
+                    *c,
+                    Step {
+                        rendered: rendered.get(c).copied().unwrap_or(completed),
+                        completed,
+                        pod: v.running()?.clone(),
+                    },
+                ))
+            })
             .collect();
-        if completed.len() == CLUSTERS.len() {
-            return completed
-                .into_iter()
-                .map(|(c, done)| (c, (rendered.get(c).copied().unwrap_or(done), done)))
-                .collect();
+        if steps.len() == CLUSTERS.len() {
+            return steps;
         }
         assert!(
             started.elapsed() < WAIT,
             "the rollout of {hash} did not complete within {WAIT:?}: {views:#?}\n{}",
-            context()
+            fleet.context()
         );
         tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// Every cluster runs one Ready agent pod with `refresh`; returns the pods.
+fn all_running<'v>(
+    views: &'v BTreeMap<&'static str, ClusterView>,
+    refresh: &str,
+) -> BTreeMap<&'static str, &'v AgentPod> {
+    views
+        .iter()
+        .map(|(cluster, view)| {
+            let pod = view
+                .running()
+                .unwrap_or_else(|| panic!("{cluster} runs no single Ready agent: {view:#?}"));
+            assert_eq!(
+                pod.refresh_arg,
+                format!("--refresh-interval={refresh}"),
+                "{cluster}: {view:#?}"
+            );
+            assert_eq!(view.refresh_arg, pod.refresh_arg, "{cluster}: {view:#?}");
+            (*cluster, pod)
+        })
+        .collect()
+}
+
+/// OCM counted each cluster done only once its new agent pod was Ready, a pod created after the
+/// config changed at `changed` (Kubernetes' timestamps have whole seconds: a second of slack).
+fn completed_after_ready(
+    steps: &BTreeMap<&'static str, Step>,
+    before: &BTreeMap<&'static str, AgentPod>,
+    changed: Timestamp,
+) {
+    for (cluster, step) in steps {
+        let ready = step.pod.ready_since.expect("running pods are Ready");
+        assert_ne!(
+            step.pod.uid, before[cluster].uid,
+            "{cluster}: the agent pod was not replaced: {step:?}"
+        );
+        assert!(
+            step.pod.created + Duration::from_secs(1) >= changed,
+            "{cluster}: the new pod predates the config change at {changed}: {step:?}"
+        );
+        assert!(
+            step.completed + Duration::from_secs(1) >= ready,
+            "{cluster}: OCM counted it done at {} before its new agent was Ready at {ready}: {step:?}",
+            step.completed
+        );
     }
 }
 
@@ -374,22 +550,37 @@ async fn follow_rollout(
 async fn ocm_rolls_config_changes_out_cluster_by_cluster_group_by_group_and_stops_on_failures() {
     let cp = ControlPlane::builder()
         .clusters(CLUSTERS.len())
+        .nodes(true)
         .start_with_progress(&|l| eprintln!("{l}"))
         .await
         .unwrap_or_else(|e| panic!("the control plane did not start: {e}"));
     let hub_kc = cp.hub_kubeconfig();
-    let dir = TempDir::new("rollout");
     let fleet = Fleet::new(&cp).await;
+    let context = || fleet.context();
 
-    // The install as shipped (`lifecycle: self`), then handed to OCM's addon-manager with the
-    // example a user applies.
-    let manager = install_and_start_manager(&cp, dir.path())
-        .await
-        .expect("the add-on manager starts");
-    let context = || fleet.context(manager.tail());
-    // The Placement's decision groups for step 3, set before anything is measured: changing them
-    // re-creates PlacementDecisions, and a cluster missing from them for a moment loses its add-on
-    // (and agent) to the install strategy until it is back.
+    // The install as shipped (`lifecycle: self`; our manager and agents as pods), then handed to
+    // OCM's addon-manager with the example a user applies.
+    run(&hub_kc, &["apply", "-k", "manifests/hub"]);
+    for cluster in CLUSTERS {
+        let managed = fleet.clusters[cluster].agent.clone();
+        eventually(
+            &format!("the agent pod Ready on {cluster}"),
+            WAIT,
+            context,
+            || {
+                let managed = managed.clone();
+                async move { (!ready_pods(&managed, INSTALL_NAMESPACE, "").await.is_empty()).then_some(()) }
+            },
+        )
+        .await;
+    }
+    let initial_pods: BTreeMap<&str, AgentPod> = all_running(&fleet.views().await, "60s")
+        .into_iter()
+        .map(|(c, p)| (c, p.clone()))
+        .collect();
+    // The Placement's decision groups for step 3. Changing them makes OCM rewrite the
+    // PlacementDecisions one at a time, so clusters are missing from them for a moment: the
+    // install strategy's removal grace keeps their add-ons (and agents).
     run(
         &hub_kc,
         &["label", "managedcluster", "cluster3", "ocm-score.io/canary=true"],
@@ -437,116 +628,145 @@ async fn ocm_rolls_config_changes_out_cluster_by_cluster_group_by_group_and_stop
         json!({"type": "Progressive", "progressive": {"maxConcurrency": 1, "minSuccessTime": "15s"}}),
     );
     let h1 = fleet.config_hash().await;
-    follow_rollout(&fleet, &h1, context, |_| {}).await;
+    follow_rollout(&fleet, &h1, |_| {}).await;
+    rollout_completed(&fleet, "the install progression completed").await;
     let initial = fleet.views().await;
-    for (cluster, view) in &initial {
-        assert_eq!(view.refresh_arg, "--refresh-interval=60s", "{cluster}: {view:?}");
+    for (cluster, pod) in all_running(&initial, "60s") {
+        assert_eq!(
+            pod.uid, initial_pods[cluster].uid,
+            "{cluster}: the agent was restarted by the decision groups' change or the hand-over to OCM"
+        );
     }
-    eventually("the install progression completed", WAIT, context, || async {
-        let (status, message) = fleet.install_progress().await?;
-        (status == "False" && message == "3/3 completed with no errors, 0 failed 0 timeout.").then_some(())
-    })
-    .await;
 
     // 1. Progressive, one cluster at a time, each held `minSuccessTime` after the previous
-    //    completed. The clusters OCM has not reached keep the old config in their work and agent.
-    set_refresh_interval(&hub_kc, "45s");
+    //    completed. The clusters OCM has not reached keep the old config in their work and the same
+    //    agent pod; at most one cluster at a time is without its agent.
+    let changed = Timestamp::now();
+    set_config(&hub_kc, "45s", None);
     let h2 = fleet.config_hash().await;
     assert_ne!(h1, h2);
     let mut most_in_flight = 0;
-    let steps = follow_rollout(&fleet, &h2, context, |views| {
+    let mut most_restarting = 0;
+    let steps = follow_rollout(&fleet, &h2, |views| {
         let in_flight = views
             .values()
             .filter(|v| v.work_hash == h2 && v.completed(&h2).is_none())
             .count();
         most_in_flight = most_in_flight.max(in_flight);
         assert!(in_flight <= 1, "more than one cluster moving at once: {views:#?}");
+        let restarting = views.values().filter(|v| v.running().is_none()).count();
+        most_restarting = most_restarting.max(restarting);
+        assert!(
+            restarting <= 1,
+            "more than one cluster without its agent: {views:#?}"
+        );
         for (cluster, view) in views {
             if view.desired != h2 {
                 assert!(
                     view.work_hash == h1 && view.work_generation == initial[cluster].work_generation,
                     "{cluster} is not in OCM's batch yet but its work moved: {view:?}"
                 );
-                assert_eq!(view.refresh_arg, "--refresh-interval=60s", "{cluster}: {view:?}");
+                assert_eq!(
+                    view.running().map(|p| &p.uid),
+                    Some(&initial_pods[cluster].uid),
+                    "{cluster} is not in OCM's batch yet but its agent was replaced: {view:#?}"
+                );
             }
         }
     })
     .await;
     eprintln!(
-        "Progressive maxConcurrency 1, minSuccessTime 15s (at most {most_in_flight} seen in flight): {steps:#?}"
+        "Progressive maxConcurrency 1, minSuccessTime 15s (at most {most_in_flight} in flight, \
+         {most_restarting} without an agent): {steps:#?}"
     );
-    let mut order: Vec<(&str, Timestamp)> = steps.iter().map(|(c, (rendered, _))| (*c, *rendered)).collect();
-    order.sort_by_key(|(_, at)| *at);
+    assert_eq!(most_restarting, 1, "no agent restart was seen");
+    completed_after_ready(&steps, &initial_pods, changed);
+    let mut order: Vec<(&str, &Step)> = steps.iter().map(|(c, s)| (*c, s)).collect();
+    order.sort_by_key(|(_, step)| step.rendered);
     assert_eq!(
         order.iter().map(|(c, _)| *c).collect::<Vec<_>>(),
         CLUSTERS,
         "OCM moves clusters in name order: {steps:#?}"
     );
     for pair in order.windows(2) {
-        let (previous, next) = (pair[0].0, pair[1]);
-        let previous_done = steps[previous].1;
+        let ((previous, done), (next, step)) = (pair[0], pair[1]);
         // lastTransitionTime has whole seconds; a second of slack for that truncation.
-        let earliest = previous_done + min_success - Duration::from_secs(1);
+        let earliest = done.completed + min_success - Duration::from_secs(1);
         assert!(
-            next.1 >= earliest,
-            "{} was rendered at {}, before {previous} completed ({previous_done}) + minSuccessTime",
-            next.0,
-            next.1
+            step.rendered >= earliest && step.pod.created >= earliest,
+            "{next} was rendered at {} and its pod created at {}, before {previous} completed ({}) \
+             + minSuccessTime",
+            step.rendered,
+            step.pod.created,
+            done.completed
         );
     }
-    for (cluster, view) in fleet.views().await {
-        assert_eq!(view.refresh_arg, "--refresh-interval=45s", "{cluster}: {view:?}");
-    }
-    rollout_completed(
-        &fleet,
-        "the install progression completed at the new config",
-        context,
-    )
-    .await;
+    let good_pods: BTreeMap<&str, AgentPod> = all_running(&fleet.views().await, "45s")
+        .into_iter()
+        .map(|(c, p)| (c, p.clone()))
+        .collect();
+    rollout_completed(&fleet, "the install progression completed at the new config").await;
 
-    // 2. A config the add-on manager refuses: cluster1 never gets it rendered and times out, that is
-    //    one failure (maxFailures 1 tolerates it), cluster2 too, and the second failure stops the
-    //    rollout: cluster3 is never moved. Every agent keeps running the last good config.
+    // 2. A new agent image that was never published: cluster1's work is rendered with it, its old
+    //    agent stops (the Deployment recreates), the new pod cannot pull, and the work never
+    //    becomes Available: one time-out, which maxFailures 1 tolerates; cluster2 the same, and the
+    //    second stops the rollout. cluster3 is never moved and keeps its agent.
     set_rollout_strategy(
         &hub_kc,
         json!({"type": "Progressive", "progressive": {"maxConcurrency": 1, "progressDeadline": "20s", "maxFailures": 1}}),
     );
     let before_failure = fleet.views().await;
-    set_refresh_interval(&hub_kc, "soon");
+    let unpublished = agent_contract::IMAGE.replacen("ocm-score:", "ocm-score-unpublished:", 1);
+    set_config(
+        &hub_kc,
+        "45s",
+        Some(("localhost/ocm-score:", "localhost/ocm-score-unpublished:")),
+    );
     let h3 = fleet.config_hash().await;
     let stopped = eventually("the rollout stops after two time-outs", WAIT, context, || async {
         let (status, message) = fleet.install_progress().await?;
-        (status == "True" && message == "0/3 progressing..., 0 failed 2 timeout.").then_some(message)
+        (status == "True" && message.ends_with(" 0 failed 2 timeout.")).then_some(message)
     })
     .await;
-    eprintln!("a refused config: {stopped}");
+    eprintln!("an unpublished image: {stopped}");
     let check_stopped = |views: &BTreeMap<&'static str, ClusterView>| {
         for cluster in ["cluster1", "cluster2"] {
             let view = &views[cluster];
-            assert_eq!(
-                view.desired, h3,
-                "{cluster} was moved to the refused config: {view:?}"
+            assert!(
+                view.desired == h3 && view.work_hash == h3 && view.completed(&h3).is_none(),
+                "{cluster} was moved to the unpublished image and never completed: {view:#?}"
             );
-            assert_eq!(
-                view.degraded_reason.as_deref(),
-                Some("InvalidConfiguration"),
-                "{cluster}: {view:?}"
+            assert!(
+                view.pods
+                    .iter()
+                    .all(|p| p.image == unpublished && p.ready_since.is_none()),
+                "{cluster} runs only the new agent, never Ready: {view:#?}"
             );
         }
         let c3 = &views["cluster3"];
         assert!(
-            c3.desired == h2 && !c3.configured && c3.degraded_reason.is_none(),
-            "cluster3 stays on the old config: {c3:?}"
+            c3.desired == h2
+                && !c3.configured
+                && c3.degraded_reason.is_none()
+                && c3.work_hash == h2
+                && c3.work_generation == before_failure["cluster3"].work_generation,
+            "cluster3 stays on the old config: {c3:#?}"
         );
-        for (cluster, view) in views {
-            assert!(
-                view.work_hash == h2 && view.work_generation == before_failure[cluster].work_generation,
-                "{cluster}: the last good work stays as it was: {view:?}"
-            );
-            assert_eq!(view.refresh_arg, "--refresh-interval=45s", "{cluster}: {view:?}");
-        }
+        assert_eq!(
+            c3.running().map(|p| &p.uid),
+            Some(&good_pods["cluster3"].uid),
+            "cluster3 keeps its agent: {c3:#?}"
+        );
     };
     check_stopped(&fleet.views().await);
+    let waiting = eventually(
+        "cluster1's new agent waits for its image",
+        WAIT,
+        context,
+        || async { fleet.view("cluster1").await.pods.first()?.waiting.clone() },
+    )
+    .await;
+    assert!(waiting.contains("Image"), "cluster1's agent waits: {waiting}");
     // Stopped for good: nothing moves while more than a progress deadline passes.
     let window = std::time::Instant::now();
     while window.elapsed() < Duration::from_secs(30) {
@@ -554,23 +774,24 @@ async fn ocm_rolls_config_changes_out_cluster_by_cluster_group_by_group_and_stop
         check_stopped(&fleet.views().await);
     }
 
-    // 3. ProgressivePerGroup: cluster3 is the Placement's canary group (group 0), the others group
-    //    1. A fixed config goes to cluster3 first, to cluster1 and cluster2 only once it completed
-    //    and its minSuccessTime passed.
-    //    (The groups made no difference to Progressive above: it orders clusters by name.)
+    // 3. ProgressivePerGroup with the fix: cluster3 is the Placement's canary group (group 0), the
+    //    others group 1. The fixed config goes to cluster3 first, to cluster1 and cluster2 only
+    //    once it completed and its minSuccessTime passed. (The groups made no difference to
+    //    Progressive above: it orders clusters by name.)
     set_rollout_strategy(
         &hub_kc,
         json!({"type": "ProgressivePerGroup", "progressivePerGroup": {"minSuccessTime": "10s"}}),
     );
-    set_refresh_interval(&hub_kc, "30s");
+    let changed = Timestamp::now();
+    set_config(&hub_kc, "30s", None);
     let h4 = fleet.config_hash().await;
-    let steps = follow_rollout(&fleet, &h4, context, |views| {
+    let steps = follow_rollout(&fleet, &h4, |views| {
         let canary_done = views["cluster3"].completed(&h4);
         for cluster in ["cluster1", "cluster2"] {
             let view = &views[cluster];
             if canary_done.is_none() {
                 assert!(
-                    view.desired != h4 && view.work_hash == h2,
+                    view.desired != h4 && view.work_hash == h3,
                     "{cluster} moved before the canary group completed: {views:#?}"
                 );
             }
@@ -578,26 +799,18 @@ async fn ocm_rolls_config_changes_out_cluster_by_cluster_group_by_group_and_stop
     })
     .await;
     eprintln!("ProgressivePerGroup: {steps:#?}");
+    completed_after_ready(&steps, &good_pods, changed);
     // The next group waits minSuccessTime after the canary completed (a second of slack for the
     // whole seconds of lastTransitionTime).
-    let next_group = steps["cluster3"].1 + Duration::from_secs(10) - Duration::from_secs(1);
+    let next_group = steps["cluster3"].completed + Duration::from_secs(10) - Duration::from_secs(1);
     for cluster in ["cluster1", "cluster2"] {
         assert!(
-            steps[cluster].0 >= next_group,
+            steps[cluster].rendered >= next_group,
             "{cluster} rendered before the canary completed and soaked 10 s: {steps:#?}"
         );
     }
-    for (cluster, view) in fleet.views().await {
-        assert_eq!(view.refresh_arg, "--refresh-interval=30s", "{cluster}: {view:?}");
-        assert!(view.degraded_reason.is_none(), "{cluster}: {view:?}");
-    }
-    rollout_completed(
-        &fleet,
-        "the install progression completed after the groups",
-        context,
-    )
-    .await;
-
+    all_running(&fleet.views().await, "30s");
+    rollout_completed(&fleet, "the install progression completed after the groups").await;
     // OCM's rollout conditions are `Progressing` only.
     let cma = fleet.cma().await;
     let mut condition_types: Vec<String> = Vec::new();

@@ -62,6 +62,12 @@ pub struct AddonManagerArgs {
     #[arg(long, env = "OCM_SCORE_RESYNC_PERIOD", default_value = "10m", value_parser = parse_duration)]
     pub resync_period: Duration,
 
+    /// Remove a cluster's add-on only once the install strategy's Placements have left it out this
+    /// long: OCM rewrites a Placement's PlacementDecisions one at a time, and a cluster missing
+    /// for that moment must keep its agent.
+    #[arg(long, env = "OCM_SCORE_INSTALL_REMOVAL_GRACE", default_value = "30s", value_parser = parse_duration)]
+    pub install_removal_grace: Duration,
+
     /// Kubeconfig of the hub; default: $KUBECONFIG, ~/.kube/config, or the in-cluster account.
     #[arg(long, env = "OCM_SCORE_KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
@@ -91,6 +97,7 @@ pub struct Settings {
     pub agent: AgentDefaults,
     pub health: HealthMode,
     pub resync: Duration,
+    pub install_removal_grace: Duration,
     pub workers: u16,
 }
 
@@ -113,6 +120,7 @@ impl AddonManagerArgs {
                 HealthCheckArg::DeploymentAvailability => HealthMode::DeploymentAvailability,
             },
             resync: self.resync_period,
+            install_removal_grace: self.install_removal_grace,
             workers: self.workers,
         }
     }

@@ -13,6 +13,8 @@ use scheduler_core::api::{
     ClusterManagementAddOn, ManagedCluster, ManagedClusterAddOn, OcmKind, PlacementDecision, well_known,
 };
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+use tokio::time::Instant;
 
 /// Who runs the add-on's lifecycle (install strategy, ownership, configuration rollout).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -115,6 +117,56 @@ pub fn plan(
         .filter(|c| !plan.delete.contains(c))
         .collect();
     plan
+}
+
+/// Since when each cluster has been outside the install strategy's decisions (in memory: a restart
+/// starts the grace over, which only delays a removal).
+#[derive(Debug, Default)]
+pub struct Absences {
+    since: BTreeMap<String, Instant>,
+}
+
+/// What [`Absences::due`] found.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Due {
+    /// Left out for the whole grace: their add-ons go now.
+    pub remove: Vec<String>,
+    /// Left out for the first time (as far as this process saw).
+    pub left: Vec<String>,
+    /// Were left out and are selected again: their add-ons stay.
+    pub back: Vec<String>,
+    /// How long until the next of the others is due.
+    pub next: Option<Duration>,
+}
+
+impl Absences {
+    /// Sorts `leaving` (the plan's deletions) at `now`. A cluster that comes back and leaves again
+    /// waits the whole grace again; a blip shorter than one pass is not seen.
+    pub fn due(&mut self, leaving: &[String], now: Instant, grace: Duration) -> Due {
+        let mut due = Due::default();
+        self.since.retain(|cluster, _| {
+            let stays = leaving.contains(cluster);
+            if !stays {
+                due.back.push(cluster.clone());
+            }
+            stays
+        });
+        for cluster in leaving {
+            let since = *self.since.entry(cluster.clone()).or_insert_with(|| {
+                due.left.push(cluster.clone());
+                now
+            });
+            let left_out = now.saturating_duration_since(since);
+            if left_out >= grace {
+                self.since.remove(cluster);
+                due.remove.push(cluster.clone());
+            } else {
+                let wait = grace - left_out;
+                due.next = Some(due.next.map_or(wait, |n| n.min(wait)));
+            }
+        }
+        due
+    }
 }
 
 /// Whether the add-on names the ClusterManagementAddOn as an owner (the gate OCM's registration
@@ -333,5 +385,47 @@ mod tests {
         let owners = adopted_owner_references(&claimed, &c);
         assert_eq!(owners.len(), 2);
         assert_eq!(owners[1].controller, Some(false));
+    }
+
+    #[test]
+    fn a_cluster_is_removed_only_after_the_grace_and_forgotten_when_back() {
+        let grace = Duration::from_secs(30);
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let mut absences = Absences::default();
+        let c = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+        let due = |remove: &[&str], left: &[&str], back: &[&str], next: Option<u64>| Due {
+            remove: c(remove),
+            left: c(left),
+            back: c(back),
+            next: next.map(Duration::from_secs),
+        };
+        assert_eq!(
+            absences.due(&c(&["c1"]), at(0), grace),
+            due(&[], &["c1"], &[], Some(30))
+        );
+        assert_eq!(
+            absences.due(&c(&["c1", "c2"]), at(10), grace),
+            due(&[], &["c2"], &[], Some(20))
+        );
+        // c1 comes back (a PlacementDecision rewritten), c2 stays out.
+        assert_eq!(
+            absences.due(&c(&["c2"]), at(29), grace),
+            due(&[], &[], &["c1"], Some(11))
+        );
+        // c2 out for 30 s goes; c1 out again waits from the start.
+        assert_eq!(
+            absences.due(&c(&["c1", "c2"]), at(40), grace),
+            due(&["c2"], &["c1"], &[], Some(30))
+        );
+        // Once removed, c2 is no longer leaving, and not "back" either.
+        assert_eq!(
+            absences.due(&c(&["c1"]), at(41), grace),
+            due(&[], &[], &[], Some(29))
+        );
+        assert_eq!(
+            absences.due(&c(&["c3"]), at(0), Duration::ZERO),
+            due(&["c3"], &["c3"], &["c1"], None)
+        );
     }
 }

@@ -82,7 +82,22 @@ async fn reconcile_inner(cma: Arc<ClusterManagementAddOn>, ctx: Arc<Context>) ->
             }
         }
     }
-    for cluster in &plan.delete {
+    let due = ctx.absences.lock().unwrap_or_else(|e| e.into_inner()).due(
+        &plan.delete,
+        tokio::time::Instant::now(),
+        ctx.settings.install_removal_grace,
+    );
+    for cluster in &due.left {
+        tracing::info!(
+            %cluster,
+            grace = ?ctx.settings.install_removal_grace,
+            "the install strategy no longer selects the cluster; its add-on goes unless it is selected again within the grace"
+        );
+    }
+    for cluster in &due.back {
+        tracing::info!(%cluster, "the install strategy selects the cluster again; its add-on stays");
+    }
+    for cluster in &due.remove {
         // A score published since the add-on's last pass must still go with it.
         if let Some(addon) = addons
             .iter()
@@ -127,7 +142,10 @@ async fn reconcile_inner(cma: Arc<ClusterManagementAddOn>, ctx: Arc<Context>) ->
             }
         }
     }
-    Ok(Action::requeue(ctx.settings.resync))
+    Ok(Action::requeue(
+        due.next
+            .map_or(ctx.settings.resync, |w| w.min(ctx.settings.resync)),
+    ))
 }
 
 /// The agents' read access to WorkloadShapes: the ClusterRole, and the ClusterRoleBinding to the

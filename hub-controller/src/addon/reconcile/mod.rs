@@ -144,6 +144,8 @@ pub struct Context {
     /// Add-ons (by uid) whose owned objects this process has created: if those go missing, the
     /// add-on may be gone too.
     provisioned: Mutex<BTreeSet<String>>,
+    /// Clusters the install strategy left out, waiting out the removal grace.
+    absences: Mutex<crate::addon::install::Absences>,
 }
 
 /// First retry after a failure; doubled per consecutive failure up to [`MAX_BACKOFF`].
@@ -160,6 +162,7 @@ impl Context {
             failures: Mutex::default(),
             invalid_configs: Mutex::default(),
             provisioned: Mutex::default(),
+            absences: Mutex::default(),
         }
     }
 
