@@ -604,6 +604,22 @@ async fn reservations_send_the_second_placement_elsewhere_survive_a_restart_and_
         first_process.metric("ocm_score_tiering_reservations", &[]).await,
         Some(1.0)
     );
+    // Plain Placements see it too: p1's ocm-score-reserved takes the 4 replicas off, valid as long
+    // as the reservation; no other cluster has one.
+    let reserved = eventually(
+        "p1's reserved capacity published",
+        || first_process.log(),
+        || hub.reserved_score("p1").filter(|r| !r.is_null()),
+    )
+    .await;
+    assert_eq!(
+        reserved,
+        json!({"scores": [{"name": "fits.gpu", "value": -4}],
+               "validUntil": reservation.expires_at.0.to_string()})
+    );
+    for cluster in ["p2", "s1", "s2"] {
+        assert_eq!(hub.reserved_score(cluster), None, "{cluster}");
+    }
 
     // A moment later, before p1's agent reports again: p1 has 6 - 4 = 2 left, so the second
     // placement overflows to the secondary tier.
@@ -614,6 +630,13 @@ async fn reservations_send_the_second_placement_elsewhere_survive_a_restart_and_
     assert_eq!(reserved.len(), 1);
     let status = hub.tiered("second").status.expect("status");
     assert_eq!(status.active_tiers, ["secondary"]);
+    let s = second.iter().next().expect("one cluster").clone();
+    eventually(
+        "the second placement's reserved capacity published",
+        || first_process.log(),
+        || hub.reserved_score(&s).filter(|r| r["scores"][0]["value"] == -4),
+    )
+    .await;
 
     // A new controller process rebuilds the ledger from the statuses: a third placement still
     // sees p1 reserved.
@@ -664,4 +687,27 @@ async fn reservations_send_the_second_placement_elsewhere_survive_a_restart_and_
     assert_eq!(placed(&hub, &second_process, "first").await.0, set(&["p1"]));
     // The others' reservations on the secondary clusters are untouched by p1's report.
     assert_eq!(placed(&hub, &second_process, "second").await.1.len(), 1);
+    // p1's reserved capacity goes with its reservation (published again by the new process, which
+    // rebuilt the ledger), the second placement's stays.
+    eventually(
+        "p1's reserved capacity deleted",
+        || second_process.log(),
+        || hub.reserved_score("p1").is_none().then_some(()),
+    )
+    .await;
+    assert!(
+        hub.reserved_score(&s).is_some(),
+        "{s}'s reservation is still in flight"
+    );
+    // The third placement's too, on s1 or s2: one object per cluster with reservations.
+    let published = ["p1", "p2", "s1", "s2"]
+        .into_iter()
+        .filter(|c| hub.reserved_score(c).is_some())
+        .count();
+    assert_eq!(
+        second_process
+            .metric("ocm_score_tiering_reserved_scores", &[])
+            .await,
+        Some(published as f64)
+    );
 }

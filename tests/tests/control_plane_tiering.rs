@@ -47,7 +47,7 @@ use ocm_score_tests::tiering::{
     ControllerProcess, TieringView, assert_pinned, condition, single_cluster_swaps, whole_seconds_after,
 };
 use scheduler_core::api::tiering::TransitionKind;
-use scheduler_core::api::{AddOnPlacementScore, ManagedCluster};
+use scheduler_core::api::{AddOnPlacementScore, ManagedCluster, PlacementDecision};
 use serde_json::{Value, json};
 
 /// Patience for one convergence on a loaded 2-core machine.
@@ -60,7 +60,7 @@ const NAME: &str = "web";
 const UNREACHABLE: &str = "cluster.open-cluster-management.io/unreachable";
 /// A taint an external site monitor would put on a cluster (OCM's taint controller leaves it).
 const SITE_DOWN: &str = "dr.example.com/site-down";
-const SCENARIOS: [&str; 4] = ["dr", "manual", "overflow", "stale"];
+const SCENARIOS: [&str; 5] = ["dr", "manual", "overflow", "stale", "reserved"];
 const CONTROLLER_NAMESPACE: &str = "ocm-score";
 const CONTROLLER_ACCOUNT: &str = "ocm-score-tiering";
 
@@ -306,6 +306,7 @@ async fn ocms_placement_controller_follows_every_tiering_plan() {
     manual(&hub, &log).await;
     overflow(&hub, &log).await;
     stale(&hub, &log).await;
+    reserved(&hub, &log).await;
 
     // No child had to be restored (a field the real Placement CRD prunes or defaults would show
     // up as a restore on every reconcile). Divergences are OCM's pace on this machine, judged at
@@ -641,4 +642,121 @@ spec:
         1,
         "only the initial placement: {transitions:#?}"
     );
+}
+
+/// The clusters OCM decided on for the plain Placement `namespace/name`.
+async fn decided(hub: &Client, namespace: &str, name: &str) -> Vec<String> {
+    let decisions: Api<PlacementDecision> = Api::namespaced(hub.clone(), namespace);
+    let selector = format!("cluster.open-cluster-management.io/placement={name}");
+    let mut out: Vec<String> = decisions
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+        .into_iter()
+        .flat_map(|d| d.status.map(|s| s.decisions).unwrap_or_default())
+        .map(|d| d.cluster_name)
+        .collect();
+    out.sort();
+    out
+}
+
+/// What a TieredPlacement reserved is off-limits to a plain Placement that adds the hub's
+/// `ocm-score-reserved` to the agents' `fits` score, decided by OCM's own placement controller;
+/// written and deleted by the controller under its RBAC as shipped.
+async fn reserved(hub: &Client, log: &dyn Fn() -> String) {
+    let ns = namespace("reserved");
+    let until = Timestamp::now() + SignedDuration::from_hours(1);
+    // p1 fits 6 replicas of gpu, p2 3: p1 is the better cluster until 4 of its 6 are promised.
+    score(hub, "reserved-p1", "fits.gpu", 6 - 100, until).await;
+    score(hub, "reserved-p2", "fits.gpu", 3 - 100, until).await;
+    let view = TieringView::new(hub.clone(), &ns);
+    apply(
+        hub,
+        &yaml(&format!(
+            "
+apiVersion: tiering.ocm-score.io/v1alpha1
+kind: TieredPlacement
+metadata: {{name: {NAME}, namespace: {ns}}}
+spec:
+  mode: Overflow
+  numberOfClusters: 1
+  tiers:
+  - {{name: primary, clusterSets: [reserved-primary]}}
+  - {{name: secondary, clusterSets: [reserved-secondary]}}
+  capacity:
+    rules:
+    - fits: {{shape: gpu, atLeastReplicas: 4}}
+  workload: {{shape: gpu, replicasPerCluster: 4}}
+"
+        )),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    let tp = view
+        .settled(NAME, &["primary"], &["reserved-p1"], WAIT, log)
+        .await;
+    let reservation = tp
+        .status
+        .as_ref()
+        .and_then(|s| s.reservations.first())
+        .cloned()
+        .unwrap_or_else(|| panic!("no reservation: {:?}", tp.status));
+    let scores: Api<AddOnPlacementScore> = Api::namespaced(hub.clone(), "reserved-p1");
+    let published = eventually("p1's reserved capacity published", WAIT, log, || async {
+        scores
+            .get_opt("ocm-score-reserved")
+            .await
+            .ok()
+            .flatten()?
+            .status
+            .filter(|s| !s.scores.is_empty())
+    })
+    .await;
+    assert_eq!(
+        serde_json::to_value(&published).expect("json"),
+        json!({"scores": [{"name": "fits.gpu", "value": -4}],
+               "validUntil": reservation.expires_at.0.to_string()})
+    );
+
+    // Two plain Placements over the primary tier: the one that adds the deduction sees p1's
+    // 6 − 4 = 2 below p2's 3; the one that does not still prefers p1.
+    for (name, with_reserved) in [("with-reserved", true), ("naive", false)] {
+        let mut configurations = vec![json!({"scoreCoordinate": {"type": "AddOn",
+            "addOn": {"resourceName": "resource-usage-score", "scoreName": "fits.gpu"}}, "weight": 1})];
+        if with_reserved {
+            configurations.push(json!({"scoreCoordinate": {"type": "AddOn",
+                "addOn": {"resourceName": "ocm-score-reserved", "scoreName": "fits.gpu"}}, "weight": 1}));
+        }
+        apply(
+            hub,
+            &json!({"apiVersion": "cluster.open-cluster-management.io/v1beta1", "kind": "Placement",
+                "metadata": {"name": name, "namespace": ns},
+                "spec": {"numberOfClusters": 1, "clusterSets": ["reserved-primary"],
+                         "prioritizerPolicy": {"mode": "Exact", "configurations": configurations}}}),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    }
+    for (name, want) in [("with-reserved", "reserved-p2"), ("naive", "reserved-p1")] {
+        eventually(&format!("OCM decides {name}"), WAIT, log, || async {
+            (decided(hub, &ns, name).await == [want]).then_some(())
+        })
+        .await;
+    }
+
+    // The TieredPlacement goes: its reservation, and p1's deduction, with it.
+    Api::<scheduler_core::api::tiering::TieredPlacement>::namespaced(hub.clone(), &ns)
+        .delete(NAME, &Default::default())
+        .await
+        .unwrap_or_else(|e| panic!("deleting the TieredPlacement: {e}"));
+    eventually("p1's reserved capacity deleted", WAIT, log, || async {
+        scores
+            .get_opt("ocm-score-reserved")
+            .await
+            .ok()
+            .map(|o| o.is_none())
+            .filter(|gone| *gone)
+    })
+    .await;
 }

@@ -29,6 +29,8 @@ pub struct Metrics {
     last_reconcile: Gauge<f64, AtomicU64>,
     leader: Gauge,
     reservations: Gauge,
+    reserved_scores: Gauge,
+    reserved_score_errors: Counter,
     released_by_report: Counter,
 }
 
@@ -101,6 +103,18 @@ impl Default for Metrics {
             "Reservations released because their cluster's agent reported after the settle time",
             released_by_report.clone(),
         );
+        let reserved_scores = Gauge::default();
+        registry.register(
+            "reserved_scores",
+            "Clusters that should have an ocm-score-reserved AddOnPlacementScore (reservations in flight there)",
+            reserved_scores.clone(),
+        );
+        let reserved_score_errors = Counter::default();
+        registry.register(
+            "reserved_score_errors",
+            "Writes or deletions of ocm-score-reserved scores that failed (retried)",
+            reserved_score_errors.clone(),
+        );
         Metrics {
             registry,
             reconciles,
@@ -113,6 +127,8 @@ impl Default for Metrics {
             last_reconcile,
             leader,
             reservations,
+            reserved_scores,
+            reserved_score_errors,
             released_by_report,
         }
     }
@@ -134,6 +150,15 @@ impl Metrics {
     pub fn reservations(&self, in_flight: usize) {
         self.reservations
             .set(i64::try_from(in_flight).unwrap_or(i64::MAX));
+    }
+
+    pub fn reserved_scores(&self, published: usize) {
+        self.reserved_scores
+            .set(i64::try_from(published).unwrap_or(i64::MAX));
+    }
+
+    pub fn reserved_score_failed(&self) {
+        self.reserved_score_errors.inc();
     }
 
     pub fn released_by_report(&self, count: usize) {

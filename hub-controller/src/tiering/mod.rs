@@ -34,6 +34,7 @@ pub mod metrics;
 pub mod reconcile;
 pub mod reports;
 pub mod reservations;
+pub mod reserved_scores;
 pub mod run;
 pub mod snapshot;
 pub mod status;

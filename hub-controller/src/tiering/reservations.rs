@@ -12,12 +12,15 @@ use kube::runtime::reflector::Store;
 use scheduler_core::api::tiering::TieredPlacement;
 use scheduler_core::reservation::{Ledger, Timing, placement_key};
 use std::sync::{Mutex, MutexGuard, PoisonError};
+use tokio::sync::Notify;
 
 pub struct SharedLedger {
     /// `None` until the first plan.
     ledger: Mutex<Option<Ledger>>,
     /// `None`: reservations are off.
     timing: Option<Timing>,
+    /// Woken when the reservations may have changed (the reserved scores follow them).
+    changed: Notify,
 }
 
 impl SharedLedger {
@@ -25,7 +28,19 @@ impl SharedLedger {
         SharedLedger {
             ledger: Mutex::new(None),
             timing,
+            changed: Notify::new(),
         }
+    }
+
+    /// Runs `f` on the ledger if it has been built (by the first plan); `None` before.
+    pub fn peek<R>(&self, f: impl FnOnce(&Ledger) -> R) -> Option<R> {
+        self.lock().as_ref().map(f)
+    }
+
+    /// Resolves at the next change after the call (or at once if one happened since the last
+    /// wait: `Notify` keeps one wake-up).
+    pub async fn changed(&self) {
+        self.changed.notified().await;
     }
 
     fn lock(&self) -> MutexGuard<'_, Option<Ledger>> {
@@ -63,6 +78,7 @@ impl SharedLedger {
         });
         let result = f(ledger);
         metrics.reservations(ledger.entries().count());
+        self.changed.notify_one();
         result
     }
 
@@ -78,6 +94,7 @@ impl SharedLedger {
             tracing::info!(%cluster, placements = ?released, "a report released reservations");
             metrics.released_by_report(released.len());
             metrics.reservations(ledger.entries().count());
+            self.changed.notify_one();
         }
     }
 
@@ -87,6 +104,7 @@ impl SharedLedger {
             && ledger.forget(&placement_key(tp))
         {
             tracing::info!(tiered = %format!("{}/{}", tp.namespace().unwrap_or_default(), tp.name_any()), "released the reservations of a deleted TieredPlacement");
+            self.changed.notify_one();
         }
     }
 }

@@ -200,6 +200,14 @@ async fn run_controller(
         () = stop.cancelled() => return,
     }
 
+    // The reserved capacity for plain Placements follows the ledger while this replica leads.
+    let _reserved_scores = tokio::spawn(super::reserved_scores::publish(
+        client.clone(),
+        stores.clone(),
+        ctx.ledger.clone(),
+        ctx.metrics.clone(),
+        stop.clone(),
+    ));
     let (all1, all2, all3) = (tiered.clone(), tiered.clone(), tiered.clone());
     let (ns1, owner1, owner2) = (tiered.clone(), tiered.clone(), tiered.clone());
     Controller::for_stream(tiered_triggers, tiered)

@@ -307,6 +307,13 @@ impl Hub {
         .expect("writing a score");
     }
 
+    /// The status of `cluster`'s `ocm-score-reserved` score, if the object exists.
+    pub fn reserved_score(&self, cluster: &str) -> Option<Value> {
+        self.server
+            .object(&gvr::<AddOnPlacementScore>(), cluster, "ocm-score-reserved")
+            .map(|o| o["status"].clone())
+    }
+
     pub async fn delete_child(&self, name: &str) {
         Api::<Placement>::namespaced(self.admin.clone(), NAMESPACE)
             .delete(name, &DeleteParams::default())

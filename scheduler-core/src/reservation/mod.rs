@@ -45,6 +45,7 @@
 //!   ManifestWork, and (b) bounds the window already.
 //! * A shape the hub has no valid WorkloadShape for is counted one for one against other shapes.
 
+pub mod deduction;
 mod ledger;
 mod shapes;
 

@@ -9,10 +9,13 @@ use std::collections::BTreeMap;
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ShapeCatalog {
     requests: BTreeMap<String, BTreeMap<String, f64>>,
+    /// `spec.scale` of each: replicas per `fits` score point.
+    scales: BTreeMap<String, i32>,
 }
 
 static EMPTY: ShapeCatalog = ShapeCatalog {
     requests: BTreeMap::new(),
+    scales: BTreeMap::new(),
 };
 
 impl ShapeCatalog {
@@ -25,6 +28,7 @@ impl ShapeCatalog {
     /// [`workload_shape::validate`]) is left out, as if unknown.
     pub fn new(shapes: &[WorkloadShape]) -> ShapeCatalog {
         let mut requests = BTreeMap::new();
+        let mut scales = BTreeMap::new();
         for shape in shapes {
             let Some(name) = shape.metadata.name.as_deref() else {
                 continue;
@@ -39,8 +43,19 @@ impl ShapeCatalog {
                     approximate_f64(&quantity.0).unwrap_or(0.0);
             }
             requests.insert(name.to_owned(), per_replica);
+            scales.insert(name.to_owned(), shape.spec.scale.max(1));
         }
-        ShapeCatalog { requests }
+        ShapeCatalog { requests, scales }
+    }
+
+    /// The valid shapes' names.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.requests.keys().map(String::as_str)
+    }
+
+    /// Replicas per `fits` score point of `shape`; 1 for a shape the catalog does not know.
+    pub fn scale(&self, shape: &str) -> i32 {
+        self.scales.get(shape).copied().unwrap_or(1)
     }
 
     /// How many replicas of `wanted` one replica of `reserved` may take: 1 for the same shape;
