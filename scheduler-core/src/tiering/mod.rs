@@ -52,6 +52,7 @@ pub mod feasibility;
 pub mod render;
 mod time;
 pub mod verdict;
+pub mod workload;
 
 pub use time::format_duration;
 
