@@ -117,9 +117,11 @@ pub fn evaluate<'s>(
             reason,
             was_healthy,
         };
-        // A failure the workload has not recovered from stays (sticky, like a failed cluster).
-        let still_failed = |reason: String| {
+        // A failure the workload has not recovered from stays (sticky, like a failed cluster),
+        // with the reason it failed for: rewriting it each plan would rewrite the status.
+        let still_failed = |_now_says: String| {
             let since = since_before.unwrap_or(now_s);
+            let reason = before.map(|b| b.reason.clone()).unwrap_or_default();
             entry(WorkloadState::Failed, since, reason, was_healthy)
         };
         let mut observed_unhealthy = false;
