@@ -127,8 +127,6 @@ struct Choice {
     /// Keep the child as it is (nothing qualifies anywhere).
     keep_child: bool,
     relapse_of: Option<usize>,
-    /// Staying on clusters whose workload Failed: no tier has a cluster not known to fail.
-    unhealthy_everywhere: bool,
 }
 
 pub fn decide(input: &Input<'_>) -> Plan {
@@ -436,12 +434,18 @@ pub fn decide(input: &Input<'_>) -> Plan {
         v
     };
     let pins: Vec<Vec<String>> = match spec.mode {
-        // Stuck on failed workloads: keep them (design §4), not an empty child.
-        TieringMode::Failover if choice.unhealthy_everywhere => health
+        // Staying on a tier short of clusters not known to fail (no target, or an override):
+        // keep its failed ones (design §4) rather than shrink or empty the child.
+        TieringMode::Failover => health
             .iter()
-            .map(|h| sorted_names(&h.capacity_qualifying))
+            .map(|h| {
+                if h.qualifying.len() < h.min {
+                    sorted_names(&h.capacity_qualifying)
+                } else {
+                    sorted_names(&h.qualifying)
+                }
+            })
             .collect(),
-        TieringMode::Failover => health.iter().map(|h| sorted_names(&h.qualifying)).collect(),
         TieringMode::Overflow => choice.chosen.clone(),
     };
     // A failed workload in an active tier must be pinned out: the tier verbatim would keep it.
@@ -829,7 +833,13 @@ pub fn decide(input: &Input<'_>) -> Plan {
         );
     }
     if spec.workload_health.is_some() {
-        let (value, reason, message) = workload_condition(workload_of, &predicted, &retained, &exclusion);
+        let (value, reason, message) = workload_condition(
+            workload_of,
+            &predicted,
+            &retained,
+            &exclusion,
+            override_idx.is_some(),
+        );
         set_condition_status(
             &mut conditions,
             prior_conditions,
@@ -1064,7 +1074,6 @@ fn failover(ctx: &Ctx<'_>, current: Option<usize>, override_idx: Option<usize>) 
         insufficient: false,
         keep_child: false,
         relapse_of: None,
-        unhealthy_everywhere: false,
     };
     if let Some(o) = override_idx {
         choice.active = vec![o];
@@ -1141,7 +1150,8 @@ fn failover(ctx: &Ctx<'_>, current: Option<usize>, override_idx: Option<usize>) 
                     });
                     return choice;
                 }
-                None if workload => choice.unhealthy_everywhere = true,
+                // No target not known to fail: stay (design §4); `WorkloadHealthy` says why.
+                None if workload => {}
                 None => {
                     choice.no_tier_satisfied = true;
                 }
@@ -1252,7 +1262,6 @@ fn overflow(
         insufficient: false,
         keep_child: false,
         relapse_of: None,
-        unhealthy_everywhere: false,
     };
     let any_qualifies = h
         .iter()
@@ -1315,7 +1324,7 @@ fn overflow(
     let workload_lost = prior_selection
         .iter()
         .any(|id| !selected[id.index()] && ctx.excluded.get(id.index()).is_some_and(Option::is_some));
-    choice.unhealthy_everywhere = failed_kept > 0;
+
     // Contract: swap the worst selected cluster for the best unused one of a better tier.
     let mut swaps = Vec::new();
     let allowed = match ctx.spec.failback.policy {
@@ -1564,6 +1573,7 @@ fn workload_condition(
     predicted: &[String],
     retained: &[crate::api::tiering::RetainedCluster],
     exclusion: &Exclusion,
+    overridden: bool,
 ) -> (&'static str, &'static str, String) {
     let chosen: Vec<&String> = predicted
         .iter()
@@ -1590,6 +1600,16 @@ fn workload_condition(
             .filter(|v| exclusion.expired.binary_search(&v.entry.cluster).is_err())
             .map(|v| v.entry.cluster.clone())
             .collect();
+        if overridden {
+            return (
+                "False",
+                "Override",
+                format!(
+                    "the workload failed on {}; spec.override.tier keeps the tier",
+                    named(failed)
+                ),
+            );
+        }
         return (
             "False",
             UNHEALTHY_EVERYWHERE,

@@ -155,3 +155,70 @@ pub fn retain(
     out.retained.sort_by(|a, b| a.cluster.cmp(&b.cluster));
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_release_annotation_lists_clusters_or_a_star() {
+        let r = Released::parse(Some(" a-1, b-1 ,,"));
+        assert!(r.has("a-1") && r.has("b-1") && !r.has("c-1"));
+        assert!(Released::parse(Some("*")).has("anything"));
+        assert!(!Released::parse(None).has("a-1"));
+    }
+
+    #[test]
+    fn only_a_cluster_with_a_replacement_is_retained_and_immediately_keeps_none() {
+        let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let verdicts = WorkloadVerdicts::default();
+        let voluntary = Leaving {
+            failed_grace: None,
+            voluntary: true,
+            overlap: 60_000_000_000,
+        };
+        let none = Released::parse(None);
+        // b-1 left, a-1 added: retained for the overlap.
+        let r = retain(
+            &[],
+            &names(&["b-1"]),
+            &names(&["a-1"]),
+            &verdicts,
+            &voluntary,
+            &none,
+            |_| true,
+            0,
+        );
+        assert_eq!(r.retained.len(), 1);
+        assert_eq!(r.retained[0].awaiting, ["a-1"]);
+        assert_eq!(r.requeue_at, Some(60_000_000_000));
+        // Scale-in: nothing added, nothing retained.
+        let r = retain(
+            &[],
+            &names(&["a-1", "b-1"]),
+            &names(&["a-1"]),
+            &verdicts,
+            &voluntary,
+            &none,
+            |_| true,
+            0,
+        );
+        assert!(r.retained.is_empty());
+        // Not a voluntary move and no workload failure: dropped at once.
+        let forced = Leaving {
+            voluntary: false,
+            ..voluntary
+        };
+        let r = retain(
+            &[],
+            &names(&["b-1"]),
+            &names(&["a-1"]),
+            &verdicts,
+            &forced,
+            &none,
+            |_| true,
+            0,
+        );
+        assert!(r.retained.is_empty());
+    }
+}
