@@ -11,9 +11,15 @@
 //! Rows: re-planning one TieredPlacement after one score change (a median of repeated runs), and
 //! planning all 1,000 on the snapshot (the median of five passes), for tiers of 100 and of 1,000
 //! clusters.
-//! Run with `cargo bench -p scheduler-core --bench tiering`; prints a markdown table.
+//! A second table judges workloads (`spec.workloadHealth`, issue 33) with 10,000 ManifestWorks
+//! on the same hub: building the [`WorkIndex`], re-planning one TieredPlacement whose
+//! ManifestWorkReplicaSet has a work on every one of the 10,000 clusters, and planning all
+//! 1,000 TieredPlacements with 10 works each.
+//! Run with `cargo bench -p scheduler-core --bench tiering`; prints markdown tables.
 
 use k8s_openapi::jiff::Timestamp;
+use scheduler_core::api::ManifestWork;
+use scheduler_core::api::tiering::MANIFEST_WORK_REPLICA_SET_LABEL;
 use scheduler_core::api::tiering::{TieredPlacement, TieredPlacementSpec};
 use scheduler_core::api::{
     AddOnPlacementScore, AddOnPlacementScoreItem, AddOnPlacementScoreStatus, ClusterDecision, ManagedCluster,
@@ -21,7 +27,8 @@ use scheduler_core::api::{
     PlacementDecisionStatus, Time, well_known,
 };
 use scheduler_core::placement::{HubObjects, HubSnapshot};
-use scheduler_core::tiering::plan_object;
+use scheduler_core::reservation::View;
+use scheduler_core::tiering::{WorkIndex, plan_object, plan_with};
 use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -197,6 +204,128 @@ fn median(mut f: impl FnMut()) -> Duration {
     samples[samples.len() / 2]
 }
 
+/// A healthy `web` work of ManifestWorkReplicaSet `owner` (`<namespace>.<name>`) on `cluster`.
+fn work(cluster: &str, owner: &str, applied: &Time) -> ManifestWork {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": owner, "namespace": cluster,
+            "labels": {MANIFEST_WORK_REPLICA_SET_LABEL: owner}},
+        "spec": {},
+        "status": {
+            "conditions": [{"type": "Applied", "status": "True", "reason": "AppliedManifestWorkComplete",
+                "message": "", "lastTransitionTime": applied}],
+            "resourceStatus": {"manifests": [{
+                "resourceMeta": {"ordinal": 0, "group": "apps", "version": "v1", "kind": "Deployment",
+                    "resource": "deployments", "name": "web", "namespace": "web"},
+                "conditions": [],
+                "statusFeedback": {"values": [
+                    {"name": "ReadyReplicas", "fieldValue": {"type": "Integer", "integer": 3}},
+                    {"name": "Replicas", "fieldValue": {"type": "Integer", "integer": 3}}]}}]}
+        }
+    }))
+    .expect("a ManifestWork")
+}
+
+/// The workload rows: 10,000 works, tiers of 1,000 clusters.
+fn workload_rows(now: Timestamp) {
+    let set_size = 1_000;
+    let mut tps = tiered(set_size);
+    for tp in &mut tps {
+        let name = tp.metadata.name.clone().expect("named");
+        tp.spec.workload_health = Some(
+            serde_norway::from_str(&format!(
+                "{{manifestWorkReplicaSet: {name}, tolerationSeconds: 300}}"
+            ))
+            .expect("policy"),
+        );
+    }
+    let snapshot = settle(hub(set_size, now), &mut tps, now);
+    let applied = Time(now);
+    let later = Timestamp::from_second(now.as_second() + 60).expect("in range");
+    let owner = |tp: &TieredPlacement| {
+        format!(
+            "{}.{}",
+            tp.metadata.namespace.as_deref().unwrap_or(""),
+            tp.metadata.name.as_deref().unwrap_or("")
+        )
+    };
+    // 10 works per TieredPlacement: its predicted clusters first, then others.
+    let spread: Vec<ManifestWork> = tps
+        .iter()
+        .enumerate()
+        .flat_map(|(i, tp)| {
+            let predicted = tp
+                .status
+                .as_ref()
+                .and_then(|s| s.placement.as_ref())
+                .map(|p| p.predicted.clone())
+                .unwrap_or_default();
+            let others = (0..10).map(move |k| format!("cluster-{:05}", (i * 10 + k) % CLUSTERS));
+            let clusters: Vec<String> = predicted.into_iter().chain(others).take(10).collect();
+            let owner = owner(tp);
+            clusters
+                .into_iter()
+                .map(|c| work(&c, &owner, &applied))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    // One TieredPlacement whose ManifestWorkReplicaSet reaches every cluster.
+    let everywhere: Vec<ManifestWork> = (0..CLUSTERS)
+        .map(|c| work(&format!("cluster-{c:05}"), &owner(&tps[0]), &applied))
+        .collect();
+    let build = median(|| {
+        black_box(WorkIndex::new(black_box(&everywhere)));
+    });
+    let index = WorkIndex::new(&everywhere);
+    let plan_one = |index: &WorkIndex<'_>, tp: &TieredPlacement| {
+        plan_with(
+            &tp.metadata,
+            &tp.spec,
+            tp.status.as_ref(),
+            &snapshot,
+            &View::none(),
+            index,
+            later,
+        )
+    };
+    let one = median(|| {
+        black_box(plan_one(&index, black_box(&tps[0])));
+    });
+    let judged = plan_one(&index, &tps[0])
+        .status
+        .workload_health
+        .map_or(0, |w| w.clusters.len());
+    let spread_index = WorkIndex::new(&spread);
+    let mut passes: Vec<Duration> = (0..PASSES)
+        .map(|_| {
+            let start = Instant::now();
+            for tp in &tps {
+                black_box(plan_one(&spread_index, tp));
+            }
+            start.elapsed()
+        })
+        .collect();
+    passes.sort();
+    let per = passes[passes.len() / 2] / TIERED as u32;
+    println!();
+    println!(
+        "| clusters | tier size | ManifestWorks | index build (median) | re-plan one judging {CLUSTERS} works (median) | plan all {TIERED}, 10 works each (per TieredPlacement) | goal |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|");
+    println!(
+        "| {CLUSTERS} | {set_size} | {} | {} | {} | {} | {} |",
+        everywhere.len(),
+        ms(build),
+        ms(one),
+        ms(per),
+        if one.max(per) <= Duration::from_millis(1) {
+            "≤ 1 ms: met"
+        } else {
+            "≤ 1 ms: missed"
+        }
+    );
+    eprintln!("workload rows: {judged} verdicts in status for the TieredPlacement with works everywhere");
+}
+
 fn ms(d: Duration) -> String {
     format!("{:.3} ms", d.as_secs_f64() * 1e3)
 }
@@ -258,4 +387,5 @@ fn main() {
         );
         eprintln!("tier size {set_size}: {writes} of {TIERED} children would be re-applied after the change");
     }
+    workload_rows(now);
 }

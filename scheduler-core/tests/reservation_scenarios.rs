@@ -11,7 +11,7 @@ use k8s_openapi::jiff::Timestamp;
 use proptest::prelude::*;
 use scheduler_core::api::tiering::TieredPlacementStatus;
 use scheduler_core::reservation::{Ledger, ShapeCatalog, Timing, placement_key};
-use scheduler_core::tiering::{Plan, plan_and_assume};
+use scheduler_core::tiering::{Plan, WorkIndex, plan_and_assume};
 use std::time::Duration;
 use tiering_support::*;
 
@@ -69,7 +69,14 @@ impl Hub {
     /// Plans TieredPlacement `i` at `now` and plays the controller and OCM.
     fn plan(&mut self, i: usize, now: Timestamp) -> Plan {
         let s = &mut self.tps[i];
-        let (p, errors) = plan_and_assume(&mut self.ledger, &s.tp, &s.world.snapshot(), &self.shapes, now);
+        let (p, errors) = plan_and_assume(
+            &mut self.ledger,
+            &s.tp,
+            &s.world.snapshot(),
+            &self.shapes,
+            &WorkIndex::default(),
+            now,
+        );
         assert_eq!(errors, []);
         s.apply(&p);
         p

@@ -301,3 +301,69 @@ proptest! {
         }
     }
 }
+
+/// A workload broken on every cluster (design §4): whatever the purge mode, failback policy,
+/// toleration and hold-down, hours of reconciles make at most `tiers − 1` transitions, then none;
+/// every step is restart-equivalent and idempotent.
+mod broken_everywhere {
+    use super::*;
+    use scheduler_core::api::tiering::PurgeMode;
+
+    fn world(tiers: usize) -> World {
+        let mut w = World::default();
+        for (i, clusters) in CLUSTERS.iter().enumerate().take(tiers) {
+            w = w.set(&format!("set-{}", ["a", "b", "c"][i]), clusters);
+        }
+        w.follow = true;
+        w
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+        #[test]
+        fn at_most_tiers_minus_one_transitions_then_none(
+            tiers in 2usize..=3,
+            purge in prop_oneof![Just(PurgeMode::Immediately), Just(PurgeMode::Graciously), Just(PurgeMode::Never)],
+            automatic in any::<bool>(),
+            toleration in prop_oneof![Just(0i32), Just(60), Just(300)],
+            hold_minutes in prop_oneof![Just(1u32), Just(10)],
+            steps in prop::collection::vec(1i64..900, 20..80),
+        ) {
+            let names = ["a", "b", "c"];
+            let mut yaml = String::from("tiers:\n");
+            for name in names.iter().take(tiers) {
+                yaml.push_str(&format!("- {{name: {name}, clusterSets: [set-{name}]}}\n"));
+            }
+            yaml.push_str(&format!(
+                "failback: {{policy: {}, holdDown: {hold_minutes}m}}\n\
+                 stabilization: {{minDwell: 1m, maxTransitionsPerHour: 9}}\n\
+                 workloadHealth: {{manifestWorkReplicaSet: web, tolerationSeconds: {toleration}, purge: {purge:?}}}\n",
+                if automatic { "Automatic" } else { "Never" }
+            ));
+            let mut s = Scenario::new(spec_yaml(&yaml), world(tiers));
+            s.step(at(0));
+            let mut moves = 0usize;
+            let mut t = 0i64;
+            for dt in steps {
+                t += dt;
+                let prior = s.tp.status.clone();
+                let p = s.peek(at(t));
+                let restarted = s.peek_with(prior.as_ref().map(round_trip).as_ref(), at(t));
+                prop_assert_eq!(&restarted.status, &p.status);
+                prop_assert_eq!(&restarted.child, &p.child);
+                prop_assert_eq!(restarted.requeue_at, p.requeue_at);
+                if p.transition.is_some() {
+                    moves += 1;
+                }
+                prop_assert!(moves < tiers, "{moves} transitions at {t} s: {:?}", p.status.transitions);
+                s.apply(&p);
+                let again = s.peek(at(t));
+                prop_assert!(!again.write_status, "status rewritten without a change at {t} s");
+                prop_assert!(!again.write_child, "child re-applied without a change at {t} s");
+                // Then OCM's ManifestWorkReplicaSet follows the child.
+                s.world.sync_works(at(t));
+            }
+        }
+    }
+}

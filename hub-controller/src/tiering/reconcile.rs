@@ -18,7 +18,7 @@ use kube::runtime::events::{Event, EventType, Recorder};
 use kube::{Resource, ResourceExt};
 use scheduler_core::api::tiering::TieredPlacement;
 use scheduler_core::placement::PlacementError;
-use scheduler_core::tiering::{PlanEvent, plan_and_assume};
+use scheduler_core::tiering::{PlanEvent, WorkIndex, plan_and_assume};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -139,7 +139,7 @@ pub async fn reconcile(tp: Arc<TieredPlacement>, ctx: Arc<Context>) -> Result<Ac
     let now = Timestamp::now();
     // Plan and assume under the ledger's lock: the next TieredPlacement sees these reservations.
     let (mut plan, errors) = ctx.ledger.with(&ctx.stores.tiered, &ctx.metrics, |ledger| {
-        plan_and_assume(ledger, &tp, &snapshot, &shapes, now)
+        plan_and_assume(ledger, &tp, &snapshot, &shapes, &WorkIndex::default(), now)
     });
     for error in &errors {
         tracing::warn!(tiered = %key, %error, "a stored reservation cannot be loaded");

@@ -13,9 +13,10 @@
 //! first: an invalid spec becomes `Ready=False, reason=InvalidSpec` naming the field, and the
 //! child Placement is left as it was.
 
-use super::{ClusterPredicate, Condition, PlacementSpec, Time};
+use super::{ClusterPredicate, Condition, LabelSelector, PlacementSpec, Time};
 use crate::duration;
-use crate::names::is_dns_label;
+use crate::names::{is_dns_label, is_dns_subdomain};
+use crate::placement::selector::LabelMatcher;
 use kube_derive::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -86,6 +87,93 @@ pub struct TieredPlacementSpec {
     /// Maintenance pin.
     #[serde(rename = "override", default, skip_serializing_if = "Option::is_none")]
     pub override_: Option<TierOverride>,
+    /// Judge the workload on each selected cluster from its ManifestWorks: a cluster whose
+    /// workload stays unhealthy for `tolerationSeconds` is failed for this TieredPlacement.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload_health: Option<WorkloadHealthPolicy>,
+}
+
+/// Where the workload's ManifestWorks are and what healthy means for them.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkloadHealthPolicy {
+    /// A ManifestWorkReplicaSet in the TieredPlacement's namespace: its works are labelled
+    /// `work.open-cluster-management.io/manifestworkreplicaset=<namespace>.<name>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifest_work_replica_set: Option<String>,
+    /// Or: the ManifestWorks in the clusters' namespaces carrying these labels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifest_work_selector: Option<LabelSelector>,
+    /// The manifest whose status feedback is judged (default: the first Deployment).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource: Option<WorkResource>,
+    /// What healthy means (default `wellKnown`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub healthy: Option<HealthRule>,
+    /// Unhealthy this long: failed for this TieredPlacement (default 300, at most 86400).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 86400))]
+    pub toleration_seconds: Option<i32>,
+    /// What happens to a failed cluster when its replacement is added.
+    #[serde(default)]
+    pub purge: PurgeMode,
+    /// `Graciously`: the longest a failed cluster stays beside its replacement (default 600).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 86400))]
+    pub grace_period_seconds: Option<i32>,
+}
+
+/// One manifest of a ManifestWork, as the work agent reports it in `resourceStatus`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkResource {
+    /// API group (empty: the core group).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub group: String,
+    /// Plural resource name, e.g. `deployments`.
+    #[schemars(length(min = 1))]
+    pub resource: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+    #[schemars(length(min = 1))]
+    pub name: String,
+}
+
+/// At most one of `wellKnown` and `jsonPath`; neither means `wellKnown`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HealthRule {
+    /// `ReadyReplicas >= Replicas > 0` from the `WellKnownStatus` feedback of a Deployment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub well_known: Option<WellKnownHealth>,
+    /// An integer `JSONPaths` feedback value of at least `atLeast`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub json_path: Option<JsonPathHealth>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct WellKnownHealth {}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct JsonPathHealth {
+    /// The `name` of a `jsonPaths` entry of the work's feedback rules.
+    #[schemars(length(min = 1))]
+    pub name: String,
+    pub at_least: i64,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum PurgeMode {
+    /// Drop the failed cluster in the plan that adds its replacement.
+    Immediately,
+    /// Keep the failed cluster until the replacement's workload is Healthy or
+    /// `gracePeriodSeconds` passed: the number of serving copies never drops by our own move.
+    #[default]
+    Graciously,
+    /// Keep the failed cluster until a human releases it with the
+    /// `tiering.ocm-score.io/release` annotation.
+    Never,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -290,8 +378,64 @@ pub struct TieredPlacementStatus {
     /// these; the controller rebuilds its ledger from them after a restart.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reservations: Vec<Reservation>,
+    /// Per-cluster workload verdicts with their clocks, and the clusters kept beside their
+    /// replacements (`spec.workloadHealth`, `failback.overlap`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload_health: Option<WorkloadHealthStatus>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkloadHealthStatus {
+    /// Sorted by cluster; clusters without a work and without a failure are not listed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub clusters: Vec<ClusterWorkloadHealth>,
+    /// Clusters the child keeps selecting beside the plan's choice, sorted by cluster.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub retained: Vec<RetainedCluster>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum WorkloadState {
+    /// No work, not applied yet, progressing, or no feedback yet.
+    #[default]
+    Unknown,
+    Healthy,
+    Unhealthy,
+    /// Unhealthy for `tolerationSeconds`: excluded for this TieredPlacement.
+    Failed,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterWorkloadHealth {
+    pub cluster: String,
+    #[serde(default)]
+    pub state: WorkloadState,
+    /// Healthy, Unhealthy, Unknown: since then. Failed: failed then (hold-down runs from it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<Time>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    /// The workload was Healthy on this cluster at some point (an Unhealthy stretch then counts
+    /// from its first observation, not from when the work was applied).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub was_healthy: bool,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RetainedCluster {
+    pub cluster: String,
+    /// Dropped then at the latest; absent: kept until released by a human (`purge: Never`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<Time>,
+    /// The clusters that replaced it: once each of them still chosen is Healthy, it is dropped.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub awaiting: Vec<String>,
+    pub reason: String,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -520,6 +664,51 @@ pub struct Timings {
     pub stale_grace: Duration,
     pub max_transitions_per_hour: i32,
     pub max_clusters_per_step: usize,
+    /// `failback.overlap`: how long clusters left by a voluntary move stay at most.
+    pub overlap: Duration,
+}
+
+/// The label OCM's ManifestWorkReplicaSet controller puts on each work it creates, with the
+/// value `<namespace>.<name>`.
+pub const MANIFEST_WORK_REPLICA_SET_LABEL: &str = "work.open-cluster-management.io/manifestworkreplicaset";
+/// Annotation on a TieredPlacement: comma-separated clusters whose retained entries a human
+/// releases (`purge: Never`); `*` releases every one.
+pub const RELEASE_ANNOTATION: &str = "tiering.ocm-score.io/release";
+pub const DEFAULT_TOLERATION_SECONDS: i32 = 300;
+pub const DEFAULT_GRACE_PERIOD_SECONDS: i32 = 600;
+pub const MAX_WORKLOAD_SECONDS: i32 = 86_400;
+/// The longest `failback.overlap`.
+pub const MAX_OVERLAP: Duration = Duration::from_secs(24 * 3600);
+
+impl WorkloadHealthPolicy {
+    /// `tolerationSeconds` with its default.
+    pub fn toleration(&self) -> Duration {
+        seconds(self.toleration_seconds.unwrap_or(DEFAULT_TOLERATION_SECONDS))
+    }
+
+    /// How long a failed cluster is kept beside its replacement; `None`: until released.
+    /// `Immediately` keeps it for no time at all.
+    pub fn grace(&self) -> Option<Duration> {
+        match self.purge {
+            PurgeMode::Immediately => Some(Duration::ZERO),
+            PurgeMode::Graciously => Some(seconds(
+                self.grace_period_seconds.unwrap_or(DEFAULT_GRACE_PERIOD_SECONDS),
+            )),
+            PurgeMode::Never => None,
+        }
+    }
+
+    /// The value of [`MANIFEST_WORK_REPLICA_SET_LABEL`] on the works of this policy's
+    /// ManifestWorkReplicaSet, for a TieredPlacement in `namespace`.
+    pub fn replica_set_label_value(&self, namespace: &str) -> Option<String> {
+        self.manifest_work_replica_set
+            .as_ref()
+            .map(|name| format!("{namespace}.{name}"))
+    }
+}
+
+fn seconds(s: i32) -> Duration {
+    Duration::from_secs(u64::try_from(s).unwrap_or(0))
 }
 
 fn parse_duration(field: &str, value: Option<&String>, default: Duration) -> Result<Duration, SpecError> {
@@ -574,6 +763,7 @@ impl TieredPlacementSpec {
                 .max_transitions_per_hour
                 .unwrap_or(DEFAULT_MAX_TRANSITIONS_PER_HOUR),
             max_clusters_per_step: f.max_clusters_per_step.unwrap_or(1).max(1) as usize,
+            overlap: parse_duration("spec.failback.overlap", f.overlap.as_ref(), Duration::ZERO)?,
         })
     }
 }
@@ -767,15 +957,17 @@ pub fn validate(spec: &TieredPlacementSpec) -> Vec<SpecError> {
             }
         }
     }
-    if let Some(overlap) = &spec.failback.overlap {
-        match duration::parse(overlap) {
-            Err(e) => errors.push(err("spec.failback.overlap", format!("{overlap:?} {e}"))),
-            Ok(d) if !d.is_zero() => errors.push(err(
-                "spec.failback.overlap",
-                format!("{overlap:?}: only 0s (break-before-make) is supported by this version"),
-            )),
-            Ok(_) => {}
-        }
+    if let Some(overlap) = &spec.failback.overlap
+        && let Ok(d) = duration::parse(overlap)
+        && d > MAX_OVERLAP
+    {
+        errors.push(err(
+            "spec.failback.overlap",
+            format!("{overlap:?} is longer than 24h"),
+        ));
+    }
+    if let Some(w) = &spec.workload_health {
+        validate_workload_health(w, &mut errors);
     }
     if let Some(o) = &spec.override_
         && !o.tier.is_empty()
@@ -784,6 +976,74 @@ pub fn validate(spec: &TieredPlacementSpec) -> Vec<SpecError> {
         errors.push(err("spec.override.tier", format!("{:?} names no tier", o.tier)));
     }
     errors
+}
+
+fn validate_workload_health(w: &WorkloadHealthPolicy, errors: &mut Vec<SpecError>) {
+    const BASE: &str = "spec.workloadHealth";
+    match (&w.manifest_work_replica_set, &w.manifest_work_selector) {
+        (Some(name), None) => {
+            if !is_dns_subdomain(name) {
+                errors.push(err(
+                    format!("{BASE}.manifestWorkReplicaSet"),
+                    format!("{name:?} is not a valid object name (a DNS subdomain)"),
+                ));
+            }
+        }
+        (None, Some(selector)) => {
+            if let Err(e) = LabelMatcher::from_selector(Some(selector)) {
+                errors.push(err(format!("{BASE}.manifestWorkSelector"), e));
+            }
+        }
+        _ => errors.push(err(
+            BASE,
+            "set exactly one of manifestWorkReplicaSet and manifestWorkSelector",
+        )),
+    }
+    if let Some(r) = &w.resource {
+        if r.resource.is_empty() {
+            errors.push(err(format!("{BASE}.resource.resource"), "must not be empty"));
+        }
+        if r.name.is_empty() {
+            errors.push(err(format!("{BASE}.resource.name"), "must not be empty"));
+        }
+    }
+    if let Some(h) = &w.healthy {
+        match (&h.well_known, &h.json_path) {
+            (Some(_), Some(_)) => errors.push(err(
+                format!("{BASE}.healthy"),
+                "set at most one of wellKnown and jsonPath",
+            )),
+            (None, Some(j)) if j.name.is_empty() => {
+                errors.push(err(format!("{BASE}.healthy.jsonPath.name"), "must not be empty"))
+            }
+            _ => {}
+        }
+    }
+    let range = 0..=MAX_WORKLOAD_SECONDS;
+    if let Some(t) = w.toleration_seconds
+        && !range.contains(&t)
+    {
+        errors.push(err(
+            format!("{BASE}.tolerationSeconds"),
+            format!("{t}; it must lie in 0..{MAX_WORKLOAD_SECONDS}"),
+        ));
+    }
+    if let Some(g) = w.grace_period_seconds {
+        if w.purge != PurgeMode::Graciously {
+            errors.push(err(
+                format!("{BASE}.gracePeriodSeconds"),
+                format!(
+                    "{g}; only purge Graciously has a grace period (purge is {:?})",
+                    w.purge
+                ),
+            ));
+        } else if !range.contains(&g) {
+            errors.push(err(
+                format!("{BASE}.gracePeriodSeconds"),
+                format!("{g}; it must lie in 0..{MAX_WORKLOAD_SECONDS}"),
+            ));
+        }
+    }
 }
 
 #[cfg(test)]
@@ -936,6 +1196,86 @@ mod tests {
             replicas_per_cluster: 4,
         });
         assert!(fields(&s).is_empty());
+    }
+
+    fn health(yaml: &str) -> TieredPlacementSpec {
+        let mut s = valid();
+        s.workload_health = Some(serde_norway::from_str(yaml).unwrap());
+        s
+    }
+
+    #[test]
+    fn workload_health_needs_exactly_one_work_source() {
+        assert!(fields(&health("manifestWorkReplicaSet: web")).is_empty());
+        assert!(fields(&health("manifestWorkSelector: {matchLabels: {app: web}}")).is_empty());
+        assert_eq!(fields(&health("{}")), ["spec.workloadHealth"]);
+        assert_eq!(
+            fields(&health(
+                "{manifestWorkReplicaSet: web, manifestWorkSelector: {matchLabels: {app: web}}}"
+            )),
+            ["spec.workloadHealth"]
+        );
+        let e = validate(&health("manifestWorkReplicaSet: Web_1"));
+        assert_eq!(e[0].field, "spec.workloadHealth.manifestWorkReplicaSet");
+        assert!(e[0].message.contains("\"Web_1\""), "{}", e[0]);
+        let e = validate(&health(
+            "manifestWorkSelector: {matchExpressions: [{key: app, operator: Near}]}",
+        ));
+        assert_eq!(e[0].field, "spec.workloadHealth.manifestWorkSelector");
+        assert!(e[0].message.contains("Near"), "{}", e[0]);
+    }
+
+    #[test]
+    fn workload_health_bounds_its_times_and_names_its_rule() {
+        let e = validate(&health("{manifestWorkReplicaSet: web, tolerationSeconds: 86401}"));
+        assert_eq!(e[0].field, "spec.workloadHealth.tolerationSeconds");
+        assert!(e[0].message.contains("86401"), "{}", e[0]);
+        assert!(fields(&health("{manifestWorkReplicaSet: web, tolerationSeconds: 0}")).is_empty());
+        let e = validate(&health(
+            "{manifestWorkReplicaSet: web, purge: Never, gracePeriodSeconds: 60}",
+        ));
+        assert_eq!(e[0].field, "spec.workloadHealth.gracePeriodSeconds");
+        assert!(e[0].message.contains("Never"), "{}", e[0]);
+        assert_eq!(
+            fields(&health("{manifestWorkReplicaSet: web, gracePeriodSeconds: -1}")),
+            ["spec.workloadHealth.gracePeriodSeconds"]
+        );
+        assert_eq!(
+            fields(&health(
+                "{manifestWorkReplicaSet: web, healthy: {wellKnown: {}, jsonPath: {name: r, atLeast: 1}}}"
+            )),
+            ["spec.workloadHealth.healthy"]
+        );
+        assert_eq!(
+            fields(&health(
+                "{manifestWorkReplicaSet: web, healthy: {jsonPath: {name: '', atLeast: 1}}}"
+            )),
+            ["spec.workloadHealth.healthy.jsonPath.name"]
+        );
+        assert_eq!(
+            fields(&health(
+                "{manifestWorkReplicaSet: web, resource: {resource: '', name: web}}"
+            )),
+            ["spec.workloadHealth.resource.resource"]
+        );
+        let w = health("manifestWorkReplicaSet: web").workload_health.unwrap();
+        assert_eq!(w.toleration(), Duration::from_secs(300));
+        assert_eq!(w.grace(), Some(Duration::from_secs(600)));
+        assert_eq!(w.replica_set_label_value("apps").as_deref(), Some("apps.web"));
+    }
+
+    #[test]
+    fn overlap_is_parsed_and_at_most_a_day() {
+        let mut s = valid();
+        s.failback.overlap = Some("10m".into());
+        assert!(fields(&s).is_empty());
+        assert_eq!(s.timings().unwrap().overlap, Duration::from_secs(600));
+        s.failback.overlap = Some("25h".into());
+        assert_eq!(fields(&s), ["spec.failback.overlap"]);
+        s.failback.overlap = Some("soon".into());
+        let e = validate(&s);
+        assert_eq!(e[0].field, "spec.failback.overlap");
+        assert!(e[0].message.contains("soon"), "{}", e[0]);
     }
 
     #[test]

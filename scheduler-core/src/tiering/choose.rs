@@ -12,12 +12,16 @@
 //! `maxClustersPerStep` swaps per `minDwell`, only from tiers whose hold-down elapsed.
 
 use super::feasibility::TierClusters;
-use super::render::{self, ActiveTier, MAX_PINNED_PER_TIER, Owner};
+use super::render::{self, ActiveTier, MAX_PINNED_PER_TIER, Owner, Retained};
 use super::verdict::{self, Verdict};
-use super::{Plan, PlanEvent, TierReport, condition, set_condition};
+use super::workload::WorkIndex;
+use super::workload::retain::{self, Leaving, Released};
+use super::workload::verdicts::{self as workload_verdicts, WorkloadVerdicts};
+use super::{Plan, PlanEvent, TierReport, condition, set_condition, set_condition_status};
 use crate::api::tiering::{
-    FailbackMode, FailbackStatus, PendingFailback, TierState, TierStatus, TieredPlacementSpec,
-    TieredPlacementStatus, TieringMode, Timings, Transition, TransitionKind,
+    FailbackMode, FailbackStatus, PendingFailback, RELEASE_ANNOTATION, TierState, TierStatus,
+    TieredPlacementSpec, TieredPlacementStatus, TieringMode, Timings, Transition, TransitionKind,
+    WorkloadHealthStatus, WorkloadState,
 };
 use crate::api::{ObjectMeta, Placement, PlacementSpec};
 use crate::instant::{ceil_second, dur, of, time, timestamp};
@@ -38,6 +42,8 @@ pub struct Input<'a> {
     pub child_name: &'a str,
     /// The capacity other placements' reservations take.
     pub reserved: &'a View<'a>,
+    /// The ManifestWorks `spec.workloadHealth` judges.
+    pub works: &'a WorkIndex<'a>,
     pub now: i128,
 }
 
@@ -48,6 +54,10 @@ struct Health {
     feasible: Vec<ClusterId>,
     qualifying: Vec<ClusterId>,
     entry: Vec<ClusterId>,
+    /// Qualifying by capacity, workload failures ignored.
+    capacity_qualifying: Vec<ClusterId>,
+    /// Qualifying by capacity but excluded because their workload Failed.
+    workload_failed: Vec<ClusterId>,
     /// Feasible members not qualifying only because their scores are Unknown.
     unknown_only: usize,
     /// Qualifying on fresh data (hysteresis band included): what Overflow may add.
@@ -129,6 +139,7 @@ pub fn decide(input: &Input<'_>) -> Plan {
         in_decision,
         child_name,
         reserved,
+        works,
         now,
     } = *input;
     let timings = match spec.timings() {
@@ -165,10 +176,37 @@ pub fn decide(input: &Input<'_>) -> Plan {
             tier_of[id.index()] = Some(i);
         }
     }
+    let hold = dur(timings.hold_down);
+    let max_hold = dur(timings.max_hold_down);
+
+    // Workload verdicts (design §3) and the clusters they exclude for this TieredPlacement.
+    let workload: Option<WorkloadVerdicts> = spec.workload_health.as_ref().map(|policy| {
+        workload_verdicts::evaluate(
+            policy,
+            namespace,
+            works,
+            members.iter().map(|id| snapshot.cluster_name(*id)),
+            prior.and_then(|p| p.workload_health.as_ref()),
+            now,
+        )
+    });
+    let exclusion = workload.as_ref().map_or_else(Exclusion::default, |w| {
+        exclusions(w, snapshot, &tier_of, spec, prior, hold, max_hold, now)
+    });
+    if let Some(w) = &workload {
+        requeue.at(w.requeue_at, now);
+    }
+    requeue.at(exclusion.requeue_at, now);
+    let excluded = |id: &ClusterId| exclusion.excluded.get(id.index()).is_some_and(Option::is_some);
+    let prior_retained: &[crate::api::tiering::RetainedCluster] = prior
+        .and_then(|p| p.workload_health.as_ref())
+        .map_or(&[], |w| w.retained.as_slice());
+    let is_prior_retained = |name: &str| prior_retained.iter().any(|r| r.cluster == name);
     let prior_selection: Vec<ClusterId> = match prior.and_then(|p| p.placement.as_ref()) {
         Some(p) if !first_plan => p
             .predicted
             .iter()
+            .filter(|n| !is_prior_retained(n))
             .filter_map(|n| snapshot.cluster_id(n))
             .collect(),
         _ => snapshot
@@ -184,30 +222,37 @@ pub fn decide(input: &Input<'_>) -> Plan {
     // Step 3: tier health.
     let n = spec.number_of_clusters.filter(|n| *n > 0).map(|n| n as usize);
     let prior_tier = |name: &str| prior.and_then(|p| p.tiers.iter().find(|t| t.name == name));
-    let hold = dur(timings.hold_down);
-    let max_hold = dur(timings.max_hold_down);
     let mut health: Vec<Health> = tiers
         .iter()
         .zip(&spec.tiers)
         .map(|(t, tier)| {
             let min = tier.min_clusters.map(|m| m.max(1) as usize).or(n).unwrap_or(1);
-            let qualifying: Vec<ClusterId> = t
+            let capacity_qualifying: Vec<ClusterId> = t
                 .feasible
                 .iter()
                 .copied()
                 .filter(|id| verdict_of(*id).is_some_and(|v| v.qualified))
                 .collect();
-            let entry: Vec<ClusterId> = t
+            let (workload_failed, qualifying): (Vec<ClusterId>, Vec<ClusterId>) =
+                capacity_qualifying.iter().copied().partition(|id| excluded(id));
+            let capacity_entry: Vec<ClusterId> = t
                 .feasible
                 .iter()
                 .copied()
                 .filter(|id| verdict_of(*id).is_some_and(|v| v.entry))
                 .collect();
+            let entry: Vec<ClusterId> = capacity_entry
+                .iter()
+                .copied()
+                .filter(|id| !excluded(id))
+                .collect();
             let unknown_only = t
                 .feasible
                 .iter()
                 .filter(|id| {
-                    verdict_of(**id).is_some_and(|v| v.unknown && !v.qualified && !v.stale_disqualified)
+                    !excluded(id)
+                        && verdict_of(**id)
+                            .is_some_and(|v| v.unknown && !v.qualified && !v.stale_disqualified)
                 })
                 .count();
             let fresh_qualifying: Vec<ClusterId> = qualifying
@@ -216,9 +261,11 @@ pub fn decide(input: &Input<'_>) -> Plan {
                 .filter(|id| verdict_of(*id).is_some_and(|v| !v.unknown))
                 .collect();
             let before = prior_tier(&tier.name);
+            // Health for failback counts capacity only: a workload failure excludes clusters
+            // for their own hold-down, after which the tier is eligible at once.
             let healthy_now = match spec.mode {
-                TieringMode::Failover => entry.len() >= min,
-                TieringMode::Overflow => entry.iter().any(|id| !in_prior[id.index()]),
+                TieringMode::Failover => capacity_entry.len() >= min,
+                TieringMode::Overflow => capacity_entry.iter().any(|id| !in_prior[id.index()]),
             };
             let healthy_since = if healthy_now {
                 Some(
@@ -255,6 +302,8 @@ pub fn decide(input: &Input<'_>) -> Plan {
                 entry_ok: entry.len() >= min,
                 qualifying,
                 entry,
+                capacity_qualifying,
+                workload_failed,
                 unknown_only,
                 fresh_qualifying,
                 healthy_since,
@@ -323,6 +372,7 @@ pub fn decide(input: &Input<'_>) -> Plan {
         tiers_vanished,
         generation_changed,
         last_kind: last_kind.as_ref(),
+        excluded: &exclusion.excluded,
     };
     let choice = match spec.mode {
         TieringMode::Failover => failover(&ctx, prior_active.first().copied(), override_idx),
@@ -384,40 +434,132 @@ pub fn decide(input: &Input<'_>) -> Plan {
         v
     };
     let pins: Vec<Vec<String>> = match spec.mode {
-        TieringMode::Failover => health.iter().map(|h| sorted_names(&h.qualifying)).collect(),
+        // Staying on a tier short of clusters not known to fail (no target, or an override):
+        // keep its failed ones (design §4) rather than shrink or empty the child.
+        TieringMode::Failover => health
+            .iter()
+            .map(|h| {
+                if h.qualifying.len() < h.min {
+                    sorted_names(&h.capacity_qualifying)
+                } else {
+                    sorted_names(&h.qualifying)
+                }
+            })
+            .collect(),
         TieringMode::Overflow => choice.chosen.clone(),
     };
+    // A failed workload in an active tier must be pinned out: the tier verbatim would keep it.
+    let workload_pins = choice
+        .active
+        .iter()
+        .any(|&i| !health[i].workload_failed.is_empty());
+    let pinned_mode = has_rules_or_overflow(spec, has_rules) || workload_pins;
     let too_large = choice
         .active
         .iter()
-        .find(|i| has_rules_or_overflow(spec, has_rules) && pins[**i].len() > MAX_PINNED_PER_TIER);
+        .find(|i| pinned_mode && pins[**i].len() > MAX_PINNED_PER_TIER);
     let active_render: Vec<ActiveTier<'_>> = choice
         .active
         .iter()
         .map(|&i| ActiveTier {
             index: i,
-            pins: if spec.mode == TieringMode::Failover && !has_rules {
-                None
-            } else {
-                Some(pins[i].as_slice())
-            },
+            pins: pinned_mode.then(|| pins[i].as_slice()),
         })
         .collect();
-    let number = match spec.mode {
-        TieringMode::Failover => spec.number_of_clusters,
-        TieringMode::Overflow => spec.number_of_clusters,
-    };
-    let rendered = render::child(spec, &owner, child_name, &active_render, number, snapshot);
-    let predicted_ids = predict(snapshot, &rendered, &active_render, &pins, now);
+    let number = spec.number_of_clusters;
+    let rendered = render::child(
+        spec,
+        &owner,
+        child_name,
+        &active_render,
+        number,
+        &Retained::default(),
+        snapshot,
+    );
+    let predicted_ids = predict(snapshot, &rendered, &active_render, &pins, &[], now);
     let keep_child = choice.keep_child || too_large.is_some();
+    let no_verdicts = WorkloadVerdicts::default();
+    let workload_of = workload.as_ref().unwrap_or(&no_verdicts);
+
+    // Make-before-break (design §5): the clusters this plan leaves may stay beside their
+    // replacements; the child then pins exactly the choice plus them.
+    let retention = (!keep_child).then(|| {
+        let released = Released::parse(
+            meta.annotations
+                .as_ref()
+                .and_then(|a| a.get(RELEASE_ANNOTATION))
+                .map(String::as_str),
+        );
+        let leaving = Leaving {
+            failed_grace: spec.workload_health.as_ref().map(|p| p.grace().map(dur)),
+            voluntary: choice.movement.as_ref().is_some_and(|m| voluntary(m.kind)),
+            overlap: dur(timings.overlap),
+        };
+        retain::retain(
+            prior_retained,
+            &sorted_names(&prior_selection),
+            &sorted_names(&predicted_ids),
+            workload_of,
+            &leaving,
+            &released,
+            |c| {
+                snapshot
+                    .cluster_id(c)
+                    .is_some_and(|id| tier_of[id.index()].is_some())
+            },
+            now,
+        )
+    });
+    let retained: Vec<crate::api::tiering::RetainedCluster> = match &retention {
+        Some(r) => r.retained.clone(),
+        None => prior_retained.to_vec(),
+    };
+    if let Some(r) = &retention {
+        requeue.at(r.requeue_at, now);
+    }
     let (child, predicted) = if keep_child {
         let prior_predicted = prior
             .and_then(|p| p.placement.as_ref())
             .map(|p| p.predicted.clone())
             .unwrap_or_default();
         (None, prior_predicted)
-    } else {
+    } else if retained.is_empty() {
         (Some(rendered), sorted_names(&predicted_ids))
+    } else {
+        let mut exact: Vec<Vec<String>> = vec![Vec::new(); spec.tiers.len()];
+        for id in &predicted_ids {
+            if let Some(t) = tier_of[id.index()] {
+                exact[t].push(name_of(id));
+            }
+        }
+        for e in &mut exact {
+            e.sort();
+        }
+        let exact_render: Vec<ActiveTier<'_>> = choice
+            .active
+            .iter()
+            .map(|&i| ActiveTier {
+                index: i,
+                pins: Some(exact[i].as_slice()),
+            })
+            .collect();
+        let names: Vec<String> = retained.iter().map(|r| r.cluster.clone()).collect();
+        let mut retained_tiers: Vec<usize> = names
+            .iter()
+            .filter_map(|n| snapshot.cluster_id(n).and_then(|id| tier_of[id.index()]))
+            .collect();
+        retained_tiers.sort_unstable();
+        retained_tiers.dedup();
+        let number = spec
+            .number_of_clusters
+            .map(|n| n.saturating_add(i32::try_from(names.len()).unwrap_or(i32::MAX)));
+        let kept = Retained {
+            names: &names,
+            tiers: &retained_tiers,
+        };
+        let rendered = render::child(spec, &owner, child_name, &exact_render, number, &kept, snapshot);
+        let ids = predict(snapshot, &rendered, &exact_render, &exact, &names, now);
+        (Some(rendered), sorted_names(&ids))
     };
 
     // Status.
@@ -438,6 +580,7 @@ pub fn decide(input: &Input<'_>) -> Plan {
         reservations: prior.map(|p| p.reservations.clone()).unwrap_or_default(),
         transitions: prior.map(|p| p.transitions.clone()).unwrap_or_default(),
         frozen_until: frozen_until.map(time),
+        workload_health: workload_status(workload.as_ref(), &exclusion, retained.clone(), now),
         ..TieredPlacementStatus::default()
     };
     let lowest_active = choice.active.iter().copied().max();
@@ -689,6 +832,55 @@ pub fn decide(input: &Input<'_>) -> Plan {
             },
         );
     }
+    if spec.workload_health.is_some() {
+        let (value, reason, message) = workload_condition(
+            workload_of,
+            &predicted,
+            &retained,
+            &exclusion,
+            override_idx.is_some(),
+        );
+        set_condition_status(
+            &mut conditions,
+            prior_conditions,
+            condition::WORKLOAD_HEALTHY,
+            value,
+            reason,
+            message.clone(),
+            generation,
+            now,
+        );
+        for v in workload_of.clusters.iter().filter(|v| v.newly_failed) {
+            events.push(PlanEvent {
+                type_: "Warning",
+                reason: "WorkloadFailed".into(),
+                message: format!(
+                    "{}: {}; failed for this TieredPlacement",
+                    v.entry.cluster, v.entry.reason
+                ),
+            });
+        }
+        // One Warning per change of the set of clusters it names.
+        let was = prior_conditions
+            .iter()
+            .any(|c| c.type_ == condition::WORKLOAD_HEALTHY && c.reason == reason && c.message == message);
+        if reason == UNHEALTHY_EVERYWHERE && !was {
+            events.push(PlanEvent {
+                type_: "Warning",
+                reason: UNHEALTHY_EVERYWHERE.into(),
+                message,
+            });
+        }
+    }
+    if let Some(r) = &retention {
+        for (reason, message) in &r.events {
+            events.push(PlanEvent {
+                type_: "Normal",
+                reason: (*reason).to_string(),
+                message: message.clone(),
+            });
+        }
+    }
     if let Some(c) = prior_conditions
         .iter()
         .find(|c| c.type_ == condition::PLAN_DIVERGED)
@@ -720,6 +912,11 @@ pub fn decide(input: &Input<'_>) -> Plan {
                 .filter_map(|id| {
                     if let Some((_, why)) = t.rejected.iter().find(|(r, _)| r == id) {
                         return Some((name_of(id), why.clone()));
+                    }
+                    if let Some(Some(until)) = exclusion.excluded.get(id.index()) {
+                        let name = name_of(id);
+                        let why = exclusion_reason(workload_of, &name, *until);
+                        return Some((name, why));
                     }
                     let v: &Verdict = verdict_of(*id)?;
                     (!v.qualified).then(|| (name_of(id), v.why.clone()))
@@ -784,6 +981,7 @@ fn predict(
     child: &Placement,
     active: &[ActiveTier<'_>],
     pins: &[Vec<String>],
+    retained: &[String],
     now: i128,
 ) -> Vec<ClusterId> {
     let now_ts = timestamp(now);
@@ -799,6 +997,7 @@ fn predict(
     let mut ids: Vec<ClusterId> = active
         .iter()
         .flat_map(|a| pins[a.index].iter())
+        .chain(retained)
         .filter_map(|n| snapshot.cluster_id(n))
         .collect();
     ids.sort();
@@ -828,6 +1027,9 @@ struct Ctx<'a> {
     tiers_vanished: bool,
     generation_changed: bool,
     last_kind: Option<&'a (TransitionKind, Vec<String>)>,
+    /// Per cluster id: excluded because its workload Failed (until then, `i128::MAX`: until
+    /// evidence).
+    excluded: &'a [Option<i128>],
 }
 
 impl Ctx<'_> {
@@ -836,8 +1038,13 @@ impl Ctx<'_> {
     }
     fn describe(&self, i: usize) -> String {
         let h = &self.health[i];
+        let failed = if h.workload_failed.is_empty() {
+            String::new()
+        } else {
+            format!(" ({} more with a Failed workload)", h.workload_failed.len())
+        };
         format!(
-            "{}: {} feasible, {} qualifying, needs {}",
+            "{}: {} feasible, {} qualifying{failed}, needs {}",
             self.name(i),
             h.feasible.len(),
             h.qualifying.len(),
@@ -915,6 +1122,10 @@ fn failover(ctx: &Ctx<'_>, current: Option<usize>, override_idx: Option<usize>) 
     if !h[a].satisfied {
         let infeasible = h[a].feasible.len() < h[a].min;
         let stale_only = !infeasible && h[a].qualifying.len() + h[a].unknown_only >= h[a].min;
+        // Enough capacity, but workloads failed: leave only for a tier not known to fail.
+        let workload = !infeasible
+            && !h[a].workload_failed.is_empty()
+            && h[a].capacity_qualifying.len() + h[a].unknown_only >= h[a].min;
         if !stale_only {
             let others = |quarantined: bool| {
                 (0..h.len()).find(|&i| i != a && h[i].entry_ok && h[i].quarantined(ctx.now) == quarantined)
@@ -922,13 +1133,15 @@ fn failover(ctx: &Ctx<'_>, current: Option<usize>, override_idx: Option<usize>) 
             match others(false).or_else(|| others(true)) {
                 Some(t) => {
                     choice.active = vec![t];
-                    if infeasible && ctx.entered_by_failback(a) {
+                    if (infeasible || workload) && ctx.entered_by_failback(a) {
                         choice.relapse_of = Some(a);
                     }
                     choice.movement = Some(Move {
                         kind: TransitionKind::Failover,
                         reason: if infeasible {
                             "TierUnavailable"
+                        } else if workload {
+                            "WorkloadFailed"
                         } else {
                             "InsufficientQualifying"
                         }
@@ -937,6 +1150,8 @@ fn failover(ctx: &Ctx<'_>, current: Option<usize>, override_idx: Option<usize>) 
                     });
                     return choice;
                 }
+                // No target not known to fail: stay (design §4); `WorkloadHealthy` says why.
+                None if workload => {}
                 None => {
                     choice.no_tier_satisfied = true;
                 }
@@ -1048,7 +1263,10 @@ fn overflow(
         keep_child: false,
         relapse_of: None,
     };
-    let any_qualifies = h.iter().take(last + 1).any(|t| !t.qualifying.is_empty());
+    let any_qualifies = h
+        .iter()
+        .take(last + 1)
+        .any(|t| !t.qualifying.is_empty() || !t.workload_failed.is_empty());
     if !any_qualifies {
         choice.no_tier_satisfied = true;
         choice.keep_child = !prior_selection.is_empty();
@@ -1089,6 +1307,24 @@ fn overflow(
             }
         }
     }
+    // A failed workload is left only for a replacement (design §4): without one it stays.
+    let mut failed_kept = 0usize;
+    for id in prior_selection {
+        if keep.len() >= n {
+            break;
+        }
+        let t = tier_of[id.index()];
+        if !selected[id.index()] && t.is_some_and(|t| t <= last && h[t].workload_failed.contains(id)) {
+            selected[id.index()] = true;
+            keep.push(*id);
+            failed_kept += 1;
+        }
+    }
+    let lost = lost - failed_kept;
+    let workload_lost = prior_selection
+        .iter()
+        .any(|id| !selected[id.index()] && ctx.excluded.get(id.index()).is_some_and(Option::is_some));
+
     // Contract: swap the worst selected cluster for the best unused one of a better tier.
     let mut swaps = Vec::new();
     let allowed = match ctx.spec.failback.policy {
@@ -1188,7 +1424,9 @@ fn overflow(
         } else {
             (
                 TransitionKind::Overflow,
-                if lost > 0 {
+                if workload_lost {
+                    "WorkloadFailed"
+                } else if lost > 0 {
                     "InsufficientQualifying"
                 } else {
                     "Refill"
@@ -1216,4 +1454,193 @@ fn overflow(
     }
     choice.active = active;
     choice
+}
+
+/// `WorkloadHealthy=False` reason when no tier has a cluster not known to fail (design §4).
+const UNHEALTHY_EVERYWHERE: &str = "UnhealthyEverywhere";
+
+/// Which clusters a workload failure excludes for this TieredPlacement, and until when.
+#[derive(Default)]
+struct Exclusion {
+    /// Per cluster id: `Some(until)` while excluded; `i128::MAX`: until there is evidence (its
+    /// workload is still unhealthy, or no cluster's workload is Healthy).
+    excluded: Vec<Option<i128>>,
+    /// Failed clusters whose exclusion ended in this plan (sorted).
+    expired: Vec<String>,
+    requeue_at: Option<i128>,
+}
+
+/// A Failed cluster is excluded for its tier's effective hold-down from the failure. Past that
+/// it stays excluded while its work still reports unhealthy, and while no cluster's workload is
+/// Healthy anywhere: a workload broken by its own config must not start a new round of moves
+/// just because time passed (design §4).
+#[allow(clippy::too_many_arguments)]
+fn exclusions(
+    w: &WorkloadVerdicts,
+    snapshot: &HubSnapshot,
+    tier_of: &[Option<usize>],
+    spec: &TieredPlacementSpec,
+    prior: Option<&TieredPlacementStatus>,
+    hold: i128,
+    max_hold: i128,
+    now: i128,
+) -> Exclusion {
+    let mut out = Exclusion {
+        excluded: vec![None; snapshot.cluster_count()],
+        ..Exclusion::default()
+    };
+    let any_healthy = w.any_healthy();
+    for v in w
+        .clusters
+        .iter()
+        .filter(|v| v.entry.state == WorkloadState::Failed)
+    {
+        let failed_at = v.entry.since.as_ref().map_or(now, of);
+        let id = snapshot.cluster_id(&v.entry.cluster);
+        // The penalty as stored: relapses lengthen the exclusion as they lengthen hold-downs.
+        let penalty = id
+            .and_then(|id| tier_of[id.index()])
+            .and_then(|t| prior?.tiers.iter().find(|s| s.name == spec.tiers[t].name))
+            .map_or(0, |s| s.penalty.max(0));
+        let end = failed_at + effective(hold, max_hold, penalty);
+        let until = if now < end {
+            out.requeue_at = Some(out.requeue_at.map_or(end, |r: i128| r.min(end)));
+            Some(end)
+        } else if v.observed_unhealthy || !any_healthy {
+            Some(i128::MAX)
+        } else {
+            None
+        };
+        match (until, id) {
+            (Some(u), Some(id)) => out.excluded[id.index()] = Some(u),
+            (Some(_), None) => {}
+            (None, _) => out.expired.push(v.entry.cluster.clone()),
+        }
+    }
+    out
+}
+
+fn exclusion_reason(w: &WorkloadVerdicts, cluster: &str, until: i128) -> String {
+    let Some(v) = w.get(cluster) else {
+        return "workload Failed".into();
+    };
+    let at = v
+        .entry
+        .since
+        .as_ref()
+        .map_or_else(String::new, |t| format!(" at {}", t.0));
+    let while_ = if until != i128::MAX {
+        format!("excluded until {}", timestamp(until))
+    } else if v.observed_unhealthy {
+        "excluded while its workload stays unhealthy".to_string()
+    } else {
+        "excluded until some cluster's workload is Healthy".to_string()
+    };
+    format!("workload Failed{at} ({}); {while_}", v.entry.reason)
+}
+
+/// `status.workloadHealth`: the verdicts (a failure whose exclusion ended is forgotten, or
+/// Unknown while its work is still there) and the retained clusters.
+fn workload_status(
+    w: Option<&WorkloadVerdicts>,
+    exclusion: &Exclusion,
+    retained: Vec<crate::api::tiering::RetainedCluster>,
+    now: i128,
+) -> Option<WorkloadHealthStatus> {
+    let clusters: Vec<_> = w
+        .map(|w| {
+            w.clusters
+                .iter()
+                .filter_map(|v| {
+                    if exclusion.expired.binary_search(&v.entry.cluster).is_err() {
+                        return Some(v.entry.clone());
+                    }
+                    v.has_work.then(|| crate::api::tiering::ClusterWorkloadHealth {
+                        state: WorkloadState::Unknown,
+                        since: Some(time(ceil_second(now))),
+                        ..v.entry.clone()
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    (!clusters.is_empty() || !retained.is_empty()).then_some(WorkloadHealthStatus { clusters, retained })
+}
+
+/// `WorkloadHealthy` over the clusters the plan chose (retained ones are on their way out).
+fn workload_condition(
+    w: &WorkloadVerdicts,
+    predicted: &[String],
+    retained: &[crate::api::tiering::RetainedCluster],
+    exclusion: &Exclusion,
+    overridden: bool,
+) -> (&'static str, &'static str, String) {
+    let chosen: Vec<&String> = predicted
+        .iter()
+        .filter(|c| !retained.iter().any(|r| &r.cluster == *c))
+        .collect();
+    let named = |names: Vec<String>| {
+        let more = names.len().saturating_sub(10);
+        let mut text = names.into_iter().take(10).collect::<Vec<_>>().join(", ");
+        if more > 0 {
+            text.push_str(&format!(" and {more} more"));
+        }
+        text
+    };
+    let of_state = |state: WorkloadState| -> Vec<&String> {
+        chosen.iter().copied().filter(|c| w.state(c) == state).collect()
+    };
+    if !of_state(WorkloadState::Failed).is_empty() {
+        // Staying on a failed workload happens only when no tier has a cluster not known to
+        // fail: name every cluster it failed on.
+        let failed: Vec<String> = w
+            .clusters
+            .iter()
+            .filter(|v| v.entry.state == WorkloadState::Failed)
+            .filter(|v| exclusion.expired.binary_search(&v.entry.cluster).is_err())
+            .map(|v| v.entry.cluster.clone())
+            .collect();
+        if overridden {
+            return (
+                "False",
+                "Override",
+                format!(
+                    "the workload failed on {}; spec.override.tier keeps the tier",
+                    named(failed)
+                ),
+            );
+        }
+        return (
+            "False",
+            UNHEALTHY_EVERYWHERE,
+            format!(
+                "the workload failed on {}; no cluster is left that is not known to fail, so the plan stays",
+                named(failed)
+            ),
+        );
+    }
+    let unhealthy = of_state(WorkloadState::Unhealthy);
+    if !unhealthy.is_empty() {
+        let text = unhealthy
+            .iter()
+            .map(|c| format!("{c}: {}", w.get(c).map_or("", |v| v.entry.reason.as_str())))
+            .collect();
+        return ("False", "Unhealthy", named(text));
+    }
+    let unknown: Vec<String> = chosen
+        .iter()
+        .filter(|c| w.state(c) == WorkloadState::Unknown)
+        .map(|c| (*c).clone())
+        .collect();
+    if chosen.is_empty() {
+        ("Unknown", "NoClusters", "no cluster is chosen".into())
+    } else if !unknown.is_empty() {
+        (
+            "Unknown",
+            "Pending",
+            format!("not judged yet on {}", named(unknown)),
+        )
+    } else {
+        ("True", "Healthy", String::new())
+    }
 }

@@ -27,6 +27,9 @@
 //! * **Requeue** at [`Plan::requeue_at`] (toleration deadlines − 1 s, debounce ends, hold-down
 //!   ends, score `validUntil` + 1 ns, stale grace ends, the end of `Frozen` and of `minDwell`,
 //!   penalty decay). Also reconcile on changes of any input above.
+//! * **ManifestWorks**: build one [`WorkIndex`] per round from the ManifestWork reflector
+//!   (`WorkIndex::new(store.iter().map(|w| &**w))`) and pass it to [`plan_and_assume`]; reconcile
+//!   a TieredPlacement with `spec.workloadHealth` when one of its works changes.
 //! * **Events**: publish [`Plan::events`] (one per transition, `Frozen`, `InvalidSpec`,
 //!   `PinningTooLarge`) on the TieredPlacement.
 //! * **Observe**: compare the child's PlacementDecisions with `status.placement.predicted` and
@@ -43,7 +46,8 @@
 //!   `holdDown` (the design's "increment on every forced failover" would double it already).
 //! * Overflow pins exactly the chosen clusters even when only one tier is active, so the planner,
 //!   not OCM's prioritizers, decides which clusters stay (stickiness) and the prediction is exact.
-//! * `failback.overlap` other than `0s` is refused by validation (not implemented yet).
+//! * `failback.overlap` keeps the clusters a voluntary move leaves in the child beside their
+//!   replacements (the make-before-break of `workloadHealth.purge`, [`workload::retain`]).
 //! * Transitions are recorded when the active tier list changes (and for each consolidation
 //!   swap); moves inside one tier are OCM's business.
 
@@ -52,6 +56,7 @@ pub mod feasibility;
 pub mod render;
 mod time;
 pub mod verdict;
+pub mod workload;
 
 pub use time::format_duration;
 
@@ -65,6 +70,7 @@ use crate::placement::schedule::existing_decisions;
 use crate::placement::snapshot::HubSnapshot;
 use crate::reservation::{Ledger, LoadError, ShapeCatalog, View, placement_key};
 use k8s_openapi::jiff::Timestamp;
+pub use workload::WorkIndex;
 
 /// An event for the TieredPlacement.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -116,6 +122,8 @@ pub mod condition {
     pub const NO_TIER_SATISFIED: &str = "NoTierSatisfied";
     pub const INSUFFICIENT_CAPACITY: &str = "InsufficientCapacity";
     pub const PLAN_DIVERGED: &str = "PlanDiverged";
+    /// `spec.workloadHealth` only: True when every chosen cluster's workload is Healthy.
+    pub const WORKLOAD_HEALTHY: &str = "WorkloadHealthy";
 }
 
 /// Sets `type_` in `conditions`, keeping `lastTransitionTime` when the status did not change.
@@ -130,7 +138,23 @@ pub(crate) fn set_condition(
     generation: Option<i64>,
     now: i128,
 ) {
-    let status = if status { "True" } else { "False" }.to_string();
+    let status = if status { "True" } else { "False" };
+    set_condition_status(conditions, prior, type_, status, reason, message, generation, now);
+}
+
+/// [`set_condition`] with any status (`Unknown` too).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn set_condition_status(
+    conditions: &mut Vec<Condition>,
+    prior: &[Condition],
+    type_: &str,
+    status: &str,
+    reason: &str,
+    message: String,
+    generation: Option<i64>,
+    now: i128,
+) {
+    let status = status.to_string();
     let last = prior
         .iter()
         .find(|c| c.type_ == type_ && c.status == status)
@@ -166,17 +190,27 @@ pub fn plan(
     snapshot: &HubSnapshot,
     now: Timestamp,
 ) -> Plan {
-    plan_with(meta, spec, prior, snapshot, &View::none(), now)
+    plan_with(
+        meta,
+        spec,
+        prior,
+        snapshot,
+        &View::none(),
+        &WorkIndex::default(),
+        now,
+    )
 }
 
 /// [`plan`], with `fits` rules seeing the capacity `reserved` leaves (reported minus the other
-/// placements' in-flight reservations, [`crate::reservation`]).
+/// placements' in-flight reservations, [`crate::reservation`]), and `spec.workloadHealth`
+/// judging the ManifestWorks in `works` (an empty index: no work is known anywhere).
 pub fn plan_with(
     meta: &ObjectMeta,
     spec: &TieredPlacementSpec,
     prior: Option<&TieredPlacementStatus>,
     snapshot: &HubSnapshot,
     reserved: &View<'_>,
+    works: &WorkIndex<'_>,
     now: Timestamp,
 ) -> Plan {
     let now_ns = ns(now);
@@ -214,6 +248,7 @@ pub fn plan_with(
         in_decision: &in_decision,
         child_name: &child_name,
         reserved,
+        works,
         now: now_ns,
     })
 }
@@ -229,6 +264,7 @@ pub fn plan_and_assume(
     object: &TieredPlacement,
     snapshot: &HubSnapshot,
     shapes: &ShapeCatalog,
+    works: &WorkIndex<'_>,
     now: Timestamp,
 ) -> (Plan, Vec<LoadError>) {
     let key = placement_key(object);
@@ -247,6 +283,7 @@ pub fn plan_and_assume(
             object.status.as_ref(),
             snapshot,
             &view,
+            works,
             now,
         )
     };

@@ -117,19 +117,30 @@ fn hash(text: &str) -> String {
     format!("{h:016x}")
 }
 
+/// Clusters kept beside the choice (sorted names) and the tiers they belong to.
+#[derive(Clone, Copy, Default)]
+pub struct Retained<'a> {
+    pub names: &'a [String],
+    pub tiers: &'a [usize],
+}
+
 pub struct Owner<'a> {
     pub namespace: &'a str,
     pub name: &'a str,
     pub uid: Option<&'a str>,
 }
 
-/// Renders the child. `number_of_clusters` is what OCM should select.
+/// Renders the child. `number_of_clusters` is what OCM should select. `retained` (sorted):
+/// clusters kept beside the active tiers' pins (make-before-break), selected by one more
+/// predicate that pins only them, with their tiers' cluster sets added; the active tiers must
+/// then be pinned too, or the added sets would widen them.
 pub fn child(
     spec: &TieredPlacementSpec,
     owner: &Owner<'_>,
     child_name: &str,
     active: &[ActiveTier<'_>],
     number_of_clusters: Option<i32>,
+    retained: &Retained<'_>,
     snapshot: &HubSnapshot,
 ) -> Placement {
     let template = &spec.template;
@@ -153,6 +164,19 @@ pub fn child(
             }
             Some(names) => predicates.extend(tier.predicates.iter().map(|p| pinned(p, names))),
         }
+    }
+    if !retained.names.is_empty() {
+        for tier in retained.tiers.iter().filter_map(|&i| spec.tiers.get(i)) {
+            if tier.cluster_sets.is_empty() {
+                every_set = true;
+            }
+            for set in &tier.cluster_sets {
+                if !cluster_sets.contains(set) {
+                    cluster_sets.push(set.clone());
+                }
+            }
+        }
+        predicates.push(pinned(&ClusterPredicate::default(), retained.names));
     }
     if every_set {
         cluster_sets.clear();

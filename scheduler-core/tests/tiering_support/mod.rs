@@ -4,14 +4,16 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use scheduler_core::api::tiering::MANIFEST_WORK_REPLICA_SET_LABEL;
 use scheduler_core::api::tiering::{TieredPlacement, TieredPlacementSpec, TieredPlacementStatus};
 use scheduler_core::api::{
     AddOnPlacementScore, AddOnPlacementScoreItem, AddOnPlacementScoreStatus, ClusterDecision, ManagedCluster,
-    ManagedClusterSet, ManagedClusterSetBinding, ManagedClusterSetBindingSpec, ObjectMeta, Placement,
-    PlacementDecision, PlacementDecisionStatus, Taint, Time, well_known,
+    ManagedClusterSet, ManagedClusterSetBinding, ManagedClusterSetBindingSpec, ManifestWork, ObjectMeta,
+    Placement, PlacementDecision, PlacementDecisionStatus, Taint, Time, well_known,
 };
 use scheduler_core::placement::{HubObjects, HubSnapshot};
-use scheduler_core::tiering::{Plan, plan};
+use scheduler_core::reservation::View;
+use scheduler_core::tiering::{Plan, WorkIndex, plan_with};
 use std::collections::BTreeMap;
 
 pub const NS: &str = "apps";
@@ -45,6 +47,39 @@ pub struct World {
     pub scores: BTreeMap<String, AddOnPlacementScore>,
     pub child: Option<Placement>,
     pub decided: Vec<String>,
+    /// ManifestWorks by cluster (the `web` ManifestWorkReplicaSet of namespace `apps`).
+    pub works: BTreeMap<String, ManifestWork>,
+    /// Play OCM's ManifestWorkReplicaSet controller: a work on each decided cluster, applied
+    /// when the cluster is first decided, with `ready` replicas of 1 (0 when not listed).
+    pub follow: bool,
+    pub ready: BTreeMap<String, i64>,
+}
+
+/// The work the `web` ManifestWorkReplicaSet puts on `cluster`: applied at `applied_at`, with
+/// `WellKnownStatus` feedback `(ready, replicas)` when given.
+pub fn work(cluster: &str, applied_at: Timestamp, feedback: Option<(i64, i64)>) -> ManifestWork {
+    let values = match feedback {
+        Some((ready, replicas)) => serde_json::json!([
+            {"name": "ReadyReplicas", "fieldValue": {"type": "Integer", "integer": ready}},
+            {"name": "Replicas", "fieldValue": {"type": "Integer", "integer": replicas}},
+        ]),
+        None => serde_json::json!([]),
+    };
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "web", "namespace": cluster,
+            "labels": {MANIFEST_WORK_REPLICA_SET_LABEL: format!("{NS}.web")}},
+        "spec": {},
+        "status": {
+            "conditions": [{"type": "Applied", "status": "True", "reason": "AppliedManifestWorkComplete",
+                "message": "", "lastTransitionTime": Time(applied_at)}],
+            "resourceStatus": {"manifests": [{
+                "resourceMeta": {"ordinal": 0, "group": "apps", "version": "v1", "kind": "Deployment",
+                    "resource": "deployments", "name": "web", "namespace": "web"},
+                "conditions": [],
+                "statusFeedback": {"values": values}}]}
+        }
+    }))
+    .expect("a ManifestWork")
 }
 
 impl World {
@@ -104,6 +139,30 @@ impl World {
             value,
         });
         status.valid_until = until.map(Time);
+    }
+
+    /// Sets the ready replicas (of 1) on `cluster`, in its work too when it has one.
+    pub fn set_ready(&mut self, cluster: &str, ready: i64) {
+        self.ready.insert(cluster.to_string(), ready);
+        if let Some(w) = self.works.get_mut(cluster) {
+            let applied = w.status.as_ref().unwrap().conditions[0].last_transition_time.0;
+            *w = work(cluster, applied, Some((ready, 1)));
+        }
+    }
+
+    /// With `follow`: works appear on newly decided clusters (applied at `now`) and go from
+    /// clusters no longer decided.
+    pub fn sync_works(&mut self, now: Timestamp) {
+        if !self.follow {
+            return;
+        }
+        self.works.retain(|c, _| self.decided.contains(c));
+        for c in &self.decided {
+            let ready = self.ready.get(c).copied().unwrap_or(0);
+            self.works
+                .entry(c.clone())
+                .or_insert_with(|| work(c, now, Some((ready, 1))));
+        }
     }
 
     pub fn snapshot(&self) -> HubSnapshot {
@@ -185,19 +244,28 @@ impl Scenario {
 
     /// Plans at `now` without applying anything.
     pub fn peek(&self, now: Timestamp) -> Plan {
-        plan(
+        self.peek_with(self.tp.status.as_ref(), now)
+    }
+
+    /// Plans at `now` from `prior` (a restarted controller reads the stored status).
+    pub fn peek_with(&self, prior: Option<&TieredPlacementStatus>, now: Timestamp) -> Plan {
+        plan_with(
             &self.tp.metadata,
             &self.tp.spec,
-            self.tp.status.as_ref(),
+            prior,
             &self.world.snapshot(),
+            &View::none(),
+            &WorkIndex::new(self.world.works.values()),
             now,
         )
     }
 
-    /// Plans at `now`, then plays the controller (status, child) and OCM (decisions).
+    /// Plans at `now`, then plays the controller (status, child) and OCM (decisions, and the
+    /// ManifestWorkReplicaSet's works when the world follows the child).
     pub fn step(&mut self, now: Timestamp) -> Plan {
         let p = self.peek(now);
         self.apply(&p);
+        self.world.sync_works(now);
         p
     }
 

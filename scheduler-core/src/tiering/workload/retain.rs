@@ -1,0 +1,224 @@
+//! Make-before-break (design §5): clusters the plan leaves stay in the child beside the clusters
+//! that replace them, until those are Healthy, a time limit passes, or a human releases them.
+//!
+//! One mechanism serves both causes: a cluster left because its workload Failed (by
+//! `workloadHealth.purge`) and a cluster left by a voluntary move (`failback.overlap`).
+
+use super::verdicts::WorkloadVerdicts;
+use crate::api::tiering::{RetainedCluster, WorkloadState};
+use crate::instant::{ceil_second, of, time, timestamp};
+use std::collections::BTreeSet;
+
+/// Why the clusters leaving in this plan leave, and how long each kind is kept.
+pub struct Leaving {
+    /// A Failed cluster is kept this long (`None`: until released; `Some(0)`: not at all).
+    /// `None` in the outer option: workload health is not configured.
+    pub failed_grace: Option<Option<i128>>,
+    /// This plan makes a voluntary move (failback, consolidation): kept for `overlap`.
+    pub voluntary: bool,
+    pub overlap: i128,
+}
+
+/// What a human released (the release annotation: cluster names, or `*`).
+pub struct Released<'a> {
+    pub all: bool,
+    pub clusters: BTreeSet<&'a str>,
+}
+
+impl<'a> Released<'a> {
+    pub fn parse(annotation: Option<&'a str>) -> Self {
+        let clusters: BTreeSet<&str> = annotation
+            .into_iter()
+            .flat_map(|a| a.split(','))
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .collect();
+        Released {
+            all: clusters.contains("*"),
+            clusters,
+        }
+    }
+
+    fn has(&self, cluster: &str) -> bool {
+        self.all || self.clusters.contains(cluster)
+    }
+}
+
+pub struct Retention {
+    /// Sorted by cluster.
+    pub retained: Vec<RetainedCluster>,
+    /// `(reason, message)` of each change, for Normal events.
+    pub events: Vec<(&'static str, String)>,
+    pub requeue_at: Option<i128>,
+}
+
+/// The retained clusters after this plan. `prior_chosen` and `chosen` are the plan's own
+/// choices (sorted, retained clusters excluded); `known` says whether a cluster still belongs
+/// to some tier (others are dropped: the child cannot select them).
+#[allow(clippy::too_many_arguments)]
+pub fn retain(
+    prior: &[RetainedCluster],
+    prior_chosen: &[String],
+    chosen: &[String],
+    verdicts: &WorkloadVerdicts,
+    leaving: &Leaving,
+    released: &Released<'_>,
+    known: impl Fn(&str) -> bool,
+    now: i128,
+) -> Retention {
+    let is_chosen = |c: &str| chosen.binary_search_by(|n| n.as_str().cmp(c)).is_ok();
+    let was_chosen = |c: &str| prior_chosen.binary_search_by(|n| n.as_str().cmp(c)).is_ok();
+    let judged = leaving.failed_grace.is_some();
+    let mut out = Retention {
+        retained: Vec::new(),
+        events: Vec::new(),
+        requeue_at: None,
+    };
+    for r in prior {
+        let until = r.until.as_ref().map(of);
+        // Replacements still chosen must all be Healthy; a timed entry without workload health
+        // to judge by waits for its time.
+        let waiting: Vec<&String> = r
+            .awaiting
+            .iter()
+            .filter(|c| is_chosen(c) && verdicts.state(c) != WorkloadState::Healthy)
+            .collect();
+        let why = if is_chosen(&r.cluster) {
+            Some("chosen again".to_string())
+        } else if !known(&r.cluster) {
+            Some("no longer in any tier".to_string())
+        } else if released.has(&r.cluster) {
+            Some(format!(
+                "released by the {} annotation",
+                crate::api::tiering::RELEASE_ANNOTATION
+            ))
+        } else if until.is_some_and(|u| now >= u) {
+            Some("its time ran out".to_string())
+        } else if until.is_some() && judged && waiting.is_empty() {
+            Some("its replacement's workload is Healthy".to_string())
+        } else {
+            None
+        };
+        match why {
+            Some(why) => out
+                .events
+                .push(("Released", format!("{} dropped: {why}", r.cluster))),
+            None => {
+                if let Some(u) = until {
+                    out.requeue_at = Some(out.requeue_at.map_or(u, |q| q.min(u)));
+                }
+                out.retained.push(r.clone());
+            }
+        }
+    }
+    let added: Vec<String> = chosen.iter().filter(|c| !was_chosen(c)).cloned().collect();
+    if !added.is_empty() {
+        for c in prior_chosen.iter().filter(|c| !is_chosen(c)) {
+            if out.retained.iter().any(|r| &r.cluster == c) || !known(c) {
+                continue;
+            }
+            let failed = verdicts.state(c) == WorkloadState::Failed;
+            let (keep_for, reason) = match leaving.failed_grace {
+                Some(grace) if failed => (grace, "WorkloadFailed"),
+                _ if leaving.voluntary && leaving.overlap > 0 => (Some(leaving.overlap), "Overlap"),
+                _ => continue,
+            };
+            if keep_for == Some(0) {
+                continue;
+            }
+            let until = keep_for.map(|d| ceil_second(now) + d);
+            if let Some(u) = until {
+                out.requeue_at = Some(out.requeue_at.map_or(u, |q| q.min(u)));
+            }
+            out.events.push((
+                "Retained",
+                format!(
+                    "{c} kept beside {} until {}",
+                    added.join(", "),
+                    until.map_or_else(
+                        || format!(
+                            "released (annotation {})",
+                            crate::api::tiering::RELEASE_ANNOTATION
+                        ),
+                        |u| format!("their workload is Healthy or {}", timestamp(u))
+                    )
+                ),
+            ));
+            out.retained.push(RetainedCluster {
+                cluster: c.clone(),
+                until: until.map(time),
+                awaiting: added.clone(),
+                reason: reason.to_string(),
+            });
+        }
+    }
+    out.retained.sort_by(|a, b| a.cluster.cmp(&b.cluster));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_release_annotation_lists_clusters_or_a_star() {
+        let r = Released::parse(Some(" a-1, b-1 ,,"));
+        assert!(r.has("a-1") && r.has("b-1") && !r.has("c-1"));
+        assert!(Released::parse(Some("*")).has("anything"));
+        assert!(!Released::parse(None).has("a-1"));
+    }
+
+    #[test]
+    fn only_a_cluster_with_a_replacement_is_retained_and_immediately_keeps_none() {
+        let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let verdicts = WorkloadVerdicts::default();
+        let voluntary = Leaving {
+            failed_grace: None,
+            voluntary: true,
+            overlap: 60_000_000_000,
+        };
+        let none = Released::parse(None);
+        // b-1 left, a-1 added: retained for the overlap.
+        let r = retain(
+            &[],
+            &names(&["b-1"]),
+            &names(&["a-1"]),
+            &verdicts,
+            &voluntary,
+            &none,
+            |_| true,
+            0,
+        );
+        assert_eq!(r.retained.len(), 1);
+        assert_eq!(r.retained[0].awaiting, ["a-1"]);
+        assert_eq!(r.requeue_at, Some(60_000_000_000));
+        // Scale-in: nothing added, nothing retained.
+        let r = retain(
+            &[],
+            &names(&["a-1", "b-1"]),
+            &names(&["a-1"]),
+            &verdicts,
+            &voluntary,
+            &none,
+            |_| true,
+            0,
+        );
+        assert!(r.retained.is_empty());
+        // Not a voluntary move and no workload failure: dropped at once.
+        let forced = Leaving {
+            voluntary: false,
+            ..voluntary
+        };
+        let r = retain(
+            &[],
+            &names(&["b-1"]),
+            &names(&["a-1"]),
+            &verdicts,
+            &forced,
+            &none,
+            |_| true,
+            0,
+        );
+        assert!(r.retained.is_empty());
+    }
+}

@@ -1,0 +1,404 @@
+//! TieredPlacement following the workload (issue 33, design `docs/design/workload-failover.md`)
+//! with an injected clock: every boundary of the toleration, never-healthy arrivals, missing
+//! feedback, the purge modes, `failback.overlap`, and a workload broken everywhere.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod tiering_support;
+
+use scheduler_core::api::tiering::{RELEASE_ANNOTATION, TransitionKind, WorkloadState};
+use scheduler_core::tiering::condition;
+use std::collections::BTreeMap;
+use tiering_support::*;
+
+fn spec(health: &str, extra: &str) -> scheduler_core::api::tiering::TieredPlacementSpec {
+    spec_yaml(&format!(
+        r#"
+tiers:
+- {{name: east, clusterSets: [dc-east]}}
+- {{name: west, clusterSets: [dc-west]}}
+failback: {{policy: Never}}
+stabilization: {{minDwell: 1m, maxTransitionsPerHour: 9}}
+workloadHealth: {health}
+{extra}
+"#
+    ))
+}
+
+fn world() -> World {
+    let mut w = World::default()
+        .set("dc-east", &["east-1"])
+        .set("dc-west", &["west-1"]);
+    w.follow = true;
+    w
+}
+
+/// Started on east (work applied at 0 s, healthy from 10 s).
+fn healthy_on_east(health: &str) -> Scenario {
+    let mut s = Scenario::new(spec(health, ""), world());
+    s.world.set_ready("east-1", 1);
+    s.step(at(0));
+    assert_eq!(s.active(), ["east"]);
+    s.step(at(10));
+    assert_eq!(state(&s, "east-1"), WorkloadState::Healthy);
+    s
+}
+
+fn state(s: &Scenario, cluster: &str) -> WorkloadState {
+    s.status()
+        .workload_health
+        .as_ref()
+        .and_then(|w| w.clusters.iter().find(|c| c.cluster == cluster))
+        .map_or(WorkloadState::Unknown, |c| c.state)
+}
+
+fn retained(s: &Scenario) -> Vec<String> {
+    s.status()
+        .workload_health
+        .as_ref()
+        .map(|w| w.retained.iter().map(|r| r.cluster.clone()).collect())
+        .unwrap_or_default()
+}
+
+const IMMEDIATELY: &str = "{manifestWorkReplicaSet: web, tolerationSeconds: 300, purge: Immediately}";
+const GRACIOUSLY: &str = "{manifestWorkReplicaSet: web, tolerationSeconds: 300, gracePeriodSeconds: 600}";
+
+#[test]
+fn an_unhealthy_workload_fails_over_exactly_at_the_toleration() {
+    let mut s = healthy_on_east(IMMEDIATELY);
+    // Unhealthy from T = 100 s.
+    s.world.set_ready("east-1", 0);
+    let p = s.step(at(100));
+    assert_eq!(p.transition, None, "at T");
+    assert_eq!(state(&s, "east-1"), WorkloadState::Unhealthy);
+    assert_eq!(p.requeue_at, Some(at(400)), "requeue at T + toleration");
+    assert_eq!(
+        s.condition(condition::WORKLOAD_HEALTHY),
+        ("False".into(), "Unhealthy".into())
+    );
+    let p = s.peek(at(399));
+    assert_eq!(p.transition, None, "at T + toleration - 1 s");
+    let p = s.step(at(400));
+    assert_eq!(p.transition, Some(TransitionKind::Failover), "at T + toleration");
+    assert_eq!(s.status().transitions[0].reason, "WorkloadFailed");
+    assert_eq!(
+        p.predicted,
+        ["west-1"],
+        "Immediately: the failed cluster is dropped at once"
+    );
+    assert!(retained(&s).is_empty());
+    assert_eq!(state(&s, "east-1"), WorkloadState::Failed);
+    assert!(
+        p.events
+            .iter()
+            .any(|e| e.reason == "WorkloadFailed" && e.message.contains("east-1")),
+        "{:?}",
+        p.events
+    );
+    let east = &p.tiers[0];
+    assert!(
+        east.excluded
+            .iter()
+            .any(|(c, why)| c == "east-1" && why.contains("workload Failed")),
+        "{east:?}"
+    );
+}
+
+#[test]
+fn a_workload_never_healthy_on_arrival_counts_from_its_apply() {
+    let mut s = Scenario::new(spec(IMMEDIATELY, ""), world());
+    s.step(at(0));
+    // Work applied at 0 s with no ready replica; first judged at 200 s.
+    let p = s.step(at(200));
+    assert_eq!(state(&s, "east-1"), WorkloadState::Unhealthy);
+    assert_eq!(
+        s.status().workload_health.as_ref().unwrap().clusters[0]
+            .since
+            .as_ref()
+            .unwrap()
+            .0,
+        at(0)
+    );
+    assert_eq!(p.requeue_at, Some(at(300)));
+    assert_eq!(s.peek(at(299)).transition, None);
+    assert_eq!(s.step(at(300)).transition, Some(TransitionKind::Failover));
+}
+
+#[test]
+fn an_applied_work_without_feedback_turns_unhealthy_with_a_hint_then_fails() {
+    let mut s = Scenario::new(spec(IMMEDIATELY, ""), world());
+    s.world.follow = false;
+    s.step(at(0));
+    s.world.works.insert("east-1".into(), work("east-1", at(0), None));
+    let p = s.step(at(10));
+    assert_eq!(state(&s, "east-1"), WorkloadState::Unknown);
+    assert_eq!(p.requeue_at, Some(at(300)));
+    s.step(at(299));
+    assert_eq!(
+        state(&s, "east-1"),
+        WorkloadState::Unknown,
+        "applied + toleration - 1 s"
+    );
+    let p = s.step(at(300));
+    assert_eq!(
+        state(&s, "east-1"),
+        WorkloadState::Unhealthy,
+        "applied + toleration"
+    );
+    let reason = &s.status().workload_health.as_ref().unwrap().clusters[0].reason;
+    assert!(reason.contains("feedbackRules"), "{reason}");
+    assert_eq!(p.requeue_at, Some(at(600)));
+    assert_eq!(s.peek(at(599)).transition, None);
+    assert_eq!(s.step(at(600)).transition, Some(TransitionKind::Failover));
+}
+
+#[test]
+fn a_work_not_applied_is_never_judged() {
+    let mut s = Scenario::new(spec(IMMEDIATELY, ""), world());
+    s.world.follow = false;
+    s.step(at(0));
+    let mut w = work("east-1", at(0), Some((0, 1)));
+    w.status.as_mut().unwrap().conditions[0].status = "False".into();
+    s.world.works.insert("east-1".into(), w);
+    s.step(at(10));
+    assert_eq!(s.step(at(5000)).transition, None);
+    assert_eq!(state(&s, "east-1"), WorkloadState::Unknown);
+    assert_eq!(
+        s.condition(condition::WORKLOAD_HEALTHY),
+        ("Unknown".into(), "Pending".into())
+    );
+}
+
+#[test]
+fn graciously_keeps_the_failed_cluster_until_the_replacement_is_healthy() {
+    let mut s = healthy_on_east(GRACIOUSLY);
+    s.world.set_ready("east-1", 0);
+    s.step(at(100));
+    let p = s.step(at(400));
+    assert_eq!(p.transition, Some(TransitionKind::Failover));
+    assert_eq!(s.active(), ["west"]);
+    assert_eq!(p.predicted, ["east-1", "west-1"], "make-before-break");
+    let r = &s.status().workload_health.as_ref().unwrap().retained[0];
+    assert_eq!(
+        (
+            r.cluster.as_str(),
+            r.until.as_ref().unwrap().0,
+            r.awaiting.clone(),
+            r.reason.as_str()
+        ),
+        ("east-1", at(1000), vec!["west-1".to_string()], "WorkloadFailed")
+    );
+    let child = p.child.as_ref().unwrap();
+    assert!(
+        child
+            .spec
+            .predicates
+            .iter()
+            .any(|pr| format!("{pr:?}").contains("'east-1'")),
+        "the retained cluster is pinned: {:?}",
+        child.spec.predicates
+    );
+    assert_eq!(p.requeue_at, Some(at(1000)));
+    // The replacement is not ready yet: still kept.
+    assert_eq!(s.step(at(450)).predicted, ["east-1", "west-1"]);
+    s.world.set_ready("west-1", 1);
+    let p = s.step(at(500));
+    assert_eq!(p.predicted, ["west-1"], "dropped once the replacement is Healthy");
+    assert!(retained(&s).is_empty());
+    assert!(p.events.iter().any(|e| e.reason == "Released"), "{:?}", p.events);
+    assert_eq!(
+        s.condition(condition::WORKLOAD_HEALTHY),
+        ("True".into(), "Healthy".into())
+    );
+}
+
+#[test]
+fn graciously_drops_the_failed_cluster_when_the_grace_runs_out() {
+    let mut s = healthy_on_east(GRACIOUSLY);
+    s.world.set_ready("east-1", 0);
+    s.step(at(100));
+    s.step(at(400));
+    assert_eq!(s.peek(at(999)).predicted, ["east-1", "west-1"], "grace end - 1 s");
+    assert_eq!(s.step(at(1000)).predicted, ["west-1"], "at the grace end");
+}
+
+#[test]
+fn never_keeps_the_failed_cluster_until_a_human_releases_it() {
+    let mut s = healthy_on_east("{manifestWorkReplicaSet: web, tolerationSeconds: 300, purge: Never}");
+    s.world.set_ready("east-1", 0);
+    s.step(at(100));
+    s.step(at(400));
+    s.world.set_ready("west-1", 1);
+    assert_eq!(s.step(at(500)).predicted, ["east-1", "west-1"]);
+    let p = s.step(at(50_000));
+    assert_eq!(p.predicted, ["east-1", "west-1"], "kept, however long");
+    assert_eq!(p.requeue_at, None, "nothing to wait for");
+    s.tp.metadata.annotations = Some(BTreeMap::from([(
+        RELEASE_ANNOTATION.to_string(),
+        "east-1".to_string(),
+    )]));
+    let p = s.step(at(50_010));
+    assert_eq!(p.predicted, ["west-1"]);
+    assert!(retained(&s).is_empty());
+}
+
+#[test]
+fn retained_clusters_raise_number_of_clusters_in_overflow() {
+    let mut spec = spec(GRACIOUSLY, "mode: Overflow\nnumberOfClusters: 1");
+    spec.tiers[0].name = "east".into();
+    let mut s = Scenario::new(spec, world());
+    s.world.set_ready("east-1", 1);
+    s.step(at(0));
+    assert_eq!(
+        s.last
+            .as_ref()
+            .unwrap()
+            .child
+            .as_ref()
+            .unwrap()
+            .spec
+            .number_of_clusters,
+        Some(1)
+    );
+    s.step(at(10));
+    s.world.set_ready("east-1", 0);
+    s.step(at(100));
+    let p = s.step(at(400));
+    assert_eq!(p.predicted, ["east-1", "west-1"]);
+    assert_eq!(
+        p.child.as_ref().unwrap().spec.number_of_clusters,
+        Some(2),
+        "1 + 1 retained"
+    );
+    assert_eq!(s.status().transitions[0].reason, "WorkloadFailed");
+}
+
+const AUTO: &str = r#"
+tiers:
+- {name: primary, clusterSets: [dc-a]}
+- {name: backup, clusterSets: [dc-b]}
+failback: {policy: Automatic, holdDown: 15m, overlap: 10m}
+stabilization: {minDwell: 1m, maxTransitionsPerHour: 9}
+workloadHealth: {manifestWorkReplicaSet: web, tolerationSeconds: 300}
+"#;
+
+fn auto_world() -> World {
+    let mut w = World::default().set("dc-a", &["a-1"]).set("dc-b", &["b-1"]);
+    w.follow = true;
+    w.set_ready("a-1", 1);
+    w.set_ready("b-1", 1);
+    w
+}
+
+#[test]
+fn a_failed_primary_is_eligible_again_after_its_hold_down_and_the_failback_overlaps() {
+    let mut s = Scenario::new(spec_yaml(AUTO), auto_world());
+    s.step(at(0));
+    s.step(at(10));
+    s.world.set_ready("a-1", 0);
+    s.step(at(100));
+    assert_eq!(s.step(at(400)).transition, Some(TransitionKind::Failover));
+    s.step(at(410));
+    // The backup is Healthy: a-1 (gone from its work) stays excluded for the hold-down.
+    assert!(retained(&s).is_empty(), "b-1 healthy: a-1 released");
+    s.world.set_ready("a-1", 1);
+    let p = s.step(at(400 + 899));
+    assert_eq!(p.transition, None, "failure + holdDown - 1 s");
+    assert_eq!(p.requeue_at, Some(at(1300)));
+    let p = s.step(at(1300));
+    assert_eq!(p.transition, Some(TransitionKind::Failback), "failure + holdDown");
+    assert_eq!(p.predicted, ["a-1", "b-1"], "overlap: b-1 stays");
+    let r = &s.status().workload_health.as_ref().unwrap().retained[0];
+    assert_eq!((r.cluster.as_str(), r.reason.as_str()), ("b-1", "Overlap"));
+    assert_eq!(r.until.as_ref().unwrap().0, at(1900));
+    // a-1's new work becomes Healthy: b-1 is let go.
+    let p = s.step(at(1310));
+    assert_eq!(p.predicted, ["a-1"]);
+}
+
+#[test]
+fn overlap_without_workload_health_runs_its_full_time() {
+    let mut spec = spec_yaml(AUTO);
+    spec.workload_health = None;
+    let mut s = Scenario::new(spec, auto_world());
+    s.step(at(0));
+    s.world.taint("a-1", UNREACHABLE, at(10));
+    assert_eq!(s.step(at(10)).transition, Some(TransitionKind::Failover));
+    s.world.untaint("a-1");
+    s.step(at(100));
+    let p = s.step(at(1000));
+    assert_eq!(p.transition, Some(TransitionKind::Failback));
+    assert_eq!(p.predicted, ["a-1", "b-1"]);
+    assert_eq!(s.peek(at(1599)).predicted, ["a-1", "b-1"]);
+    assert_eq!(s.step(at(1600)).predicted, ["a-1"]);
+}
+
+const THREE: &str = r#"
+tiers:
+- {name: a, clusterSets: [set-a]}
+- {name: b, clusterSets: [set-b]}
+- {name: c, clusterSets: [set-c]}
+failback: {policy: Automatic, holdDown: 10m}
+stabilization: {minDwell: 1m, maxTransitionsPerHour: 9}
+workloadHealth: {manifestWorkReplicaSet: web, tolerationSeconds: 120, gracePeriodSeconds: 300}
+"#;
+
+fn three_world() -> World {
+    let mut w = World::default()
+        .set("set-a", &["a-1"])
+        .set("set-b", &["b-1"])
+        .set("set-c", &["c-1"]);
+    w.follow = true;
+    w
+}
+
+#[test]
+fn a_workload_broken_everywhere_moves_at_most_tiers_minus_one_times_and_warns_once() {
+    let mut s = Scenario::new(spec_yaml(THREE), three_world());
+    let mut transitions = Vec::new();
+    let mut warnings = 0;
+    for t in (0..6 * 3600).step_by(30) {
+        let p = s.step(at(t));
+        if let Some(k) = p.transition.filter(|k| *k != TransitionKind::Initial) {
+            transitions.push((t, k));
+        }
+        warnings += p
+            .events
+            .iter()
+            .filter(|e| e.reason == "UnhealthyEverywhere")
+            .count();
+    }
+    assert_eq!(
+        transitions,
+        [(120, TransitionKind::Failover), (240, TransitionKind::Failover)],
+        "a → b → c, then nothing"
+    );
+    assert_eq!(s.active(), ["c"]);
+    assert_eq!(warnings, 1, "one Warning for one set of failed clusters");
+    let c = s
+        .status()
+        .conditions
+        .iter()
+        .find(|c| c.type_ == condition::WORKLOAD_HEALTHY)
+        .unwrap();
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str()),
+        ("False", "UnhealthyEverywhere")
+    );
+    assert!(
+        c.message.contains("a-1") && c.message.contains("b-1") && c.message.contains("c-1"),
+        "{}",
+        c.message
+    );
+    assert_eq!(
+        s.last.as_ref().unwrap().predicted,
+        ["c-1"],
+        "the plan stays where it is"
+    );
+
+    // The user fixes the workload: c-1 turns Healthy, the evidence that lets a and b back in.
+    s.world.set_ready("c-1", 1);
+    s.world.set_ready("a-1", 1);
+    let p = s.step(at(6 * 3600));
+    assert_eq!(p.transition, Some(TransitionKind::Failback));
+    assert_eq!(s.active(), ["a"]);
+}
