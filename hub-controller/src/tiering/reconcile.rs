@@ -136,10 +136,17 @@ pub async fn reconcile(tp: Arc<TieredPlacement>, ctx: Arc<Context>) -> Result<Ac
             source,
         })?;
     let shapes = ctx.stores.shape_catalog();
+    // The works are indexed only for a TieredPlacement that judges them (built per reconcile:
+    // O(works) each time).
+    let works = match tp.spec.workload_health {
+        Some(_) => ctx.stores.works.state(),
+        None => Vec::new(),
+    };
+    let index = WorkIndex::new(works.iter().map(|w| w.as_ref()));
     let now = Timestamp::now();
     // Plan and assume under the ledger's lock: the next TieredPlacement sees these reservations.
     let (mut plan, errors) = ctx.ledger.with(&ctx.stores.tiered, &ctx.metrics, |ledger| {
-        plan_and_assume(ledger, &tp, &snapshot, &shapes, &WorkIndex::default(), now)
+        plan_and_assume(ledger, &tp, &snapshot, &shapes, &index, now)
     });
     for error in &errors {
         tracing::warn!(tiered = %key, %error, "a stored reservation cannot be loaded");

@@ -7,7 +7,7 @@ use super::metrics::Metrics;
 use super::reconcile::{self, Context};
 use super::reports::Reports;
 use super::reservations::SharedLedger;
-use super::snapshot::Stores;
+use super::snapshot::{Stores, without_manifests};
 use crate::hub_cache::PlacementStores;
 use futures::StreamExt;
 use kube::api::Api;
@@ -20,10 +20,11 @@ use ocm_score_shell::CancellationToken;
 use ocm_score_shell::probes::ControllerProbes;
 use ocm_score_shell::supervise::{Mode, OnLoss, serve_and_lead};
 use ocm_score_shell::watch::{SharedWatch, as_is, metadata_only};
+use scheduler_core::api::tiering::MANIFEST_WORK_REPLICA_SET_LABEL;
 use scheduler_core::api::tiering::TieredPlacement;
 use scheduler_core::api::{
-    AddOnPlacementScore, ManagedCluster, ManagedClusterSet, ManagedClusterSetBinding, Placement,
-    PlacementDecision, WorkloadShape,
+    AddOnPlacementScore, ManagedCluster, ManagedClusterSet, ManagedClusterSetBinding, ManifestWork,
+    Placement, PlacementDecision, WorkloadShape,
 };
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -101,6 +102,29 @@ fn owning(
         .collect()
 }
 
+/// The TieredPlacements that judge `work`'s health: those naming its ManifestWorkReplicaSet, and
+/// every one that selects works by label (few; the plan applies the selector).
+fn judging(store: &Store<TieredPlacement>, work: &ManifestWork) -> Vec<ObjectRef<TieredPlacement>> {
+    let replica_set = work.labels().get(MANIFEST_WORK_REPLICA_SET_LABEL);
+    store
+        .state()
+        .iter()
+        .filter(|tp| {
+            let Some(health) = &tp.spec.workload_health else {
+                return false;
+            };
+            let named = replica_set.is_some_and(|value| {
+                health
+                    .replica_set_label_value(&tp.namespace().unwrap_or_default())
+                    .as_ref()
+                    == Some(value)
+            });
+            named || health.manifest_work_selector.is_some()
+        })
+        .map(|tp| ObjectRef::from_obj(&**tp))
+        .collect()
+}
+
 /// Runs the controller until `stop` is cancelled.
 async fn run_controller(
     client: Client,
@@ -118,6 +142,7 @@ async fn run_controller(
     let mut decision_watch = SharedWatch::<PlacementDecision>::default();
     // Shapes only change the deduction across shapes: the next plan uses them.
     let shape_watch = SharedWatch::<WorkloadShape>::default();
+    let mut work_watch = SharedWatch::<ManifestWork>::default();
     let ledger = Arc::new(SharedLedger::new(settings.reservations));
     tiered_watch.observe({
         let ledger = ledger.clone();
@@ -149,6 +174,7 @@ async fn run_controller(
             decisions: decision_watch.store(),
         },
         shapes: shape_watch.store(),
+        works: work_watch.store(),
     };
     // The reconciler reads the stores; triggers only need names, namespaces and labels.
     let tiered_triggers = tiered_watch.subscribe(metadata_only);
@@ -158,6 +184,8 @@ async fn run_controller(
     let score_triggers = score_watch.subscribe(metadata_only);
     let placement_triggers = placement_watch.subscribe(metadata_only);
     let decision_triggers = decision_watch.subscribe(metadata_only);
+    // A work's health is in its status: the trigger needs only its labels, the store keeps it.
+    let work_triggers = work_watch.subscribe(metadata_only);
     let everything = watcher::Config::default;
     let _watches = [
         tiered_watch.spawn(Api::all(client.clone()), everything(), as_is),
@@ -168,6 +196,7 @@ async fn run_controller(
         placement_watch.spawn(Api::all(client.clone()), everything(), as_is),
         decision_watch.spawn(Api::all(client.clone()), everything(), as_is),
         shape_watch.spawn(Api::all(client.clone()), everything(), as_is),
+        work_watch.spawn(Api::all(client.clone()), everything(), without_manifests),
     ];
     let recorder = Recorder::new(
         client.clone(),
@@ -210,6 +239,7 @@ async fn run_controller(
     ));
     let (all1, all2, all3) = (tiered.clone(), tiered.clone(), tiered.clone());
     let (ns1, owner1, owner2) = (tiered.clone(), tiered.clone(), tiered.clone());
+    let judges = tiered.clone();
     Controller::for_stream(tiered_triggers, tiered)
         .with_config(ControllerConfig::default().concurrency(settings.workers))
         .watches_stream(cluster_triggers, move |_: ManagedCluster| every(&all1))
@@ -227,6 +257,7 @@ async fn run_controller(
             let placement = d.labels().get(PLACEMENT_LABEL).cloned();
             owning(&owner2, d.namespace().as_deref(), placement.as_deref())
         })
+        .watches_stream(work_triggers, move |w: ManifestWork| judging(&judges, &w))
         .graceful_shutdown_on(stop.clone().cancelled_owned())
         .run(reconcile::reconcile, reconcile::on_error, ctx)
         .for_each(|result| async move {

@@ -2,8 +2,8 @@
 
 use crate::hub_cache::{PlacementStores, cloned};
 use kube::runtime::reflector::Store;
-use scheduler_core::api::WorkloadShape;
 use scheduler_core::api::tiering::TieredPlacement;
+use scheduler_core::api::{ManifestWork, WorkloadShape};
 use scheduler_core::placement::{HubSnapshot, PlacementError};
 use scheduler_core::reservation::ShapeCatalog;
 
@@ -17,6 +17,8 @@ pub struct Stores {
     pub hub: PlacementStores,
     /// What one replica of each shape takes (cross-shape reservation deductions).
     pub shapes: Store<WorkloadShape>,
+    /// The ManifestWorks, without their manifests: the workloads' health (`spec.workloadHealth`).
+    pub works: Store<ManifestWork>,
 }
 
 impl Stores {
@@ -27,6 +29,10 @@ impl Stores {
             .wait_until_ready()
             .await
             .map_err(|_| CacheGone("TieredPlacements"))?;
+        self.works
+            .wait_until_ready()
+            .await
+            .map_err(|_| CacheGone("ManifestWorks"))?;
         self.hub.synced().await
     }
 
@@ -40,4 +46,11 @@ impl Stores {
     pub fn snapshot(&self, namespace: &str) -> Result<HubSnapshot, PlacementError> {
         self.hub.snapshot(namespace)
     }
+}
+
+/// Keeps a ManifestWork's metadata and status: the manifests may be large, and health is judged
+/// from the status alone.
+pub fn without_manifests(work: &mut ManifestWork) {
+    work.spec.workload.manifests = Vec::new();
+    work.metadata.managed_fields = None;
 }
