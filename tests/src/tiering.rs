@@ -303,6 +303,31 @@ pub fn whole_seconds_after(t: Timestamp, seconds: i64) -> Timestamp {
 // ---------------------------------------------------------------------------------------------
 // The controller process
 
+/// The hub side of the controller: its CRD and RBAC from `manifests/hub`, as a user applies them.
+pub fn install_tiering(kubeconfig: &Path) {
+    let run = |args: &[&str]| {
+        crate::control_plane::addon::kubectl(kubeconfig, args).unwrap_or_else(|e| panic!("{e}"))
+    };
+    run(&["apply", "-k", "manifests/hub/crds"]);
+    run(&[
+        "wait",
+        "--for=condition=Established",
+        "--timeout=120s",
+        "crd/tieredplacements.tiering.ocm-score.io",
+    ]);
+    run(&[
+        "apply",
+        "-f",
+        "manifests/hub/namespace.yaml",
+        "-f",
+        "manifests/hub/tiering-service-account.yaml",
+        "-f",
+        "manifests/hub/tiering-cluster-role.yaml",
+        "-f",
+        "manifests/hub/tiering-leader-election-rbac.yaml",
+    ]);
+}
+
 /// `ocm-score-hub tiering` as a process.
 pub type ControllerProcess = ModeProcess;
 

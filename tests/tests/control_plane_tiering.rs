@@ -40,11 +40,12 @@ use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::events::v1::Event;
 use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use ocm_score_tests::control_plane::addon::{kubectl, workspace_binary};
+use ocm_score_tests::control_plane::addon::workspace_binary;
 use ocm_score_tests::control_plane::{ControlPlane, apply};
 use ocm_score_tests::support::{TempDir, eventually};
 use ocm_score_tests::tiering::{
-    ControllerProcess, TieringView, assert_pinned, condition, single_cluster_swaps, whole_seconds_after,
+    ControllerProcess, TieringView, assert_pinned, condition, install_tiering, single_cluster_swaps,
+    whole_seconds_after,
 };
 use scheduler_core::api::tiering::TransitionKind;
 use scheduler_core::api::{AddOnPlacementScore, ManagedCluster, PlacementDecision};
@@ -217,29 +218,6 @@ async fn events(hub: &Client, namespace: &str, reason: &str) -> Vec<String> {
         .collect()
 }
 
-/// The hub side of the controller: its CRD and RBAC from `manifests/hub`, as a user applies them.
-fn install(kubeconfig: &Path) {
-    let run = |args: &[&str]| kubectl(kubeconfig, args).unwrap_or_else(|e| panic!("{e}"));
-    run(&["apply", "-k", "manifests/hub/crds"]);
-    run(&[
-        "wait",
-        "--for=condition=Established",
-        "--timeout=120s",
-        "crd/tieredplacements.tiering.ocm-score.io",
-    ]);
-    run(&[
-        "apply",
-        "-f",
-        "manifests/hub/namespace.yaml",
-        "-f",
-        "manifests/hub/tiering-service-account.yaml",
-        "-f",
-        "manifests/hub/tiering-cluster-role.yaml",
-        "-f",
-        "manifests/hub/tiering-leader-election-rbac.yaml",
-    ]);
-}
-
 /// `ocm-score-hub tiering` with the ServiceAccount's token (what its Deployment's pod would use),
 /// once it is ready (leading, caches synced).
 async fn start_controller(program: &Path, kubeconfig: &Path, identity: &str) -> ControllerProcess {
@@ -281,7 +259,7 @@ async fn ocms_placement_controller_follows_every_tiering_plan() {
     let dir = TempDir::new("tiering-real");
     let program = workspace_binary("ocm-score-hub").unwrap_or_else(|e| panic!("{e}"));
 
-    install(&cp.hub_kubeconfig());
+    install_tiering(&cp.hub_kubeconfig());
     let kubeconfig = dir.path().join("tiering.kubeconfig");
     cp.write_service_account_kubeconfig(
         "hub",

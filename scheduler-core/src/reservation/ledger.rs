@@ -37,6 +37,11 @@ pub struct Entry {
     pub replicas: u32,
     pub created_at: i128,
     pub expires_at: i128,
+    /// When the placement's workload was seen Healthy on the cluster after the reservation was
+    /// made (its pods run): the next report counts them, so it releases the reservation before
+    /// `settle`. Not kept in the status: after a restart the settle rule applies, which only
+    /// keeps the reservation longer.
+    pub landed_at: Option<i128>,
 }
 
 impl Entry {
@@ -170,6 +175,7 @@ impl Ledger {
                     self.entries.entry(r.cluster.clone()).or_default().insert(
                         placement.to_owned(),
                         Entry {
+                            landed_at: None,
                             shape: r.shape.clone(),
                             replicas: replicas.unwrap_or(1),
                             created_at,
@@ -254,6 +260,7 @@ impl Ledger {
                     by_placement.insert(
                         placement.to_owned(),
                         Entry {
+                            landed_at: None,
                             shape: shape.clone(),
                             replicas: total,
                             created_at,
@@ -275,15 +282,30 @@ impl Ledger {
         );
     }
 
+    /// `placement`'s workload on `cluster` is Healthy since `healthy_since` (release c). Counts
+    /// only when that is at or after the reservation was made: a workload healthy before has not
+    /// started the replicas reserved (an increase of `replicasPerCluster`) yet.
+    pub fn landed(&mut self, placement: &str, cluster: &str, healthy_since: i128) {
+        if let Some(e) = self
+            .entries
+            .get_mut(cluster)
+            .and_then(|by_placement| by_placement.get_mut(placement))
+            && e.landed_at.is_none()
+            && healthy_since >= e.created_at
+        {
+            e.landed_at = Some(healthy_since);
+        }
+    }
+
     /// A score report of `cluster` observed at `at` (hub time): releases the reservations on it
-    /// made at least `settle` before (release b). Returns the placements whose reservations
-    /// changed.
+    /// made at least `settle` before (release b), or whose workload landed before `at` (release
+    /// c). Returns the placements whose reservations changed.
     pub fn observe_report(&mut self, cluster: &str, at: i128) -> BTreeSet<String> {
         let settle = dur(self.timing.settle);
         let mut released = BTreeSet::new();
         if let Some(by_placement) = self.entries.get_mut(cluster) {
             by_placement.retain(|placement, e| {
-                let release = at >= e.created_at + settle;
+                let release = at >= e.created_at + settle || e.landed_at.is_some_and(|l| at > l);
                 if release {
                     released.insert(placement.clone());
                 }
@@ -584,6 +606,28 @@ mod tests {
         // The selection stays: no new reservation on the next plan.
         l.assume(P, Some(&w("gpu", 4)), &sel(&["x"]), s(101));
         assert_eq!(rows(&l).len(), 1);
+    }
+
+    #[test]
+    fn a_report_after_the_workload_landed_releases_before_the_settle_time() {
+        let mut l = ledger();
+        l.assume(P, Some(&w("gpu", 4)), &sel(&["x"]), s(10));
+        l.assume(Q, Some(&w("gpu", 1)), &sel(&["x"]), s(10));
+        // Healthy since before the reservation: an older workload, not the reserved replicas.
+        l.landed(Q, "x", s(5));
+        // P's workload is Healthy at 30 s; a report observed then or before counts without it.
+        l.landed(P, "x", s(30));
+        l.landed(P, "x", s(40));
+        assert!(l.observe_report("x", s(30)).is_empty());
+        let released = l.observe_report("x", s(30) + 1);
+        assert_eq!(released.into_iter().collect::<Vec<_>>(), [P]);
+        assert_eq!(rows(&l), [row("x", Q, "gpu", 1, 10, 310)]);
+        // An increase is a new reservation: landing starts over.
+        l.assume(P, Some(&w("gpu", 4)), &sel(&["x"]), s(31));
+        l.assume(P, Some(&w("gpu", 6)), &sel(&["x"]), s(50));
+        assert!(l.observe_report("x", s(60)).is_empty(), "{:?}", rows(&l));
+        l.landed(P, "x", s(70));
+        assert_eq!(l.observe_report("x", s(71)).into_iter().collect::<Vec<_>>(), [P]);
     }
 
     #[test]

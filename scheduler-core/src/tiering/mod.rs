@@ -62,7 +62,7 @@ pub use time::format_duration;
 
 use crate::api::tiering::{
     ChildPlacementStatus, SpecError, TieredPlacement, TieredPlacementSpec, TieredPlacementStatus,
-    TransitionKind, validate,
+    TransitionKind, WorkloadState, validate,
 };
 use crate::api::{Condition, ObjectMeta, Placement, Time};
 use crate::instant::{self, ceil_second, ns, timestamp};
@@ -291,6 +291,18 @@ pub fn plan_and_assume(
     // Otherwise the selection may stay as it was (no child written) while the footprint changed.
     if validate(&object.spec).is_empty() {
         ledger.assume(&key, object.spec.workload.as_ref(), &plan.predicted, now_ns);
+    }
+    // Where the workload runs Healthy, the next report counts its pods (release c).
+    let healthy = plan
+        .status
+        .workload_health
+        .iter()
+        .flat_map(|h| &h.clusters)
+        .filter(|c| c.state == WorkloadState::Healthy);
+    for cluster in healthy {
+        if let Some(since) = &cluster.since {
+            ledger.landed(&key, &cluster.cluster, instant::of(since));
+        }
     }
     plan.status.reservations = ledger.reservations_of(&key);
     plan.status.workload = ledger.workload_of(&key);
