@@ -126,6 +126,18 @@ pub struct Absences {
     since: BTreeMap<String, Instant>,
 }
 
+impl Absences {
+    /// `cluster`'s add-on is gone.
+    pub fn removed(&mut self, cluster: &str) {
+        self.since.remove(cluster);
+    }
+
+    /// OCM runs the install strategy now: what we saw no longer counts.
+    pub fn clear(&mut self) {
+        self.since.clear();
+    }
+}
+
 /// What [`Absences::due`] found.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Due {
@@ -158,7 +170,7 @@ impl Absences {
             });
             let left_out = now.saturating_duration_since(since);
             if left_out >= grace {
-                self.since.remove(cluster);
+                // Forgotten once removed ([`Absences::removed`]): a failed removal stays due.
                 due.remove.push(cluster.clone());
             } else {
                 let wait = grace - left_out;
@@ -418,10 +430,16 @@ mod tests {
             absences.due(&c(&["c1", "c2"]), at(40), grace),
             due(&["c2"], &["c1"], &[], Some(30))
         );
-        // Once removed, c2 is no longer leaving, and not "back" either.
+        // A removal that failed is due again at once; once removed, c2 is no longer leaving, and
+        // not "back" either.
         assert_eq!(
-            absences.due(&c(&["c1"]), at(41), grace),
-            due(&[], &[], &[], Some(29))
+            absences.due(&c(&["c1", "c2"]), at(41), grace),
+            due(&["c2"], &[], &[], Some(29))
+        );
+        absences.removed("c2");
+        assert_eq!(
+            absences.due(&c(&["c1"]), at(42), grace),
+            due(&[], &[], &[], Some(28))
         );
         assert_eq!(
             absences.due(&c(&["c3"]), at(0), Duration::ZERO),

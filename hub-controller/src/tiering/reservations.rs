@@ -56,6 +56,7 @@ impl SharedLedger {
         f: impl FnOnce(&mut Ledger) -> R,
     ) -> R {
         let mut guard = self.lock();
+        let first = guard.is_none();
         let ledger = guard.get_or_insert_with(|| {
             let objects = tiered.state();
             let (ledger, errors) = match self.timing {
@@ -76,9 +77,13 @@ impl SharedLedger {
             );
             ledger
         });
+        let before = fingerprint(ledger);
         let result = f(ledger);
         metrics.reservations(ledger.entries().count());
-        self.changed.notify_one();
+        // Most plans reserve nothing new: only a change wakes the reserved-score publisher.
+        if first || fingerprint(ledger) != before {
+            self.changed.notify_one();
+        }
         result
     }
 
@@ -107,4 +112,14 @@ impl SharedLedger {
             self.changed.notify_one();
         }
     }
+}
+
+/// What the reserved scores depend on: every entry's cluster, shape, replicas and TTL.
+fn fingerprint(ledger: &Ledger) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    for (cluster, placement, entry) in ledger.entries() {
+        (cluster, placement, &entry.shape, entry.replicas, entry.expires_at).hash(&mut hasher);
+    }
+    hasher.finish()
 }

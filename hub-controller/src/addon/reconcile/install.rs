@@ -42,6 +42,7 @@ async fn reconcile_inner(cma: Arc<ClusterManagementAddOn>, ctx: Arc<Context>) ->
     fill_config_hashes(&cma, &ctx).await?;
     ensure_shapes_rbac(&cma, &ctx).await?;
     if install::lifecycle(&cma) == Lifecycle::AddonManager {
+        ctx.absences.lock().unwrap_or_else(|e| e.into_inner()).clear();
         tracing::debug!("OCM's addon-manager runs this add-on's install strategy");
         return Ok(Action::await_change());
     }
@@ -107,6 +108,10 @@ async fn reconcile_inner(cma: Arc<ClusterManagementAddOn>, ctx: Arc<Context>) ->
         }
         let api: Api<ManagedClusterAddOn> = Api::namespaced(ctx.client.clone(), cluster);
         delete_if_present(&ctx, &api, &ctx.settings.addon).await?;
+        ctx.absences
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .removed(cluster);
         tracing::info!(%cluster, "add-on disabled: the install strategy no longer selects the cluster");
     }
     for cluster in &plan.adopt {
