@@ -100,7 +100,7 @@ impl Default for Metrics {
         let released_by_report = Counter::default();
         registry.register(
             "reservations_released_by_report",
-            "Reservations released because their cluster's agent reported after the settle time",
+            "Reservations released by their cluster's agent's report (after the settle time, or after the workload landed)",
             released_by_report.clone(),
         );
         let reserved_scores = Gauge::default();
