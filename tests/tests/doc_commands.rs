@@ -9,7 +9,8 @@
 //! `--help` of that subcommand. Commands that need no cluster (`ocm-score-agent once --source
 //! host`, `ocm-score-hub simulate` on files of the repository) are run for real. A few more
 //! references are checked on the way: `cargo run/test/bench -p` names a package of the workspace
-//! and an existing `--bin`, `--test` or `--bench`; `bash <script>` and `kubectl ... -k <dir>` name
+//! and an existing `--bin`, `--test` or `--bench` (and `cargo run -p` without `--bin` a package
+//! cargo can run: one binary, or a `default-run`); `bash <script>` and `kubectl ... -k <dir>` name
 //! files that exist; `helm ... charts/<chart> --set key=...` names a chart that exists and keys its
 //! values.yaml has.
 //!
@@ -415,6 +416,56 @@ impl Checker {
         }
     }
 
+    /// The binaries cargo builds for a package: its `[[bin]]` targets, `src/main.rs` (named after the
+    /// package) and `src/bin/*.rs` or `src/bin/*/main.rs`, each once.
+    fn binaries_of(dir: &Path, package: &str, manifest: &str) -> Vec<String> {
+        let mut names: Vec<String> = Vec::new();
+        let mut paths: Vec<String> = Vec::new();
+        let mut in_bin = false;
+        for line in manifest.lines().map(str::trim) {
+            if line.starts_with('[') {
+                in_bin = line == "[[bin]]";
+                continue;
+            }
+            let Some((key, value)) = line.split_once('=') else {
+                continue;
+            };
+            let value = value.trim().trim_matches('"').to_owned();
+            match key.trim() {
+                "name" if in_bin => names.push(value),
+                "path" if in_bin => paths.push(value),
+                _ => {}
+            }
+        }
+        let mut auto = Vec::new();
+        if dir.join("src/main.rs").is_file() {
+            auto.push(("src/main.rs".to_owned(), package.to_owned()));
+        }
+        for entry in std::fs::read_dir(dir.join("src/bin"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let path = entry.path();
+            let name = path
+                .file_stem()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default()
+                .to_owned();
+            if path.extension().is_some_and(|e| e == "rs") {
+                auto.push((format!("src/bin/{name}.rs"), name));
+            } else if path.join("main.rs").is_file() {
+                auto.push((format!("src/bin/{name}/main.rs"), name));
+            }
+        }
+        for (path, name) in auto {
+            if !paths.contains(&path) && !names.contains(&name) {
+                names.push(name);
+            }
+        }
+        names
+    }
+
     /// A relative path the repository must hold (placeholders and absolute paths are not checked).
     fn check_path(&self, path: &str, what: &str, problems: &mut Vec<String>) {
         let placeholder = path.contains(['<', '$', '*']) || path.chars().all(|c| c.is_ascii_uppercase());
@@ -478,6 +529,22 @@ impl Checker {
         }
         if subcommand != "run" {
             return None;
+        }
+        if let (None, Some(p), Some(dir)) = (value(&["--bin"]), &package, &package_dir) {
+            let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap_or_default();
+            let binaries = Self::binaries_of(dir, p, &manifest);
+            if binaries.len() > 1
+                && !manifest
+                    .lines()
+                    .any(|l| l.trim_start().starts_with("default-run"))
+            {
+                problems.push(format!(
+                    "`cargo run -p {p}` without `--bin`: the package has {} binaries ({}) and no \
+                     `default-run`, so cargo refuses to choose",
+                    binaries.len(),
+                    binaries.join(", ")
+                ));
+            }
         }
         let Some(binary) = value(&["--bin"]).or(package) else {
             problems.push("`cargo run` without `-p` or `--bin` runs no binary this test knows".into());
