@@ -166,6 +166,21 @@ fn guess_resource(kind: &str) -> String {
     }
 }
 
+/// Whether the server kept none of the condition rules `desired` asked for.
+pub fn rules_pruned(desired: &ManifestWork, written: &ManifestWork) -> bool {
+    let asked = desired
+        .spec
+        .manifest_configs
+        .iter()
+        .any(|c| !c.condition_rules.is_empty());
+    asked
+        && written
+            .spec
+            .manifest_configs
+            .iter()
+            .all(|c| c.condition_rules.is_empty())
+}
+
 /// Where a cached work keeps the digest of its manifests (see [`compact_for_cache`]).
 const MANIFESTS_DIGEST_KEY: &str = "ocm-score.io/manifests-sha256";
 
@@ -376,6 +391,9 @@ mod tests {
             AgentAvailable::RolledOut,
         );
         assert!(!up_to_date(&plain, &judged) && !up_to_date(&judged, &plain));
+        // A hub that drops the rule is noticed; one that keeps it, or a work without it, is not.
+        assert!(rules_pruned(&judged, &plain));
+        assert!(!rules_pruned(&judged, &judged) && !rules_pruned(&plain, &plain));
     }
 
     #[test]

@@ -26,6 +26,7 @@ use scheduler_core::api::{
 };
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 const CONTROLLER: &str = "addon";
 
@@ -339,14 +340,27 @@ async fn apply(
         };
         // OCM's rollout counts a cluster done once its work is Available: make that mean the agent
         // runs the new config. Our own lifecycle has no rollout to inform.
+        let prunes_rules = ctx.hub_prunes_condition_rules.load(Ordering::Relaxed);
         let available = match lifecycle {
-            Lifecycle::AddonManager => work::AgentAvailable::RolledOut,
-            Lifecycle::SelfManaged => work::AgentAvailable::Exists,
+            Lifecycle::AddonManager if !prunes_rules => work::AgentAvailable::RolledOut,
+            _ => work::AgentAvailable::Exists,
         };
         let desired = work::deploy_work(addon_name, cluster, &owner, manifests, &hashes, available);
         let api: Api<ManifestWork> = Api::namespaced(ctx.client.clone(), cluster);
         match ensure(ctx, &api, cached_work, &desired, work::up_to_date, work::updated).await {
-            Ok(written) => work_now = Some(written),
+            Ok(written) => {
+                // A hub whose ManifestWork CRD predates conditionRules drops them: asking again
+                // would rewrite the work at every pass.
+                if work::rules_pruned(&desired, &written)
+                    && !ctx.hub_prunes_condition_rules.swap(true, Ordering::Relaxed)
+                {
+                    tracing::warn!(
+                        %cluster,
+                        "the hub's ManifestWork CRD has no conditionRules (OCM older than v1.1?): OCM's rollouts count a cluster done once its agent's Deployment exists, not once it runs"
+                    );
+                }
+                work_now = Some(written);
+            }
             Err(e) => {
                 apply_error = Some(e.to_string());
                 failure.get_or_insert(e);

@@ -28,6 +28,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::collections::{BTreeSet, HashMap};
 use std::fmt::Debug;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -146,6 +147,8 @@ pub struct Context {
     provisioned: Mutex<BTreeSet<String>>,
     /// Clusters the install strategy left out, waiting out the removal grace.
     absences: Mutex<crate::addon::install::Absences>,
+    /// The hub dropped the condition rule of a work we wrote: render works without it.
+    pub hub_prunes_condition_rules: AtomicBool,
 }
 
 /// First retry after a failure; doubled per consecutive failure up to [`MAX_BACKOFF`].
@@ -163,6 +166,7 @@ impl Context {
             invalid_configs: Mutex::default(),
             provisioned: Mutex::default(),
             absences: Mutex::default(),
+            hub_prunes_condition_rules: AtomicBool::new(false),
         }
     }
 
