@@ -582,6 +582,30 @@ fn tiering_needs() -> BTreeSet<Permission> {
         "*",
     );
     add("cluster", "events.k8s.io", &["events"], &["create", "patch"], "*");
+    // The workloads' health (spec.workloadHealth): a reflector over the works, read only.
+    add(
+        "cluster",
+        "work.open-cluster-management.io",
+        &["manifestworks"],
+        &["list", "watch"],
+        "*",
+    );
+    // Reserved capacity for plain Placements: one object name, applied (object, then status) and
+    // deleted; the agents' scores stay out of reach.
+    add(
+        "cluster",
+        cluster,
+        &["addonplacementscores"],
+        &["create", "patch", "delete"],
+        "ocm-score-reserved",
+    );
+    add(
+        "cluster",
+        cluster,
+        &["addonplacementscores/status"],
+        &["patch"],
+        "ocm-score-reserved",
+    );
     add("ocm-score", "coordination.k8s.io", &["leases"], &["create"], "*");
     add(
         "ocm-score",
@@ -598,12 +622,11 @@ fn the_tiering_controller_gets_exactly_what_it_needs() {
     let docs = documents();
     let (granted, needed) = (granted(&docs, "ocm-score", "ocm-score-tiering"), tiering_needs());
     assert_grants_exactly(&granted, &needed);
-    // Neither account holds the other's rights.
-    assert!(
-        !granted
-            .iter()
-            .any(|(_, g, r, _, _)| g == "addon.open-cluster-management.io" || r == "manifestworks")
-    );
+    // Neither account holds the other's rights: the tiering controller reads works, never writes.
+    assert!(!granted.iter().any(|(_, g, r, v, _)| {
+        g == "addon.open-cluster-management.io"
+            || (r == "manifestworks" && !matches!(v.as_str(), "list" | "watch"))
+    }));
 }
 
 /// What `ocm-score-hub thanos-scorer` needs, and why. `hub-controller/tests/thanos_e2e.rs` runs the
