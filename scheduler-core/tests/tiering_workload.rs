@@ -402,3 +402,151 @@ fn a_workload_broken_everywhere_moves_at_most_tiers_minus_one_times_and_warns_on
     assert_eq!(p.transition, Some(TransitionKind::Failback));
     assert_eq!(s.active(), ["a"]);
 }
+
+/// What OCM selects for `child` in `world` (the engine on the rendered child, CEL included).
+fn ocm_selects(
+    world: &World,
+    child: &scheduler_core::api::Placement,
+    now: k8s_openapi::jiff::Timestamp,
+) -> Vec<String> {
+    let snapshot = world.snapshot();
+    let c = scheduler_core::placement::candidates::candidates(&snapshot, child).unwrap();
+    let r = scheduler_core::placement::schedule(&snapshot, child, &c.clusters, now).unwrap();
+    let mut names: Vec<String> = r
+        .selected
+        .iter()
+        .map(|id| snapshot.cluster_name(*id).to_string())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn a_failed_cluster_is_not_selected_again_by_an_overlapping_tier() {
+    // Tier `all` contains east's cluster set too: rendered unpinned, OCM would take east-1 back.
+    let spec = spec_yaml(&format!(
+        r#"
+tiers:
+- {{name: east, clusterSets: [dc-east]}}
+- {{name: all, clusterSets: [dc-east, dc-west]}}
+failback: {{policy: Never}}
+stabilization: {{minDwell: 1m, maxTransitionsPerHour: 9}}
+workloadHealth: {IMMEDIATELY}
+"#
+    ));
+    let mut s = Scenario::new(spec, world());
+    s.world.set_ready("east-1", 1);
+    s.step(at(0));
+    s.step(at(10));
+    s.world.set_ready("east-1", 0);
+    s.step(at(100));
+    let p = s.step(at(400));
+    assert_eq!(p.transition, Some(TransitionKind::Failover));
+    assert_eq!(s.active(), ["all"]);
+    assert_eq!(p.predicted, ["west-1"], "the prediction leaves east-1 out");
+    let child = p.child.as_ref().unwrap();
+    assert_eq!(
+        ocm_selects(&s.world, child, at(400)),
+        ["west-1"],
+        "OCM leaves east-1 out: {:?}",
+        child.spec.predicates
+    );
+    // Still unpinned: a new member of the tier is picked up by OCM on its own.
+    assert!(
+        child
+            .spec
+            .predicates
+            .iter()
+            .all(|pr| !format!("{pr:?}").contains("'west-1'")),
+        "{:?}",
+        child.spec.predicates
+    );
+}
+
+#[test]
+fn one_failure_in_a_tier_larger_than_the_pin_cap_excludes_it_without_pinning() {
+    let names: Vec<String> = (0..1_002).map(|i| format!("big-{i:04}")).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let mut w = World::default().set("dc-big", &refs).set("dc-west", &["west-1"]);
+    w.follow = true;
+    for n in &names {
+        w.set_ready(n, 1);
+    }
+    let spec = spec_yaml(&format!(
+        r#"
+tiers:
+- {{name: big, clusterSets: [dc-big]}}
+- {{name: west, clusterSets: [dc-west]}}
+failback: {{policy: Never}}
+stabilization: {{minDwell: 1m, maxTransitionsPerHour: 9}}
+workloadHealth: {IMMEDIATELY}
+"#
+    ));
+    let mut s = Scenario::new(spec, w);
+    s.step(at(0));
+    s.step(at(10));
+    assert_eq!(s.last.as_ref().unwrap().predicted.len(), 1_002);
+    s.world.set_ready("big-0007", 0);
+    s.step(at(100));
+    let p = s.step(at(400));
+    assert_eq!(s.active(), ["big"], "the tier still has enough clusters");
+    assert_eq!(
+        s.condition(condition::READY),
+        ("True".into(), "PlacementSynced".into()),
+        "one failure does not pin 1,000 names"
+    );
+    let child = p.child.as_ref().expect("the child is written");
+    assert_eq!(p.predicted.len(), 1_001);
+    assert!(!p.predicted.contains(&"big-0007".to_string()));
+    let selected = ocm_selects(&s.world, child, at(400));
+    assert_eq!(selected, p.predicted, "OCM agrees with the prediction");
+}
+
+#[test]
+fn retained_pins_larger_than_the_cap_fall_back_to_no_retention() {
+    // Failing over from east to a tier of 1,001 clusters while east-1 is retained would pin
+    // 1,001 names exactly: the cap holds, east-1 is dropped at once instead.
+    let names: Vec<String> = (0..1_001).map(|i| format!("big-{i:04}")).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let mut w = World::default().set("dc-east", &["east-1"]).set("dc-big", &refs);
+    w.follow = true;
+    let spec = spec_yaml(&format!(
+        r#"
+tiers:
+- {{name: east, clusterSets: [dc-east]}}
+- {{name: big, clusterSets: [dc-big]}}
+failback: {{policy: Never}}
+stabilization: {{minDwell: 1m, maxTransitionsPerHour: 9}}
+workloadHealth: {GRACIOUSLY}
+"#
+    ));
+    let mut s = Scenario::new(spec, w);
+    s.world.set_ready("east-1", 1);
+    s.step(at(0));
+    s.step(at(10));
+    s.world.set_ready("east-1", 0);
+    s.step(at(100));
+    let p = s.step(at(400));
+    assert_eq!(p.transition, Some(TransitionKind::Failover));
+    let child = p.child.as_ref().expect("the child is written");
+    for pr in &child.spec.predicates {
+        for e in pr
+            .required_cluster_selector
+            .iter()
+            .flat_map(|r| r.cel_selector.iter())
+            .flat_map(|c| c.cel_expressions.iter())
+        {
+            assert!(e.matches('\'').count() <= 2 * 1_000, "a pin beyond the cap");
+        }
+    }
+    assert!(retained(&s).is_empty(), "no retention beyond the cap");
+    assert!(!p.predicted.contains(&"east-1".to_string()));
+    assert_eq!(p.predicted.len(), 1_001);
+    assert!(
+        p.events
+            .iter()
+            .any(|e| e.type_ == "Warning" && e.message.contains("east-1")),
+        "{:?}",
+        p.events
+    );
+}
