@@ -550,3 +550,51 @@ workloadHealth: {GRACIOUSLY}
         p.events
     );
 }
+
+#[test]
+fn a_failed_cluster_reporting_healthy_again_stays_excluded_through_its_hold_down() {
+    let mut s = Scenario::new(spec_yaml(AUTO), auto_world());
+    s.step(at(0));
+    s.step(at(10));
+    s.world.set_ready("a-1", 0);
+    s.step(at(100));
+    assert_eq!(s.step(at(400)).transition, Some(TransitionKind::Failover));
+    s.step(at(410));
+    // a-1's work reports Healthy again (someone fixed it by hand) long before the hold-down ends.
+    s.world.follow = false;
+    s.world
+        .works
+        .insert("a-1".into(), work("a-1", at(0), Some((1, 1))));
+    let p = s.step(at(1000));
+    assert_eq!(
+        p.transition, None,
+        "sticky through the hold-down (failure + 15m = 1300 s)"
+    );
+    assert_eq!(state(&s, "a-1"), WorkloadState::Failed);
+    let entry = s
+        .status()
+        .workload_health
+        .as_ref()
+        .unwrap()
+        .clusters
+        .iter()
+        .find(|c| c.cluster == "a-1")
+        .unwrap()
+        .clone();
+    assert_eq!(entry.since.as_ref().unwrap().0, at(400), "failedAt kept");
+    assert!(entry.reason.contains("Healthy again"), "{}", entry.reason);
+    assert!(
+        p.tiers[0].excluded.iter().any(|(c, _)| c == "a-1"),
+        "{:?}",
+        p.tiers[0].excluded
+    );
+    assert_eq!(p.requeue_at, Some(at(1300)));
+    // Planning again with the same inputs writes nothing.
+    assert!(!s.peek(at(1001)).write_status, "the recovery reason is stable");
+    let p = s.step(at(1300));
+    assert_eq!(
+        p.transition,
+        Some(TransitionKind::Failback),
+        "at failure + holdDown"
+    );
+}
