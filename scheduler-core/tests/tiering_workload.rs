@@ -598,3 +598,45 @@ fn a_failed_cluster_reporting_healthy_again_stays_excluded_through_its_hold_down
         "at failure + holdDown"
     );
 }
+
+#[test]
+fn an_exclusion_that_ends_writes_the_current_observation_once() {
+    let mut s = Scenario::new(spec_yaml(AUTO), auto_world());
+    s.step(at(0));
+    s.step(at(10));
+    s.world.set_ready("a-1", 0);
+    s.step(at(100));
+    s.step(at(400));
+    s.step(at(410));
+    s.world.follow = false;
+    s.world
+        .works
+        .insert("a-1".into(), work("a-1", at(0), Some((1, 1))));
+    s.step(at(1000));
+    // The exclusion ends at failure + holdDown: a-1's entry is what its work says now.
+    s.step(at(1300));
+    assert_eq!(state(&s, "a-1"), WorkloadState::Healthy);
+    let entry = s
+        .status()
+        .workload_health
+        .as_ref()
+        .unwrap()
+        .clusters
+        .iter()
+        .find(|c| c.cluster == "a-1")
+        .unwrap()
+        .clone();
+    assert!(
+        !entry.reason.contains("Healthy again"),
+        "no stale failure: {}",
+        entry.reason
+    );
+    // (The failback's overlap is released by the next plan, a-1 being Healthy: compare the
+    // verdicts.)
+    let again = s.peek(at(1300));
+    assert_eq!(
+        again.status.workload_health.as_ref().unwrap().clusters,
+        s.status().workload_health.as_ref().unwrap().clusters,
+        "planning twice with the same inputs rewrites no verdict"
+    );
+}

@@ -632,7 +632,7 @@ pub fn decide(input: &Input<'_>) -> Plan {
         reservations: prior.map(|p| p.reservations.clone()).unwrap_or_default(),
         transitions: prior.map(|p| p.transitions.clone()).unwrap_or_default(),
         frozen_until: frozen_until.map(time),
-        workload_health: workload_status(workload.as_ref(), &exclusion, retained.clone(), now),
+        workload_health: workload_status(workload.as_ref(), &exclusion, retained.clone()),
         ..TieredPlacementStatus::default()
     };
     let lowest_active = choice.active.iter().copied().max();
@@ -1590,13 +1590,12 @@ fn exclusion_reason(w: &WorkloadVerdicts, cluster: &str, until: i128) -> String 
     format!("workload Failed{at} ({}); {while_}", v.entry.reason)
 }
 
-/// `status.workloadHealth`: the verdicts (a failure whose exclusion ended is forgotten, or
-/// Unknown while its work is still there) and the retained clusters.
+/// `status.workloadHealth`: the verdicts (a failure whose exclusion ended is replaced by what
+/// its work reports now, or forgotten without a work) and the retained clusters.
 fn workload_status(
     w: Option<&WorkloadVerdicts>,
     exclusion: &Exclusion,
     retained: Vec<crate::api::tiering::RetainedCluster>,
-    now: i128,
 ) -> Option<WorkloadHealthStatus> {
     let clusters: Vec<_> = w
         .map(|w| {
@@ -1606,11 +1605,7 @@ fn workload_status(
                     if exclusion.expired.binary_search(&v.entry.cluster).is_err() {
                         return Some(v.entry.clone());
                     }
-                    v.has_work.then(|| crate::api::tiering::ClusterWorkloadHealth {
-                        state: WorkloadState::Unknown,
-                        since: Some(time(ceil_second(now))),
-                        ..v.entry.clone()
-                    })
+                    v.forgotten.clone()
                 })
                 .collect()
         })

@@ -24,6 +24,9 @@ pub struct ClusterVerdict {
     pub observed_healthy: bool,
     /// Became Failed in this evaluation.
     pub newly_failed: bool,
+    /// A Failed cluster: the entry its current observation gives once the failure is forgotten
+    /// (`None`: no work, nothing to remember).
+    pub forgotten: Option<ClusterWorkloadHealth>,
 }
 
 /// Appended to a Failed cluster's reason while its work reports Healthy again.
@@ -167,6 +170,23 @@ pub fn evaluate<'s>(
         let observation = observed.remove(name);
         let has_work = observation.is_some();
         let observed_healthy = matches!(observation, Some((Observation::Healthy(_), _)));
+        // What a Failed cluster's entry becomes when its exclusion ends: the observation as if
+        // it had never failed (an unhealthy one never ends the exclusion).
+        let forgotten = match (&observation, failed_before) {
+            (Some((Observation::Healthy(why), _)), true) => {
+                Some(entry(WorkloadState::Healthy, now_s, why.clone(), true))
+            }
+            (Some((Observation::Unknown(why), _)), true) => {
+                Some(entry(WorkloadState::Unknown, now_s, why.clone(), was_healthy))
+            }
+            (Some((Observation::NoFeedback { why, .. }, _)), true) => Some(entry(
+                WorkloadState::Unknown,
+                now_s,
+                format!("{why} yet"),
+                was_healthy,
+            )),
+            _ => None,
+        };
         let (observation, applied_at) = match observation {
             Some((o, at)) => (Some(o), at),
             None => (None, None),
@@ -241,6 +261,7 @@ pub fn evaluate<'s>(
                 observed_unhealthy,
                 observed_healthy,
                 newly_failed,
+                forgotten,
             });
         }
     }
