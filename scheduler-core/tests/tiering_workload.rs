@@ -640,3 +640,72 @@ fn an_exclusion_that_ends_writes_the_current_observation_once() {
         "planning twice with the same inputs rewrites no verdict"
     );
 }
+
+fn until_of(s: &Scenario, cluster: &str) -> Option<Option<k8s_openapi::jiff::Timestamp>> {
+    s.status()
+        .workload_health
+        .as_ref()
+        .and_then(|w| w.retained.iter().find(|r| r.cluster == cluster))
+        .map(|r| r.until.as_ref().map(|u| u.0))
+}
+
+#[test]
+fn a_purge_change_recomputes_the_retained_failed_clusters_time() {
+    let mut s = healthy_on_east("{manifestWorkReplicaSet: web, tolerationSeconds: 300, purge: Never}");
+    s.world.set_ready("east-1", 0);
+    s.step(at(100));
+    s.step(at(400));
+    assert_eq!(until_of(&s, "east-1"), Some(None), "Never: no until");
+    // Graciously with 600 s: kept until failure (400 s) + 600 s.
+    s.edit(|spec| {
+        let w = spec.workload_health.as_mut().unwrap();
+        w.purge = scheduler_core::api::tiering::PurgeMode::Graciously;
+        w.grace_period_seconds = Some(600);
+    });
+    let p = s.step(at(500));
+    assert_eq!(until_of(&s, "east-1"), Some(Some(at(1000))));
+    assert!(p.requeue_at.is_some_and(|r| r <= at(1000)), "{:?}", p.requeue_at);
+    assert_eq!(s.peek(at(999)).predicted, ["east-1", "west-1"]);
+    assert_eq!(s.step(at(1000)).predicted, ["west-1"], "at failure + grace");
+}
+
+#[test]
+fn a_shorter_grace_or_immediately_applies_to_retained_clusters_at_once() {
+    let mut s = healthy_on_east(GRACIOUSLY);
+    s.world.set_ready("east-1", 0);
+    s.step(at(100));
+    s.step(at(400));
+    assert_eq!(until_of(&s, "east-1"), Some(Some(at(1000))));
+    s.edit(|spec| spec.workload_health.as_mut().unwrap().grace_period_seconds = Some(120));
+    let p = s.step(at(450));
+    assert_eq!(until_of(&s, "east-1"), Some(Some(at(520))));
+    assert_eq!(p.requeue_at, Some(at(520)));
+    s.edit(|spec| {
+        let w = spec.workload_health.as_mut().unwrap();
+        w.purge = scheduler_core::api::tiering::PurgeMode::Immediately;
+        w.grace_period_seconds = None;
+    });
+    let p = s.step(at(460));
+    assert_eq!(p.predicted, ["west-1"], "Immediately: dropped now");
+    assert!(retained(&s).is_empty());
+}
+
+#[test]
+fn removing_workload_health_drops_the_clusters_retained_for_it() {
+    let mut s = healthy_on_east("{manifestWorkReplicaSet: web, tolerationSeconds: 300, purge: Never}");
+    s.world.set_ready("east-1", 0);
+    s.step(at(100));
+    s.step(at(400));
+    assert_eq!(retained(&s), ["east-1"]);
+    s.edit(|spec| spec.workload_health = None);
+    let p = s.step(at(500));
+    assert_eq!(p.predicted, ["west-1"]);
+    assert!(retained(&s).is_empty());
+    assert!(
+        p.events
+            .iter()
+            .any(|e| e.reason == "Released" && e.message.contains("workloadHealth")),
+        "{:?}",
+        p.events
+    );
+}
