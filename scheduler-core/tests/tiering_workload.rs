@@ -709,3 +709,37 @@ fn removing_workload_health_drops_the_clusters_retained_for_it() {
         p.events
     );
 }
+
+#[test]
+fn a_retained_cluster_whose_replacement_failed_too_awaits_the_next_replacement() {
+    let mut s = Scenario::new(spec_yaml(THREE), three_world());
+    s.step(at(0));
+    // a-1 fails at 120 s (never healthy: counted from its apply): b-1 replaces it.
+    s.step(at(120));
+    assert_eq!(s.active(), ["b"]);
+    let r = &s.status().workload_health.as_ref().unwrap().retained;
+    assert_eq!(
+        (r[0].cluster.as_str(), r[0].awaiting.clone()),
+        ("a-1", vec!["b-1".to_string()])
+    );
+    // b-1 fails too at 240 s: c-1 replaces it; a-1 is not released on a Healthy that never was.
+    let p = s.step(at(240));
+    assert_eq!(s.active(), ["c"]);
+    assert!(
+        !p.events
+            .iter()
+            .any(|e| e.reason == "Released" && e.message.contains("a-1")),
+        "no release claims a Healthy replacement: {:?}",
+        p.events
+    );
+    let r = &s.status().workload_health.as_ref().unwrap().retained;
+    let a = r.iter().find(|r| r.cluster == "a-1").expect("a-1 still retained");
+    assert_eq!(a.awaiting, ["c-1"], "re-pointed to this plan's replacement");
+    assert_eq!(a.until.as_ref().unwrap().0, at(420), "its time is unchanged");
+    // Planning again (c-1's work has just appeared) keeps the retention as it is.
+    let again = s.peek(at(240));
+    assert_eq!(
+        again.status.workload_health.as_ref().unwrap().retained,
+        s.status().workload_health.as_ref().unwrap().retained
+    );
+}

@@ -100,6 +100,7 @@ pub fn retain(
         events: Vec::new(),
         requeue_at: None,
     };
+    let added: Vec<String> = chosen.iter().filter(|c| !was_chosen(c)).cloned().collect();
     for r in prior {
         let failed = r.reason == WORKLOAD_FAILED;
         // A failed cluster's time follows the current policy, whenever it was retained.
@@ -107,10 +108,20 @@ pub fn retain(
             Some(grace) if failed => failed_until(verdicts, &r.cluster, grace, r.until.as_ref().map(of), now),
             _ => r.until.as_ref().map(of),
         };
-        // Replacements still chosen must all be Healthy; a timed entry without workload health
-        // to judge by waits for its time.
-        let waiting: Vec<&String> = r
-            .awaiting
+        // Its replacements still chosen must all be Healthy; a timed entry without workload
+        // health to judge by waits for its time. When none is chosen any more (they failed or
+        // left too), it awaits the clusters this plan adds, or, without any, its time.
+        let mut awaiting: Vec<String> = r.awaiting.iter().filter(|c| is_chosen(c)).cloned().collect();
+        let repointed = awaiting.is_empty() && !added.is_empty() && awaiting != r.awaiting;
+        if awaiting.is_empty() {
+            awaiting = if added.is_empty() {
+                r.awaiting.clone()
+            } else {
+                added.clone()
+            };
+        }
+        let replaced = awaiting.iter().any(|c| is_chosen(c));
+        let waiting: Vec<&String> = awaiting
             .iter()
             .filter(|c| is_chosen(c) && verdicts.state(c) != WorkloadState::Healthy)
             .collect();
@@ -127,8 +138,11 @@ pub fn retain(
             ))
         } else if until.is_some_and(|u| now >= u) {
             Some("its time ran out".to_string())
-        } else if until.is_some() && judged && waiting.is_empty() {
-            Some("its replacement's workload is Healthy".to_string())
+        } else if until.is_some() && judged && replaced && waiting.is_empty() {
+            Some(format!(
+                "the workload of its replacement {} is Healthy",
+                awaiting.join(", ")
+            ))
         } else {
             None
         };
@@ -140,14 +154,25 @@ pub fn retain(
                 if let Some(u) = until {
                     out.requeue_at = Some(out.requeue_at.map_or(u, |q| q.min(u)));
                 }
+                if repointed {
+                    out.events.push((
+                        "Retained",
+                        format!(
+                            "{} now awaits {} (its replacement {} is no longer chosen)",
+                            r.cluster,
+                            awaiting.join(", "),
+                            r.awaiting.join(", ")
+                        ),
+                    ));
+                }
                 out.retained.push(RetainedCluster {
                     until: until.map(time),
+                    awaiting,
                     ..r.clone()
                 });
             }
         }
     }
-    let added: Vec<String> = chosen.iter().filter(|c| !was_chosen(c)).cloned().collect();
     if !added.is_empty() {
         for c in prior_chosen.iter().filter(|c| !is_chosen(c)) {
             if out.retained.iter().any(|r| &r.cluster == c) || !known(c) {
