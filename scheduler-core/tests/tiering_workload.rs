@@ -743,3 +743,42 @@ fn a_retained_cluster_whose_replacement_failed_too_awaits_the_next_replacement()
         s.status().workload_health.as_ref().unwrap().retained
     );
 }
+
+#[test]
+fn a_tier_staying_short_keeps_only_as_many_failed_clusters_as_it_needs() {
+    let spec = spec_yaml(&format!(
+        r#"
+tiers:
+- {{name: a, clusterSets: [set-a]}}
+numberOfClusters: 2
+failback: {{policy: Never}}
+stabilization: {{minDwell: 1m, maxTransitionsPerHour: 9}}
+workloadHealth: {IMMEDIATELY}
+"#
+    ));
+    let mut w = World::default().set("set-a", &["a-1", "a-2", "a-3"]);
+    w.follow = true;
+    let mut s = Scenario::new(spec, w);
+    let p = s.step(at(0));
+    assert_eq!(p.predicted.len(), 2);
+    let unused: Vec<String> = ["a-1", "a-2", "a-3"]
+        .iter()
+        .map(|c| c.to_string())
+        .filter(|c| !p.predicted.contains(c))
+        .collect();
+    // Both selected workloads never become ready: Failed at 300 s, and no tier is left.
+    let p = s.step(at(300));
+    assert_eq!(s.active(), ["a"]);
+    assert!(
+        p.predicted.contains(&unused[0]),
+        "the cluster not known to fail is selected before a failed one: {:?}",
+        p.predicted
+    );
+    assert_eq!(
+        p.predicted.len(),
+        2,
+        "one failed cluster is kept to make up the count"
+    );
+    let child = p.child.as_ref().unwrap();
+    assert_eq!(ocm_selects(&s.world, child, at(300)), p.predicted, "OCM agrees");
+}

@@ -433,17 +433,32 @@ pub fn decide(input: &Input<'_>) -> Plan {
         v.sort();
         v
     };
+    // Staying on a tier short of clusters not known to fail (no target, or an override): keep
+    // some of its failed ones (design §4) rather than shrink or empty the child, but only as
+    // many as `numberOfClusters` needs beside the others, the selected ones first, so OCM never
+    // prefers a failed cluster to one not known to fail.
+    let failed_kept: Vec<Vec<ClusterId>> = health
+        .iter()
+        .map(|h| {
+            if spec.mode != TieringMode::Failover || h.qualifying.len() >= h.min {
+                return Vec::new();
+            }
+            let mut failed = h.workload_failed.clone();
+            failed.sort_by_key(|id| !in_prior[id.index()]);
+            if let Some(n) = n {
+                failed.truncate(n.saturating_sub(h.qualifying.len()));
+            }
+            failed
+        })
+        .collect();
     let pins: Vec<Vec<String>> = match spec.mode {
-        // Staying on a tier short of clusters not known to fail (no target, or an override):
-        // keep its failed ones (design §4) rather than shrink or empty the child.
         TieringMode::Failover => health
             .iter()
-            .map(|h| {
-                if h.qualifying.len() < h.min {
-                    sorted_names(&h.capacity_qualifying)
-                } else {
-                    sorted_names(&h.qualifying)
-                }
+            .zip(&failed_kept)
+            .map(|(h, kept)| {
+                let mut ids = h.qualifying.clone();
+                ids.extend(kept.iter().copied());
+                sorted_names(&ids)
             })
             .collect(),
         TieringMode::Overflow => choice.chosen.clone(),
@@ -451,13 +466,8 @@ pub fn decide(input: &Input<'_>) -> Plan {
     let pinned_mode = has_rules_or_overflow(spec, has_rules);
     // Unpinned, a Failed cluster is left out by name: the tier's own failed members and those of
     // any other tier (a cluster set of the active tier may hold them too), except the failed
-    // members a tier short of others keeps (design §4).
-    let kept_failed = |id: &ClusterId| {
-        spec.mode == TieringMode::Failover
-            && choice.active.iter().any(|&i| {
-                health[i].qualifying.len() < health[i].min && health[i].workload_failed.contains(id)
-            })
-    };
+    // members a tier short of others keeps.
+    let kept_failed = |id: &ClusterId| choice.active.iter().any(|&i| failed_kept[i].contains(id));
     let exclude: Vec<String> = if pinned_mode {
         Vec::new()
     } else {
