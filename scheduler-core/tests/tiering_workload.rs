@@ -402,3 +402,383 @@ fn a_workload_broken_everywhere_moves_at_most_tiers_minus_one_times_and_warns_on
     assert_eq!(p.transition, Some(TransitionKind::Failback));
     assert_eq!(s.active(), ["a"]);
 }
+
+/// What OCM selects for `child` in `world` (the engine on the rendered child, CEL included).
+fn ocm_selects(
+    world: &World,
+    child: &scheduler_core::api::Placement,
+    now: k8s_openapi::jiff::Timestamp,
+) -> Vec<String> {
+    let snapshot = world.snapshot();
+    let c = scheduler_core::placement::candidates::candidates(&snapshot, child).unwrap();
+    let r = scheduler_core::placement::schedule(&snapshot, child, &c.clusters, now).unwrap();
+    let mut names: Vec<String> = r
+        .selected
+        .iter()
+        .map(|id| snapshot.cluster_name(*id).to_string())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn a_failed_cluster_is_not_selected_again_by_an_overlapping_tier() {
+    // Tier `all` contains east's cluster set too: rendered unpinned, OCM would take east-1 back.
+    let spec = spec_yaml(&format!(
+        r#"
+tiers:
+- {{name: east, clusterSets: [dc-east]}}
+- {{name: all, clusterSets: [dc-east, dc-west]}}
+failback: {{policy: Never}}
+stabilization: {{minDwell: 1m, maxTransitionsPerHour: 9}}
+workloadHealth: {IMMEDIATELY}
+"#
+    ));
+    let mut s = Scenario::new(spec, world());
+    s.world.set_ready("east-1", 1);
+    s.step(at(0));
+    s.step(at(10));
+    s.world.set_ready("east-1", 0);
+    s.step(at(100));
+    let p = s.step(at(400));
+    assert_eq!(p.transition, Some(TransitionKind::Failover));
+    assert_eq!(s.active(), ["all"]);
+    assert_eq!(p.predicted, ["west-1"], "the prediction leaves east-1 out");
+    let child = p.child.as_ref().unwrap();
+    assert_eq!(
+        ocm_selects(&s.world, child, at(400)),
+        ["west-1"],
+        "OCM leaves east-1 out: {:?}",
+        child.spec.predicates
+    );
+    // Still unpinned: a new member of the tier is picked up by OCM on its own.
+    assert!(
+        child
+            .spec
+            .predicates
+            .iter()
+            .all(|pr| !format!("{pr:?}").contains("'west-1'")),
+        "{:?}",
+        child.spec.predicates
+    );
+}
+
+#[test]
+fn one_failure_in_a_tier_larger_than_the_pin_cap_excludes_it_without_pinning() {
+    let names: Vec<String> = (0..1_002).map(|i| format!("big-{i:04}")).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let mut w = World::default().set("dc-big", &refs).set("dc-west", &["west-1"]);
+    w.follow = true;
+    for n in &names {
+        w.set_ready(n, 1);
+    }
+    let spec = spec_yaml(&format!(
+        r#"
+tiers:
+- {{name: big, clusterSets: [dc-big]}}
+- {{name: west, clusterSets: [dc-west]}}
+failback: {{policy: Never}}
+stabilization: {{minDwell: 1m, maxTransitionsPerHour: 9}}
+workloadHealth: {IMMEDIATELY}
+"#
+    ));
+    let mut s = Scenario::new(spec, w);
+    s.step(at(0));
+    s.step(at(10));
+    assert_eq!(s.last.as_ref().unwrap().predicted.len(), 1_002);
+    s.world.set_ready("big-0007", 0);
+    s.step(at(100));
+    let p = s.step(at(400));
+    assert_eq!(s.active(), ["big"], "the tier still has enough clusters");
+    assert_eq!(
+        s.condition(condition::READY),
+        ("True".into(), "PlacementSynced".into()),
+        "one failure does not pin 1,000 names"
+    );
+    let child = p.child.as_ref().expect("the child is written");
+    assert_eq!(p.predicted.len(), 1_001);
+    assert!(!p.predicted.contains(&"big-0007".to_string()));
+    let selected = ocm_selects(&s.world, child, at(400));
+    assert_eq!(selected, p.predicted, "OCM agrees with the prediction");
+}
+
+#[test]
+fn retained_pins_larger_than_the_cap_fall_back_to_no_retention() {
+    // Failing over from east to a tier of 1,001 clusters while east-1 is retained would pin
+    // 1,001 names exactly: the cap holds, east-1 is dropped at once instead.
+    let names: Vec<String> = (0..1_001).map(|i| format!("big-{i:04}")).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let mut w = World::default().set("dc-east", &["east-1"]).set("dc-big", &refs);
+    w.follow = true;
+    let spec = spec_yaml(&format!(
+        r#"
+tiers:
+- {{name: east, clusterSets: [dc-east]}}
+- {{name: big, clusterSets: [dc-big]}}
+failback: {{policy: Never}}
+stabilization: {{minDwell: 1m, maxTransitionsPerHour: 9}}
+workloadHealth: {GRACIOUSLY}
+"#
+    ));
+    let mut s = Scenario::new(spec, w);
+    s.world.set_ready("east-1", 1);
+    s.step(at(0));
+    s.step(at(10));
+    s.world.set_ready("east-1", 0);
+    s.step(at(100));
+    let p = s.step(at(400));
+    assert_eq!(p.transition, Some(TransitionKind::Failover));
+    let child = p.child.as_ref().expect("the child is written");
+    for pr in &child.spec.predicates {
+        for e in pr
+            .required_cluster_selector
+            .iter()
+            .flat_map(|r| r.cel_selector.iter())
+            .flat_map(|c| c.cel_expressions.iter())
+        {
+            assert!(e.matches('\'').count() <= 2 * 1_000, "a pin beyond the cap");
+        }
+    }
+    assert!(retained(&s).is_empty(), "no retention beyond the cap");
+    assert!(!p.predicted.contains(&"east-1".to_string()));
+    assert_eq!(p.predicted.len(), 1_001);
+    assert!(
+        p.events
+            .iter()
+            .any(|e| e.type_ == "Warning" && e.message.contains("east-1")),
+        "{:?}",
+        p.events
+    );
+}
+
+#[test]
+fn a_failed_cluster_reporting_healthy_again_stays_excluded_through_its_hold_down() {
+    let mut s = Scenario::new(spec_yaml(AUTO), auto_world());
+    s.step(at(0));
+    s.step(at(10));
+    s.world.set_ready("a-1", 0);
+    s.step(at(100));
+    assert_eq!(s.step(at(400)).transition, Some(TransitionKind::Failover));
+    s.step(at(410));
+    // a-1's work reports Healthy again (someone fixed it by hand) long before the hold-down ends.
+    s.world.follow = false;
+    s.world
+        .works
+        .insert("a-1".into(), work("a-1", at(0), Some((1, 1))));
+    let p = s.step(at(1000));
+    assert_eq!(
+        p.transition, None,
+        "sticky through the hold-down (failure + 15m = 1300 s)"
+    );
+    assert_eq!(state(&s, "a-1"), WorkloadState::Failed);
+    let entry = s
+        .status()
+        .workload_health
+        .as_ref()
+        .unwrap()
+        .clusters
+        .iter()
+        .find(|c| c.cluster == "a-1")
+        .unwrap()
+        .clone();
+    assert_eq!(entry.since.as_ref().unwrap().0, at(400), "failedAt kept");
+    assert!(entry.reason.contains("Healthy again"), "{}", entry.reason);
+    assert!(
+        p.tiers[0].excluded.iter().any(|(c, _)| c == "a-1"),
+        "{:?}",
+        p.tiers[0].excluded
+    );
+    assert_eq!(p.requeue_at, Some(at(1300)));
+    // Planning again with the same inputs writes nothing.
+    assert!(!s.peek(at(1001)).write_status, "the recovery reason is stable");
+    let p = s.step(at(1300));
+    assert_eq!(
+        p.transition,
+        Some(TransitionKind::Failback),
+        "at failure + holdDown"
+    );
+}
+
+#[test]
+fn an_exclusion_that_ends_writes_the_current_observation_once() {
+    let mut s = Scenario::new(spec_yaml(AUTO), auto_world());
+    s.step(at(0));
+    s.step(at(10));
+    s.world.set_ready("a-1", 0);
+    s.step(at(100));
+    s.step(at(400));
+    s.step(at(410));
+    s.world.follow = false;
+    s.world
+        .works
+        .insert("a-1".into(), work("a-1", at(0), Some((1, 1))));
+    s.step(at(1000));
+    // The exclusion ends at failure + holdDown: a-1's entry is what its work says now.
+    s.step(at(1300));
+    assert_eq!(state(&s, "a-1"), WorkloadState::Healthy);
+    let entry = s
+        .status()
+        .workload_health
+        .as_ref()
+        .unwrap()
+        .clusters
+        .iter()
+        .find(|c| c.cluster == "a-1")
+        .unwrap()
+        .clone();
+    assert!(
+        !entry.reason.contains("Healthy again"),
+        "no stale failure: {}",
+        entry.reason
+    );
+    // (The failback's overlap is released by the next plan, a-1 being Healthy: compare the
+    // verdicts.)
+    let again = s.peek(at(1300));
+    assert_eq!(
+        again.status.workload_health.as_ref().unwrap().clusters,
+        s.status().workload_health.as_ref().unwrap().clusters,
+        "planning twice with the same inputs rewrites no verdict"
+    );
+}
+
+fn until_of(s: &Scenario, cluster: &str) -> Option<Option<k8s_openapi::jiff::Timestamp>> {
+    s.status()
+        .workload_health
+        .as_ref()
+        .and_then(|w| w.retained.iter().find(|r| r.cluster == cluster))
+        .map(|r| r.until.as_ref().map(|u| u.0))
+}
+
+#[test]
+fn a_purge_change_recomputes_the_retained_failed_clusters_time() {
+    let mut s = healthy_on_east("{manifestWorkReplicaSet: web, tolerationSeconds: 300, purge: Never}");
+    s.world.set_ready("east-1", 0);
+    s.step(at(100));
+    s.step(at(400));
+    assert_eq!(until_of(&s, "east-1"), Some(None), "Never: no until");
+    // Graciously with 600 s: kept until failure (400 s) + 600 s.
+    s.edit(|spec| {
+        let w = spec.workload_health.as_mut().unwrap();
+        w.purge = scheduler_core::api::tiering::PurgeMode::Graciously;
+        w.grace_period_seconds = Some(600);
+    });
+    let p = s.step(at(500));
+    assert_eq!(until_of(&s, "east-1"), Some(Some(at(1000))));
+    assert!(p.requeue_at.is_some_and(|r| r <= at(1000)), "{:?}", p.requeue_at);
+    assert_eq!(s.peek(at(999)).predicted, ["east-1", "west-1"]);
+    assert_eq!(s.step(at(1000)).predicted, ["west-1"], "at failure + grace");
+}
+
+#[test]
+fn a_shorter_grace_or_immediately_applies_to_retained_clusters_at_once() {
+    let mut s = healthy_on_east(GRACIOUSLY);
+    s.world.set_ready("east-1", 0);
+    s.step(at(100));
+    s.step(at(400));
+    assert_eq!(until_of(&s, "east-1"), Some(Some(at(1000))));
+    s.edit(|spec| spec.workload_health.as_mut().unwrap().grace_period_seconds = Some(120));
+    let p = s.step(at(450));
+    assert_eq!(until_of(&s, "east-1"), Some(Some(at(520))));
+    assert_eq!(p.requeue_at, Some(at(520)));
+    s.edit(|spec| {
+        let w = spec.workload_health.as_mut().unwrap();
+        w.purge = scheduler_core::api::tiering::PurgeMode::Immediately;
+        w.grace_period_seconds = None;
+    });
+    let p = s.step(at(460));
+    assert_eq!(p.predicted, ["west-1"], "Immediately: dropped now");
+    assert!(retained(&s).is_empty());
+}
+
+#[test]
+fn removing_workload_health_drops_the_clusters_retained_for_it() {
+    let mut s = healthy_on_east("{manifestWorkReplicaSet: web, tolerationSeconds: 300, purge: Never}");
+    s.world.set_ready("east-1", 0);
+    s.step(at(100));
+    s.step(at(400));
+    assert_eq!(retained(&s), ["east-1"]);
+    s.edit(|spec| spec.workload_health = None);
+    let p = s.step(at(500));
+    assert_eq!(p.predicted, ["west-1"]);
+    assert!(retained(&s).is_empty());
+    assert!(
+        p.events
+            .iter()
+            .any(|e| e.reason == "Released" && e.message.contains("workloadHealth")),
+        "{:?}",
+        p.events
+    );
+}
+
+#[test]
+fn a_retained_cluster_whose_replacement_failed_too_awaits_the_next_replacement() {
+    let mut s = Scenario::new(spec_yaml(THREE), three_world());
+    s.step(at(0));
+    // a-1 fails at 120 s (never healthy: counted from its apply): b-1 replaces it.
+    s.step(at(120));
+    assert_eq!(s.active(), ["b"]);
+    let r = &s.status().workload_health.as_ref().unwrap().retained;
+    assert_eq!(
+        (r[0].cluster.as_str(), r[0].awaiting.clone()),
+        ("a-1", vec!["b-1".to_string()])
+    );
+    // b-1 fails too at 240 s: c-1 replaces it; a-1 is not released on a Healthy that never was.
+    let p = s.step(at(240));
+    assert_eq!(s.active(), ["c"]);
+    assert!(
+        !p.events
+            .iter()
+            .any(|e| e.reason == "Released" && e.message.contains("a-1")),
+        "no release claims a Healthy replacement: {:?}",
+        p.events
+    );
+    let r = &s.status().workload_health.as_ref().unwrap().retained;
+    let a = r.iter().find(|r| r.cluster == "a-1").expect("a-1 still retained");
+    assert_eq!(a.awaiting, ["c-1"], "re-pointed to this plan's replacement");
+    assert_eq!(a.until.as_ref().unwrap().0, at(420), "its time is unchanged");
+    // Planning again (c-1's work has just appeared) keeps the retention as it is.
+    let again = s.peek(at(240));
+    assert_eq!(
+        again.status.workload_health.as_ref().unwrap().retained,
+        s.status().workload_health.as_ref().unwrap().retained
+    );
+}
+
+#[test]
+fn a_tier_staying_short_keeps_only_as_many_failed_clusters_as_it_needs() {
+    let spec = spec_yaml(&format!(
+        r#"
+tiers:
+- {{name: a, clusterSets: [set-a]}}
+numberOfClusters: 2
+failback: {{policy: Never}}
+stabilization: {{minDwell: 1m, maxTransitionsPerHour: 9}}
+workloadHealth: {IMMEDIATELY}
+"#
+    ));
+    let mut w = World::default().set("set-a", &["a-1", "a-2", "a-3"]);
+    w.follow = true;
+    let mut s = Scenario::new(spec, w);
+    let p = s.step(at(0));
+    assert_eq!(p.predicted.len(), 2);
+    let unused: Vec<String> = ["a-1", "a-2", "a-3"]
+        .iter()
+        .map(|c| c.to_string())
+        .filter(|c| !p.predicted.contains(c))
+        .collect();
+    // Both selected workloads never become ready: Failed at 300 s, and no tier is left.
+    let p = s.step(at(300));
+    assert_eq!(s.active(), ["a"]);
+    assert!(
+        p.predicted.contains(&unused[0]),
+        "the cluster not known to fail is selected before a failed one: {:?}",
+        p.predicted
+    );
+    assert_eq!(
+        p.predicted.len(),
+        2,
+        "one failed cluster is kept to make up the count"
+    );
+    let child = p.child.as_ref().unwrap();
+    assert_eq!(ocm_selects(&s.world, child, at(300)), p.predicted, "OCM agrees");
+}

@@ -160,6 +160,8 @@ pub struct JsonPathHealth {
     /// The `name` of a `jsonPaths` entry of the work's feedback rules.
     #[schemars(length(min = 1))]
     pub name: String,
+    /// At least 1: `0` would call a workload with no ready replica healthy.
+    #[schemars(range(min = 1))]
     pub at_least: i64,
 }
 
@@ -989,6 +991,15 @@ fn validate_workload_health(w: &WorkloadHealthPolicy, errors: &mut Vec<SpecError
                 ));
             }
         }
+        (None, Some(selector))
+            if selector.match_labels.as_ref().is_none_or(|m| m.is_empty())
+                && selector.match_expressions.as_ref().is_none_or(|e| e.is_empty()) =>
+        {
+            errors.push(err(
+                format!("{BASE}.manifestWorkSelector"),
+                "is empty (no matchLabels, no matchExpressions) and would match every ManifestWork; name the workload's labels",
+            ));
+        }
         (None, Some(selector)) => {
             if let Err(e) = LabelMatcher::from_selector(Some(selector)) {
                 errors.push(err(format!("{BASE}.manifestWorkSelector"), e));
@@ -1013,8 +1024,16 @@ fn validate_workload_health(w: &WorkloadHealthPolicy, errors: &mut Vec<SpecError
                 format!("{BASE}.healthy"),
                 "set at most one of wellKnown and jsonPath",
             )),
-            (None, Some(j)) if j.name.is_empty() => {
-                errors.push(err(format!("{BASE}.healthy.jsonPath.name"), "must not be empty"))
+            (None, Some(j)) => {
+                if j.name.is_empty() {
+                    errors.push(err(format!("{BASE}.healthy.jsonPath.name"), "must not be empty"));
+                }
+                if j.at_least < 1 {
+                    errors.push(err(
+                        format!("{BASE}.healthy.jsonPath.atLeast"),
+                        format!("{}; it must be at least 1", j.at_least),
+                    ));
+                }
             }
             _ => {}
         }
@@ -1218,6 +1237,15 @@ mod tests {
         let e = validate(&health("manifestWorkReplicaSet: Web_1"));
         assert_eq!(e[0].field, "spec.workloadHealth.manifestWorkReplicaSet");
         assert!(e[0].message.contains("\"Web_1\""), "{}", e[0]);
+        for empty in [
+            "manifestWorkSelector: {}",
+            "manifestWorkSelector: {matchLabels: {}, matchExpressions: []}",
+        ] {
+            let e = validate(&health(empty));
+            assert_eq!(e.len(), 1, "{empty}: {e:?}");
+            assert_eq!(e[0].field, "spec.workloadHealth.manifestWorkSelector");
+            assert!(e[0].message.contains("every ManifestWork"), "{}", e[0]);
+        }
         let e = validate(&health(
             "manifestWorkSelector: {matchExpressions: [{key: app, operator: Near}]}",
         ));
@@ -1252,6 +1280,14 @@ mod tests {
             )),
             ["spec.workloadHealth.healthy.jsonPath.name"]
         );
+        for bad in ["0", "-3"] {
+            let e = validate(&health(&format!(
+                "{{manifestWorkReplicaSet: web, healthy: {{jsonPath: {{name: r, atLeast: {bad}}}}}}}"
+            )));
+            assert_eq!(e.len(), 1, "{e:?}");
+            assert_eq!(e[0].field, "spec.workloadHealth.healthy.jsonPath.atLeast");
+            assert!(e[0].message.contains(bad), "{}", e[0]);
+        }
         assert_eq!(
             fields(&health(
                 "{manifestWorkReplicaSet: web, resource: {resource: '', name: web}}"

@@ -433,37 +433,72 @@ pub fn decide(input: &Input<'_>) -> Plan {
         v.sort();
         v
     };
+    // Staying on a tier short of clusters not known to fail (no target, or an override): keep
+    // some of its failed ones (design §4) rather than shrink or empty the child, but only as
+    // many as `numberOfClusters` needs beside the others, the selected ones first, so OCM never
+    // prefers a failed cluster to one not known to fail.
+    let failed_kept: Vec<Vec<ClusterId>> = health
+        .iter()
+        .map(|h| {
+            if spec.mode != TieringMode::Failover || h.qualifying.len() >= h.min {
+                return Vec::new();
+            }
+            let mut failed = h.workload_failed.clone();
+            failed.sort_by_key(|id| !in_prior[id.index()]);
+            if let Some(n) = n {
+                failed.truncate(n.saturating_sub(h.qualifying.len()));
+            }
+            failed
+        })
+        .collect();
     let pins: Vec<Vec<String>> = match spec.mode {
-        // Staying on a tier short of clusters not known to fail (no target, or an override):
-        // keep its failed ones (design §4) rather than shrink or empty the child.
         TieringMode::Failover => health
             .iter()
-            .map(|h| {
-                if h.qualifying.len() < h.min {
-                    sorted_names(&h.capacity_qualifying)
-                } else {
-                    sorted_names(&h.qualifying)
-                }
+            .zip(&failed_kept)
+            .map(|(h, kept)| {
+                let mut ids = h.qualifying.clone();
+                ids.extend(kept.iter().copied());
+                sorted_names(&ids)
             })
             .collect(),
         TieringMode::Overflow => choice.chosen.clone(),
     };
-    // A failed workload in an active tier must be pinned out: the tier verbatim would keep it.
-    let workload_pins = choice
-        .active
-        .iter()
-        .any(|&i| !health[i].workload_failed.is_empty());
-    let pinned_mode = has_rules_or_overflow(spec, has_rules) || workload_pins;
-    let too_large = choice
-        .active
-        .iter()
-        .find(|i| pinned_mode && pins[**i].len() > MAX_PINNED_PER_TIER);
+    let pinned_mode = has_rules_or_overflow(spec, has_rules);
+    // Unpinned, a Failed cluster is left out by name: the tier's own failed members and those of
+    // any other tier (a cluster set of the active tier may hold them too), except the failed
+    // members a tier short of others keeps.
+    let kept_failed = |id: &ClusterId| choice.active.iter().any(|&i| failed_kept[i].contains(id));
+    let exclude: Vec<String> = if pinned_mode {
+        Vec::new()
+    } else {
+        let ids: Vec<ClusterId> = members
+            .iter()
+            .copied()
+            .filter(|id| excluded(id) && !kept_failed(id))
+            .collect();
+        sorted_names(&ids)
+    };
+    // Every name list the child carries is held to the cap.
+    let too_large: Option<(String, usize)> = choice.active.iter().find_map(|&i| {
+        let (what, count) = if pinned_mode {
+            ("pin", pins[i].len())
+        } else {
+            ("exclude by name", exclude.len())
+        };
+        (count > MAX_PINNED_PER_TIER).then(|| {
+            (
+                format!("tier {} would {what} {count} clusters", spec.tiers[i].name),
+                count,
+            )
+        })
+    });
     let active_render: Vec<ActiveTier<'_>> = choice
         .active
         .iter()
         .map(|&i| ActiveTier {
             index: i,
             pins: pinned_mode.then(|| pins[i].as_slice()),
+            exclude: &exclude,
         })
         .collect();
     let number = spec.number_of_clusters;
@@ -510,12 +545,47 @@ pub fn decide(input: &Input<'_>) -> Plan {
             now,
         )
     });
-    let retained: Vec<crate::api::tiering::RetainedCluster> = match &retention {
+    let mut retained: Vec<crate::api::tiering::RetainedCluster> = match &retention {
         Some(r) => r.retained.clone(),
         None => prior_retained.to_vec(),
     };
     if let Some(r) = &retention {
         requeue.at(r.requeue_at, now);
+    }
+    // With retained clusters the active tiers are pinned exactly: per tier, what OCM selects now.
+    let mut exact: Vec<Vec<String>> = vec![Vec::new(); spec.tiers.len()];
+    for id in &predicted_ids {
+        if let Some(t) = tier_of[id.index()] {
+            exact[t].push(name_of(id));
+        }
+    }
+    for e in &mut exact {
+        e.sort();
+    }
+    let mut events = Vec::new();
+    let mut retention_dropped = false;
+    // Every pin list is held to the cap: beyond it the plan breaks before making (the retained
+    // clusters go at once) rather than leave the child as it was, on the clusters it leaves.
+    if !keep_child && !retained.is_empty() {
+        let over = choice
+            .active
+            .iter()
+            .map(|&i| (spec.tiers[i].name.as_str(), exact[i].len()))
+            .chain(std::iter::once(("of retained clusters", retained.len())))
+            .find(|(_, n)| *n > MAX_PINNED_PER_TIER);
+        if let Some((what, count)) = over {
+            let names: Vec<&str> = retained.iter().map(|r| r.cluster.as_str()).collect();
+            events.push(PlanEvent {
+                type_: "Warning",
+                reason: "PinningTooLarge".into(),
+                message: format!(
+                    "keeping {} beside the choice would pin {count} clusters of tier {what} (at most {MAX_PINNED_PER_TIER}): dropped at once",
+                    names.join(", ")
+                ),
+            });
+            retained.clear();
+            retention_dropped = true;
+        }
     }
     let (child, predicted) = if keep_child {
         let prior_predicted = prior
@@ -526,21 +596,13 @@ pub fn decide(input: &Input<'_>) -> Plan {
     } else if retained.is_empty() {
         (Some(rendered), sorted_names(&predicted_ids))
     } else {
-        let mut exact: Vec<Vec<String>> = vec![Vec::new(); spec.tiers.len()];
-        for id in &predicted_ids {
-            if let Some(t) = tier_of[id.index()] {
-                exact[t].push(name_of(id));
-            }
-        }
-        for e in &mut exact {
-            e.sort();
-        }
         let exact_render: Vec<ActiveTier<'_>> = choice
             .active
             .iter()
             .map(|&i| ActiveTier {
                 index: i,
                 pins: Some(exact[i].as_slice()),
+                exclude: &[],
             })
             .collect();
         let names: Vec<String> = retained.iter().map(|r| r.cluster.clone()).collect();
@@ -580,7 +642,7 @@ pub fn decide(input: &Input<'_>) -> Plan {
         reservations: prior.map(|p| p.reservations.clone()).unwrap_or_default(),
         transitions: prior.map(|p| p.transitions.clone()).unwrap_or_default(),
         frozen_until: frozen_until.map(time),
-        workload_health: workload_status(workload.as_ref(), &exclusion, retained.clone(), now),
+        workload_health: workload_status(workload.as_ref(), &exclusion, retained.clone()),
         ..TieredPlacementStatus::default()
     };
     let lowest_active = choice.active.iter().copied().max();
@@ -643,7 +705,6 @@ pub fn decide(input: &Input<'_>) -> Plan {
     })
     .filter(|f| !f.observed_trigger.is_empty() || f.pending.is_some());
 
-    let mut events = Vec::new();
     let mut transition = None;
     if let Some(m) = &choice.movement {
         let prior_names = prior.map(|p| p.active_tiers.clone()).unwrap_or_default();
@@ -705,16 +766,12 @@ pub fn decide(input: &Input<'_>) -> Plan {
             now,
         );
     };
-    match too_large {
-        Some(&i) => set(
+    match &too_large {
+        Some((what, _)) => set(
             condition::READY,
             false,
             "PinningTooLarge",
-            format!(
-                "tier {} would pin {} clusters (at most {MAX_PINNED_PER_TIER}); define the tier with labels instead",
-                spec.tiers[i].name,
-                pins[i].len()
-            ),
+            format!("{what} (at most {MAX_PINNED_PER_TIER}); define the tier with labels instead"),
         ),
         None => set(
             condition::READY,
@@ -873,7 +930,11 @@ pub fn decide(input: &Input<'_>) -> Plan {
         }
     }
     if let Some(r) = &retention {
-        for (reason, message) in &r.events {
+        for (reason, message) in r
+            .events
+            .iter()
+            .filter(|(reason, _)| !(retention_dropped && *reason == "Retained"))
+        {
             events.push(PlanEvent {
                 type_: "Normal",
                 reason: (*reason).to_string(),
@@ -1539,13 +1600,12 @@ fn exclusion_reason(w: &WorkloadVerdicts, cluster: &str, until: i128) -> String 
     format!("workload Failed{at} ({}); {while_}", v.entry.reason)
 }
 
-/// `status.workloadHealth`: the verdicts (a failure whose exclusion ended is forgotten, or
-/// Unknown while its work is still there) and the retained clusters.
+/// `status.workloadHealth`: the verdicts (a failure whose exclusion ended is replaced by what
+/// its work reports now, or forgotten without a work) and the retained clusters.
 fn workload_status(
     w: Option<&WorkloadVerdicts>,
     exclusion: &Exclusion,
     retained: Vec<crate::api::tiering::RetainedCluster>,
-    now: i128,
 ) -> Option<WorkloadHealthStatus> {
     let clusters: Vec<_> = w
         .map(|w| {
@@ -1555,11 +1615,7 @@ fn workload_status(
                     if exclusion.expired.binary_search(&v.entry.cluster).is_err() {
                         return Some(v.entry.clone());
                     }
-                    v.has_work.then(|| crate::api::tiering::ClusterWorkloadHealth {
-                        state: WorkloadState::Unknown,
-                        since: Some(time(ceil_second(now))),
-                        ..v.entry.clone()
-                    })
+                    v.forgotten.clone()
                 })
                 .collect()
         })

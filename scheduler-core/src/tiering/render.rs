@@ -1,8 +1,10 @@
 //! Step 6: the child Placement, deterministic and built only from existing v1beta1 fields.
 //!
 //! * **Unpinned** (Failover without capacity rules): the active tier's `clusterSets` and
-//!   `predicates`, verbatim, so OCM picks up new tier members and drops tainted ones on its own,
-//!   even while our controller is down.
+//!   `predicates`, so OCM picks up new tier members and drops tainted ones on its own, even while
+//!   our controller is down. Clusters whose workload Failed are left out by a small negative CEL
+//!   term `!(managedCluster.metadata.name in [...])` ANDed with each tier predicate (the tier's
+//!   own members and any other tier's a cluster set of this tier also holds).
 //! * **Pinned** (everything else): one predicate per (active tier, tier predicate), each ANDed
 //!   with a CEL pin `managedCluster.metadata.name in [...]` listing the tier's chosen clusters,
 //!   and `clusterSets` = the union of the active tiers' sets.
@@ -29,10 +31,12 @@ pub const PLAN_HASH_ANNOTATION: &str = "tiering.ocm-score.io/plan-hash";
 /// At most this many names are pinned per tier (beyond: `PinningTooLarge`).
 pub const MAX_PINNED_PER_TIER: usize = 1_000;
 
-/// One active tier and, when pinned, its clusters (sorted).
+/// One active tier and, when pinned, its clusters (sorted); when unpinned, the clusters it must
+/// leave out (sorted).
 pub struct ActiveTier<'a> {
     pub index: usize,
     pub pins: Option<&'a [String]>,
+    pub exclude: &'a [String],
 }
 
 /// The CEL expression pinning `names`.
@@ -41,10 +45,19 @@ pub fn pin_expression(names: &[String]) -> String {
     format!("managedCluster.metadata.name in [{}]", list.join(", "))
 }
 
+/// The CEL expression leaving `names` out.
+pub fn exclusion_expression(names: &[String]) -> String {
+    format!("!({})", pin_expression(names))
+}
+
 fn pinned(predicate: &ClusterPredicate, names: &[String]) -> ClusterPredicate {
+    with_cel(predicate, pin_expression(names))
+}
+
+fn with_cel(predicate: &ClusterPredicate, expression: String) -> ClusterPredicate {
     let mut selector = predicate.required_cluster_selector.clone().unwrap_or_default();
     let mut cel = selector.cel_selector.take().unwrap_or_default();
-    cel.cel_expressions.push(pin_expression(names));
+    cel.cel_expressions.push(expression);
     selector.cel_selector = Some(ClusterCelSelector {
         cel_expressions: cel.cel_expressions,
     });
@@ -158,7 +171,18 @@ pub fn child(
             }
         }
         match a.pins {
-            None => predicates.extend(tier.predicates.iter().cloned()),
+            None if a.exclude.is_empty() => predicates.extend(tier.predicates.iter().cloned()),
+            None if tier.predicates.is_empty() => {
+                predicates.push(with_cel(
+                    &ClusterPredicate::default(),
+                    exclusion_expression(a.exclude),
+                ));
+            }
+            None => predicates.extend(
+                tier.predicates
+                    .iter()
+                    .map(|p| with_cel(p, exclusion_expression(a.exclude))),
+            ),
             Some(names) if tier.predicates.is_empty() => {
                 predicates.push(pinned(&ClusterPredicate::default(), names));
             }

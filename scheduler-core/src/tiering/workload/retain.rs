@@ -44,6 +44,32 @@ impl<'a> Released<'a> {
     }
 }
 
+/// `RetainedCluster.reason` of a cluster kept because its workload Failed.
+const WORKLOAD_FAILED: &str = "WorkloadFailed";
+
+/// Until when a cluster whose workload Failed is kept under the current policy (`grace`: `None`
+/// under `Never`): from its failure, `failedAt + grace`. Without a Failed verdict any more (the
+/// failure was forgotten) the time already stored stands, or the grace starts now.
+fn failed_until(
+    verdicts: &WorkloadVerdicts,
+    cluster: &str,
+    grace: Option<i128>,
+    stored: Option<i128>,
+    now: i128,
+) -> Option<i128> {
+    let grace = grace?;
+    let failed_at = verdicts
+        .get(cluster)
+        .filter(|v| v.entry.state == WorkloadState::Failed)
+        .and_then(|v| v.entry.since.as_ref())
+        .map(of);
+    Some(match (failed_at, stored) {
+        (Some(f), _) => ceil_second(f) + grace,
+        (None, Some(u)) => u,
+        (None, None) => ceil_second(now) + grace,
+    })
+}
+
 pub struct Retention {
     /// Sorted by cluster.
     pub retained: Vec<RetainedCluster>,
@@ -74,17 +100,35 @@ pub fn retain(
         events: Vec::new(),
         requeue_at: None,
     };
+    let added: Vec<String> = chosen.iter().filter(|c| !was_chosen(c)).cloned().collect();
     for r in prior {
-        let until = r.until.as_ref().map(of);
-        // Replacements still chosen must all be Healthy; a timed entry without workload health
-        // to judge by waits for its time.
-        let waiting: Vec<&String> = r
-            .awaiting
+        let failed = r.reason == WORKLOAD_FAILED;
+        // A failed cluster's time follows the current policy, whenever it was retained.
+        let until = match leaving.failed_grace {
+            Some(grace) if failed => failed_until(verdicts, &r.cluster, grace, r.until.as_ref().map(of), now),
+            _ => r.until.as_ref().map(of),
+        };
+        // Its replacements still chosen must all be Healthy; a timed entry without workload
+        // health to judge by waits for its time. When none is chosen any more (they failed or
+        // left too), it awaits the clusters this plan adds, or, without any, its time.
+        let mut awaiting: Vec<String> = r.awaiting.iter().filter(|c| is_chosen(c)).cloned().collect();
+        let repointed = awaiting.is_empty() && !added.is_empty() && awaiting != r.awaiting;
+        if awaiting.is_empty() {
+            awaiting = if added.is_empty() {
+                r.awaiting.clone()
+            } else {
+                added.clone()
+            };
+        }
+        let replaced = awaiting.iter().any(|c| is_chosen(c));
+        let waiting: Vec<&String> = awaiting
             .iter()
             .filter(|c| is_chosen(c) && verdicts.state(c) != WorkloadState::Healthy)
             .collect();
         let why = if is_chosen(&r.cluster) {
             Some("chosen again".to_string())
+        } else if failed && !judged {
+            Some("spec.workloadHealth was removed".to_string())
         } else if !known(&r.cluster) {
             Some("no longer in any tier".to_string())
         } else if released.has(&r.cluster) {
@@ -94,8 +138,11 @@ pub fn retain(
             ))
         } else if until.is_some_and(|u| now >= u) {
             Some("its time ran out".to_string())
-        } else if until.is_some() && judged && waiting.is_empty() {
-            Some("its replacement's workload is Healthy".to_string())
+        } else if until.is_some() && judged && replaced && waiting.is_empty() {
+            Some(format!(
+                "the workload of its replacement {} is Healthy",
+                awaiting.join(", ")
+            ))
         } else {
             None
         };
@@ -107,26 +154,46 @@ pub fn retain(
                 if let Some(u) = until {
                     out.requeue_at = Some(out.requeue_at.map_or(u, |q| q.min(u)));
                 }
-                out.retained.push(r.clone());
+                if repointed {
+                    out.events.push((
+                        "Retained",
+                        format!(
+                            "{} now awaits {} (its replacement {} is no longer chosen)",
+                            r.cluster,
+                            awaiting.join(", "),
+                            r.awaiting.join(", ")
+                        ),
+                    ));
+                }
+                out.retained.push(RetainedCluster {
+                    until: until.map(time),
+                    awaiting,
+                    ..r.clone()
+                });
             }
         }
     }
-    let added: Vec<String> = chosen.iter().filter(|c| !was_chosen(c)).cloned().collect();
     if !added.is_empty() {
         for c in prior_chosen.iter().filter(|c| !is_chosen(c)) {
             if out.retained.iter().any(|r| &r.cluster == c) || !known(c) {
                 continue;
             }
             let failed = verdicts.state(c) == WorkloadState::Failed;
-            let (keep_for, reason) = match leaving.failed_grace {
-                Some(grace) if failed => (grace, "WorkloadFailed"),
-                _ if leaving.voluntary && leaving.overlap > 0 => (Some(leaving.overlap), "Overlap"),
+            let (until, reason) = match leaving.failed_grace {
+                Some(grace) if failed => {
+                    if grace == Some(0) {
+                        continue;
+                    }
+                    (failed_until(verdicts, c, grace, None, now), WORKLOAD_FAILED)
+                }
+                _ if leaving.voluntary && leaving.overlap > 0 => {
+                    (Some(ceil_second(now) + leaving.overlap), "Overlap")
+                }
                 _ => continue,
             };
-            if keep_for == Some(0) {
+            if until.is_some_and(|u| now >= u) {
                 continue;
             }
-            let until = keep_for.map(|d| ceil_second(now) + d);
             if let Some(u) = until {
                 out.requeue_at = Some(out.requeue_at.map_or(u, |q| q.min(u)));
             }

@@ -19,8 +19,22 @@ pub struct ClusterVerdict {
     /// Its work is judged unhealthy right now (so a Failed cluster stays excluded whatever the
     /// hold-down says).
     pub observed_unhealthy: bool,
+    /// Its work is judged Healthy right now (a Failed cluster recovering stays Failed through
+    /// its hold-down, but is evidence that the workload can run).
+    pub observed_healthy: bool,
     /// Became Failed in this evaluation.
     pub newly_failed: bool,
+    /// A Failed cluster: the entry its current observation gives once the failure is forgotten
+    /// (`None`: no work, nothing to remember).
+    pub forgotten: Option<ClusterWorkloadHealth>,
+}
+
+/// Appended to a Failed cluster's reason while its work reports Healthy again.
+pub const RECOVERED: &str = "; workload Healthy again: ";
+
+/// The reason a cluster failed for, without a recovery note.
+fn failure_reason(reason: &str) -> &str {
+    reason.split(RECOVERED).next().unwrap_or(reason)
 }
 
 /// The verdicts of every cluster with a work or a remembered verdict, sorted by cluster.
@@ -44,12 +58,13 @@ impl WorkloadVerdicts {
             .map_or(WorkloadState::Unknown, |v| v.entry.state)
     }
 
-    /// Whether some cluster's workload is Healthy now: the evidence that the workload can run
-    /// at all, without which no failed cluster becomes eligible again (design §4).
+    /// Whether some cluster's workload is Healthy now (a Failed one reporting Healthy again
+    /// included): the evidence that the workload can run at all, without which no failed
+    /// cluster becomes eligible again (design §4).
     pub fn any_healthy(&self) -> bool {
         self.clusters
             .iter()
-            .any(|v| v.entry.state == WorkloadState::Healthy)
+            .any(|v| v.entry.state == WorkloadState::Healthy || v.observed_healthy)
     }
 }
 
@@ -121,7 +136,7 @@ pub fn evaluate<'s>(
         // with the reason it failed for: rewriting it each plan would rewrite the status.
         let still_failed = |_now_says: String| {
             let since = since_before.unwrap_or(now_s);
-            let reason = before.map(|b| b.reason.clone()).unwrap_or_default();
+            let reason = before.map_or("", |b| failure_reason(&b.reason)).to_string();
             entry(WorkloadState::Failed, since, reason, was_healthy)
         };
         let mut observed_unhealthy = false;
@@ -154,6 +169,24 @@ pub fn evaluate<'s>(
         };
         let observation = observed.remove(name);
         let has_work = observation.is_some();
+        let observed_healthy = matches!(observation, Some((Observation::Healthy(_), _)));
+        // What a Failed cluster's entry becomes when its exclusion ends: the observation as if
+        // it had never failed (an unhealthy one never ends the exclusion).
+        let forgotten = match (&observation, failed_before) {
+            (Some((Observation::Healthy(why), _)), true) => {
+                Some(entry(WorkloadState::Healthy, now_s, why.clone(), true))
+            }
+            (Some((Observation::Unknown(why), _)), true) => {
+                Some(entry(WorkloadState::Unknown, now_s, why.clone(), was_healthy))
+            }
+            (Some((Observation::NoFeedback { why, .. }, _)), true) => Some(entry(
+                WorkloadState::Unknown,
+                now_s,
+                format!("{why} yet"),
+                was_healthy,
+            )),
+            _ => None,
+        };
         let (observation, applied_at) = match observation {
             Some((o, at)) => (Some(o), at),
             None => (None, None),
@@ -162,6 +195,13 @@ pub fn evaluate<'s>(
             None if failed_before => Some(still_failed(before.map(|b| b.reason.clone()).unwrap_or_default())),
             // No work and nothing to remember.
             None => None,
+            // Sticky (design §3): Failed until its exclusion ends, whatever it reports now; the
+            // recovery is recorded in the reason (and counts as evidence, `any_healthy`).
+            Some(Observation::Healthy(why)) if failed_before => {
+                let mut e = still_failed(String::new());
+                e.reason = format!("{}{RECOVERED}{why}", e.reason);
+                Some(e)
+            }
             Some(Observation::Healthy(why)) => Some(entry(
                 WorkloadState::Healthy,
                 keep_since(WorkloadState::Healthy),
@@ -219,7 +259,9 @@ pub fn evaluate<'s>(
                 entry,
                 has_work,
                 observed_unhealthy,
+                observed_healthy,
                 newly_failed,
+                forgotten,
             });
         }
     }
