@@ -1428,6 +1428,17 @@ fn overflow(
                     at
                 };
                 pending = Some((j, i, at, reason));
+            } else if !swaps.is_empty() && ctx.spec.failback.policy == FailbackMode::Automatic {
+                // This plan's swaps are a transition: the next step waits out minDwell from it.
+                // Said now, so that planning again at once says the same.
+                let next = ceil_second(ctx.now) + dur(ctx.timings.min_dwell);
+                let at = h[i].eligible_at().map_or(next, |e| e.max(next));
+                let reason = if h[i].eligible_at().is_some_and(|e| ctx.now < e) {
+                    "HoldDown"
+                } else {
+                    "MinDwell"
+                };
+                pending = Some((j, i, Some(at), reason));
             }
             break;
         }
