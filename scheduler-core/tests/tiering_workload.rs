@@ -782,3 +782,28 @@ workloadHealth: {IMMEDIATELY}
     let child = p.child.as_ref().unwrap();
     assert_eq!(ocm_selects(&s.world, child, at(300)), p.predicted, "OCM agrees");
 }
+
+/// Overflow: a cluster whose workload failed is back at failure + hold-down, not one hold-down
+/// after its exclusion ended (failback health counts capacity only, as in Failover).
+#[test]
+fn overflow_consolidates_back_when_the_exclusion_ends() {
+    let mut spec = spec_yaml(AUTO);
+    spec.mode = scheduler_core::api::tiering::TieringMode::Overflow;
+    spec.number_of_clusters = Some(1);
+    spec.failback.overlap = None;
+    let mut s = Scenario::new(spec, auto_world());
+    s.step(at(0));
+    s.step(at(10));
+    s.world.set_ready("a-1", 0);
+    s.step(at(100));
+    assert_eq!(s.step(at(400)).transition, Some(TransitionKind::Overflow));
+    s.step(at(410));
+    s.world.set_ready("a-1", 1);
+    // Planned in between, as the controller does on every event and resync.
+    for t in [500, 900, 1200, 1299] {
+        assert_eq!(s.step(at(t)).transition, None, "at {t} s");
+    }
+    let p = s.step(at(1300));
+    assert_eq!(p.transition, Some(TransitionKind::Contract), "failure + holdDown");
+    assert_eq!(p.predicted, ["a-1"]);
+}

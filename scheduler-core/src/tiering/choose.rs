@@ -54,6 +54,8 @@ struct Health {
     feasible: Vec<ClusterId>,
     qualifying: Vec<ClusterId>,
     entry: Vec<ClusterId>,
+    /// May enter by capacity, workload failures ignored: what failback health counts.
+    capacity_entry: Vec<ClusterId>,
     /// Qualifying by capacity, workload failures ignored.
     capacity_qualifying: Vec<ClusterId>,
     /// Qualifying by capacity but excluded because their workload Failed.
@@ -302,6 +304,7 @@ pub fn decide(input: &Input<'_>) -> Plan {
                 entry_ok: entry.len() >= min,
                 qualifying,
                 entry,
+                capacity_entry,
                 capacity_qualifying,
                 workload_failed,
                 unknown_only,
@@ -399,7 +402,9 @@ pub fn decide(input: &Input<'_>) -> Plan {
             chosen[id.index()] = true;
         }
         for (h, tier) in health.iter_mut().zip(&spec.tiers) {
-            let unused = h.entry.iter().any(|id| !chosen[id.index()]);
+            // Capacity only, as when health was first judged above (a workload failure has its
+            // own hold-down).
+            let unused = h.capacity_entry.iter().any(|id| !chosen[id.index()]);
             h.healthy_since = unused.then(|| {
                 prior_tier(&tier.name)
                     .and_then(|b| b.healthy_since.as_ref())
