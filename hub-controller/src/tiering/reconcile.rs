@@ -136,13 +136,11 @@ pub async fn reconcile(tp: Arc<TieredPlacement>, ctx: Arc<Context>) -> Result<Ac
             source,
         })?;
     let shapes = ctx.stores.shape_catalog();
-    // The works are indexed only for a TieredPlacement that judges them (built per reconcile:
-    // O(works) each time).
-    let works = match tp.spec.workload_health {
-        Some(_) => ctx.stores.works.state(),
-        None => Vec::new(),
+    // Only a TieredPlacement that judges works needs them (indexed once per change of the store).
+    let index = match tp.spec.workload_health {
+        Some(_) => ctx.stores.work_index.index(&ctx.stores.works),
+        None => Arc::new(WorkIndex::default()),
     };
-    let index = WorkIndex::new(works.iter().map(|w| w.as_ref()));
     let now = Timestamp::now();
     // Plan and assume under the ledger's lock: the next TieredPlacement sees these reservations.
     let (mut plan, errors) = ctx.ledger.with(&ctx.stores.tiered, &ctx.metrics, |ledger| {

@@ -175,6 +175,7 @@ async fn run_controller(
         },
         shapes: shape_watch.store(),
         works: work_watch.store(),
+        work_index: Arc::default(),
     };
     // The reconciler reads the stores; triggers only need names, namespaces and labels.
     let tiered_triggers = tiered_watch.subscribe(metadata_only);
@@ -186,6 +187,10 @@ async fn run_controller(
     let decision_triggers = decision_watch.subscribe(metadata_only);
     // A work's health is in its status: the trigger needs only its labels, the store keeps it.
     let work_triggers = work_watch.subscribe(metadata_only);
+    work_watch.observe({
+        let cache = stores.work_index.clone();
+        move |_: &watcher::Event<ManifestWork>| cache.changed()
+    });
     let everything = watcher::Config::default;
     let _watches = [
         tiered_watch.spawn(Api::all(client.clone()), everything(), as_is),

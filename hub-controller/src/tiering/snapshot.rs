@@ -6,8 +6,42 @@ use scheduler_core::api::tiering::TieredPlacement;
 use scheduler_core::api::{ManifestWork, WorkloadShape};
 use scheduler_core::placement::{HubSnapshot, PlacementError};
 use scheduler_core::reservation::ShapeCatalog;
+use scheduler_core::tiering::WorkIndex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 pub use crate::hub_cache::CacheGone;
+
+/// The planner's index of the ManifestWorks, built from the store once per change of it and
+/// shared by every plan until the next: building it takes about as long as a plan.
+#[derive(Default)]
+pub struct WorkIndexCache {
+    /// Bumped by the watch after each event reached the store.
+    changes: AtomicU64,
+    built: Mutex<Option<(u64, Arc<WorkIndex<'static>>)>>,
+}
+
+impl WorkIndexCache {
+    /// The store changed (called after the change is in it).
+    pub fn changed(&self) {
+        self.changes.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// The index of `store` as of the last change.
+    pub fn index(&self, store: &Store<ManifestWork>) -> Arc<WorkIndex<'static>> {
+        // Read before the store: a change in between is in the index and rebuilds it next time.
+        let changes = self.changes.load(Ordering::Acquire);
+        let mut built = self.built.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((at, index)) = built.as_ref()
+            && *at == changes
+        {
+            return index.clone();
+        }
+        let index = Arc::new(WorkIndex::from_shared(store.state()));
+        *built = Some((changes, index.clone()));
+        index
+    }
+}
 
 /// One store per kind the planner reads.
 #[derive(Clone)]
@@ -19,6 +53,8 @@ pub struct Stores {
     pub shapes: Store<WorkloadShape>,
     /// The ManifestWorks, without their manifests: the workloads' health (`spec.workloadHealth`).
     pub works: Store<ManifestWork>,
+    /// Their index, rebuilt only when the store changed.
+    pub work_index: Arc<WorkIndexCache>,
 }
 
 impl Stores {
@@ -53,4 +89,37 @@ impl Stores {
 pub fn without_manifests(work: &mut ManifestWork) {
     work.spec.workload.manifests = Vec::new();
     work.metadata.managed_fields = None;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::runtime::reflector;
+    use kube::runtime::watcher::Event;
+
+    fn work(cluster: &str) -> ManifestWork {
+        let mut w = ManifestWork::default();
+        w.metadata.name = Some("web".into());
+        w.metadata.namespace = Some(cluster.into());
+        w
+    }
+
+    #[test]
+    fn the_index_is_rebuilt_only_after_a_change() {
+        let (store, mut writer) = reflector::store::<ManifestWork>();
+        let cache = WorkIndexCache::default();
+        writer.apply_watcher_event(&Event::Apply(work("c1")));
+        cache.changed();
+        let first = cache.index(&store);
+        assert_eq!(first.len(), 1);
+        assert!(
+            Arc::ptr_eq(&first, &cache.index(&store)),
+            "unchanged: the same index"
+        );
+        writer.apply_watcher_event(&Event::Apply(work("c2")));
+        cache.changed();
+        let second = cache.index(&store);
+        assert_eq!(second.len(), 2);
+        assert!(!Arc::ptr_eq(&first, &second));
+    }
 }

@@ -1,19 +1,41 @@
 //! The ManifestWorks the planner judges workloads by, indexed once per reconcile round.
 //!
-//! The controller builds one [`WorkIndex`] from its ManifestWork reflector store (borrowing the
-//! objects) and passes it to every plan; each TieredPlacement then finds its works by the
+//! The controller builds one [`WorkIndex`] from its ManifestWork reflector store (sharing the
+//! objects) and passes it to every plan until the store changes; each TieredPlacement then finds its works by the
 //! ManifestWorkReplicaSet label value or by cluster namespace without a scan of all works.
 
 use crate::api::ManifestWork;
 use crate::api::tiering::{MANIFEST_WORK_REPLICA_SET_LABEL, WorkloadHealthPolicy};
 use crate::placement::selector::LabelMatcher;
-use std::borrow::Cow;
 use std::collections::HashMap;
+use std::ops::Deref;
+use std::sync::Arc;
+
+/// A work the index holds: borrowed for one round, owned, or shared with a reflector's store
+/// (an index kept across rounds).
+#[derive(Clone, Debug)]
+enum Held<'a> {
+    Borrowed(&'a ManifestWork),
+    Owned(Box<ManifestWork>),
+    Shared(Arc<ManifestWork>),
+}
+
+impl Deref for Held<'_> {
+    type Target = ManifestWork;
+
+    fn deref(&self) -> &ManifestWork {
+        match self {
+            Held::Borrowed(w) => w,
+            Held::Owned(w) => w,
+            Held::Shared(w) => w,
+        }
+    }
+}
 
 /// ManifestWorks by cluster namespace and by ManifestWorkReplicaSet label value.
 #[derive(Clone, Debug, Default)]
 pub struct WorkIndex<'a> {
-    works: Vec<Cow<'a, ManifestWork>>,
+    works: Vec<Held<'a>>,
     by_namespace: HashMap<String, Vec<usize>>,
     by_replica_set: HashMap<String, Vec<usize>>,
 }
@@ -21,15 +43,21 @@ pub struct WorkIndex<'a> {
 impl<'a> WorkIndex<'a> {
     /// Indexes borrowed works (from a reflector store: `store.iter().map(|w| &**w)`).
     pub fn new(works: impl IntoIterator<Item = &'a ManifestWork>) -> Self {
-        Self::build(works.into_iter().map(Cow::Borrowed).collect())
+        Self::build(works.into_iter().map(Held::Borrowed).collect())
     }
 
     /// Indexes owned works (tests, `simulate`).
     pub fn from_owned(works: Vec<ManifestWork>) -> WorkIndex<'static> {
-        WorkIndex::build(works.into_iter().map(Cow::Owned).collect())
+        WorkIndex::build(works.into_iter().map(|w| Held::Owned(Box::new(w))).collect())
     }
 
-    fn build(works: Vec<Cow<'a, ManifestWork>>) -> Self {
+    /// Indexes the works of a reflector store (`store.state()`), without copying them: an index
+    /// the controller keeps until the store changes.
+    pub fn from_shared(works: Vec<Arc<ManifestWork>>) -> WorkIndex<'static> {
+        WorkIndex::build(works.into_iter().map(Held::Shared).collect())
+    }
+
+    fn build(works: Vec<Held<'a>>) -> Self {
         let mut by_namespace: HashMap<String, Vec<usize>> = HashMap::new();
         let mut by_replica_set: HashMap<String, Vec<usize>> = HashMap::new();
         for (i, w) in works.iter().enumerate() {
@@ -80,8 +108,18 @@ impl<'a> WorkIndex<'a> {
             }
         };
         if let Some(value) = policy.replica_set_label_value(namespace) {
+            // Only the tiers' clusters are judged: a ManifestWorkReplicaSet that also follows
+            // another Placement has works this TieredPlacement never chooses.
+            let members: std::collections::HashSet<&str> = clusters.collect();
             for &i in self.by_replica_set.get(&value).into_iter().flatten() {
-                push(i);
+                if self.works[i]
+                    .metadata
+                    .namespace
+                    .as_deref()
+                    .is_some_and(|ns| members.contains(ns))
+                {
+                    push(i);
+                }
             }
         } else if let Some(selector) = &policy.manifest_work_selector {
             let Ok(matcher) = LabelMatcher::from_selector(Some(selector)) else {
@@ -148,7 +186,9 @@ mod tests {
                 .collect()
         };
         let mwrs = policy("manifestWorkReplicaSet: web");
-        assert_eq!(found(&mwrs, &[]), ["a-1/web", "b-1/web"]);
+        assert_eq!(found(&mwrs, &["a-1", "b-1"]), ["a-1/web", "b-1/web"]);
+        // Only the tiers' clusters: b-1's work is another Placement's business.
+        assert_eq!(found(&mwrs, &["a-1", "c-1"]), ["a-1/web"]);
         let selector = policy("manifestWorkSelector: {matchLabels: {app: web}}");
         assert_eq!(found(&selector, &["a-1", "b-1"]), ["a-1/by-hand"]);
         assert_eq!(
