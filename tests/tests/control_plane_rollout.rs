@@ -27,8 +27,9 @@ use ocm_score_hub::addon::spec_hash::spec_hash_of_object;
 use ocm_score_tests::control_plane::ControlPlane;
 use ocm_score_tests::control_plane::addon::{
     ADDON, HUB_NAMESPACE, INSTALL_NAMESPACE, agent_deployment, condition_true, dynamic, kubectl,
+    patch_agent_config,
 };
-use ocm_score_tests::control_plane::pods::{is_ready, ready_pods};
+use ocm_score_tests::control_plane::pods::{ready_pods, ready_since};
 use ocm_score_tests::support::eventually;
 use serde_json::{Value, json};
 
@@ -61,18 +62,7 @@ impl AgentPod {
     fn of(pod: &Pod) -> AgentPod {
         let container = pod.spec.as_ref().and_then(|s| s.containers.first());
         let status = pod.status.as_ref();
-        let ready_since = is_ready(pod)
-            .then(|| {
-                status?
-                    .conditions
-                    .as_ref()?
-                    .iter()
-                    .find(|c| c.type_ == "Ready")?
-                    .last_transition_time
-                    .as_ref()
-                    .map(|t| t.0)
-            })
-            .flatten();
+        let ready_since = ready_since(pod);
         AgentPod {
             uid: pod.metadata.uid.clone().unwrap_or_default(),
             created: pod
@@ -414,19 +404,7 @@ fn set_config(hub_kc: &Path, refresh: &str, mirror: Option<(&str, &str)>) {
                                 {"name": "SOURCES", "value": "cluster"}],
         "registries": registries,
     }});
-    run(
-        hub_kc,
-        &[
-            "patch",
-            "addondeploymentconfig",
-            ADDON,
-            "-n",
-            HUB_NAMESPACE,
-            "--type=merge",
-            "-p",
-            &patch.to_string(),
-        ],
-    );
+    patch_agent_config(hub_kc, &patch).unwrap_or_else(|e| panic!("{e}"));
 }
 
 /// Waits until OCM reports the install progression completed on all three clusters.

@@ -25,7 +25,7 @@ use kube::Client;
 use kube::api::{Api, ListParams};
 use ocm_score_tests::control_plane::addon::workspace_binary;
 use ocm_score_tests::control_plane::node::HOST_ADDRESS;
-use ocm_score_tests::control_plane::pods::is_ready;
+use ocm_score_tests::control_plane::pods;
 use ocm_score_tests::control_plane::{ControlPlane, apply};
 use ocm_score_tests::image::PAUSE;
 use ocm_score_tests::support::{TempDir, eventually};
@@ -178,20 +178,10 @@ async fn fleet(hub: &Client) {
 }
 
 /// When the application's pod on a cluster became Ready, if one is.
-async fn ready_since(managed: &Client) -> Option<Timestamp> {
+async fn app_ready_since(managed: &Client) -> Option<Timestamp> {
     let pods: Api<Pod> = Api::namespaced(managed.clone(), "web");
     let list = pods.list(&ListParams::default()).await.ok()?.items;
-    list.iter().filter(|p| is_ready(p)).find_map(|p| {
-        p.status
-            .as_ref()?
-            .conditions
-            .as_ref()?
-            .iter()
-            .find(|c| c.type_ == "Ready")?
-            .last_transition_time
-            .as_ref()
-            .map(|t| t.0)
-    })
+    list.iter().find_map(pods::ready_since)
 }
 
 fn workload_state(tp: &TieredPlacement, cluster: &str) -> Option<(WorkloadState, Option<Timestamp>)> {
@@ -219,7 +209,7 @@ async fn make_before_break(
     let mut both_seen = false;
     loop {
         let decided = view.decisions(NAME).await.unwrap_or_default();
-        let ready = ready_since(&managed[to]).await;
+        let ready = app_ready_since(&managed[to]).await;
         both_seen |= decided.contains(from) && decided.contains(to);
         if decided == BTreeSet::from([to.to_owned()]) {
             let gone = Timestamp::now();

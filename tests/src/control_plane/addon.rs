@@ -214,7 +214,12 @@ pub fn set_agent_variables(hub_kc: &Path, variables: &[(&str, &str)]) -> Result<
         .iter()
         .map(|(name, value)| json!({"name": name, "value": value}))
         .collect();
-    let patch = json!({"spec": {"customizedVariables": variables}});
+    patch_agent_config(hub_kc, &json!({"spec": {"customizedVariables": variables}}))
+}
+
+/// Merge-patches the shipped AddOnDeploymentConfig with `patch` (one `kubectl patch`: one new spec
+/// hash).
+pub fn patch_agent_config(hub_kc: &Path, patch: &Value) -> Result<(), Error> {
     kubectl(
         hub_kc,
         &[

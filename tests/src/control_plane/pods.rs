@@ -23,6 +23,22 @@ pub async fn all_pods(client: &kube::Client, namespace: &str) -> Vec<Pod> {
         .unwrap_or_default()
 }
 
+/// When the pod became Ready, if it is.
+pub fn ready_since(pod: &Pod) -> Option<jiff::Timestamp> {
+    if !is_ready(pod) {
+        return None;
+    }
+    pod.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "Ready")?
+        .last_transition_time
+        .as_ref()
+        .map(|t| t.0)
+}
+
 pub fn is_ready(pod: &Pod) -> bool {
     pod.status
         .as_ref()
