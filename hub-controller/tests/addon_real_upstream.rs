@@ -161,20 +161,26 @@ async fn under_ocm_addon_manager_the_hashes_agree_and_grpc_csrs_are_decided() {
         )
         .await;
         // OCM copies it into the add-on; the work we render carries the same; OCM's progressing
-        // controller finds them equal, the work applied, and records the config as applied.
+        // controller compares the two before it looks at the work's readiness: "progressing...
+        // work is not ready" says they agreed ("... mca and work configs mismatch" says not). No node
+        // runs the agent here, and under OCM's lifecycle the work is Available only once the
+        // agent runs, so the rollout of the config never completes (control_plane_rollout.rs
+        // shows it completing on nodes).
         let addon = eventually(
-            &format!("round {round}: the add-on's config applied with hash {hash}"),
+            &format!("round {round}: OCM finds the work's config hash {hash} equal to the add-on's"),
             WAIT,
             context,
             || async {
                 let addon = get(&mcas, ADDON).await?;
                 let reference = adc_reference(addon.pointer("/status/configReferences")?)?;
-                let completed = condition(&addon, "Progressing")
-                    .is_some_and(|c| c["status"] == "False" && c["reason"] == "Completed");
-                (reference["desiredConfig"]["specHash"] == hash.as_str()
-                    && reference["lastAppliedConfig"]["specHash"] == hash.as_str()
-                    && completed)
-                    .then_some(addon)
+                let agreed = condition(&addon, "Progressing").is_some_and(|c| {
+                    c["status"] == "True"
+                        && c["reason"] == "Progressing"
+                        && c["message"]
+                            .as_str()
+                            .is_some_and(|m| m.ends_with("work is not ready"))
+                });
+                (reference["desiredConfig"]["specHash"] == hash.as_str() && agreed).then_some(addon)
             },
         )
         .await;

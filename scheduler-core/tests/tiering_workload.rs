@@ -807,3 +807,61 @@ fn overflow_consolidates_back_when_the_exclusion_ends() {
     assert_eq!(p.transition, Some(TransitionKind::Contract), "failure + holdDown");
     assert_eq!(p.predicted, ["a-1"]);
 }
+
+/// Design §6 as built: a reservation ends at the first report observed after its workload was
+/// seen Healthy on the cluster, long before the settle time; a report before that keeps it.
+#[test]
+fn a_reservation_ends_at_the_first_report_after_its_workload_is_healthy() {
+    use scheduler_core::reservation::{Ledger, ShapeCatalog, Timing, placement_key};
+    use scheduler_core::tiering::{WorkIndex, plan_and_assume};
+    use std::time::Duration;
+
+    let mut s = Scenario::new(
+        spec(GRACIOUSLY, "workload: {shape: gpu, replicasPerCluster: 2}"),
+        world(),
+    );
+    let mut ledger = Ledger::new(Timing {
+        ttl: Duration::from_secs(600),
+        settle: Duration::from_secs(300),
+    });
+    let key = placement_key(&s.tp);
+    let mut plan = |s: &mut Scenario, ledger: &mut Ledger, t: i64| {
+        let (p, errors) = plan_and_assume(
+            ledger,
+            &s.tp,
+            &s.world.snapshot(),
+            ShapeCatalog::empty(),
+            &WorkIndex::new(s.world.works.values()),
+            at(t),
+        );
+        assert!(errors.is_empty(), "{errors:?}");
+        s.apply(&p);
+        s.world.sync_works(at(t));
+        p
+    };
+    let reserved = |ledger: &Ledger| {
+        ledger
+            .reservations_of(&key)
+            .iter()
+            .map(|r| (r.cluster.clone(), r.replicas))
+            .collect::<Vec<_>>()
+    };
+    s.world.set_ready("east-1", 1);
+    plan(&mut s, &mut ledger, 0);
+    assert_eq!(reserved(&ledger), [("east-1".to_string(), 2)]);
+    // The agent reports before the pods run: the reservation stays (settle is 300 s).
+    assert!(ledger.observe_report("east-1", at(5).as_nanosecond()).is_empty());
+    // The work is applied and its Deployment ready: Healthy since 10 s.
+    plan(&mut s, &mut ledger, 10);
+    assert_eq!(state(&s, "east-1"), WorkloadState::Healthy);
+    assert!(
+        ledger.observe_report("east-1", at(10).as_nanosecond()).is_empty(),
+        "a report at the same instant may predate the pods"
+    );
+    let released = ledger.observe_report("east-1", at(11).as_nanosecond());
+    assert_eq!(released.into_iter().collect::<Vec<_>>(), [key.clone()]);
+    assert!(reserved(&ledger).is_empty());
+    // Planning on: the selection stays, nothing is reserved again.
+    plan(&mut s, &mut ledger, 20);
+    assert!(reserved(&ledger).is_empty());
+}
