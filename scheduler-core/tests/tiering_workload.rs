@@ -825,7 +825,7 @@ fn a_reservation_ends_at_the_first_report_after_its_workload_is_healthy() {
         settle: Duration::from_secs(300),
     });
     let key = placement_key(&s.tp);
-    let mut plan = |s: &mut Scenario, ledger: &mut Ledger, t: i64| {
+    let plan = |s: &mut Scenario, ledger: &mut Ledger, t: i64| {
         let (p, errors) = plan_and_assume(
             ledger,
             &s.tp,
@@ -859,7 +859,10 @@ fn a_reservation_ends_at_the_first_report_after_its_workload_is_healthy() {
         "a report at the same instant may predate the pods"
     );
     let released = ledger.observe_report("east-1", at(11).as_nanosecond());
-    assert_eq!(released.into_iter().collect::<Vec<_>>(), [key.clone()]);
+    assert_eq!(
+        released.into_iter().collect::<Vec<_>>(),
+        std::slice::from_ref(&key)
+    );
     assert!(reserved(&ledger).is_empty());
     // Planning on: the selection stays, nothing is reserved again.
     plan(&mut s, &mut ledger, 20);
