@@ -13,7 +13,6 @@ use scheduler_core::api::tiering::{
     TieringMode, TransitionKind, WhenStale,
 };
 use scheduler_core::api::{Time, Toleration};
-use scheduler_core::placement::{candidates, schedule};
 use scheduler_core::tiering::{Plan, condition, plan};
 use tiering_support::*;
 
@@ -240,16 +239,7 @@ fn engine_selects(s: &Scenario, p: &Plan, now: Timestamp) -> Vec<String> {
     let mut world = s.world.clone();
     let child = p.child.clone().unwrap();
     world.child = Some(child.clone());
-    let snapshot = world.snapshot();
-    let c = candidates::candidates(&snapshot, &child).unwrap();
-    let r = schedule(&snapshot, &child, &c.clusters, now).unwrap();
-    let mut names: Vec<String> = r
-        .selected
-        .iter()
-        .map(|id| snapshot.cluster_name(*id).to_string())
-        .collect();
-    names.sort();
-    names
+    ocm_selects(&world, &child, now)
 }
 
 proptest! {

@@ -6,7 +6,7 @@
 mod tiering_support;
 
 use scheduler_core::api::tiering::{RELEASE_ANNOTATION, TransitionKind, WorkloadState};
-use scheduler_core::tiering::condition;
+use scheduler_core::tiering::{Plan, condition};
 use std::collections::BTreeMap;
 use tiering_support::*;
 
@@ -51,6 +51,13 @@ fn state(s: &Scenario, cluster: &str) -> WorkloadState {
         .map_or(WorkloadState::Unknown, |c| c.state)
 }
 
+/// Whether the plan publishes an event `reason` whose message names `text`.
+fn has_event(p: &Plan, reason: &str, text: &str) -> bool {
+    p.events
+        .iter()
+        .any(|e| e.reason == reason && e.message.contains(text))
+}
+
 fn retained(s: &Scenario) -> Vec<String> {
     s.status()
         .workload_health
@@ -87,13 +94,7 @@ fn an_unhealthy_workload_fails_over_exactly_at_the_toleration() {
     );
     assert!(retained(&s).is_empty());
     assert_eq!(state(&s, "east-1"), WorkloadState::Failed);
-    assert!(
-        p.events
-            .iter()
-            .any(|e| e.reason == "WorkloadFailed" && e.message.contains("east-1")),
-        "{:?}",
-        p.events
-    );
+    assert!(has_event(&p, "WorkloadFailed", "east-1"), "{:?}", p.events);
     let east = &p.tiers[0];
     assert!(
         east.excluded
@@ -403,24 +404,6 @@ fn a_workload_broken_everywhere_moves_at_most_tiers_minus_one_times_and_warns_on
     assert_eq!(s.active(), ["a"]);
 }
 
-/// What OCM selects for `child` in `world` (the engine on the rendered child, CEL included).
-fn ocm_selects(
-    world: &World,
-    child: &scheduler_core::api::Placement,
-    now: k8s_openapi::jiff::Timestamp,
-) -> Vec<String> {
-    let snapshot = world.snapshot();
-    let c = scheduler_core::placement::candidates::candidates(&snapshot, child).unwrap();
-    let r = scheduler_core::placement::schedule(&snapshot, child, &c.clusters, now).unwrap();
-    let mut names: Vec<String> = r
-        .selected
-        .iter()
-        .map(|id| snapshot.cluster_name(*id).to_string())
-        .collect();
-    names.sort();
-    names
-}
-
 #[test]
 fn a_failed_cluster_is_not_selected_again_by_an_overlapping_tier() {
     // Tier `all` contains east's cluster set too: rendered unpinned, OCM would take east-1 back.
@@ -701,13 +684,7 @@ fn removing_workload_health_drops_the_clusters_retained_for_it() {
     let p = s.step(at(500));
     assert_eq!(p.predicted, ["west-1"]);
     assert!(retained(&s).is_empty());
-    assert!(
-        p.events
-            .iter()
-            .any(|e| e.reason == "Released" && e.message.contains("workloadHealth")),
-        "{:?}",
-        p.events
-    );
+    assert!(has_event(&p, "Released", "workloadHealth"), "{:?}", p.events);
 }
 
 #[test]
@@ -726,9 +703,7 @@ fn a_retained_cluster_whose_replacement_failed_too_awaits_the_next_replacement()
     let p = s.step(at(240));
     assert_eq!(s.active(), ["c"]);
     assert!(
-        !p.events
-            .iter()
-            .any(|e| e.reason == "Released" && e.message.contains("a-1")),
+        !has_event(&p, "Released", "a-1"),
         "no release claims a Healthy replacement: {:?}",
         p.events
     );

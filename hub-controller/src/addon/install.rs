@@ -126,18 +126,6 @@ pub struct Absences {
     since: BTreeMap<String, Instant>,
 }
 
-impl Absences {
-    /// `cluster`'s add-on is gone.
-    pub fn removed(&mut self, cluster: &str) {
-        self.since.remove(cluster);
-    }
-
-    /// OCM runs the install strategy now: what we saw no longer counts.
-    pub fn clear(&mut self) {
-        self.since.clear();
-    }
-}
-
 /// What [`Absences::due`] found.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Due {
@@ -178,6 +166,16 @@ impl Absences {
             }
         }
         due
+    }
+
+    /// `cluster`'s add-on is gone.
+    pub fn removed(&mut self, cluster: &str) {
+        self.since.remove(cluster);
+    }
+
+    /// OCM runs the install strategy now: what we saw no longer counts.
+    pub fn clear(&mut self) {
+        self.since.clear();
     }
 }
 

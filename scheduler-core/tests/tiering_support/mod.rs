@@ -306,3 +306,17 @@ impl Scenario {
 pub fn spec_yaml(yaml: &str) -> TieredPlacementSpec {
     serde_norway::from_str(yaml).expect("spec YAML")
 }
+
+/// What OCM selects for `child` in `world` (the engine on the rendered child, CEL included).
+pub fn ocm_selects(world: &World, child: &scheduler_core::api::Placement, now: Timestamp) -> Vec<String> {
+    let snapshot = world.snapshot();
+    let c = scheduler_core::placement::candidates::candidates(&snapshot, child).unwrap();
+    let r = scheduler_core::placement::schedule(&snapshot, child, &c.clusters, now).unwrap();
+    let mut names: Vec<String> = r
+        .selected
+        .iter()
+        .map(|id| snapshot.cluster_name(*id).to_string())
+        .collect();
+    names.sort();
+    names
+}
