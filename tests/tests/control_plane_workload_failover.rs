@@ -123,8 +123,11 @@ fn replica_set(port: u16) -> Value {
                       "template": {"metadata": {"labels": {"app": "web"}},
                        "spec": {"containers": [{
                            "name": "web", "image": PAUSE.reference, "imagePullPolicy": "IfNotPresent",
+                           // A probe the loaded machine cannot fail: the server answers at once, but
+                           // beside a CPU hog a 1 s default timeout lapsed and the pod flapped unready.
                            "readinessProbe": {"httpGet": {"host": HOST_ADDRESS.to_string(), "port": port, "path": "/ready"},
-                                              "periodSeconds": 1, "failureThreshold": 1, "successThreshold": 1}}]}}}}
+                                              "periodSeconds": 1, "timeoutSeconds": 5, "failureThreshold": 2,
+                                              "successThreshold": 1}}]}}}}
                 ]},
                 "manifestConfigs": [{
                     "resourceIdentifier": {"group": "apps", "resource": "deployments", "namespace": "web", "name": "web"},
@@ -178,10 +181,10 @@ async fn fleet(hub: &Client) {
 }
 
 /// When the application's pod on a cluster became Ready, if one is.
-async fn app_ready_since(managed: &Client) -> Option<Timestamp> {
+async fn app_ready_since(managed: &Client) -> Result<Option<Timestamp>, kube::Error> {
     let pods: Api<Pod> = Api::namespaced(managed.clone(), "web");
-    let list = pods.list(&ListParams::default()).await.ok()?.items;
-    list.iter().find_map(pods::ready_since)
+    let list = pods.list(&ListParams::default()).await?.items;
+    Ok(list.iter().filter_map(pods::ready_since).min())
 }
 
 fn workload_state(tp: &TieredPlacement, cluster: &str) -> Option<(WorkloadState, Option<Timestamp>)> {
@@ -197,7 +200,11 @@ fn workload_state(tp: &TieredPlacement, cluster: &str) -> Option<(WorkloadState,
 
 /// Follows a move from `from` to `to` made with both in the child until `to`'s pods were Ready:
 /// polls the decisions until they are exactly `{to}`, checking on the way that `from` stayed
-/// while `to` had no Ready pod. Returns when `to` became Ready and when `from` was first seen gone.
+/// while `to` had no Ready pod. Returns when `to` first became Ready and when `from` was first
+/// seen gone.
+///
+/// Readiness is remembered, not only read at the end: a pod Ready when the controller judged it
+/// may be unready a moment later, and a read that fails on a loaded API server is no answer.
 async fn make_before_break(
     view: &TieringView,
     managed: &BTreeMap<&str, Client>,
@@ -207,15 +214,24 @@ async fn make_before_break(
 ) -> (Timestamp, Timestamp) {
     let started = std::time::Instant::now();
     let mut both_seen = false;
+    let mut first_ready: Option<Timestamp> = None;
+    let mut gone: Option<Timestamp> = None;
     loop {
         let decided = view.decisions(NAME).await.unwrap_or_default();
-        let ready = app_ready_since(&managed[to]).await;
+        if gone.is_none() && decided == BTreeSet::from([to.to_owned()]) {
+            gone = Some(Timestamp::now());
+        }
         both_seen |= decided.contains(from) && decided.contains(to);
-        if decided == BTreeSet::from([to.to_owned()]) {
-            let gone = Timestamp::now();
-            let ready = ready.unwrap_or_else(|| panic!("{from} was dropped before {to} had a Ready pod"));
-            assert!(both_seen, "{from} and {to} were never decided together");
-            return (ready, gone);
+        if let Ok(ready) = app_ready_since(&managed[to]).await {
+            first_ready = first_ready.into_iter().chain(ready).min();
+            // Concluded on the first successful read at or after the drop was seen.
+            if let Some(gone) = gone {
+                let ready = first_ready.unwrap_or_else(|| {
+                    panic!("{from} was dropped before {to} had a Ready pod\n{}", context())
+                });
+                assert!(both_seen, "{from} and {to} were never decided together");
+                return (ready, gone);
+            }
         }
         assert!(
             started.elapsed() < WAIT,
