@@ -39,10 +39,13 @@ for run in $(seq 1 "$runs"); do
   code=$?
   set -e
   wall=$(( $(date +%s) - t0 ))
-  closing=$(grep -E '^ *Summary \[|tests run:' "$log" | tail -1 | sed 's/^ *//')
+  # Under pipefail and -e, a failing stage ends the whole loop and stops the hog: grep finds no summary
+  # when the build failed, and `head` would close the pipe on a sort whose output (690 lines) no longer
+  # fits in the pipe's buffer.
+  closing=$( (grep -E '^ *Summary \[|tests run:' "$log" || true) | tail -1 | sed 's/^ *//')
   # nextest's result lines: `PASS [ 123.456s] package::binary test`.
   slowest=$(sed -n 's/^ *\(PASS\|FAIL\|TIMEOUT\) \[ *\([0-9.]*\)s\] \(.*\)$/\2 s \3/p' "$log" |
-    sort -rn | head -3 | paste -sd ';' - | sed 's/;/; /g')
+    sort -rn | sed -n 1,3p | paste -sd ';' - | sed 's/;/; /g')
   echo "run $run: exit $code · ${wall} s · ${closing:-no nextest summary} · load $(cut -d' ' -f1-3 /proc/loadavg) · slowest: ${slowest:-none}" | tee -a "$summary"
   if [ "$code" -ne 0 ]; then
     echo "run $run failed; its log: $log" | tee -a "$summary"
