@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ResourceRequirements;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::api::{Api, DynamicObject, PostParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
 use kube::discovery::pinned_kind;
 use ocm_score_hub::addon::agent_manifests::{AgentDefaults, RenderInput, render};
@@ -212,10 +212,119 @@ async fn the_real_work_agent_applies_our_manifest_work() {
         .replace(&name, &PostParams::default(), &updated(&existing, &judged))
         .await
         .expect("the real server accepts our condition rule");
+    let (rule, _) = rule_until(&cp, &works_dyn, &name, |rule, work| {
+        rule.is_some() && work["status"] == "False"
+    })
+    .await;
+    let rule = rule.expect("the rule's condition");
+    assert_eq!(
+        (rule["status"].as_str(), rule["reason"].as_str()),
+        (Some("False"), Some("ConditionRuleEvaluated")),
+        "{rule}"
+    );
+    assert_eq!(
+        rule["message"], "the agent is not rolled out: 1 of 1 replicas updated, 0 available",
+        "{rule}"
+    );
+
+    // The moment OCM's work agent can catch: the work already names the new Deployment, the
+    // Deployment on the cluster is still the old one, fully rolled out. A ReadOnly manifest holds
+    // that moment still (the agent reads the Deployment and never applies it).
+    let old = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "rollout-probe", "namespace": names::DEFAULT_INSTALL_NAMESPACE},
+        "spec": {
+            "replicas": 0,
+            "selector": {"matchLabels": {"app": "rollout-probe"}},
+            "template": {
+                "metadata": {"labels": {"app": "rollout-probe"}},
+                "spec": {"containers": [{"name": "agent", "image": "quay.io/ocm-score/ocm-score:old"}]},
+            },
+        },
+    });
+    let probes: Api<Deployment> = Api::namespaced(
+        cp.cluster_client("cluster1").await.expect("cluster1 client"),
+        names::DEFAULT_INSTALL_NAMESPACE,
+    );
+    probes
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(old.clone()).expect("a Deployment"),
+        )
+        .await
+        .expect("the old Deployment");
+    let mut new = old.clone();
+    new["spec"]["template"]["spec"]["containers"][0]["image"] = json!("quay.io/ocm-score/ocm-score:new");
+    let mut probe = deploy_work(
+        "rollout-probe",
+        "cluster1",
+        &owner,
+        vec![new],
+        &BTreeMap::new(),
+        AgentAvailable::RolledOut,
+    );
+    probe.spec.manifest_configs[0]
+        .extra
+        .insert("updateStrategy".into(), json!({"type": "ReadOnly"}));
+    let probe_name = works
+        .create(&PostParams::default(), &probe)
+        .await
+        .expect("the real server accepts a ReadOnly manifest")
+        .metadata
+        .name
+        .expect("name");
+    let (rule, work) = rule_until(&cp, &works_dyn, &probe_name, |rule, _| {
+        rule.is_some_and(|r| r["observedGeneration"] == 1)
+    })
+    .await;
+    let stale = rule.expect("the rule's condition");
+    assert_eq!(
+        (
+            stale["status"].as_str(),
+            stale["message"].as_str(),
+            work["status"].as_str()
+        ),
+        (
+            Some("False"),
+            Some("the agent Deployment is not yet updated to this configuration"),
+            Some("False")
+        ),
+        "the old, rolled-out Deployment is not the new configuration's: {stale}"
+    );
+    // The digest is all that held it: the same Deployment carrying it reads Available.
+    let digest = probe.spec.workload.manifests[0]["metadata"]["annotations"]
+        [names::RENDERED_DIGEST_ANNOTATION]
+        .clone();
+    probes
+        .patch(
+            "rollout-probe",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {names::RENDERED_DIGEST_ANNOTATION: digest}}})),
+        )
+        .await
+        .expect("annotate the Deployment");
+    let (rule, _) = rule_until(&cp, &works_dyn, &probe_name, |rule, work| {
+        rule.is_some_and(|r| r["status"] == "True") && work["status"] == "True"
+    })
+    .await;
+    assert_eq!(
+        rule.expect("the rule's condition")["message"],
+        "the agent runs this configuration and is available"
+    );
+}
+
+/// The condition our rule set on a work's Deployment manifest (`None` until the work agent
+/// evaluated it) and the work's own `Available`, once `done` holds of them.
+async fn rule_until(
+    cp: &ControlPlane,
+    works: &Api<DynamicObject>,
+    name: &str,
+    done: impl Fn(Option<&Value>, &Value) -> bool,
+) -> (Option<Value>, Value) {
     let started = Instant::now();
-    let rule = loop {
-        let w = works_dyn.get(&name).await.expect("get work");
-        let deployment_available = w
+    loop {
+        let w = works.get(name).await.expect("get work");
+        let rule = w
             .data
             .pointer("/status/resourceStatus/manifests")
             .and_then(Value::as_array)
@@ -235,26 +344,15 @@ async fn the_real_work_agent_applies_our_manifest_work() {
             .and_then(|cs| cs.iter().find(|c| c["type"] == "Available"))
             .cloned()
             .unwrap_or_default();
-        if let Some(rule) = deployment_available
-            && work_available["status"] == "False"
-        {
-            break rule;
+        if done(rule.as_ref(), &work_available) {
+            return (rule, work_available);
         }
         assert!(
             started.elapsed() < Duration::from_secs(120),
-            "our rule not evaluated: {}\nwork agent log:\n{}",
+            "{name}: our rule not evaluated as expected: {}\nwork agent log:\n{}",
             serde_json::to_string_pretty(&w.data["status"]).unwrap_or_default(),
             cp.log_tail("cluster1-klusterlet", 30)
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
-    };
-    assert_eq!(
-        (rule["status"].as_str(), rule["reason"].as_str()),
-        (Some("False"), Some("ConditionRuleEvaluated")),
-        "{rule}"
-    );
-    assert_eq!(
-        rule["message"], "the agent is not rolled out: 1 of 1 replicas updated, 0 available",
-        "{rule}"
-    );
+    }
 }

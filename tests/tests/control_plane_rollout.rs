@@ -714,6 +714,12 @@ async fn ocm_rolls_config_changes_out_cluster_by_cluster_group_by_group_and_stop
                 view.desired == h3 && view.work_hash == h3 && view.completed(&h3).is_none(),
                 "{cluster} was moved to the unpublished image and never completed: {view:#?}"
             );
+            // Completion is for good in OCM: a cluster once counted done (say, from a rule read
+            // of the old Deployment) keeps `lastAppliedConfig` and frees the next cluster's turn.
+            assert_ne!(
+                view.last_applied, h3,
+                "OCM counted {cluster} done though its agent never ran: {view:#?}"
+            );
             assert!(
                 view.pods
                     .iter()

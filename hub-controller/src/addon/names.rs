@@ -21,6 +21,8 @@ pub const ADDON_ANNOTATION_PREFIX: &str = "addon.open-cluster-management.io";
 pub const INSTALL_NAMESPACE_ANNOTATION: &str = "addon.open-cluster-management.io/v1alpha1-install-namespace";
 /// ManifestWork annotation: JSON map of config key to spec hash of the configs it was rendered from.
 pub const CONFIG_SPEC_HASH_ANNOTATION: &str = "open-cluster-management.io/config-spec-hash";
+/// The agent Deployment's digest of itself as rendered, which the work's rollout rule checks.
+pub const RENDERED_DIGEST_ANNOTATION: &str = "ocm-score.io/rendered-sha256";
 /// A manifest carrying this annotation is left on the managed cluster when the work is deleted.
 pub const DELETION_ORPHAN_ANNOTATION: &str = "addon.open-cluster-management.io/deletion-orphan";
 /// The finalizer earlier builds of this controller put on ManagedClusterAddOns. It held a deletion until our

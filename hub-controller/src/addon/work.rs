@@ -42,27 +42,32 @@ pub fn deploy_work(
             go_json(&Value::Object(map)),
         )])
     });
-    let delete_option = delete_option(&manifests);
-    let manifest_configs = manifests
-        .iter()
+    let mut manifests = manifests;
+    let manifest_configs: Vec<ManifestConfigOption> = manifests
+        .iter_mut()
         .filter(|m| m["kind"] == "Deployment" && m["apiVersion"] == "apps/v1")
-        .map(|m| ManifestConfigOption {
-            resource_identifier: ResourceIdentifier {
-                group: "apps".into(),
-                resource: "deployments".into(),
-                name: str_at(m, "name"),
-                namespace: str_at(m, "namespace"),
-            },
-            feedback_rules: vec![FeedbackRule {
-                type_: "WellKnownStatus".into(),
-                json_paths: vec![],
-            }],
-            condition_rules: match available {
+        .map(|m| {
+            let condition_rules = match available {
                 AgentAvailable::Exists => vec![],
-                AgentAvailable::RolledOut => vec![rolled_out_rule()],
-            },
-            extra: Default::default(),
-        });
+                AgentAvailable::RolledOut => vec![rolled_out_rule(&stamp_rendered_digest(m))],
+            };
+            ManifestConfigOption {
+                resource_identifier: ResourceIdentifier {
+                    group: "apps".into(),
+                    resource: "deployments".into(),
+                    name: str_at(m, "name"),
+                    namespace: str_at(m, "namespace"),
+                },
+                feedback_rules: vec![FeedbackRule {
+                    type_: "WellKnownStatus".into(),
+                    json_paths: vec![],
+                }],
+                condition_rules,
+                extra: Default::default(),
+            }
+        })
+        .collect();
+    let delete_option = delete_option(&manifests);
     ManifestWork {
         metadata: ObjectMeta {
             name: Some(names::deploy_work_name(addon)),
@@ -76,7 +81,7 @@ pub fn deploy_work(
             ..Default::default()
         },
         spec: ManifestWorkSpec {
-            manifest_configs: manifest_configs.collect(),
+            manifest_configs,
             workload: ManifestsTemplate { manifests },
             delete_option,
             extra: Default::default(),
@@ -94,26 +99,71 @@ const ROLLED_OUT: [&str; 4] = [
     "object.?status.?availableReplicas.orValue(0) == object.spec.replicas",
 ];
 
-const ROLLED_OUT_MESSAGE: &str = "result ? 'the agent runs this configuration and is available' : \
-    'the agent is not rolled out: ' + string(object.?status.?updatedReplicas.orValue(0)) + ' of ' + \
-    string(object.spec.replicas) + ' replicas updated, ' + \
-    string(object.?status.?availableReplicas.orValue(0)) + ' available'";
+/// Annotates a Deployment manifest with the digest of the manifest as rendered (without the
+/// annotation) and returns the digest.
+fn stamp_rendered_digest(deployment: &mut Value) -> String {
+    let digest = sha256_hex(go_json(deployment).as_bytes());
+    if let Some(metadata) = deployment
+        .as_object_mut()
+        .map(|d| d.entry("metadata").or_insert_with(|| json!({})))
+        && let Some(metadata) = metadata.as_object_mut()
+        && let Some(annotations) = metadata
+            .entry("annotations")
+            .or_insert_with(|| json!({}))
+            .as_object_mut()
+    {
+        annotations.insert(
+            names::RENDERED_DIGEST_ANNOTATION.into(),
+            Value::String(digest.clone()),
+        );
+    }
+    digest
+}
+
+/// CEL: the Deployment read is the one this work renders (its digest annotation is `digest`).
+fn is_rendered(digest: &str) -> String {
+    format!(
+        "object.metadata.?annotations[?'{}'].orValue('') == '{digest}'",
+        names::RENDERED_DIGEST_ANNOTATION
+    )
+}
 
 /// Without it the work agent calls a Deployment available as soon as it exists, so OCM's rollout
 /// would move on from a cluster whose new agent never starts. With it the work (and so OCM's
 /// `Progressing`) completes only once the agent's pods run the new configuration.
 ///
+/// The rule first checks that the Deployment it reads is the one rendered (`digest`): OCM v1.2's
+/// work agent evaluates rules whenever the work changes, possibly against the Deployment read
+/// before it applied the new spec, and stamps the result with the work's new generation. Without
+/// the check the old, rolled-out Deployment reads Available for the new configuration for a
+/// moment, and OCM counts the cluster done for good (its `lastAppliedConfig` never goes back).
+///
 /// Only for OCM's rollouts: while the rule says False of an existing Deployment, OCM v1.2's work
 /// agent flips the manifest's condition through True and back at every status sync (10 s) and
 /// writes the work's status each time; nobody else reads the rule.
-fn rolled_out_rule() -> ConditionRule {
+fn rolled_out_rule(digest: &str) -> ConditionRule {
+    let rendered = is_rendered(digest);
+    let message = format!(
+        "result ? 'the agent runs this configuration and is available' : \
+         !({rendered}) ? 'the agent Deployment is not yet updated to this configuration' : \
+         'the agent is not rolled out: ' + string(object.?status.?updatedReplicas.orValue(0)) + \
+         ' of ' + string(object.spec.replicas) + ' replicas updated, ' + \
+         string(object.?status.?availableReplicas.orValue(0)) + ' available'"
+    );
     ConditionRule {
         condition: "Available".into(),
         type_: "CEL".into(),
-        cel_expressions: ROLLED_OUT.iter().map(|e| e.to_string()).collect(),
+        cel_expressions: std::iter::once(rendered)
+            .chain(ROLLED_OUT.iter().map(|e| e.to_string()))
+            .collect(),
         message: String::new(),
-        message_expression: ROLLED_OUT_MESSAGE.into(),
+        message_expression: message,
     }
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    let digest = ring::digest::digest(&ring::digest::SHA256, bytes);
+    digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn str_at(manifest: &Value, field: &str) -> String {
@@ -192,11 +242,7 @@ pub fn manifests_digest(work: &ManifestWork) -> String {
     {
         return digest.to_string();
     }
-    let digest = ring::digest::digest(
-        &ring::digest::SHA256,
-        go_json(&Value::Array(manifests.clone())).as_bytes(),
-    );
-    digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+    sha256_hex(go_json(&Value::Array(manifests.clone())).as_bytes())
 }
 
 /// Replaces a work's manifests by their digest: the watch cache then holds a few bytes per work
@@ -363,13 +409,28 @@ mod tests {
             v["spec"]["deleteOption"]["selectivelyOrphans"]["orphaningRules"],
             json!([{"group": "", "resource": "namespaces", "name": "ns", "namespace": ""}])
         );
+        // The Deployment carries the digest of itself as rendered, and the rule checks it first.
+        let digest = sha256_hex(go_json(&manifests()[1]).as_bytes());
+        assert_eq!(
+            v["spec"]["workload"]["manifests"][1]["metadata"]["annotations"],
+            json!({names::RENDERED_DIGEST_ANNOTATION: digest})
+        );
+        let rule = &v["spec"]["manifestConfigs"][0]["conditionRules"][0];
+        let expressions = rule["celExpressions"].as_array().expect("expressions");
+        assert_eq!(
+            expressions[0],
+            format!(
+                "object.metadata.?annotations[?'ocm-score.io/rendered-sha256'].orValue('') == '{digest}'"
+            )
+        );
+        assert_eq!(expressions[1..], ROLLED_OUT.map(Value::from));
         assert_eq!(
             v["spec"]["manifestConfigs"],
             json!([{"resourceIdentifier": {"group": "apps", "resource": "deployments", "name": "a-agent", "namespace": "ns"},
                     "feedbackRules": [{"type": "WellKnownStatus"}],
                     "conditionRules": [{"condition": "Available", "type": "CEL",
-                                        "celExpressions": ROLLED_OUT,
-                                        "messageExpression": ROLLED_OUT_MESSAGE}]}])
+                                        "celExpressions": expressions,
+                                        "messageExpression": rule["messageExpression"]}]}])
         );
         let plain = deploy_work(
             "a",
@@ -381,6 +442,7 @@ mod tests {
         );
         assert!(plain.metadata.annotations.is_none() && plain.spec.delete_option.is_none());
         assert!(plain.spec.manifest_configs[0].condition_rules.is_empty());
+        assert_eq!(plain.spec.workload.manifests, vec![manifests().remove(1)]);
         // Handing the add-on to OCM's rollout (or back) rewrites the work.
         let judged = deploy_work(
             "a",
@@ -394,6 +456,43 @@ mod tests {
         // A hub that drops the rule is noticed; one that keeps it, or a work without it, is not.
         assert!(rules_pruned(&judged, &plain));
         assert!(!rules_pruned(&judged, &judged) && !rules_pruned(&plain, &plain));
+    }
+
+    #[test]
+    fn the_rollout_rule_accepts_only_the_deployment_as_rendered() {
+        let work_for = |image: &str| {
+            let mut ms = manifests();
+            ms[1]["spec"] =
+                json!({"template": {"spec": {"containers": [{"name": "agent", "image": image}]}}});
+            deploy_work(
+                "a",
+                "c1",
+                &owner(),
+                ms,
+                &BTreeMap::new(),
+                AgentAvailable::RolledOut,
+            )
+        };
+        let digest = |w: &ManifestWork| {
+            w.spec.workload.manifests[1]["metadata"]["annotations"][names::RENDERED_DIGEST_ANNOTATION]
+                .as_str()
+                .expect("the Deployment carries its digest")
+                .to_string()
+        };
+        let checked =
+            |w: &ManifestWork| w.spec.manifest_configs[0].condition_rules[0].cel_expressions[0].clone();
+        let (old, new) = (work_for("agent:1"), work_for("agent:2"));
+        assert_ne!(digest(&old), digest(&new));
+        // The new work's rule holds only for a Deployment carrying the new digest: the old,
+        // rolled-out Deployment, read before the work agent applied the new one, does not pass.
+        assert!(
+            checked(&new).ends_with(&format!("== '{}'", digest(&new))),
+            "{}",
+            checked(&new)
+        );
+        assert!(!checked(&new).contains(&digest(&old)));
+        // Rendering the same again is the same work: no write on resync.
+        assert!(up_to_date(&work_for("agent:2"), &new));
     }
 
     #[test]
