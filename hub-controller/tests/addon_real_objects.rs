@@ -242,11 +242,7 @@ async fn the_real_work_agent_applies_our_manifest_work() {
             },
         },
     });
-    let probes: Api<Deployment> = Api::namespaced(
-        cp.cluster_client("cluster1").await.expect("cluster1 client"),
-        names::DEFAULT_INSTALL_NAMESPACE,
-    );
-    probes
+    deployments
         .create(
             &PostParams::default(),
             &serde_json::from_value(old.clone()).expect("a Deployment"),
@@ -295,7 +291,7 @@ async fn the_real_work_agent_applies_our_manifest_work() {
     let digest = probe.spec.workload.manifests[0]["metadata"]["annotations"]
         [names::RENDERED_DIGEST_ANNOTATION]
         .clone();
-    probes
+    deployments
         .patch(
             "rollout-probe",
             &PatchParams::default(),

@@ -16,7 +16,12 @@ pub fn spec_hash(object: &Value) -> String {
             map.remove(key);
         }
     }
-    let digest = ring::digest::digest(&ring::digest::SHA256, go_json(&trimmed).as_bytes());
+    go_json_sha256(&trimmed)
+}
+
+/// SHA-256 (hex) of a value's Go-style JSON encoding: the digests OCM and we compare.
+pub fn go_json_sha256(value: &Value) -> String {
+    let digest = ring::digest::digest(&ring::digest::SHA256, go_json(value).as_bytes());
     digest
         .as_ref()
         .iter()

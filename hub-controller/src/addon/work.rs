@@ -2,7 +2,7 @@
 //! applied" that keeps resyncs and restarts free of writes.
 
 use super::names;
-use super::spec_hash::go_json;
+use super::spec_hash::{go_json, go_json_sha256};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use scheduler_core::api::{
     ConditionRule, DeleteOption, FeedbackRule, ManifestConfigOption, ManifestWork, ManifestWorkSpec,
@@ -102,7 +102,7 @@ const ROLLED_OUT: [&str; 4] = [
 /// Annotates a Deployment manifest with the digest of the manifest as rendered (without the
 /// annotation) and returns the digest.
 fn stamp_rendered_digest(deployment: &mut Value) -> String {
-    let digest = sha256_hex(go_json(deployment).as_bytes());
+    let digest = go_json_sha256(deployment);
     if let Some(metadata) = deployment
         .as_object_mut()
         .map(|d| d.entry("metadata").or_insert_with(|| json!({})))
@@ -159,11 +159,6 @@ fn rolled_out_rule(digest: &str) -> ConditionRule {
         message: String::new(),
         message_expression: message,
     }
-}
-
-fn sha256_hex(bytes: &[u8]) -> String {
-    let digest = ring::digest::digest(&ring::digest::SHA256, bytes);
-    digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn str_at(manifest: &Value, field: &str) -> String {
@@ -242,7 +237,7 @@ pub fn manifests_digest(work: &ManifestWork) -> String {
     {
         return digest.to_string();
     }
-    sha256_hex(go_json(&Value::Array(manifests.clone())).as_bytes())
+    go_json_sha256(&Value::Array(manifests.clone()))
 }
 
 /// Replaces a work's manifests by their digest: the watch cache then holds a few bytes per work
@@ -410,7 +405,7 @@ mod tests {
             json!([{"group": "", "resource": "namespaces", "name": "ns", "namespace": ""}])
         );
         // The Deployment carries the digest of itself as rendered, and the rule checks it first.
-        let digest = sha256_hex(go_json(&manifests()[1]).as_bytes());
+        let digest = go_json_sha256(&manifests()[1]);
         assert_eq!(
             v["spec"]["workload"]["manifests"][1]["metadata"]["annotations"],
             json!({names::RENDERED_DIGEST_ANNOTATION: digest})
