@@ -8,6 +8,7 @@ mod instant;
 pub mod names;
 pub mod normalize;
 pub mod placement;
+pub mod quantity_suffix;
 pub mod reservation;
 pub mod tiering;
 pub mod yaml;

@@ -7,6 +7,8 @@
 
 use std::fmt;
 
+use scheduler_core::quantity_suffix::Suffix;
+
 /// The unit a resource is accounted in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AccountingUnit {
@@ -87,33 +89,16 @@ pub fn parse_quantity(text: &str, unit: AccountingUnit) -> Result<i64, QuantityE
 
 /// The decimal and binary exponents a suffix stands for; `None` for an unknown suffix.
 fn parse_suffix(suffix: &str) -> Option<(i32, u32)> {
-    Some(match suffix {
-        "" => (0, 0),
-        "n" => (-9, 0),
-        "u" => (-6, 0),
-        "m" => (-3, 0),
-        "k" => (3, 0),
-        "M" => (6, 0),
-        "G" => (9, 0),
-        "T" => (12, 0),
-        "P" => (15, 0),
-        "E" => (18, 0),
-        "Ki" => (0, 10),
-        "Mi" => (0, 20),
-        "Gi" => (0, 30),
-        "Ti" => (0, 40),
-        "Pi" => (0, 50),
-        "Ei" => (0, 60),
-        _ => {
-            // Decimal exponent: e or E, optional sign, at least one digit.
-            let rest = suffix.strip_prefix(['e', 'E'])?;
-            let digits = rest.strip_prefix(['+', '-']).unwrap_or(rest);
-            if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) || digits.len() > 4 {
-                return None;
-            }
-            (rest.parse::<i32>().ok()?, 0)
-        }
-    })
+    if let Some(named) = Suffix::named(suffix) {
+        return Some(named.exponents());
+    }
+    // Decimal exponent: e or E, optional sign, at least one digit.
+    let rest = suffix.strip_prefix(['e', 'E'])?;
+    let digits = rest.strip_prefix(['+', '-']).unwrap_or(rest);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) || digits.len() > 4 {
+        return None;
+    }
+    Some((rest.parse::<i32>().ok()?, 0))
 }
 
 /// `ceil(mantissa · 10^exp10 · 2^exp2)`, or `None` if it does not fit.

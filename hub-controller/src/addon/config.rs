@@ -12,6 +12,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use ocm_score_shell::args::{
     LeaderDefaults, LeaderElection, LeaderElectionArgs, LeaderElectionFile, ProbeArgs,
 };
+use scheduler_core::quantity_suffix::Suffix;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -188,16 +189,14 @@ fn is_quantity(q: &str) -> bool {
         .unwrap_or(q.len());
     let (number, suffix) = q.split_at(digits_end);
     let number_ok = !number.is_empty() && number != "." && number.matches('.').count() <= 1;
-    let suffix_ok = matches!(
-        suffix,
-        "" | "Ki" | "Mi" | "Gi" | "Ti" | "Pi" | "Ei" | "n" | "u" | "m" | "k" | "M" | "G" | "T" | "P" | "E"
-    ) || suffix.strip_prefix(['e', 'E']).is_some_and(|exp| {
-        !exp.is_empty()
-            && exp
-                .trim_start_matches(['+', '-'])
-                .chars()
-                .all(|c| c.is_ascii_digit())
-    });
+    let suffix_ok = Suffix::named(suffix).is_some()
+        || suffix.strip_prefix(['e', 'E']).is_some_and(|exp| {
+            !exp.is_empty()
+                && exp
+                    .trim_start_matches(['+', '-'])
+                    .chars()
+                    .all(|c| c.is_ascii_digit())
+        });
     number_ok && suffix_ok
 }
 

@@ -8,6 +8,8 @@
 
 use std::fmt;
 
+use crate::quantity_suffix::Suffix;
+
 /// Why a quantity string was rejected (the texts follow apimachinery's errors).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum QuantityError {
@@ -312,35 +314,12 @@ fn split(s: &str) -> Result<Parts<'_>, QuantityError> {
     })
 }
 
-/// The suffix tables: base, power and the format the quantity keeps.
+/// The base, power and format a suffix stands for (the format is what the quantity keeps).
 fn interpret_suffix(suffix: &str) -> Option<(u32, i64, Format)> {
-    let decimal = match suffix {
-        "n" => Some(-9),
-        "u" => Some(-6),
-        "m" => Some(-3),
-        "" => Some(0),
-        "k" => Some(3),
-        "M" => Some(6),
-        "G" => Some(9),
-        "T" => Some(12),
-        "P" => Some(15),
-        "E" => Some(18),
-        _ => None,
-    };
-    if let Some(e) = decimal {
-        return Some((10, e, Format::DecimalSi));
-    }
-    let binary = match suffix {
-        "Ki" => Some(10),
-        "Mi" => Some(20),
-        "Gi" => Some(30),
-        "Ti" => Some(40),
-        "Pi" => Some(50),
-        "Ei" => Some(60),
-        _ => None,
-    };
-    if let Some(e) = binary {
-        return Some((2, e, Format::BinarySi));
+    match Suffix::named(suffix) {
+        Some(Suffix::Decimal(e)) => return Some((10, i64::from(e), Format::DecimalSi)),
+        Some(Suffix::Binary(e)) => return Some((2, i64::from(e), Format::BinarySi)),
+        None => {}
     }
     let rest = suffix.strip_prefix(['e', 'E'])?;
     if rest.is_empty() {

@@ -5,6 +5,7 @@
 //! `asInteger`/`isInteger` (`1000m` is not an integer there) and `asApproximateFloat`.
 
 use crate::placement::quantity::approximate_f64;
+use crate::quantity_suffix::Suffix;
 use std::sync::Arc;
 
 const NANOS: i128 = 1_000_000_000;
@@ -153,25 +154,13 @@ impl Quantity {
         if frac_part.contains('.') {
             return Err(format_error());
         }
-        let (exp10, exp2): (i64, u32) = match suffix {
-            "" => (0, 0),
-            "n" => (-9, 0),
-            "u" => (-6, 0),
-            "m" => (-3, 0),
-            "k" => (3, 0),
-            "M" => (6, 0),
-            "G" => (9, 0),
-            "T" => (12, 0),
-            "P" => (15, 0),
-            "E" => (18, 0),
-            "Ki" => (0, 10),
-            "Mi" => (0, 20),
-            "Gi" => (0, 30),
-            "Ti" => (0, 40),
-            "Pi" => (0, 50),
-            "Ei" => (0, 60),
-            other => {
-                let digits = other.strip_prefix(['e', 'E']).ok_or_else(format_error)?;
+        let (exp10, exp2): (i64, u32) = match Suffix::named(suffix) {
+            Some(named) => {
+                let (exp10, exp2) = named.exponents();
+                (i64::from(exp10), exp2)
+            }
+            None => {
+                let digits = suffix.strip_prefix(['e', 'E']).ok_or_else(format_error)?;
                 let unsigned = digits.trim_start_matches(['+', '-']);
                 if unsigned.is_empty()
                     || !unsigned.bytes().all(|b| b.is_ascii_digit())
