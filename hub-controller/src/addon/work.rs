@@ -365,6 +365,15 @@ mod tests {
         }
     }
 
+    /// Add-on `a`'s work on cluster `c1`, owned as the manager owns it.
+    fn work_of(
+        manifests: Vec<Value>,
+        config_hashes: &BTreeMap<String, String>,
+        available: AgentAvailable,
+    ) -> ManifestWork {
+        deploy_work("a", "c1", &owner(), manifests, config_hashes, available)
+    }
+
     fn manifests() -> Vec<Value> {
         vec![
             json!({"apiVersion": "v1", "kind": "Namespace",
@@ -379,14 +388,7 @@ mod tests {
             "addondeploymentconfigs.addon.open-cluster-management.io/ns/cfg".to_string(),
             "abc".to_string(),
         )]);
-        let w = deploy_work(
-            "a",
-            "c1",
-            &owner(),
-            manifests(),
-            &hashes,
-            AgentAvailable::RolledOut,
-        );
+        let w = work_of(manifests(), &hashes, AgentAvailable::RolledOut);
         let v = serde_json::to_value(&w).expect("serializes");
         assert_eq!(v["metadata"]["name"], "addon-a-deploy-0");
         assert_eq!(v["metadata"]["namespace"], "c1");
@@ -427,10 +429,7 @@ mod tests {
                                         "celExpressions": expressions,
                                         "messageExpression": rule["messageExpression"]}]}])
         );
-        let plain = deploy_work(
-            "a",
-            "c1",
-            &owner(),
+        let plain = work_of(
             vec![manifests().remove(1)],
             &BTreeMap::new(),
             AgentAvailable::Exists,
@@ -439,10 +438,7 @@ mod tests {
         assert!(plain.spec.manifest_configs[0].condition_rules.is_empty());
         assert_eq!(plain.spec.workload.manifests, vec![manifests().remove(1)]);
         // Handing the add-on to OCM's rollout (or back) rewrites the work.
-        let judged = deploy_work(
-            "a",
-            "c1",
-            &owner(),
+        let judged = work_of(
             vec![manifests().remove(1)],
             &BTreeMap::new(),
             AgentAvailable::RolledOut,
@@ -459,14 +455,7 @@ mod tests {
             let mut ms = manifests();
             ms[1]["spec"] =
                 json!({"template": {"spec": {"containers": [{"name": "agent", "image": image}]}}});
-            deploy_work(
-                "a",
-                "c1",
-                &owner(),
-                ms,
-                &BTreeMap::new(),
-                AgentAvailable::RolledOut,
-            )
+            work_of(ms, &BTreeMap::new(), AgentAvailable::RolledOut)
         };
         let digest = |w: &ManifestWork| {
             w.spec.workload.manifests[1]["metadata"]["annotations"][names::RENDERED_DIGEST_ANNOTATION]
@@ -499,14 +488,7 @@ mod tests {
 
     #[test]
     fn up_to_date_tolerates_server_defaults_and_foreign_metadata_only() {
-        let desired = deploy_work(
-            "a",
-            "c1",
-            &owner(),
-            manifests(),
-            &BTreeMap::new(),
-            AgentAvailable::Exists,
-        );
+        let desired = work_of(manifests(), &BTreeMap::new(), AgentAvailable::Exists);
         let mut existing = desired.clone();
         existing.metadata.resource_version = Some("7".into());
         existing
@@ -533,10 +515,7 @@ mod tests {
         assert!(!up_to_date(&stale_hash, &desired));
 
         // Without orphans we send no delete option: the default Foreground matches, Orphan does not.
-        let bare = deploy_work(
-            "a",
-            "c1",
-            &owner(),
+        let bare = work_of(
             vec![manifests().remove(1)],
             &BTreeMap::new(),
             AgentAvailable::Exists,
@@ -556,14 +535,7 @@ mod tests {
 
     #[test]
     fn a_compacted_cache_entry_compares_by_digest() {
-        let desired = deploy_work(
-            "a",
-            "c1",
-            &owner(),
-            manifests(),
-            &BTreeMap::new(),
-            AgentAvailable::Exists,
-        );
+        let desired = work_of(manifests(), &BTreeMap::new(), AgentAvailable::Exists);
         let mut cached = desired.clone();
         compact_for_cache(&mut cached);
         assert_eq!(cached.spec.workload.manifests.len(), 1);
@@ -573,14 +545,7 @@ mod tests {
         changed[1]["spec"] = json!({"replicas": 2});
         assert!(!up_to_date(
             &cached,
-            &deploy_work(
-                "a",
-                "c1",
-                &owner(),
-                changed,
-                &BTreeMap::new(),
-                AgentAvailable::Exists
-            )
+            &work_of(changed, &BTreeMap::new(), AgentAvailable::Exists)
         ));
         // Compacting twice changes nothing.
         let once = cached.clone();
@@ -590,18 +555,8 @@ mod tests {
 
     #[test]
     fn update_keeps_foreign_metadata_and_replaces_ours() {
-        let desired = deploy_work(
-            "a",
-            "c1",
-            &owner(),
-            manifests(),
-            &BTreeMap::new(),
-            AgentAvailable::Exists,
-        );
-        let mut existing = deploy_work(
-            "a",
-            "c1",
-            &owner(),
+        let desired = work_of(manifests(), &BTreeMap::new(), AgentAvailable::Exists);
+        let mut existing = work_of(
             vec![],
             &BTreeMap::from([("k".to_string(), "old".to_string())]),
             AgentAvailable::Exists,
