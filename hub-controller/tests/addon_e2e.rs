@@ -602,7 +602,7 @@ async fn removal_cleans_up_the_work_rbac_and_score() {
     controller
         .wait_for("c3 seen selected again", said("selects the cluster again"))
         .await;
-    // Out and back took under the grace (in-memory hub: milliseconds), or this shows nothing.
+    // Out and back must take less than the grace, or this run shows nothing about it.
     let out_and_back = left.elapsed();
     assert!(
         out_and_back < grace,

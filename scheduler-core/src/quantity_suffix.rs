@@ -1,8 +1,8 @@
 //! The named suffixes of Kubernetes quantities (`m`, `Ki`, `G`, ...): one table for every parser.
 //!
 //! The parsers differ on purpose (the agent's exact integers, the prioritizers' float64 port of
-//! apimachinery, CEL's `quantity()`, the hub's config check), and so does how each reads an
-//! exponent suffix (`e3`): the named suffixes they share are defined here once.
+//! apimachinery, CEL's `quantity()`), and so does how each reads an exponent suffix (`e3`): the
+//! named suffixes they share are defined here once.
 
 /// What a named suffix multiplies the number by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

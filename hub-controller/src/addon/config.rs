@@ -12,7 +12,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use ocm_score_shell::args::{
     LeaderDefaults, LeaderElection, LeaderElectionArgs, LeaderElectionFile, ProbeArgs,
 };
-use scheduler_core::quantity_suffix::Suffix;
+use scheduler_core::placement::quantity::approximate_f64;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -182,22 +182,13 @@ fn parse_resources(value: &str) -> Result<ResourceList, String> {
     Ok(ResourceList(out))
 }
 
-/// Kubernetes quantity syntax: a decimal number, then an optional binary or decimal suffix or exponent.
+/// A quantity the API server accepts (apimachinery's parser, as ported in scheduler-core) that
+/// starts with a number: apimachinery reads some bare suffixes (`Ki`, `e3`) as zero, never what is meant.
 fn is_quantity(q: &str) -> bool {
-    let digits_end = q
+    let number_end = q
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(q.len());
-    let (number, suffix) = q.split_at(digits_end);
-    let number_ok = !number.is_empty() && number != "." && number.matches('.').count() <= 1;
-    let suffix_ok = Suffix::named(suffix).is_some()
-        || suffix.strip_prefix(['e', 'E']).is_some_and(|exp| {
-            !exp.is_empty()
-                && exp
-                    .trim_start_matches(['+', '-'])
-                    .chars()
-                    .all(|c| c.is_ascii_digit())
-        });
-    number_ok && suffix_ok
+    q[..number_end].contains(|c: char| c.is_ascii_digit()) && approximate_f64(q).is_ok()
 }
 
 #[cfg(test)]
@@ -275,7 +266,7 @@ mod tests {
         for ok in ["1", "100m", "64Mi", "1.5Gi", "1e3", "0.5", "2E+2"] {
             assert!(is_quantity(ok), "{ok}");
         }
-        for bad in ["", "m", "1.2.3", "1Zi", "1e", "lots", "-"] {
+        for bad in ["", "m", "1.2.3", "1Zi", "1e", "1e+-3", "lots", "-"] {
             assert!(!is_quantity(bad), "{bad}");
         }
     }
