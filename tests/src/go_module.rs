@@ -91,14 +91,58 @@ pub fn no_ldflags(_versions: &str) -> String {
 
 /// Builds `module` unless this exact build is cached; `progress` hears about long steps.
 pub fn ensure_built(module: &GoModule, progress: &dyn Fn(&str)) -> Result<Build, Error> {
+    let mut builds = ensure_all_built(std::slice::from_ref(module), progress)?;
+    builds.pop().ok_or_else(|| Error::Io {
+        what: format!("building {}", module.what),
+        source: std::io::Error::other("no build was returned"),
+    })
+}
+
+/// Builds each of `modules` that is not cached, in order, through one Go build cache, so packages
+/// that several modules pin at the same versions compile once: `tests/ocm-bench/` pins exactly what
+/// the control plane builds (a test holds it to that), so after the control plane its two commands
+/// cost little more than their own packages and links. The cache lives in the first module's cache
+/// directory and is removed once every build is stored.
+pub fn ensure_all_built(modules: &[GoModule], progress: &dyn Fn(&str)) -> Result<Vec<Build>, Error> {
+    let Some(first) = modules.first() else {
+        return Ok(Vec::new());
+    };
     let go = find_go()?;
     let go_version = go_version(&go)?;
-    let hash = inputs_hash(module, &go_version)?;
+    // A build cache of our own: kept when a build fails (a retry resumes), removed once the binaries
+    // are stored, since they are the cache that matters. The control plane's leaves about 5 GiB of
+    // compiler output that nothing reuses, which a CI machine's disk cannot spare.
+    let go_cache = cache_root(first.cache).join("go-build");
+    let mut builds = Vec::with_capacity(modules.len());
+    let mut compiled = false;
+    for module in modules {
+        let (build, built) = build_one(module, &go, &go_version, &go_cache, progress)?;
+        compiled |= built;
+        builds.push(build);
+    }
+    if compiled && let Err(e) = std::fs::remove_dir_all(&go_cache) {
+        progress(&format!(
+            "  could not remove the Go build cache {}: {e}",
+            go_cache.display()
+        ));
+    }
+    Ok(builds)
+}
+
+/// One module's build (`true` when it was compiled now, `false` when the cache had it).
+fn build_one(
+    module: &GoModule,
+    go: &Path,
+    go_version: &str,
+    go_cache: &Path,
+    progress: &dyn Fn(&str),
+) -> Result<(Build, bool), Error> {
+    let hash = inputs_hash(module, go_version)?;
     let cache = cache_root(module.cache);
     let root = cache.join(&hash[..16]);
     let build = Build { root: root.clone() };
     if is_complete(module, &build) {
-        return Ok(build);
+        return Ok((build, false));
     }
 
     std::fs::create_dir_all(&cache).map_err(|source| io(format!("creating {}", cache.display()), source))?;
@@ -109,7 +153,7 @@ pub fn ensure_built(module: &GoModule, progress: &dyn Fn(&str)) -> Result<Build,
         .map_err(|source| io(format!("locking {}", lock_path.display()), source))?;
     // Another process may have finished the same build while we waited for the lock.
     if is_complete(module, &build) {
-        return Ok(build);
+        return Ok((build, false));
     }
 
     let staging = cache.join(format!("{}.partial-{}", &hash[..16], std::process::id()));
@@ -124,23 +168,19 @@ pub fn ensure_built(module: &GoModule, progress: &dyn Fn(&str)) -> Result<Build,
         log.display()
     ));
     let started = Instant::now();
-    let versions = module_versions(&go, module)?;
-    // A build cache of our own: kept when a build fails (a retry resumes), removed once the binaries
-    // are stored, since they are the cache that matters. The control plane's leaves about 5 GiB of
-    // compiler output that nothing reuses, which a CI machine's disk cannot spare.
-    let go_cache = cache.join("go-build");
+    let versions = module_versions(go, module)?;
     run_go_build(
-        &go,
+        go,
         module,
         &GoBuildPaths {
             out_dir: &staging.join("bin"),
             log: &log,
-            go_cache: &go_cache,
+            go_cache,
         },
         &(module.ldflags)(&versions),
         progress,
     )?;
-    (module.finish)(&go, &module.dir, &staging)?;
+    (module.finish)(go, &module.dir, &staging)?;
     std::fs::write(
         staging.join("versions.txt"),
         format!("{versions}go {go_version}\n"),
@@ -156,14 +196,8 @@ pub fn ensure_built(module: &GoModule, progress: &dyn Fn(&str)) -> Result<Build,
         root.display()
     ));
     remove_other_builds(&cache, &hash[..16]);
-    if let Err(e) = std::fs::remove_dir_all(&go_cache) {
-        progress(&format!(
-            "  could not remove the Go build cache {}: {e}",
-            go_cache.display()
-        ));
-    }
     drop(lock);
-    Ok(build)
+    Ok((build, true))
 }
 
 /// Builds are large (the control plane's is about 700 MiB): keep only the one just made (a running

@@ -98,6 +98,22 @@ pub fn ensure_built(progress: &dyn Fn(&str)) -> Result<Components, Error> {
     Ok(Components { build })
 }
 
+/// Builds the components and then, through the same Go build cache, `tests/ocm-bench/`'s two
+/// commands (OCM's CEL recorder and scheduler benchmark), which pin the same packages: what
+/// `control-plane build` (and so `scripts/test.sh`) does before the tests, so that no test compiles
+/// Go. Returns the components and the ocm-bench build's directory.
+pub fn ensure_built_with_ocm_bench(progress: &dyn Fn(&str)) -> Result<(Components, PathBuf), Error> {
+    let builds = go_module::ensure_all_built(&[module(), crate::ocm_bench::module()], progress)?;
+    match <[go_module::Build; 2]>::try_from(builds) {
+        Ok([build, ocm_bench]) => Ok((Components { build }, ocm_bench.root().to_path_buf())),
+        Err(builds) => Err(go_module::Error::Io {
+            what: "building the control plane and ocm-bench".into(),
+            source: std::io::Error::other(format!("{} builds returned, not 2", builds.len())),
+        }
+        .into()),
+    }
+}
+
 /// Copies the CRDs OCM's cluster-manager and klusterlet install, from the pinned OCM module.
 fn copy_crds(go: &Path, module: &Path, staging: &Path) -> Result<(), go_module::Error> {
     let out = go_command(go, module)

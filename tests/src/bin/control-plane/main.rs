@@ -1,6 +1,7 @@
 //! `control-plane`: a real OCM hub and managed clusters on 127.0.0.1, for tests and for people.
 //!
-//! `build` compiles the upstream Go components once (cached under `~/.cache/ocm-score/control-plane/`);
+//! `build` compiles the upstream Go components once (cached under `~/.cache/ocm-score/control-plane/`),
+//! and with the same Go build cache `tests/ocm-bench/`'s CEL recorder and OCM scheduler benchmark;
 //! `up` starts everything, writes kubeconfigs, prints `ready`, and runs until SIGINT/SIGTERM,
 //! then stops every process it started.
 
@@ -25,7 +26,8 @@ struct Args {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Compile the Go components (Kubernetes and OCM at the versions pinned in tests/control-plane/go.mod), cached.
+    /// Compile the Go components (Kubernetes and OCM at the versions pinned in tests/control-plane/go.mod)
+    /// and tests/ocm-bench's commands (the same pins), cached.
     Build,
     /// Start the control plane and run until SIGINT/SIGTERM.
     Up {
@@ -85,8 +87,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let progress = |line: &str| eprintln!("{line}");
     match args.command {
         Command::Build => {
-            let components = go_components::ensure_built(&progress)?;
+            let (components, ocm_bench) = go_components::ensure_built_with_ocm_bench(&progress)?;
             println!("{}", components.root().display());
+            println!("{}", ocm_bench.display());
             print!("{}", components.versions());
             Ok(())
         }
