@@ -113,12 +113,12 @@ prefetch_go_modules() {
   wait
 }
 
-# The Go builds' launcher first (with --workspace, so features resolve as for the whole build below
-# and nothing compiles twice). Then the control plane's Go build runs in the background while cargo
-# builds every binary of the workspace and every test binary in the foreground: the two compilers
-# fill each other's idle moments (links, cargo's last crates), which one after the other left idle.
-build_go_launchers() {
-  cargo build --locked --workspace --bin control-plane --bin thanos
+# The Go builds' launcher first: `ocm-score-go-build` (tests/go-build/) has two dependencies and
+# compiles in seconds. Then the control plane's Go build runs in the background while cargo builds
+# every binary of the workspace and every test binary in the foreground: the two compilers fill each
+# other's idle moments (links, cargo's last crates), which one after the other left idle.
+build_go_launcher() {
+  cargo build --locked -p ocm-score-go-build --bin go-build
   bin_dir="$(cargo metadata --locked --format-version 1 --no-deps |
     python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')/debug"
   go_logs="$(dirname "$bin_dir")/go-builds"
@@ -170,9 +170,9 @@ prefetch_go_modules >/dev/null 2>&1 &
 step "install cargo-nextest" install_nextest
 step "install prometheus and promtool" install_prometheus
 step "install containerd, runc and the CNI plugins (the nodes)" install_node_packages
-step "build the Go builds' launcher" build_go_launchers
+step "build the Go builds' launcher" build_go_launcher
 # The control plane, then tests/ocm-bench (the CEL recorder) through the same Go build cache.
-start_in_background "build the control plane's Go components and ocm-bench" "$bin_dir/control-plane" build
+start_in_background "build the control plane's Go components and ocm-bench" "$bin_dir/go-build" control-plane
 control_plane_pid=$background_pid control_plane_log=$background_log
 step "build the workspace's binaries and tests (the control plane's Go build beside)" build_workspace
 step "wait for the control plane's Go build" wait_in_background "$control_plane_pid" "$control_plane_log"
@@ -180,7 +180,7 @@ step "wait for the control plane's Go build" wait_in_background "$control_plane_
 # The build runs beside the tests, a little below their priority: the real-control-plane tests,
 # the suite's critical path, spend most of their time waiting on upstream timers, and the tests that
 # run Thanos go last (.config/nextest.toml) and wait for the build on its lock if it is not done.
-start_in_background "build Thanos (beside the tests)" nice -n 5 "$bin_dir/thanos" build
+start_in_background "build Thanos (beside the tests)" nice -n 5 "$bin_dir/go-build" thanos
 thanos_pid=$background_pid thanos_log=$background_log
 step "tests" cargo nextest run --workspace --locked --no-fail-fast --profile ci "$@"
 step "wait for the Thanos build" wait_in_background "$thanos_pid" "$thanos_log"

@@ -8,31 +8,8 @@
 //! so a test can hold the two modules to the same versions.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 
-use crate::go_module::{GoModule, no_ldflags, nothing_to_finish};
-
-/// Where the Go module lives in the source tree.
-pub fn module_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("ocm-bench")
-}
-
-/// The module and how it is built: its two `tool`s, no version stamps.
-pub fn module() -> GoModule {
-    GoModule {
-        what: "OCM's scheduler benchmark and CEL recorder",
-        first_build_note: "a first build compiles OCM's placement packages and takes a few minutes",
-        dir: module_dir(),
-        cache: "ocm-bench",
-        packages: &[],
-        tags: &[],
-        commands: &["cel-recorder", "placement-bench"],
-        recipe: "1: -trimpath, stripped",
-        version_modules: &["open-cluster-management.io/ocm", "github.com/google/cel-go"],
-        ldflags: no_ldflags,
-        finish: nothing_to_finish,
-    }
-}
+pub use ocm_score_go_build::ocm_bench::{module, module_dir};
 
 /// The version go.mod `text` builds each required module at: its `require` version, or the
 /// version its `replace` directive points to instead.

@@ -9,12 +9,8 @@
 use std::path::{Path, PathBuf};
 
 use super::Error;
-use crate::go_module::{self, GoModule, go_command, version_of};
-
-/// Where the Go module lives in the source tree.
-pub fn module_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("control-plane")
-}
+use crate::go_module;
+pub use ocm_score_go_build::control_plane::{COMMANDS, module, module_dir};
 
 /// The compiled components and the CRDs of one build.
 #[derive(Clone, Debug)]
@@ -48,50 +44,6 @@ impl Components {
     }
 }
 
-/// The commands every control plane needs (binary names as `go build -o DIR/` writes them).
-pub const COMMANDS: &[&str] = &[
-    "etcd",
-    "kube-apiserver",
-    "kube-controller-manager",
-    "registration",
-    "placement",
-    "work",
-    "addon",
-    "registration-operator",
-    // The client of the same release, for machines without a `kubectl` of their own.
-    "kubectl",
-    // What a node is made of: pods run through these (see `node.rs`).
-    "kubelet",
-    "kube-scheduler",
-    "kube-proxy",
-    // Our sandbox image's one binary (no registry to pull registry.k8s.io/pause from).
-    "pause",
-    // The chart's client, at a release built against the same Kubernetes libraries.
-    "helm",
-];
-
-/// The control plane's Go module and how it is built.
-pub fn module() -> GoModule {
-    GoModule {
-        what: "the control plane's Go components",
-        first_build_note: "a first build compiles Kubernetes and OCM and takes minutes",
-        dir: module_dir(),
-        cache: "control-plane",
-        packages: &["./etcd", "./pause"],
-        tags: &[],
-        commands: COMMANDS,
-        recipe: "3: -trimpath, stripped, release versions stamped, CRDs of hub and klusterlet",
-        version_modules: &[
-            "k8s.io/kubernetes",
-            "open-cluster-management.io/ocm",
-            "open-cluster-management.io/api",
-            "helm.sh/helm/v3",
-        ],
-        ldflags: version_ldflags,
-        finish: copy_crds,
-    }
-}
-
 /// Builds the components unless this exact build is cached; `progress` hears about long steps.
 pub fn ensure_built(progress: &dyn Fn(&str)) -> Result<Components, Error> {
     let build = go_module::ensure_built(&module(), progress)?;
@@ -103,7 +55,7 @@ pub fn ensure_built(progress: &dyn Fn(&str)) -> Result<Components, Error> {
 /// `control-plane build` (and so `scripts/test.sh`) does before the tests, so that no test compiles
 /// Go. Returns the components and the ocm-bench build's directory.
 pub fn ensure_built_with_ocm_bench(progress: &dyn Fn(&str)) -> Result<(Components, PathBuf), Error> {
-    let builds = go_module::ensure_all_built(&[module(), crate::ocm_bench::module()], progress)?;
+    let builds = go_module::ensure_all_built(&[module(), ocm_score_go_build::ocm_bench::module()], progress)?;
     match <[go_module::Build; 2]>::try_from(builds) {
         Ok([build, ocm_bench]) => Ok((Components { build }, ocm_bench.root().to_path_buf())),
         Err(builds) => Err(go_module::Error::Io {
@@ -112,96 +64,4 @@ pub fn ensure_built_with_ocm_bench(progress: &dyn Fn(&str)) -> Result<(Component
         }
         .into()),
     }
-}
-
-/// Copies the CRDs OCM's cluster-manager and klusterlet install, from the pinned OCM module.
-fn copy_crds(go: &Path, module: &Path, staging: &Path) -> Result<(), go_module::Error> {
-    let out = go_command(go, module)
-        .args(["list", "-m", "-f", "{{.Dir}}", "open-cluster-management.io/ocm"])
-        .output()
-        .map_err(|source| {
-            go_module::io("running go list -m open-cluster-management.io/ocm".into(), source)
-        })?;
-    let ocm = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-    if !out.status.success() || !ocm.is_dir() {
-        return Err(go_module::Error::GoBuild {
-            what: "the control plane's CRDs".into(),
-            status: format!("go list -m open-cluster-management.io/ocm: {}", out.status),
-            log: PathBuf::new(),
-            tail: String::from_utf8_lossy(&out.stderr).into_owned(),
-        });
-    }
-    let sets = [
-        (
-            ocm.join("manifests/cluster-manager/hub/crds"),
-            staging.join("crds/hub"),
-        ),
-        (
-            ocm.join("manifests/klusterlet/managed"),
-            staging.join("crds/managed"),
-        ),
-    ];
-    for (from, to) in sets {
-        std::fs::create_dir_all(&to)
-            .map_err(|source| go_module::io(format!("creating {}", to.display()), source))?;
-        let entries = std::fs::read_dir(&from)
-            .map_err(|source| go_module::io(format!("reading {}", from.display()), source))?;
-        let mut copied = 0;
-        for entry in entries.flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            // The klusterlet directory also holds RBAC for its own deployment; only CRDs apply here.
-            if !name.ends_with(".yaml") || !is_crd_file(&entry.path()) {
-                continue;
-            }
-            std::fs::copy(entry.path(), to.join(&name))
-                .map_err(|source| go_module::io(format!("copying {name}"), source))?;
-            copied += 1;
-        }
-        if copied == 0 {
-            return Err(go_module::Error::GoBuild {
-                what: "the control plane's CRDs".into(),
-                status: format!("no CRDs found in {}", from.display()),
-                log: PathBuf::new(),
-                tail: String::new(),
-            });
-        }
-    }
-    Ok(())
-}
-
-fn is_crd_file(path: &Path) -> bool {
-    std::fs::read_to_string(path)
-        .map(|text| text.contains("kind: CustomResourceDefinition"))
-        .unwrap_or(false)
-}
-
-/// Stamps the release versions into the binaries, as the upstream release builds do, so that
-/// `kubectl version` and OCM's logs show v1.34.3 and not `v0.0.0-master`.
-fn version_ldflags(versions: &str) -> String {
-    let version_of = |module: &str| version_of(versions, module);
-    let major_minor = |v: &str| {
-        let mut parts = v.trim_start_matches('v').split('.');
-        (
-            parts.next().unwrap_or_default().to_owned(),
-            parts.next().unwrap_or_default().to_owned(),
-        )
-    };
-    let mut flags = Vec::new();
-    let kube = version_of("k8s.io/kubernetes");
-    let (major, minor) = major_minor(&kube);
-    for package in ["k8s.io/component-base/version", "k8s.io/client-go/pkg/version"] {
-        flags.push(format!("-X {package}.gitVersion={kube}"));
-        flags.push(format!("-X {package}.gitMajor={major}"));
-        flags.push(format!("-X {package}.gitMinor={minor}"));
-        flags.push(format!("-X {package}.gitTreeState=clean"));
-    }
-    let ocm = version_of("open-cluster-management.io/ocm");
-    let (major, minor) = major_minor(&ocm);
-    let package = "open-cluster-management.io/ocm/pkg/version";
-    flags.push(format!("-X {package}.versionFromGit={ocm}"));
-    flags.push(format!("-X {package}.majorFromGit={major}"));
-    flags.push(format!("-X {package}.minorFromGit={minor}"));
-    let helm = version_of("helm.sh/helm/v3");
-    flags.push(format!("-X helm.sh/helm/v3/internal/version.version={helm}"));
-    flags.join(" ")
 }

@@ -8,7 +8,6 @@
 //! spawned from the thread that owns the [`ControlPlane`](super::ControlPlane).
 
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -199,25 +198,8 @@ impl Drop for Component {
     }
 }
 
-/// The last `lines` lines of a file (reads at most its last 64 KiB).
-pub fn tail(path: &Path, lines: usize) -> String {
-    let Ok(mut file) = File::open(path) else {
-        return format!("(no log at {})", path.display());
-    };
-    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
-    let start = len.saturating_sub(64 * 1024);
-    let mut text = String::new();
-    if file.seek(SeekFrom::Start(start)).is_err() {
-        return String::new();
-    }
-    let mut bytes = Vec::new();
-    if file.read_to_end(&mut bytes).is_err() {
-        return String::new();
-    }
-    text.push_str(&String::from_utf8_lossy(&bytes));
-    let all: Vec<&str> = text.lines().collect();
-    all[all.len().saturating_sub(lines)..].join("\n")
-}
+/// The last `lines` lines of a file (one home: the Go builds' logs use it too).
+pub use ocm_score_go_build::tail;
 
 /// Spawns `program args` in its own process group, output appended to `log`.
 fn start(
