@@ -488,7 +488,7 @@ async fn an_invalid_spec_is_reported_and_the_child_left_alone() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Reservations between score reports (design §10)
+// Reservations between score reports (docs/fits-and-reservations.md)
 
 /// Overflow to one cluster, at least 4 replicas of `gpu` must fit, 4 replicas per cluster.
 fn reserving_spec(name: &str) -> String {

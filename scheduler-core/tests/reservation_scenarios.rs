@@ -1,4 +1,4 @@
-//! Reservations between score reports (design §10) through the planner: several
+//! Reservations between score reports (docs/fits-and-reservations.md) through the planner: several
 //! TieredPlacements planned one after the other against one ledger, as the controller does, with
 //! an injected clock. The Karmada story (karmada#6783), restart, release paths, and properties:
 //! effective ≤ reported and never negative, and the ledger rebuilt from the stored statuses equals

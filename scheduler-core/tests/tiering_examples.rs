@@ -1,5 +1,5 @@
-//! The TieredPlacement examples under `manifests/examples/tiering/` parse, pass the §4.1
-//! validation and plan to what their comments promise (the CRD schema check is in
+//! The TieredPlacement examples under `manifests/examples/tiering/` parse, pass
+//! `validate` and plan to what their comments promise (the CRD schema check is in
 //! `tests/tests/manifests.rs`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

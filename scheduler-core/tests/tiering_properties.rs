@@ -1,5 +1,5 @@
-//! Properties of the TieredPlacement planner over random tiers and event sequences (design §8,
-//! properties 1–6; property 7, the rendered child against the upstream Placement CRD, is in
+//! Properties of the TieredPlacement planner over random tiers and event sequences
+//! (properties 1–6 below; property 7, the rendered child against the upstream Placement CRD, is in
 //! `tests/tests/tiering_child.rs`, where the CRD validator lives). Plus the differential check:
 //! the prediction equals what the engine selects for the rendered child itself (CEL pins and all).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -292,7 +292,8 @@ proptest! {
     }
 }
 
-/// A workload broken on every cluster (design §4): whatever the purge mode, failback policy,
+/// A workload broken on every cluster (docs/design/workload-failover.md §4): whatever the purge
+/// mode, failback policy,
 /// toleration and hold-down, hours of reconciles make at most `tiers − 1` transitions, then none;
 /// every step is restart-equivalent and idempotent.
 mod broken_everywhere {

@@ -1,4 +1,4 @@
-//! TieredPlacement timelines with an injected clock (design §8): the user stories, the exact
+//! TieredPlacement timelines with an injected clock: the user stories, the exact
 //! boundaries and Karmada #4990.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

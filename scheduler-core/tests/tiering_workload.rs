@@ -783,7 +783,8 @@ fn overflow_consolidates_back_when_the_exclusion_ends() {
     assert_eq!(p.predicted, ["a-1"]);
 }
 
-/// Design §6 as built: a reservation ends at the first report observed after its workload was
+/// docs/design/workload-failover.md §6 as built: a reservation ends at the first report observed
+/// after its workload was
 /// seen Healthy on the cluster, long before the settle time; a report before that keeps it.
 #[test]
 fn a_reservation_ends_at_the_first_report_after_its_workload_is_healthy() {

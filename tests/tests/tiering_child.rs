@@ -1,4 +1,5 @@
-//! Design §8 property 7: every child Placement the TieredPlacement planner renders passes the
+//! The planner's property 7 (1–6 are in scheduler-core/tests/tiering_properties.rs): every child
+//! Placement the TieredPlacement planner renders passes the
 //! upstream Placement CRD schema (strictly), and every TieredPlacement with the status it writes
 //! passes our own generated CRD. Random configurations from a fixed seed, so a failure replays.
 

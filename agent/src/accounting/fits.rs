@@ -1,6 +1,6 @@
 //! "Fits N replicas of shape S": for each [`WorkloadShape`], how many more replicas the cluster
-//! can take right now (design §11, issue 13). Pure and incremental, fed the same Node and Pod
-//! events as the [`Ledger`](super::Ledger).
+//! can take right now (issue 13; docs/fits-and-reservations.md). Pure and incremental, fed the
+//! same Node and Pod events as the [`Ledger`](super::Ledger).
 //!
 //! # Semantics
 //!

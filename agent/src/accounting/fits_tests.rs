@@ -1,5 +1,5 @@
-//! The fits counts through the public interface: the tables of design §11 and property tests
-//! against a one-replica-at-a-time simulation.
+//! The fits counts through the public interface: worked examples (fragmentation, cordoned nodes,
+//! taints, ...) and property tests against a one-replica-at-a-time simulation.
 
 use super::fits::{FitsIndex, FitsOptions, NeedsRelist, ShapeProblem, compile_shapes};
 use super::objects::{
@@ -207,7 +207,7 @@ fn one(yaml: &str, nodes: &[N], pods: &[P]) -> u64 {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Tables (design §11)
+// Worked examples
 
 #[test]
 fn fragmentation_two_nodes_with_three_free_gpus_fit_two_two_gpu_replicas() {

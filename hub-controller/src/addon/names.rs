@@ -1,4 +1,5 @@
-//! Names, labels and annotations the OCM add-on contract fixes (see `addon-contract.md`).
+//! Names, labels and annotations the OCM add-on contract fixes (OCM's addon-framework and API;
+//! docs/design/addon-rollouts.md).
 //!
 //! Everything another OCM component reads or writes by name lives here, so a rename is one edit.
 

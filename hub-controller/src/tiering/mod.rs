@@ -1,4 +1,4 @@
-//! `ocm-score-hub tiering`: the TieredPlacement controller (design `tiered-placement.md` §5–7).
+//! `ocm-score-hub tiering`: the TieredPlacement controller (docs/tiering.md).
 //!
 //! A thin actuator over the pure planner `scheduler_core::tiering`: for each TieredPlacement it
 //! builds a [`snapshot`] of the hub from reflectors (ManagedClusters, ManagedClusterSets, the
@@ -10,13 +10,13 @@
 //! events and requeues at the plan's time ([`reconcile`]).
 //! Nothing is written when nothing changed: the planner gives identical plans for identical input.
 //!
-//! Reservations (design §10): plans run through `scheduler_core::tiering::plan_and_assume`
-//! against one ledger ([`reservations`]), one TieredPlacement at a time, so `fits` rules see what
-//! placements planned just before took on each cluster; [`reports`] turns AddOnPlacementScore
-//! updates into the reports that release them; a new leader rebuilds the ledger from every
-//! `status.reservations`. The controller also watches WorkloadShapes, for deducting one shape's
-//! reservations from another's `fits` (their CRD is in `manifests/hub/crds`).
-//! OCM's placement controller stays the only writer of PlacementDecisions.
+//! Reservations (`scheduler_core::reservation`, docs/fits-and-reservations.md): plans run through
+//! `scheduler_core::tiering::plan_and_assume` against one ledger ([`reservations`]), one
+//! TieredPlacement at a time, so `fits` rules see what placements planned just before took on each
+//! cluster; [`reports`] turns AddOnPlacementScore updates into the reports that release them; a new
+//! leader rebuilds the ledger from every `status.reservations`. The controller also watches
+//! WorkloadShapes, for deducting one shape's reservations from another's `fits` (their CRD is in
+//! `manifests/hub/crds`). OCM's placement controller stays the only writer of PlacementDecisions.
 //!
 //! [`run`] is the mode in the process shell: probe server, metrics ([`metrics`]), and the shell's
 //! Lease elector; a replica that loses the Lease stops its controller and stands by again.

@@ -1,4 +1,5 @@
-//! Score reports as the hub observes them, for releasing reservations (design §10, release b).
+//! Score reports as the hub observes them, for releasing reservations (release (b) in
+//! `scheduler_core::reservation`).
 //!
 //! A report is an update of a cluster's `resource-usage-score` (the object `fits` scores live in)
 //! whose status changed, seen on the watch. The hub time of that observation is its arrival time,

@@ -4,10 +4,10 @@
 //!
 //! The double has no placement controller. The stand-in schedules every Placement with
 //! `scheduler-core`'s OCM-exact engine (`placement::sync_placement`) a few times a second and
-//! writes the PlacementDecisions and the Placement status as OCM does (placement-spec §7–8). It
+//! writes the PlacementDecisions and the Placement status as OCM's placement controller does. It
 //! reads the double's store in process, so cut watches and injected faults (which the tests aim
 //! at the controller's `patch` requests) do not touch it. Deviation from a real hub, documented
-//! in the design (§8): the double has no OCM mutating webhook, so taints carry an explicit
+//! here: the double has no OCM mutating webhook, so taints carry an explicit
 //! `timeAdded`.
 
 #![allow(dead_code)]

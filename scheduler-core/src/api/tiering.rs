@@ -9,9 +9,9 @@
 //! child's check against the upstream Placement CRD do the validation the API server cannot.
 //!
 //! The schema carries what a structural schema can say (enums, ranges, list lengths); the rules
-//! that relate several fields (§4.1 of the design) live in [`validate`], which the planner runs
-//! first: an invalid spec becomes `Ready=False, reason=InvalidSpec` naming the field, and the
-//! child Placement is left as it was.
+//! that relate several fields live in [`validate`], which the planner runs first: an invalid spec
+//! becomes `Ready=False, reason=InvalidSpec` naming the field, and the child Placement is left as
+//! it was.
 
 use super::{ClusterPredicate, Condition, LabelSelector, PlacementSpec, Time};
 use crate::duration;
@@ -375,8 +375,8 @@ pub struct TieredPlacementStatus {
     /// increase of `replicasPerCluster` reserves only the difference.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workload: Option<WorkloadFootprint>,
-    /// Capacity this placement took on clusters whose agents have not reported since (design
-    /// §10), sorted by cluster. Other TieredPlacements see the clusters' `fits` scores minus
+    /// Capacity this placement took on clusters whose agents have not reported since it was
+    /// taken, sorted by cluster. Other TieredPlacements see the clusters' `fits` scores minus
     /// these; the controller rebuilds its ledger from them after a restart.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reservations: Vec<Reservation>,
@@ -625,7 +625,7 @@ fn predicates_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Validation (design §4.1)
+// Validation: the rules the schema cannot express
 
 /// One reason a spec is invalid, naming the field (`spec.tiers[1].name`).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -770,8 +770,8 @@ impl TieredPlacementSpec {
     }
 }
 
-/// Checks the rules of design §4.1 that the schema cannot express. Returns every error found,
-/// each naming its field; an empty list means the spec is valid.
+/// Checks the rules that relate several fields, which the schema cannot express. Returns every
+/// error found, each naming its field; an empty list means the spec is valid.
 pub fn validate(spec: &TieredPlacementSpec) -> Vec<SpecError> {
     let mut errors = Vec::new();
     if let Some(name) = &spec.placement_name

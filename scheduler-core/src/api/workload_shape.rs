@@ -1,5 +1,5 @@
 //! `WorkloadShape` (`tiering.ocm-score.io/v1alpha1`, cluster-scoped): one replica of a workload,
-//! as the agent counts "how many of these fit on this cluster" (design §11).
+//! as the agent counts "how many of these fit on this cluster" (docs/fits-and-reservations.md).
 //!
 //! Each agent publishes `fits.<shape>` in its `resource-usage-score` AddOnPlacementScore, encoded by
 //! [`encode_fits`] and read back by [`decode_fits`]; both live here so the agent that writes the

@@ -7,7 +7,7 @@
 //! gives `resource-usage-score/fits.<shape>` and `ocm-score-reserved/fits.<shape>` the same weight
 //! gets their sum from OCM: the reported capacity minus what is promised. OCM scores a missing score
 //! as 0, which is exactly right for the clusters without reservations, so nothing is written there
-//! (design `docs/design/workload-failover.md` §7: a mirror of every `fits` score would be rewritten
+//! (docs/design/workload-failover.md §7: a mirror of every `fits` score would be rewritten
 //! for every cluster at every report).
 //!
 //! The sum is the exact effective score or one point below it (each term rounds toward less

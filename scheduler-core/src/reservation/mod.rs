@@ -1,4 +1,4 @@
-//! Reservations between score reports ("assume and deduct", design `tiered-placement.md` §10).
+//! Reservations between score reports ("assume and deduct"; docs/fits-and-reservations.md).
 //!
 //! Agents report every minute or so; decisions taken in between all see the same headroom, so two
 //! TieredPlacements created in the same minute would both take the cluster with the most room.
@@ -16,13 +16,14 @@
 //!   floored at 0. Reservations of another shape `T` count `ceil(replicas × max_r(req_T[r] /
 //!   req_S[r]))` ([`ShapeCatalog`]); the next report corrects the over-deduction. A placement's
 //!   own reservations are not deducted from its own view (self-credit; the planner adds its
-//!   footprint back on clusters in its decisions, §5 step 2). Reservations never add headroom:
+//!   footprint back on clusters in its decisions). Reservations never add headroom:
 //!   removing a workload frees capacity only when the agent says so.
 //! * **Release** (a) when the cluster leaves the placement's selection, or the placement its
 //!   `spec.workload`, or the placement is deleted; (b) on the first score report of the cluster
 //!   the controller observes at or after `createdAt + settle` (default 90 s: ManifestWork delivery
 //!   and pod creation; the agent deducts pending pods, so a report after pod creation already
-//!   counts the workload); (d) at `expiresAt` exactly (the TTL).
+//!   counts the workload); (c) at the first report after its workload landed (below); (d) at
+//!   `expiresAt` exactly (the TTL).
 //! * **Persist.** Each placement's reservations are in its `status.reservations`, and the
 //!   footprint its selection was reserved with in `status.workload`, so a new leader rebuilds
 //!   the same ledger ([`Ledger::rebuild`]). It cannot know which reports arrived while no one
@@ -41,8 +42,10 @@
 //!   with the increase alone): a report has not counted any of those replicas yet.
 //! * A decrease caps what is in flight at the new size (those replicas will not be created), and
 //!   a footprint declared for clusters already running the workload reserves nothing.
-//! * Release (c), on `ManifestWork Applied=True`, is left out: the TieredPlacement names no
-//!   ManifestWork, and (b) bounds the window already.
+//! * Release (c), on landing, needs `spec.workloadHealth`: only then does the controller see the
+//!   placement's ManifestWorks, and a workload judged Healthy after the reservation was made
+//!   ([`Ledger::landed`]) releases it at the cluster's next report (docs/design/workload-failover.md
+//!   §6). Without it the TieredPlacement names no ManifestWork, and (b) bounds the window.
 //! * A shape the hub has no valid WorkloadShape for is counted one for one against other shapes.
 
 pub mod deduction;

@@ -1,5 +1,5 @@
 //! What one replica of a shape takes, for deducting a reservation of one shape from the `fits`
-//! of another (design §10, step 2).
+//! of another (the "Deduct" step in [`crate::reservation`]).
 
 use crate::api::workload_shape::{self, WorkloadShape};
 use crate::placement::quantity::approximate_f64;
@@ -59,8 +59,9 @@ impl ShapeCatalog {
     }
 
     /// How many replicas of `wanted` one replica of `reserved` may take: 1 for the same shape;
-    /// otherwise `max_r(reserved[r] / wanted[r])` over the resources `wanted` requests (design
-    /// §10), and 1 when either shape is unknown or `wanted` requests nothing (it is bounded by
+    /// otherwise `max_r(reserved[r] / wanted[r])` over the resources `wanted` requests (the
+    /// "Deduct" step in [`crate::reservation`]), and 1 when either shape is unknown or `wanted`
+    /// requests nothing (it is bounded by
     /// pod slots, and each replica takes one).
     pub fn ratio(&self, reserved: &str, wanted: &str) -> f64 {
         if reserved == wanted {

@@ -181,7 +181,8 @@ pub fn decide(input: &Input<'_>) -> Plan {
     let hold = dur(timings.hold_down);
     let max_hold = dur(timings.max_hold_down);
 
-    // Workload verdicts (design §3) and the clusters they exclude for this TieredPlacement.
+    // Workload verdicts (docs/design/workload-failover.md §3) and the clusters they exclude for
+    // this TieredPlacement.
     let workload: Option<WorkloadVerdicts> = spec.workload_health.as_ref().map(|policy| {
         workload_verdicts::evaluate(
             policy,
@@ -439,7 +440,7 @@ pub fn decide(input: &Input<'_>) -> Plan {
         v
     };
     // Staying on a tier short of clusters not known to fail (no target, or an override): keep
-    // some of its failed ones (design §4) rather than shrink or empty the child, but only as
+    // some of its failed ones (workload-failover.md §4) rather than shrink or empty the child, but only as
     // many as `numberOfClusters` needs beside the others, the selected ones first, so OCM never
     // prefers a failed cluster to one not known to fail.
     let failed_kept: Vec<Vec<ClusterId>> = health
@@ -521,7 +522,7 @@ pub fn decide(input: &Input<'_>) -> Plan {
     let no_verdicts = WorkloadVerdicts::default();
     let workload_of = workload.as_ref().unwrap_or(&no_verdicts);
 
-    // Make-before-break (design §5): the clusters this plan leaves may stay beside their
+    // Make-before-break (workload-failover.md §5): the clusters this plan leaves may stay beside their
     // replacements; the child then pins exactly the choice plus them.
     let retention = (!keep_child).then(|| {
         let released = Released::parse(
@@ -1216,7 +1217,7 @@ fn failover(ctx: &Ctx<'_>, current: Option<usize>, override_idx: Option<usize>) 
                     });
                     return choice;
                 }
-                // No target not known to fail: stay (design §4); `WorkloadHealthy` says why.
+                // No target not known to fail: stay (workload-failover.md §4); `WorkloadHealthy` says why.
                 None if workload => {}
                 None => {
                     choice.no_tier_satisfied = true;
@@ -1373,7 +1374,7 @@ fn overflow(
             }
         }
     }
-    // A failed workload is left only for a replacement (design §4): without one it stays.
+    // A failed workload is left only for a replacement (workload-failover.md §4): without one it stays.
     let mut failed_kept = 0usize;
     for id in prior_selection {
         if keep.len() >= n {
@@ -1533,7 +1534,8 @@ fn overflow(
     choice
 }
 
-/// `WorkloadHealthy=False` reason when no tier has a cluster not known to fail (design §4).
+/// `WorkloadHealthy=False` reason when no tier has a cluster not known to fail
+/// (workload-failover.md §4).
 const UNHEALTHY_EVERYWHERE: &str = "UnhealthyEverywhere";
 
 /// Which clusters a workload failure excludes for this TieredPlacement, and until when.
@@ -1550,7 +1552,7 @@ struct Exclusion {
 /// A Failed cluster is excluded for its tier's effective hold-down from the failure. Past that
 /// it stays excluded while its work still reports unhealthy, and while no cluster's workload is
 /// Healthy anywhere: a workload broken by its own config must not start a new round of moves
-/// just because time passed (design §4).
+/// just because time passed (workload-failover.md §4).
 #[allow(clippy::too_many_arguments)]
 fn exclusions(
     w: &WorkloadVerdicts,

@@ -16,8 +16,9 @@
 //!   child), server-side apply it with field manager `ocm-score-tiering` and `force`. The
 //!   rendered child carries the owner reference when the TieredPlacement has a uid. `None`
 //!   means "leave the child as it is" (invalid spec, or pins too large). A child edited by hand
-//!   keeps our hash annotation only if the editor kept it: the controller should also compare
-//!   the fields it manages (from `managedFields`) and re-apply with an event when they differ.
+//!   may keep our hash annotation, so the controller also re-applies (with a `ChildRestored`
+//!   event) when a field we render no longer holds our value ("rendered ⊆ live",
+//!   `hub-controller/src/tiering/child.rs`).
 //! * **Reservations**: plan through [`plan_and_assume`], one TieredPlacement
 //!   at a time against one ledger, so `fits` rules see what placements planned just before took.
 //! * **Status**: write [`Plan::status`] through the status subresource when
@@ -27,9 +28,10 @@
 //! * **Requeue** at [`Plan::requeue_at`] (toleration deadlines − 1 s, debounce ends, hold-down
 //!   ends, score `validUntil` + 1 ns, stale grace ends, the end of `Frozen` and of `minDwell`,
 //!   penalty decay). Also reconcile on changes of any input above.
-//! * **ManifestWorks**: build one [`WorkIndex`] per round from the ManifestWork reflector
-//!   (`WorkIndex::new(store.iter().map(|w| &**w))`) and pass it to [`plan_and_assume`]; reconcile
-//!   a TieredPlacement with `spec.workloadHealth` when one of its works changes.
+//! * **ManifestWorks**: for a TieredPlacement with `spec.workloadHealth`, pass a [`WorkIndex`] of
+//!   the ManifestWork reflector to [`plan_and_assume`], built again only after the store changed
+//!   (`WorkIndex::from_shared`; the others get an empty index); reconcile such a TieredPlacement
+//!   when one of its works changes.
 //! * **Events**: publish [`Plan::events`] (one per transition, `Frozen`, `InvalidSpec`,
 //!   `PinningTooLarge`) on the TieredPlacement.
 //! * **Observe**: compare the child's PlacementDecisions with `status.placement.predicted` and

@@ -151,7 +151,8 @@ impl<'a> Rule<'a> {
                 format!("{resource}/{name}: {why}"),
             ),
             Ok((value, until)) => {
-                // `fits` values encode replicas as `floor(fits / scale) - 100` (design §11); other
+                // `fits` values encode replicas as `floor(fits / scale) - 100`
+                // (docs/fits-and-reservations.md); other
                 // placements' reservations are deducted from what was reported, floored at 0.
                 let mut taken = 0;
                 let v = match self.fits {

@@ -1,4 +1,5 @@
-//! What one ManifestWork says about the workload right now (design §3), before any clock.
+//! What one ManifestWork says about the workload right now (docs/design/workload-failover.md §3),
+//! before any clock.
 //!
 //! Health is judged from status feedback, the one signal about the application itself:
 //! `Applied` and `Available` only say the resources exist. `Progressing=True` means "not yet

@@ -1,4 +1,5 @@
-//! Make-before-break (design §5): clusters the plan leaves stay in the child beside the clusters
+//! Make-before-break (docs/design/workload-failover.md §5): clusters the plan leaves stay in the
+//! child beside the clusters
 //! that replace them, until those are Healthy, a time limit passes, or a human releases them.
 //!
 //! One mechanism serves both causes: a cluster left because its workload Failed (by

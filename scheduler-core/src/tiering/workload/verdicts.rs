@@ -1,4 +1,5 @@
-//! Per-cluster workload verdicts with their clocks (design §3): Unknown, Healthy, Unhealthy
+//! Per-cluster workload verdicts with their clocks (docs/design/workload-failover.md §3): Unknown,
+//! Healthy, Unhealthy
 //! since T, Failed after `tolerationSeconds`.
 //!
 //! The clocks live in `status.workloadHealth.clusters`, as the capacity verdicts' live in
@@ -60,7 +61,7 @@ impl WorkloadVerdicts {
 
     /// Whether some cluster's workload is Healthy now (a Failed one reporting Healthy again
     /// included): the evidence that the workload can run at all, without which no failed
-    /// cluster becomes eligible again (design §4).
+    /// cluster becomes eligible again (workload-failover.md §4).
     pub fn any_healthy(&self) -> bool {
         self.clusters
             .iter()
@@ -195,7 +196,7 @@ pub fn evaluate<'s>(
             None if failed_before => Some(still_failed(before.map(|b| b.reason.clone()).unwrap_or_default())),
             // No work and nothing to remember.
             None => None,
-            // Sticky (design §3): Failed until its exclusion ends, whatever it reports now; the
+            // Sticky (workload-failover.md §3): Failed until its exclusion ends, whatever it reports now; the
             // recovery is recorded in the reason (and counts as evidence, `any_healthy`).
             Some(Observation::Healthy(why)) if failed_before => {
                 let mut e = still_failed(String::new());
