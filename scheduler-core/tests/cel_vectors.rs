@@ -80,3 +80,50 @@ fn every_vector_gives_cel_go_outcome() {
     );
     assert!(passed > 400, "the vectors file lost lines: {passed}");
 }
+
+/// A cluster that has an empty `status.conditions` list and one that has no such key: OCM's Go
+/// object sees `[]` and `null` (`status.conditions` has no `omitempty`), so `exists()` is false on
+/// the first and an error on the second. The snapshot keeps the two apart (`KeptList`). Found by
+/// the live differential (seed 7925122099488079162: a cluster with `conditions: []`).
+#[test]
+fn an_empty_conditions_list_is_not_a_missing_one() {
+    let with = |status: serde_json::Value| {
+        let cluster = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "alpha-1", "labels": {"tier": "gold"}},
+            "spec": {},
+            "status": status
+        }))
+        .expect("a valid ManagedCluster");
+        HubSnapshot::new(HubObjects {
+            clusters: vec![cluster],
+            ..HubObjects::default()
+        })
+        .expect("a valid snapshot")
+    };
+    let expression = "!managedCluster.status.conditions.exists(c, c.type == 'ManagedClusterConditionAvailable' \
+                      && c.status == 'Unknown') && 'tier' in managedCluster.metadata.labels";
+    let empty = with(serde_json::json!({"conditions": []}));
+    assert_eq!(outcome(&empty, expression), "true");
+    let missing = with(serde_json::json!({}));
+    assert!(
+        outcome(&missing, expression).starts_with("error"),
+        "{}",
+        outcome(&missing, expression)
+    );
+    assert_eq!(
+        outcome(&missing, "managedCluster.status.conditions == null"),
+        "true"
+    );
+    assert_eq!(
+        outcome(&missing, "managedCluster.spec.hubAcceptsClient == false"),
+        "true"
+    );
+    // The typed object writes back what it read, so a saved snapshot replays the same.
+    for status in [serde_json::json!({"conditions": []}), serde_json::json!({})] {
+        let cluster: scheduler_core::api::ManagedCluster =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": "c"}, "status": status}))
+                .expect("a valid ManagedCluster");
+        let json = serde_json::to_value(&cluster).expect("serializes");
+        assert_eq!(json["status"], status);
+    }
+}

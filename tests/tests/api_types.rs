@@ -238,7 +238,7 @@ fn objects_we_build_validate_against_upstream_schemas() {
                 ..Default::default()
             },
             status: Some(ManagedClusterStatus {
-                conditions: vec![condition("ManagedClusterConditionAvailable")],
+                conditions: vec![condition("ManagedClusterConditionAvailable")].into(),
                 allocatable: [("cpu".to_string(), Quantity("4".into()))].into(),
                 capacity: [("cpu".to_string(), Quantity("8".into()))].into(),
                 cluster_claims: vec![ManagedClusterClaim {

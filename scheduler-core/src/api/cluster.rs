@@ -1,6 +1,7 @@
 use super::{Condition, Extra, LabelSelector, Quantity, Time, ocm_root};
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::collections::BTreeMap;
+use std::ops::{Deref, DerefMut};
 
 ocm_root! {
     /// A cluster registered with the hub.
@@ -38,8 +39,8 @@ pub struct Taint {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ManagedClusterStatus {
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub conditions: Vec<Condition>,
+    #[serde(default, skip_serializing_if = "KeptList::is_absent")]
+    pub conditions: KeptList<Condition>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub capacity: BTreeMap<String, Quantity>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -120,4 +121,80 @@ pub struct ManagedClusterSetBindingStatus {
     pub conditions: Vec<Condition>,
     #[serde(flatten)]
     pub extra: Extra,
+}
+
+/// A list that keeps whether the object had it at all: an absent key and an empty list read back
+/// as they were written. OCM's CEL environment sees the Go object, whose `status.conditions` has no
+/// `omitempty`: `null` when the object has no conditions key, `[]` when it has an empty list, and
+/// `exists()` is an error on the first and false on the second (tests/conformance cel vectors).
+#[derive(Clone, Debug, PartialEq)]
+pub struct KeptList<T> {
+    items: Vec<T>,
+    present: bool,
+}
+
+impl<T> KeptList<T> {
+    /// No key at all (what `Default` gives).
+    pub fn absent() -> Self {
+        Self {
+            items: Vec::new(),
+            present: false,
+        }
+    }
+
+    /// Neither the key nor any item: serialized as nothing.
+    pub fn is_absent(&self) -> bool {
+        !self.present && self.items.is_empty()
+    }
+}
+
+impl<T> Default for KeptList<T> {
+    fn default() -> Self {
+        Self::absent()
+    }
+}
+
+impl<T> From<Vec<T>> for KeptList<T> {
+    fn from(items: Vec<T>) -> Self {
+        Self { items, present: true }
+    }
+}
+
+impl<T> Deref for KeptList<T> {
+    type Target = Vec<T>;
+    fn deref(&self) -> &Vec<T> {
+        &self.items
+    }
+}
+
+/// Changing the items states the key, as writing a list into an object does.
+impl<T> DerefMut for KeptList<T> {
+    fn deref_mut(&mut self) -> &mut Vec<T> {
+        self.present = true;
+        &mut self.items
+    }
+}
+
+impl<T> IntoIterator for KeptList<T> {
+    type Item = T;
+    type IntoIter = std::vec::IntoIter<T>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.items.into_iter()
+    }
+}
+
+impl<T: Serialize> Serialize for KeptList<T> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.items.serialize(serializer)
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for KeptList<T> {
+    /// A list states the key; `null` reads as absent, as the API server prunes it.
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Ok(match Option::<Vec<T>>::deserialize(deserializer)? {
+            Some(items) => Self::from(items),
+            None => Self::absent(),
+        })
+    }
 }

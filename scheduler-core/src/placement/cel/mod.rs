@@ -201,10 +201,47 @@ impl<'s> ClusterActivation<'s> {
             .get_or_init(|| {
                 // The snapshot wrote this JSON from a typed object; Null only guards the impossible.
                 serde_json::from_slice::<serde_json::Value>(self.snapshot.cluster_json(self.id))
-                    .map(|v| Value::from_json(&v))
+                    .map(|mut v| {
+                        as_go_converts_it(&mut v);
+                        Value::from_json(&v)
+                    })
                     .unwrap_or(Value::Null)
             })
             .clone()
+    }
+}
+
+/// OCM evaluates CEL on its Go `ManagedCluster` converted to a map
+/// (`runtime.DefaultUnstructuredConverter`), where the fields declared without `omitempty` are
+/// there even when the object lacks them: `spec.hubAcceptsClient` (false), `status.conditions`
+/// (null), `status.version` (a struct: `{}`), and each taint's `timeAdded` (null). So `has()` and
+/// `== null` on them answer as in OCM. The rest of the JSON is the object as written.
+fn as_go_converts_it(cluster: &mut serde_json::Value) {
+    use serde_json::{Map, Value as Json};
+    let Some(cluster) = cluster.as_object_mut() else {
+        return;
+    };
+    if let Some(spec) = cluster
+        .entry("spec")
+        .or_insert_with(|| Json::Object(Map::new()))
+        .as_object_mut()
+    {
+        spec.entry("hubAcceptsClient").or_insert(Json::Bool(false));
+        if let Some(taints) = spec.get_mut("taints").and_then(Json::as_array_mut) {
+            for taint in taints.iter_mut().filter_map(Json::as_object_mut) {
+                taint.entry("timeAdded").or_insert(Json::Null);
+            }
+        }
+    }
+    if let Some(status) = cluster
+        .entry("status")
+        .or_insert_with(|| Json::Object(Map::new()))
+        .as_object_mut()
+    {
+        status.entry("conditions").or_insert(Json::Null);
+        status
+            .entry("version")
+            .or_insert_with(|| Json::Object(Map::new()));
     }
 }
 
