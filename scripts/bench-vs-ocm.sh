@@ -39,8 +39,8 @@ echo "building OCM's side (tests/ocm-bench/placement-bench) ..." >&2
   GOTOOLCHAIN=local GOFLAGS="-mod=readonly -buildvcs=false" \
     "$go" build -trimpath -o "$cache/bin/" ./placement-bench
 )
-echo "building our side (cargo bench -p scheduler-core --bench placement) ..." >&2
-cargo bench -q -p scheduler-core --bench placement --no-run >&2
+echo "building our side (cargo bench -p ocm-score-scheduler --bench placement) ..." >&2
+cargo bench -q -p ocm-score-scheduler --bench placement --no-run >&2
 
 ocm_version=$(cd tests/ocm-bench && GOTOOLCHAIN=local GOFLAGS=-mod=readonly "$go" list -m -f '{{.Version}}' open-cluster-management.io/ocm)
 rev=$(git -C "$repo" rev-parse --short HEAD)
@@ -53,7 +53,7 @@ echo "- machine: nproc $(nproc), $(sed -n 's/^model name[[:space:]]*: //p' /proc
 echo "- versions: OCM $ocm_version ($(GOTOOLCHAIN=local "$go" env GOVERSION)), ocm-score $rev ($(rustc --version))"
 echo "- load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 
-cargo bench -q -p scheduler-core --bench placement -- vs-ocm "$cache/bin/placement-bench" "$@"
+cargo bench -q -p ocm-score-scheduler --bench placement -- vs-ocm "$cache/bin/placement-bench" "$@"
 
 echo
 echo "- load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -11,7 +11,7 @@
 //! is about OCM's API and Placement, not about one agent's flags. This crate is pure (no I/O, no
 //! clock): both sides depend on it, it depends on neither.
 
-use scheduler_core::duration;
+use ocm_score_api::duration;
 use std::fmt;
 use std::time::Duration;
 

@@ -15,7 +15,7 @@ mod support;
 
 use ocm_score_agent::accounting::objects::{SlimNode, SlimTaint};
 use ocm_score_agent::accounting::{FitsIndex, FitsOptions, SlimPod, compile_shapes};
-use scheduler_core::api::{ObjectMeta, WorkloadShape};
+use ocm_score_api::{ObjectMeta, WorkloadShape};
 use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::time::{Duration, Instant};

@@ -1,10 +1,10 @@
 //! Command line: every flag is also an environment variable, `--some-thing` ↔ `OCM_SCORE_SOME_THING`
 //! (the old names are `ocm_score_shell::cli::RENAMED_MODE_ENV`). Values are parsed (and so rejected with
 //! the flag and value named, exit code 2) by clap with the parsers of the agent's contract
-//! (`agent_contract`, shared with the hub), which also names the flags and holds their defaults;
+//! (`ocm_score_agent_contract`, shared with the hub), which also names the flags and holds their defaults;
 //! `config` then checks the flags against each other.
 
-use agent_contract::{
+use ocm_score_agent_contract::{
     self as contract, DurationArg, ExtendedResource, NormalizeArg, Source, flag, parse_duration,
     parse_extended_resource, parse_normalize, parse_source,
 };
@@ -60,7 +60,7 @@ pub struct ScoringArgs {
     pub scores: Vec<String>,
 
     /// Name of the AddOnPlacementScore object written in the cluster namespace on the hub.
-    #[arg(long = flag::long(flag::SCORE_OBJECT_NAME), env = "OCM_SCORE_SCORE_OBJECT_NAME", default_value = scheduler_core::api::well_known::RESOURCE_USAGE_SCORE)]
+    #[arg(long = flag::long(flag::SCORE_OBJECT_NAME), env = "OCM_SCORE_SCORE_OBJECT_NAME", default_value = ocm_score_api::well_known::RESOURCE_USAGE_SCORE)]
     pub score_object_name: String,
 
     /// How long published scores stay valid (`validUntil` = now + this). Default for `run`: derived

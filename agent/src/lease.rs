@@ -12,7 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use ocm_score_shell::probes::Heartbeat;
-use scheduler_core::api::ObjectMeta;
+use ocm_score_api::ObjectMeta;
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -13,7 +13,7 @@ use crate::sources::host::{HostSource, MIN_SAMPLE_INTERVAL};
 use crate::sources::kubelet::{KubeletSource, NodeRequests};
 use crate::sources::{Reading, SourceError};
 use jiff::Timestamp;
-use scheduler_core::api::{AddOnPlacementScore, ObjectMeta};
+use ocm_score_api::{AddOnPlacementScore, ObjectMeta};
 use std::fmt::Write;
 use std::sync::Arc;
 use std::time::Duration;
@@ -101,7 +101,7 @@ pub async fn once(cfg: OnceConfig) -> Result<String, OnceError> {
 
 /// The object as YAML, strings a YAML 1.1 reader would take for something else quoted.
 fn yaml(object: &AddOnPlacementScore) -> Result<String, serde_json::Error> {
-    Ok(scheduler_core::yaml::to_string(&serde_json::to_value(object)?))
+    Ok(ocm_score_api::yaml::to_string(&serde_json::to_value(object)?))
 }
 
 async fn read(

@@ -12,7 +12,7 @@ use crate::scores::ScoreValue;
 use crate::shapes::{self, ShapesCondition};
 use jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, PostParams};
-use scheduler_core::api::{
+use ocm_score_api::{
     AddOnPlacementScore, AddOnPlacementScoreItem, AddOnPlacementScoreStatus, Condition, ObjectMeta, Time,
 };
 use std::collections::BTreeMap;

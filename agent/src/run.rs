@@ -8,7 +8,7 @@
 //! Renewal: the refresh ticks keep their own cadence (computations caused by changes or retries in
 //! between do not move them), so every computation knows when the next refresh comes. It renews
 //! `validUntil` when that refresh, reading and writing as slowly as the timeouts allow, might land
-//! after it. With the derived validity (see `agent_contract::derived_validity`) that is every
+//! after it. With the derived validity (see `ocm_score_agent_contract::derived_validity`) that is every
 //! `--renew-every`-th refresh, and never a computation in between.
 
 use crate::accounting::resources::{CPU, MEMORY};
@@ -30,7 +30,7 @@ use jiff::Timestamp;
 use ocm_score_shell::CancellationToken;
 use ocm_score_shell::jitter::spread;
 use ocm_score_shell::probes::Heartbeat;
-use scheduler_core::duration::format as fmt_duration;
+use ocm_score_api::duration::format as fmt_duration;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;

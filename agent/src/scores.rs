@@ -16,7 +16,7 @@
 //! "Eligible" means Ready and not cordoned; "free" is allocatable minus the effective requests of the
 //! pods bound to the node (or, with the kubelet source, minus the larger of requests and real usage).
 //!
-//! Normalizations, both linear onto -100..100 and clamped (see `scheduler_core::normalize`):
+//! Normalizations, both linear onto -100..100 and clamped (see `ocm_score_api::normalize`):
 //! * `absolute:MIN:MAX` — the free amount in natural units (cores, GiB, devices); MIN → -100, MAX → 100.
 //! * `percent:MIN:MAX` — the free amount as a percentage of capacity (cluster scope: allocatable summed
 //!   over eligible nodes; node scope: the largest allocatable of any eligible node).
@@ -27,11 +27,11 @@
 //! as 0 to the Placement scheduler, which would rank such a cluster above clusters that can host).
 
 use crate::accounting::{Figures, ResourceSet, ResourceView};
-use agent_contract::ScoreSpec;
-use scheduler_core::normalize::{MIN_SCORE, ScoreNormalizer};
+use ocm_score_agent_contract::ScoreSpec;
+use ocm_score_api::normalize::{MIN_SCORE, ScoreNormalizer};
 
 /// Scope and normalization are part of the agent's contract (the hub checks `--normalize` too).
-pub use agent_contract::{Normalization, Scope};
+pub use ocm_score_agent_contract::{Normalization, Scope};
 
 /// One published score: its name, what it measures and how it is normalized.
 #[derive(Clone, Debug, PartialEq)]
@@ -96,7 +96,7 @@ impl ScoreDef {
 /// The built-in scores in the order upstream publishes them, then the legacy names.
 pub fn built_in_defs() -> Vec<ScoreDef> {
     let resources = ResourceSet::built_in();
-    agent_contract::built_in_scores()
+    ocm_score_agent_contract::built_in_scores()
         .into_iter()
         .filter_map(|spec| ScoreDef::from_spec(spec, &resources))
         .collect()
@@ -261,8 +261,8 @@ mod tests {
                 .starts_with("largest free nvidia.com/gpu on one Ready")
         );
         let resources = ResourceSet::with_extended(["amd.com/gpu"]).expect("fits");
-        let amd = agent_contract::parse_extended_resource("amd.com/gpu").expect("valid");
-        let [node, cluster] = agent_contract::extended_scores(&amd)
+        let amd = ocm_score_agent_contract::parse_extended_resource("amd.com/gpu").expect("valid");
+        let [node, cluster] = ocm_score_agent_contract::extended_scores(&amd)
             .map(|spec| ScoreDef::from_spec(spec, &resources).expect("accounted"));
         assert_eq!(
             (node.name.as_str(), cluster.name.as_str(), node.resource),

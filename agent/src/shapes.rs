@@ -25,8 +25,8 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher::{self, Event};
 use ocm_score_shell::jitter::spread;
 use ocm_score_shell::watch::WatchRetryExt;
-use scheduler_core::api::WorkloadShape;
-use scheduler_core::api::workload_shape::{ShapeError, TOO_MANY_SHAPES_REASON, fits_score_name};
+use ocm_score_api::WorkloadShape;
+use ocm_score_api::crd::workload_shape::{ShapeError, TOO_MANY_SHAPES_REASON, fits_score_name};
 use serde::Deserialize;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -153,7 +153,7 @@ fn shape_of(entry: &Value) -> Result<WorkloadShape, (String, String)> {
             .and_then(|spec| {
                 spec.iter().find_map(|(key, value)| {
                     let alone = serde_json::json!({ key.as_str(): value });
-                    serde_json::from_value::<scheduler_core::api::WorkloadShapeSpec>(alone)
+                    serde_json::from_value::<ocm_score_api::WorkloadShapeSpec>(alone)
                         .is_err()
                         .then(|| format!("spec.{key}"))
                 })
@@ -216,7 +216,7 @@ pub fn not_installed(recheck: Duration) -> ShapesCondition {
             "the WorkloadShape CRD ({}) is not installed on the hub, so no fits scores are published; \
              checking again about every {}",
             crd_name(),
-            scheduler_core::duration::format(recheck)
+            ocm_score_api::duration::format(recheck)
         ),
     }
 }
@@ -377,7 +377,7 @@ pub async fn watch_hub(
             if newly {
                 tracing::warn!(
                     crd = %crd_name(),
-                    recheck = %scheduler_core::duration::format(settings.recheck),
+                    recheck = %ocm_score_api::duration::format(settings.recheck),
                     "the WorkloadShape CRD is not installed on the hub; fits scores are off until it is"
                 );
             }

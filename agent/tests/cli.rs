@@ -3,7 +3,7 @@
 //! bad configuration exits 2 naming the flag; `run` keeps going while the hub is unreachable and stops
 //! within the 30 s grace period Kubernetes gives a pod after SIGTERM.
 
-use scheduler_core::api::AddOnPlacementScore;
+use ocm_score_api::AddOnPlacementScore;
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;

@@ -5,7 +5,7 @@ mod support;
 
 use kube::api::{Api, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use scheduler_core::api::{AddOnPlacementScore, ObjectMeta};
+use ocm_score_api::{AddOnPlacementScore, ObjectMeta};
 use support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

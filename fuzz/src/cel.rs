@@ -3,7 +3,7 @@
 //! OCM's shape, and the two ways the scheduler asks (`is_true` on the bound program, `eval_bool`
 //! unbound) agree for every cluster.
 
-use scheduler_core::placement::cel::{ClusterActivation, Program};
+use ocm_score_scheduler::placement::cel::{ClusterActivation, Program};
 
 /// The checks on one input: what the fuzz target runs, and the seed replay test for each seed.
 pub fn check(data: &[u8]) {

@@ -8,7 +8,7 @@ use ocm_score_agent::config::RunConfig;
 use ocm_score_hub::addon::agent_cli;
 use ocm_score_hub::addon::agent_manifests::{AgentDefaults, RenderInput, agent_args, render};
 use ocm_score_hub::addon::deployment_config::{AgentConfig, agent_config, override_image};
-use scheduler_core::api::{AddOnDeploymentConfigSpec, CustomizedVariable};
+use ocm_score_api::{AddOnDeploymentConfigSpec, CustomizedVariable};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::LazyLock;

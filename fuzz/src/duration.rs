@@ -4,7 +4,7 @@
 //! duration; every parser that shares the grammar agrees with it; the scorer's checks keep their
 //! bounds.
 
-use scheduler_core::duration;
+use ocm_score_api::duration;
 use std::time::Duration;
 
 /// The checks on one input: what the fuzz target runs, and the seed replay test for each seed.
@@ -22,7 +22,7 @@ pub fn check(data: &[u8]) {
         );
     }
     assert_eq!(
-        agent_contract::parse_duration(text).map(|d| d.0).ok(),
+        ocm_score_agent_contract::parse_duration(text).map(|d| d.0).ok(),
         core.clone().ok(),
         "{text:?}: the agent's flags disagree with the grammar"
     );

@@ -13,7 +13,7 @@ pub mod prometheus_response;
 pub mod quantity;
 pub mod simulate_snapshot;
 
-use scheduler_core::placement::{HubObjects, HubSnapshot};
+use ocm_score_scheduler::placement::{HubObjects, HubSnapshot};
 use serde_json::{Value, json};
 use std::sync::LazyLock;
 

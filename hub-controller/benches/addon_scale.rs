@@ -14,7 +14,7 @@ use addon_common::*;
 use futures::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
-use scheduler_core::api::{ManagedClusterAddOn, ManifestWork};
+use ocm_score_api::{ManagedClusterAddOn, ManifestWork};
 use serde_json::json;
 use std::time::{Duration, Instant};
 
@@ -126,7 +126,7 @@ async fn main() {
         hub.add_cluster(name);
     }
     // Decisions come in pages of 100, as OCM writes them.
-    let decisions: Api<scheduler_core::api::PlacementDecision> =
+    let decisions: Api<ocm_score_api::PlacementDecision> =
         Api::namespaced(hub.admin.clone(), NAMESPACE);
     for (page, chunk) in names.chunks(100).enumerate() {
         let name = format!("all-clusters-decision-{}", page + 1);

@@ -12,7 +12,7 @@ use ocm_score_hub::thanos::{
     mapping::{ClusterIndex, ClusterMapping},
     response::{QueryData, parse_response},
 };
-use scheduler_core::api::{AddOnPlacementScore, ManagedCluster, ObjectMeta};
+use ocm_score_api::{AddOnPlacementScore, ManagedCluster, ObjectMeta};
 use std::{
     hint::black_box,
     sync::Arc,

@@ -3,11 +3,11 @@
 //! (`tiering`, `explain-server`).
 
 use kube::runtime::reflector::Store;
-use scheduler_core::api::{
+use ocm_score_api::{
     AddOnPlacementScore, ManagedCluster, ManagedClusterSet, ManagedClusterSetBinding, Placement,
     PlacementDecision,
 };
-use scheduler_core::placement::{HubObjects, HubSnapshot, PlacementError};
+use ocm_score_scheduler::placement::{HubObjects, HubSnapshot, PlacementError};
 
 /// One store per kind the engine reads.
 #[derive(Clone)]

@@ -8,7 +8,7 @@ use ocm_score_agent::config::RunConfig;
 use ocm_score_hub::addon::agent_cli;
 use ocm_score_hub::addon::agent_manifests::{AgentDefaults, RenderInput, agent_args};
 use ocm_score_hub::addon::deployment_config::{AgentConfig, agent_config};
-use scheduler_core::api::{AddOnDeploymentConfigSpec, CustomizedVariable};
+use ocm_score_api::{AddOnDeploymentConfigSpec, CustomizedVariable};
 
 /// The long flags of `ocm-score-agent run`, as its `--help` lists them.
 fn agent_run_flags() -> Vec<String> {
@@ -108,8 +108,8 @@ fn the_default_rendering_is_accepted_and_matches_the_agent_defaults() {
     let run =
         agent_verdict(&AgentConfig::default(), &file.0).expect("the agent accepts the default rendering");
     // The hub checks with the same contract the agent parses with: its defaults are the agent's.
-    let renewal = agent_contract::Timing::default().check().expect("valid defaults");
-    assert_eq!(run.refresh_interval, agent_contract::DEFAULT_REFRESH_INTERVAL);
+    let renewal = ocm_score_agent_contract::Timing::default().check().expect("valid defaults");
+    assert_eq!(run.refresh_interval, ocm_score_agent_contract::DEFAULT_REFRESH_INTERVAL);
     assert_eq!(
         (run.scoring.validity, run.renew_every),
         (renewal.validity, renewal.renew_every)
@@ -121,7 +121,7 @@ fn the_default_rendering_is_accepted_and_matches_the_agent_defaults() {
         ("resource-usage-collect", "agents")
     );
     let scores: Vec<&str> = run.scoring.scores.iter().map(|s| s.name.as_str()).collect();
-    assert_eq!(scores, agent_contract::built_in_score_names().collect::<Vec<_>>());
+    assert_eq!(scores, ocm_score_agent_contract::built_in_score_names().collect::<Vec<_>>());
 }
 
 #[test]

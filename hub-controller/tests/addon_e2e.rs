@@ -6,7 +6,7 @@ mod addon_common;
 use addon_common::*;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use ocm_score_hub::addon::spec_hash::spec_hash;
-use scheduler_core::api::{
+use ocm_score_api::{
     AddOnPlacementScore, AddOnPlacementScoreItem, AddOnPlacementScoreStatus, ObjectMeta,
 };
 use serde_json::{Value, json};
@@ -398,7 +398,7 @@ async fn a_klusterlet_csr_is_approved_and_a_forged_one_denied() {
 }
 
 async fn set_variables(hub: &Hub, variables: &[(&str, &str)]) {
-    let api: Api<scheduler_core::api::AddOnDeploymentConfig> = Api::namespaced(hub.admin.clone(), NAMESPACE);
+    let api: Api<ocm_score_api::AddOnDeploymentConfig> = Api::namespaced(hub.admin.clone(), NAMESPACE);
     let vars: Vec<Value> = variables
         .iter()
         .map(|(n, v)| json!({"name": n, "value": v}))
@@ -644,7 +644,7 @@ async fn removal_cleans_up_the_work_rbac_and_score() {
     }
 
     // Deleting the ClusterManagementAddOn removes everything of every cluster.
-    let api: Api<scheduler_core::api::ClusterManagementAddOn> = Api::all(hub.admin.clone());
+    let api: Api<ocm_score_api::ClusterManagementAddOn> = Api::all(hub.admin.clone());
     api.delete(ADDON, &Default::default())
         .await
         .expect("deleting the ClusterManagementAddOn");
@@ -888,7 +888,7 @@ async fn under_ocm_addon_manager_nothing_happens_before_the_owner_reference() {
     );
 
     // OCM's addon-manager sets the owner reference: now we register (the work waits for the config).
-    let api: Api<scheduler_core::api::ManagedClusterAddOn> = Api::namespaced(hub.admin.clone(), "c1");
+    let api: Api<ocm_score_api::ManagedClusterAddOn> = Api::namespaced(hub.admin.clone(), "c1");
     let patch = json!({"metadata": {"ownerReferences": [{"apiVersion": "addon.open-cluster-management.io/v1alpha1",
         "kind": "ClusterManagementAddOn", "name": ADDON, "uid": cma["metadata"]["uid"], "controller": true}]}});
     api.patch(
@@ -1025,7 +1025,7 @@ async fn the_agent_publishes_with_the_granted_identity_and_is_refused_elsewhere(
 
     // WorkloadShapes: the agent may read them, not write them; an identity of a cluster without the
     // add-on may not even read them.
-    use scheduler_core::api::WorkloadShape;
+    use ocm_score_api::WorkloadShape;
     controller
         .wait_for("the agents' read access to WorkloadShapes", || {
             (hub.shapes_readers().len() == 4).then_some(())

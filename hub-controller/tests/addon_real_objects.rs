@@ -16,7 +16,7 @@ use ocm_score_hub::addon::deployment_config::AgentConfig;
 use ocm_score_hub::addon::names;
 use ocm_score_hub::addon::work::{AgentAvailable, deploy_work, updated};
 use ocm_score_tests::control_plane::ControlPlane;
-use scheduler_core::api::ManifestWork;
+use ocm_score_api::ManifestWork;
 use serde_json::{Value, json};
 
 async fn dynamic(

@@ -25,7 +25,7 @@ use ocm_score_tests::control_plane::process::{Component, Tier};
 use ocm_score_tests::control_plane::{self, ControlPlane, addon};
 use ocm_score_tests::support::{TempDir, eventually};
 use rcgen::{CertificateParams, DistinguishedName, DnType, KeyPair};
-use scheduler_core::api::{
+use ocm_score_api::{
     AddOnDeploymentConfig, AddOnPlacementScore, ClusterManagementAddOn, ManagedClusterAddOn, ManifestWork,
 };
 use serde_json::{Value, json};
@@ -567,5 +567,5 @@ async fn nothing_waits_for_our_controller_and_the_agent_works_through_a_proxy() 
 }
 
 fn well_known_score() -> &'static str {
-    scheduler_core::api::well_known::RESOURCE_USAGE_SCORE
+    ocm_score_api::well_known::RESOURCE_USAGE_SCORE
 }

@@ -15,7 +15,7 @@ use ocm_score_hub::thanos::{
     response::SampleValue,
     scorer::{RoundPlan, Scorer},
 };
-use scheduler_core::api::{ManagedCluster, ObjectMeta};
+use ocm_score_api::{ManagedCluster, ObjectMeta};
 use std::{collections::BTreeMap, sync::Arc};
 use thanos_common::{FREE_CPU, FakeMode, FakeQueryApi, MEM_FREE, REQUEST_RATE};
 

@@ -12,7 +12,7 @@ mod tiering_common;
 use jiff::Timestamp;
 use ocm_score_tests::apiserver::RequestMatch;
 use ocm_score_tests::tiering::{assert_pinned, set, single_cluster_swaps, whole_seconds_after};
-use scheduler_core::api::tiering::{TieredPlacement, TransitionKind};
+use ocm_score_api::crd::tiered_placement::{TieredPlacement, TransitionKind};
 use serde_json::json;
 use std::collections::BTreeSet;
 use tiering_common::{CONVERGE, ControllerProcess, Hub, eventually};
@@ -59,7 +59,7 @@ async fn transition(
     controller: &ControllerProcess,
     kind: TransitionKind,
     after: Timestamp,
-) -> scheduler_core::api::tiering::Transition {
+) -> ocm_score_api::crd::tiered_placement::Transition {
     hub.view()
         .transition(NAME, kind, after, CONVERGE, || controller.log())
         .await
@@ -422,7 +422,7 @@ async fn faults_deleted_and_edited_children_are_survived() {
     settled(&hub, &controller, &["secondary"], &["s1", "s2"]).await;
 
     // The child edited by hand (its plan hash kept): restored, with an event naming the field.
-    kube::Api::<scheduler_core::api::Placement>::namespaced(hub.admin.clone(), "apps")
+    kube::Api::<ocm_score_api::Placement>::namespaced(hub.admin.clone(), "apps")
         .patch(
             NAME,
             &kube::api::PatchParams::default(),

@@ -3,24 +3,24 @@
 //! One Placement (Exact: AddOn + ResourceAllocatableCPU + Balance, weights 1, numberOfClusters
 //! 10) over fleets of 100 to 50,000 clusters, each with an AddOnPlacementScore, plus 1,000
 //! PlacementDecisions of other placements. Building the objects and the snapshot is not timed. Run
-//! with `cargo bench -p scheduler-core`; prints a markdown table.
+//! with `cargo bench -p ocm-score-scheduler`; prints a markdown table.
 //!
 //! A second table runs the same Placement with one CEL predicate added (a regular expression over
 //! a label and a `scores()` filter), next to it without, at 10,000 clusters; the goal is at most
 //! twice the cost. It also shows the fastest runs (on a shared machine the longer run is
 //! preempted more often, which inflates its median) and the cost of the predicate's parts.
-//! `cargo bench -p scheduler-core --bench placement -- cel` runs only that table (`-- fleet`
+//! `cargo bench -p ocm-score-scheduler --bench placement -- cel` runs only that table (`-- fleet`
 //! only the first).
 
 use k8s_openapi::jiff::Timestamp;
-use scheduler_core::api::{
+use ocm_score_api::{
     AddOnPlacementScore, AddOnPlacementScoreItem, AddOnPlacementScoreStatus, AddOnScore, ClusterCelSelector,
     ClusterDecision, ClusterPredicate, ClusterSelector, ManagedCluster, ManagedClusterSet,
     ManagedClusterSetBinding, ManagedClusterSetBindingSpec, ManagedClusterSpec, ManagedClusterStatus,
     ObjectMeta, Placement, PlacementDecision, PlacementDecisionStatus, PlacementSpec, PrioritizerConfig,
     PrioritizerPolicy, Quantity, ScoreCoordinate, Time, well_known,
 };
-use scheduler_core::placement::{
+use ocm_score_scheduler::placement::{
     HubObjects, HubSnapshot, HubSnapshotBuilder, SyncOutcome, candidates, schedule, sync,
 };
 use std::collections::BTreeMap;

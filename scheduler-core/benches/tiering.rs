@@ -16,20 +16,20 @@
 //! TieredPlacement whose ManifestWorkReplicaSet has a work on every one of the 10,000 clusters
 //! (the works on its tiers' clusters are judged), and planning all 1,000 TieredPlacements with
 //! 10 works each.
-//! Run with `cargo bench -p scheduler-core --bench tiering`; prints markdown tables.
+//! Run with `cargo bench -p ocm-score-scheduler --bench tiering`; prints markdown tables.
 
 use k8s_openapi::jiff::Timestamp;
-use scheduler_core::api::ManifestWork;
-use scheduler_core::api::tiering::MANIFEST_WORK_REPLICA_SET_LABEL;
-use scheduler_core::api::tiering::{TieredPlacement, TieredPlacementSpec};
-use scheduler_core::api::{
+use ocm_score_api::ManifestWork;
+use ocm_score_api::crd::tiered_placement::MANIFEST_WORK_REPLICA_SET_LABEL;
+use ocm_score_api::crd::tiered_placement::{TieredPlacement, TieredPlacementSpec};
+use ocm_score_api::{
     AddOnPlacementScore, AddOnPlacementScoreItem, AddOnPlacementScoreStatus, ClusterDecision, ManagedCluster,
     ManagedClusterSet, ManagedClusterSetBinding, ManagedClusterSetBindingSpec, ObjectMeta, PlacementDecision,
     PlacementDecisionStatus, Time, well_known,
 };
-use scheduler_core::placement::{HubObjects, HubSnapshot};
-use scheduler_core::reservation::View;
-use scheduler_core::tiering::{WorkIndex, plan_object, plan_with};
+use ocm_score_scheduler::placement::{HubObjects, HubSnapshot};
+use ocm_score_scheduler::reservation::View;
+use ocm_score_scheduler::tiering::{WorkIndex, plan_object, plan_with};
 use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::time::{Duration, Instant};

@@ -6,7 +6,7 @@
 //! whether the status came from memory or from the API server (restart equivalence), and
 //! rounding up only ever delays a voluntary move.
 
-use crate::api::Time;
+use ocm_score_api::Time;
 use k8s_openapi::jiff::Timestamp;
 use std::time::Duration;
 

@@ -1,14 +1,10 @@
-//! The pure core of ocm-score: OCM API models, score normalization and placement selection.
+//! The scheduling engine of ocm-score: OCM's Placement selection (CEL included), the tiering
+//! planner and the reservation ledger, over the models of `ocm-score-api`.
 //!
-//! Nothing in this crate does I/O; binaries fetch objects and hand them in as plain data.
+//! Nothing in this crate does I/O; binaries fetch objects and hand them in as plain data, with the
+//! clock passed in.
 
-pub mod api;
-pub mod duration;
 mod instant;
-pub mod names;
-pub mod normalize;
 pub mod placement;
-pub mod quantity_suffix;
 pub mod reservation;
 pub mod tiering;
-pub mod yaml;

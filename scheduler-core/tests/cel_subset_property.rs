@@ -11,9 +11,9 @@
 //! - `&&` and `||` are commutative, errors included (`error && false` is false, as in cel-go).
 
 use proptest::prelude::*;
-use scheduler_core::api::{ClusterCelSelector, ClusterSelector, ManagedCluster};
-use scheduler_core::placement::selector::{ClusterMatcher, SelectorMiss};
-use scheduler_core::placement::{HubObjects, HubSnapshot};
+use ocm_score_api::{ClusterCelSelector, ClusterSelector, ManagedCluster};
+use ocm_score_scheduler::placement::selector::{ClusterMatcher, SelectorMiss};
+use ocm_score_scheduler::placement::{HubObjects, HubSnapshot};
 use std::collections::BTreeMap;
 
 const KEYS: [&str; 4] = ["env", "zone", "n", "tier"];

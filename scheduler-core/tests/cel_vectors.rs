@@ -3,9 +3,9 @@
 //! environment (selected, not selected, runtime error, or misconfigured). Prints
 //! `N passed, M failed` and fails unless every vector passes.
 
-use scheduler_core::api::{ClusterCelSelector, ClusterSelector};
-use scheduler_core::placement::selector::{ClusterMatcher, SelectorMiss};
-use scheduler_core::placement::{HubObjects, HubSnapshot};
+use ocm_score_api::{ClusterCelSelector, ClusterSelector};
+use ocm_score_scheduler::placement::selector::{ClusterMatcher, SelectorMiss};
+use ocm_score_scheduler::placement::{HubObjects, HubSnapshot};
 
 fn snapshot() -> HubSnapshot {
     let cluster = serde_json::from_value(serde_json::json!({
@@ -120,7 +120,7 @@ fn an_empty_conditions_list_is_not_a_missing_one() {
     );
     // The typed object writes back what it read, so a saved snapshot replays the same.
     for status in [serde_json::json!({"conditions": []}), serde_json::json!({})] {
-        let cluster: scheduler_core::api::ManagedCluster =
+        let cluster: ocm_score_api::ManagedCluster =
             serde_json::from_value(serde_json::json!({"metadata": {"name": "c"}, "status": status}))
                 .expect("a valid ManagedCluster");
         let json = serde_json::to_value(&cluster).expect("serializes");

@@ -10,24 +10,24 @@
 //! - `debugAggregate`: the endpoint's JSON envelope around a *stubbed* scheduler; it runs there too.
 
 use k8s_openapi::jiff::Timestamp;
-use scheduler_core::api::{
+use ocm_score_api::{
     AddOnPlacementScore, AddOnPlacementScoreItem, AddOnPlacementScoreStatus, ClusterDecision,
     ClusterSelector, Condition, ManagedCluster, ManagedClusterClaim, ManagedClusterSet,
     ManagedClusterSetBinding, ManagedClusterSetBindingSpec, ManagedClusterSetSpec, ManagedClusterSpec,
     ManagedClusterStatus, ObjectMeta, Placement, PlacementDecision, PlacementDecisionStatus, PlacementSpec,
     PlacementStatus, Quantity, Taint, Time,
 };
-use scheduler_core::placement::candidates;
-use scheduler_core::placement::conditions::{self, SatisfiedInputs};
-use scheduler_core::placement::events::{self, EventType};
-use scheduler_core::placement::filters::{predicate, taints};
-use scheduler_core::placement::prioritizers::{self, ScoreContext};
-use scheduler_core::placement::schedule::{self, ScheduleResult};
-use scheduler_core::placement::selector::{ClusterMatcher, cluster_claims};
-use scheduler_core::placement::triggers::{self, Trigger};
-use scheduler_core::placement::weights::PrioritizerKind;
-use scheduler_core::placement::writes::{self, DecisionWrite};
-use scheduler_core::placement::{
+use ocm_score_scheduler::placement::candidates;
+use ocm_score_scheduler::placement::conditions::{self, SatisfiedInputs};
+use ocm_score_scheduler::placement::events::{self, EventType};
+use ocm_score_scheduler::placement::filters::{predicate, taints};
+use ocm_score_scheduler::placement::prioritizers::{self, ScoreContext};
+use ocm_score_scheduler::placement::schedule::{self, ScheduleResult};
+use ocm_score_scheduler::placement::selector::{ClusterMatcher, cluster_claims};
+use ocm_score_scheduler::placement::triggers::{self, Trigger};
+use ocm_score_scheduler::placement::weights::PrioritizerKind;
+use ocm_score_scheduler::placement::writes::{self, DecisionWrite};
+use ocm_score_scheduler::placement::{
     ClusterId, HubObjects, HubSnapshot, Status, StatusCode, SyncOutcome, groups, sync, sync_placement,
 };
 use serde_json::Value;
@@ -507,7 +507,7 @@ fn hub_objects(o: &Value) -> HubObjects {
     }
 }
 
-fn check_group_statuses(got: &[scheduler_core::api::DecisionGroupStatus], want: &Value) -> Check {
+fn check_group_statuses(got: &[ocm_score_api::DecisionGroupStatus], want: &Value) -> Check {
     if let Some(count) = want.get("count") {
         eq(
             "decisionGroups count",
@@ -578,7 +578,7 @@ fn run_controller_sync(case: &Value) -> Check {
             let candidates = candidates::candidates(&snap, &p).map_err(|e| e.to_string())?;
             let selected = ids(&snap, &names(&stub["decisions"]));
             let stubbed = stub_schedule(selected, stub["unscheduled"].as_i64().unwrap_or(0));
-            scheduler_core::placement::sync::conclude(&snap, &p, candidates, stubbed, now)
+            ocm_score_scheduler::placement::sync::conclude(&snap, &p, candidates, stubbed, now)
         }
     };
     let mut actions: Vec<String> = result.writes.iter().map(|w| w.verb().to_string()).collect();

@@ -2,14 +2,14 @@
 
 use k8s_openapi::jiff::Timestamp;
 use proptest::prelude::*;
-use scheduler_core::api::{
+use ocm_score_api::{
     AddOnPlacementScore, AddOnPlacementScoreItem, AddOnPlacementScoreStatus, AddOnScore, ClusterDecision,
     ClusterPredicate, ClusterSelector, LabelSelector, ManagedCluster, ManagedClusterSet,
     ManagedClusterSetBinding, ManagedClusterSetBindingSpec, ManagedClusterSpec, ManagedClusterStatus,
     ObjectMeta, Placement, PlacementDecision, PlacementDecisionStatus, PlacementSpec, PrioritizerConfig,
     PrioritizerPolicy, Quantity, ScoreCoordinate, Taint, Time, Toleration, well_known,
 };
-use scheduler_core::placement::{HubObjects, HubSnapshot, PlacementResult, SyncOutcome, sync};
+use ocm_score_scheduler::placement::{HubObjects, HubSnapshot, PlacementResult, SyncOutcome, sync};
 use std::collections::BTreeMap;
 
 const NOW: &str = "2026-06-01T00:00:00Z";

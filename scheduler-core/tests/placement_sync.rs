@@ -2,13 +2,13 @@
 //! the errors returned where upstream crashes or could never have the input.
 
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
-use scheduler_core::api::{
+use ocm_score_api::{
     AddOnPlacementScore, ManagedCluster, ManagedClusterSet, ManagedClusterSetBinding, Placement,
     PlacementDecision,
 };
-use scheduler_core::placement::explain::{self, Verdict, Warning};
-use scheduler_core::placement::writes::DecisionWrite;
-use scheduler_core::placement::{
+use ocm_score_scheduler::placement::explain::{self, Verdict, Warning};
+use ocm_score_scheduler::placement::writes::DecisionWrite;
+use ocm_score_scheduler::placement::{
     HubObjects, HubSnapshot, PlacementError, PlacementResult, SkipReason, SyncOutcome, sync,
 };
 use serde_json::{Value, json};
@@ -291,7 +291,7 @@ fn skips_deleting_and_disabled_placements() {
         Ok(SyncOutcome::Skipped(SkipReason::SchedulingDisabled))
     );
     objects.placements[0].metadata.annotations = None;
-    objects.placements[0].metadata.deletion_timestamp = Some(scheduler_core::api::Time(now()));
+    objects.placements[0].metadata.deletion_timestamp = Some(ocm_score_api::Time(now()));
     let snapshot = HubSnapshot::new(objects).expect("valid");
     assert_eq!(
         sync(&snapshot, "ns1", "p1", now()),

@@ -9,9 +9,9 @@ mod tiering_support;
 
 use k8s_openapi::jiff::Timestamp;
 use proptest::prelude::*;
-use scheduler_core::api::tiering::TieredPlacementStatus;
-use scheduler_core::reservation::{Ledger, ShapeCatalog, Timing, placement_key};
-use scheduler_core::tiering::{Plan, WorkIndex, plan_and_assume};
+use ocm_score_api::crd::tiered_placement::TieredPlacementStatus;
+use ocm_score_scheduler::reservation::{Ledger, ShapeCatalog, Timing, placement_key};
+use ocm_score_scheduler::tiering::{Plan, WorkIndex, plan_and_assume};
 use std::time::Duration;
 use tiering_support::*;
 
@@ -25,7 +25,7 @@ fn world(x_fits: i32, y_fits: i32) -> World {
 
 /// One cluster, preferably the near tier, and at least 4 replicas of `gpu` must fit; the
 /// workload is 4 replicas of `gpu` per cluster.
-fn spec() -> scheduler_core::api::TieredPlacementSpec {
+fn spec() -> ocm_score_api::TieredPlacementSpec {
     spec_yaml(
         r#"
 mode: Overflow
@@ -59,7 +59,7 @@ impl Hub {
         }
     }
 
-    fn create(&mut self, name: &str, spec: scheduler_core::api::TieredPlacementSpec, world: World) -> usize {
+    fn create(&mut self, name: &str, spec: ocm_score_api::TieredPlacementSpec, world: World) -> usize {
         let mut s = Scenario::new(spec, world);
         s.tp.metadata.name = Some(name.into());
         self.tps.push(s);

@@ -5,8 +5,9 @@
 
 mod tiering_support;
 
-use scheduler_core::api::TieredPlacement;
-use scheduler_core::api::tiering::{TransitionKind, validate};
+use ocm_score_api::TieredPlacement;
+use ocm_score_api::crd::tiered_placement::TransitionKind;
+use ocm_score_scheduler::tiering::validate;
 use std::path::Path;
 use tiering_support::*;
 

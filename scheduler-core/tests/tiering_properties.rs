@@ -8,12 +8,12 @@ mod tiering_support;
 
 use k8s_openapi::jiff::Timestamp;
 use proptest::prelude::*;
-use scheduler_core::api::tiering::{
+use ocm_score_api::crd::tiered_placement::{
     CapacityPolicy, CapacityRule, FailbackMode, ScoreRule, TieredPlacementSpec, TieredPlacementStatus,
     TieringMode, TransitionKind, WhenStale,
 };
-use scheduler_core::api::{Time, Toleration};
-use scheduler_core::tiering::{Plan, condition, plan};
+use ocm_score_api::{Time, Toleration};
+use ocm_score_scheduler::tiering::{Plan, condition, plan};
 use tiering_support::*;
 
 const CLUSTERS: [&[&str]; 3] = [&["a-1", "a-2"], &["b-1", "b-2"], &["c-1"]];
@@ -177,7 +177,7 @@ fn check_step(s: &Scenario, p: &Plan, prior: Option<&TieredPlacementStatus>, now
             assert!(manual || now >= until.0, "{kind:?} while frozen");
         }
     }
-    let satisfied = |t: &scheduler_core::api::tiering::TierStatus| t.qualifying >= 1;
+    let satisfied = |t: &ocm_score_api::crd::tiered_placement::TierStatus| t.qualifying >= 1;
     let stale = status
         .conditions
         .iter()
@@ -298,7 +298,7 @@ proptest! {
 /// every step is restart-equivalent and idempotent.
 mod broken_everywhere {
     use super::*;
-    use scheduler_core::api::tiering::PurgeMode;
+    use ocm_score_api::crd::tiered_placement::PurgeMode;
 
     fn world(tiers: usize) -> World {
         let mut w = World::default();

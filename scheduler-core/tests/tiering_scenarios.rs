@@ -4,8 +4,8 @@
 
 mod tiering_support;
 
-use scheduler_core::api::tiering::TransitionKind;
-use scheduler_core::tiering::condition;
+use ocm_score_api::crd::tiered_placement::TransitionKind;
+use ocm_score_scheduler::tiering::condition;
 use tiering_support::*;
 
 const DR: &str = r#"
@@ -399,7 +399,7 @@ fn override_pins_a_tier_for_maintenance() {
     let mut s = Scenario::new(spec_yaml(AUTO), ab_world());
     s.step(at(0));
     s.edit(|spec| {
-        spec.override_ = Some(scheduler_core::api::tiering::TierOverride {
+        spec.override_ = Some(ocm_score_api::crd::tiered_placement::TierOverride {
             tier: "backup".into(),
         })
     });

@@ -5,12 +5,12 @@
 
 mod tiering_support;
 
-use scheduler_core::api::tiering::{RELEASE_ANNOTATION, TransitionKind, WorkloadState};
-use scheduler_core::tiering::{Plan, condition};
+use ocm_score_api::crd::tiered_placement::{RELEASE_ANNOTATION, TransitionKind, WorkloadState};
+use ocm_score_scheduler::tiering::{Plan, condition};
 use std::collections::BTreeMap;
 use tiering_support::*;
 
-fn spec(health: &str, extra: &str) -> scheduler_core::api::tiering::TieredPlacementSpec {
+fn spec(health: &str, extra: &str) -> ocm_score_api::crd::tiered_placement::TieredPlacementSpec {
     spec_yaml(&format!(
         r#"
 tiers:
@@ -642,7 +642,7 @@ fn a_purge_change_recomputes_the_retained_failed_clusters_time() {
     // Graciously with 600 s: kept until failure (400 s) + 600 s.
     s.edit(|spec| {
         let w = spec.workload_health.as_mut().unwrap();
-        w.purge = scheduler_core::api::tiering::PurgeMode::Graciously;
+        w.purge = ocm_score_api::crd::tiered_placement::PurgeMode::Graciously;
         w.grace_period_seconds = Some(600);
     });
     let p = s.step(at(500));
@@ -665,7 +665,7 @@ fn a_shorter_grace_or_immediately_applies_to_retained_clusters_at_once() {
     assert_eq!(p.requeue_at, Some(at(520)));
     s.edit(|spec| {
         let w = spec.workload_health.as_mut().unwrap();
-        w.purge = scheduler_core::api::tiering::PurgeMode::Immediately;
+        w.purge = ocm_score_api::crd::tiered_placement::PurgeMode::Immediately;
         w.grace_period_seconds = None;
     });
     let p = s.step(at(460));
@@ -763,7 +763,7 @@ workloadHealth: {IMMEDIATELY}
 #[test]
 fn overflow_consolidates_back_when_the_exclusion_ends() {
     let mut spec = spec_yaml(AUTO);
-    spec.mode = scheduler_core::api::tiering::TieringMode::Overflow;
+    spec.mode = ocm_score_api::crd::tiered_placement::TieringMode::Overflow;
     spec.number_of_clusters = Some(1);
     spec.failback.overlap = None;
     let mut s = Scenario::new(spec, auto_world());
@@ -788,8 +788,8 @@ fn overflow_consolidates_back_when_the_exclusion_ends() {
 /// seen Healthy on the cluster, long before the settle time; a report before that keeps it.
 #[test]
 fn a_reservation_ends_at_the_first_report_after_its_workload_is_healthy() {
-    use scheduler_core::reservation::{Ledger, ShapeCatalog, Timing, placement_key};
-    use scheduler_core::tiering::{WorkIndex, plan_and_assume};
+    use ocm_score_scheduler::reservation::{Ledger, ShapeCatalog, Timing, placement_key};
+    use ocm_score_scheduler::tiering::{WorkIndex, plan_and_assume};
     use std::time::Duration;
 
     let mut s = Scenario::new(

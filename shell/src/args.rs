@@ -173,7 +173,7 @@ impl LeaderElectionArgs {
         );
         let namespace = namespace.or_else(|| defaults.namespace.map(str::to_owned));
         if let Some(ns) = &namespace
-            && !crate::names::is_dns_label(ns)
+            && !ocm_score_api::names::is_dns_label(ns)
         {
             return Err(invalid(ns_field, ns, "is not a namespace name"));
         }
@@ -184,7 +184,7 @@ impl LeaderElectionArgs {
             file.lease_name,
         );
         let lease_name = lease_name.unwrap_or_else(|| defaults.lease_name.to_owned());
-        if !crate::names::is_dns_subdomain(&lease_name) {
+        if !ocm_score_api::names::is_dns_subdomain(&lease_name) {
             return Err(invalid(name_field, &lease_name, "is not a valid object name"));
         }
         let (id_field, identity) = pick(
@@ -285,15 +285,15 @@ pub fn default_identity(fallback: &str) -> String {
 }
 
 /// A duration as every mode's flags and configuration files take it: the Go-style grammar of
-/// `scheduler_core::duration` (`90s`, `1m30s`, `500ms`, `1h`, bare seconds `90`), which is what we
+/// `ocm_score_api::duration` (`90s`, `1m30s`, `500ms`, `1h`, bare seconds `90`), which is what we
 /// write; and, read only, the forms the Thanos scorer's settings took before its grammar was folded
 /// in here (jiff's friendly format: `1.5s`, `2 minutes`, `1h 30m`; ISO 8601: `PT1M30S`), so no
 /// setting that worked stops working. Negative durations are refused; a mode checks its own bounds.
 ///
-/// The agent's flags keep the Go-style grammar alone (`agent_contract::parse_duration`): the hub
+/// The agent's flags keep the Go-style grammar alone (`ocm_score_agent_contract::parse_duration`): the hub
 /// renders them and checks add-on variables with the same parser, and `TieredPlacement` fields are API.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    scheduler_core::duration::parse(text)
+    ocm_score_api::duration::parse(text)
         .ok()
         .or_else(|| {
             let signed: jiff::SignedDuration = text.trim().parse().ok()?;

@@ -14,8 +14,8 @@
 //! - [`supervise`]: the life of a leader-elected controller mode (run the controllers while leading,
 //!   stop them on loss, then stand by or exit), written once; [`watch`]: one watch per kind shared by
 //!   a mode's controllers (a store and a trigger channel per controller);
-//! - [`client`]: the Kubernetes client from a kubeconfig flag or the environment; [`names`]: the
-//!   object-name rules every mode checks names with.
+//! - [`client`]: the Kubernetes client from a kubeconfig flag or the environment (object-name
+//!   rules are `ocm_score_api::names`).
 
 pub mod args;
 pub mod cli;
@@ -25,7 +25,6 @@ pub mod jitter;
 pub mod leader;
 pub mod logging;
 pub mod metrics;
-pub mod names;
 pub mod probes;
 pub mod shutdown;
 pub mod supervise;

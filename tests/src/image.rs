@@ -36,7 +36,7 @@ pub struct ImageConfig {
 
 /// The `ocm-score` image: both binaries, run by the non-root user 65532 (the Dockerfile's last stage).
 pub const OCM_SCORE: ImageConfig = ImageConfig {
-    reference: agent_contract::IMAGE,
+    reference: ocm_score_agent_contract::IMAGE,
     user: "65532:65532",
     entrypoint: &[],
     cmd: &["ocm-score-hub", "--help"],

@@ -7,8 +7,8 @@
 
 use jiff::Timestamp;
 use kube::api::{Api, ListParams};
-use scheduler_core::api::tiering::{TieredPlacement, Transition, TransitionKind};
-use scheduler_core::api::{Placement, PlacementDecision};
+use ocm_score_api::crd::tiered_placement::{TieredPlacement, Transition, TransitionKind};
+use ocm_score_api::{Placement, PlacementDecision};
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Mutex;

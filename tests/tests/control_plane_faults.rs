@@ -26,7 +26,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use agent_contract::DEFAULT_API_TIMEOUT;
+use ocm_score_agent_contract::DEFAULT_API_TIMEOUT;
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};

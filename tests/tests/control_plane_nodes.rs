@@ -110,7 +110,7 @@ fn container(name: &str, image: &str, cpu: &str, memory: &str) -> Value {
 
 /// An init container that finishes: our image's hub binary printing its help.
 fn finishing(name: &str, cpu: &str, memory: &str) -> Value {
-    let mut c = container(name, agent_contract::IMAGE, cpu, memory);
+    let mut c = container(name, ocm_score_agent_contract::IMAGE, cpu, memory);
     c["command"] = json!(["ocm-score-hub", "--help"]);
     c
 }

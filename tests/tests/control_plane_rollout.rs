@@ -694,7 +694,7 @@ async fn ocm_rolls_config_changes_out_cluster_by_cluster_group_by_group_and_stop
         json!({"type": "Progressive", "progressive": {"maxConcurrency": 1, "progressDeadline": "20s", "maxFailures": 1}}),
     );
     let before_failure = fleet.views().await;
-    let unpublished = agent_contract::IMAGE.replacen("ocm-score:", "ocm-score-unpublished:", 1);
+    let unpublished = ocm_score_agent_contract::IMAGE.replacen("ocm-score:", "ocm-score-unpublished:", 1);
     set_config(
         &hub_kc,
         "45s",

@@ -47,8 +47,8 @@ use ocm_score_tests::tiering::{
     ControllerProcess, TieringView, assert_pinned, condition, install_tiering, single_cluster_swaps,
     whole_seconds_after,
 };
-use scheduler_core::api::tiering::TransitionKind;
-use scheduler_core::api::{AddOnPlacementScore, ManagedCluster, PlacementDecision};
+use ocm_score_api::crd::tiered_placement::TransitionKind;
+use ocm_score_api::{AddOnPlacementScore, ManagedCluster, PlacementDecision};
 use serde_json::{Value, json};
 
 /// Patience for one convergence on a loaded 2-core machine.
@@ -468,7 +468,7 @@ async fn manual(hub: &Client, log: &dyn Fn() -> String) {
         status.transitions
     );
 
-    Api::<scheduler_core::api::tiering::TieredPlacement>::namespaced(hub.clone(), &namespace("manual"))
+    Api::<ocm_score_api::crd::tiered_placement::TieredPlacement>::namespaced(hub.clone(), &namespace("manual"))
         .patch(
             NAME,
             &PatchParams::default(),
@@ -724,7 +724,7 @@ spec:
     }
 
     // The TieredPlacement goes: its reservation, and p1's deduction, with it.
-    Api::<scheduler_core::api::tiering::TieredPlacement>::namespaced(hub.clone(), &ns)
+    Api::<ocm_score_api::crd::tiered_placement::TieredPlacement>::namespaced(hub.clone(), &ns)
         .delete(NAME, &Default::default())
         .await
         .unwrap_or_else(|e| panic!("deleting the TieredPlacement: {e}"));

@@ -30,7 +30,7 @@ use ocm_score_tests::control_plane::{ControlPlane, apply};
 use ocm_score_tests::image::PAUSE;
 use ocm_score_tests::support::{TempDir, eventually};
 use ocm_score_tests::tiering::{ControllerProcess, TieringView, condition, install_tiering};
-use scheduler_core::api::tiering::{TieredPlacement, TransitionKind, WorkloadState};
+use ocm_score_api::crd::tiered_placement::{TieredPlacement, TransitionKind, WorkloadState};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;

@@ -148,10 +148,10 @@ fn the_manifests_name_the_image_the_builder_tags() {
         "the manager's and tiering's images and the agent image: {found:?}"
     );
     for (file, reference) in &found {
-        assert_eq!(reference, agent_contract::IMAGE, "{file}");
+        assert_eq!(reference, ocm_score_agent_contract::IMAGE, "{file}");
     }
     let kustomization = std::fs::read_to_string(dir.join("kustomization.yaml")).expect("kustomization");
-    let (name, tag) = agent_contract::IMAGE.rsplit_once(':').expect("a tag");
+    let (name, tag) = ocm_score_agent_contract::IMAGE.rsplit_once(':').expect("a tag");
     assert!(
         kustomization.contains(&format!("newName: {name}")),
         "kustomization names {name}"
@@ -207,10 +207,10 @@ fn an_archive_holds_what_runs_the_binaries_as_the_image_user() {
     let index = json(&member(&outer, "index.json").2);
     assert_eq!(
         index["manifests"][0]["annotations"]["io.containerd.image.name"],
-        agent_contract::IMAGE
+        ocm_score_agent_contract::IMAGE
     );
     let docker = json(&member(&outer, "manifest.json").2);
-    assert_eq!(docker[0]["RepoTags"][0], agent_contract::IMAGE);
+    assert_eq!(docker[0]["RepoTags"][0], ocm_score_agent_contract::IMAGE);
     let manifest = json(&blob(index["manifests"][0]["digest"].as_str().expect("digest")));
     let config = json(&blob(manifest["config"]["digest"].as_str().expect("config")));
     assert_eq!(

@@ -11,7 +11,7 @@ use kube::{
     api::{ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams},
 };
 use ocm_score_tests::apiserver::{ApiServer, Identity, RequestMatch};
-use scheduler_core::api::AddOnPlacementScore;
+use ocm_score_api::AddOnPlacementScore;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};

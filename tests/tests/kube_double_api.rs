@@ -11,7 +11,7 @@ use kube::{
     },
 };
 use ocm_score_tests::apiserver::{ApiServer, Gvr};
-use scheduler_core::api::{AddOnPlacementScore, ManagedCluster};
+use ocm_score_api::{AddOnPlacementScore, ManagedCluster};
 use serde_json::{Value, json};
 
 async fn server() -> ApiServer {

@@ -61,7 +61,7 @@ struct Exported {
     labels: BTreeSet<String>,
 }
 
-fn exercised_addon_store() -> kube::runtime::reflector::Store<scheduler_core::api::ManagedClusterAddOn> {
+fn exercised_addon_store() -> kube::runtime::reflector::Store<ocm_score_api::ManagedClusterAddOn> {
     let addon = serde_json::from_value(serde_json::json!({
         "apiVersion": "addon.open-cluster-management.io/v1alpha1",
         "kind": "ManagedClusterAddOn",

@@ -4,14 +4,14 @@
 //! passes our own generated CRD. Random configurations from a fixed seed, so a failure replays.
 
 use ocm_score_tests::crd::{Crd, SchemaValidator, upstream_crds};
-use scheduler_core::api::tiering::{FailbackMode, TieredPlacement, TieredPlacementSpec, TieringMode};
-use scheduler_core::api::{
+use ocm_score_api::crd::tiered_placement::{FailbackMode, TieredPlacement, TieredPlacementSpec, TieringMode};
+use ocm_score_api::{
     AddOnPlacementScore, AddOnPlacementScoreItem, AddOnPlacementScoreStatus, ManagedCluster,
     ManagedClusterSet, ManagedClusterSetBinding, ManagedClusterSetBindingSpec, ObjectMeta, Taint, Time,
     well_known,
 };
-use scheduler_core::placement::{HubObjects, HubSnapshot};
-use scheduler_core::tiering::plan_object;
+use ocm_score_scheduler::placement::{HubObjects, HubSnapshot};
+use ocm_score_scheduler::tiering::plan_object;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;

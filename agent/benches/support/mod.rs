@@ -7,7 +7,7 @@ use ocm_score_agent::accounting::objects::{
     SlimPodStatus, SlimResources,
 };
 use ocm_score_agent::accounting::quantity::QuantityText;
-use scheduler_core::api::ObjectMeta;
+use ocm_score_api::ObjectMeta;
 use std::time::Duration;
 
 pub fn list(entries: &[(&str, &str)]) -> ResourceList {

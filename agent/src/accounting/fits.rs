@@ -57,13 +57,13 @@ use super::relist::Relist;
 use super::resources::{BUILT_IN, MAX_RESOURCES, ResourceSet};
 use super::slots::NodeSlots;
 use k8s_openapi::api::core::v1::Toleration;
-use scheduler_core::api::workload_shape::{
+use ocm_score_api::crd::workload_shape::{
     self, MAX_SHAPES, ShapeError, encode_fits, fits_score_name, select_shapes,
 };
-use scheduler_core::api::{AddOnPlacementScoreItem, WorkloadShape};
+use ocm_score_api::{AddOnPlacementScoreItem, WorkloadShape};
 use std::collections::{BTreeMap, BTreeSet};
 
-pub use scheduler_core::api::workload_shape::TOO_MANY_SHAPES_REASON;
+pub use ocm_score_api::crd::workload_shape::TOO_MANY_SHAPES_REASON;
 
 /// Nodes per block of the first-fit search: a block whose best node cannot take a pod is skipped
 /// whole.

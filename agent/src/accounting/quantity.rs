@@ -7,7 +7,7 @@
 
 use std::fmt;
 
-use scheduler_core::quantity_suffix::Suffix;
+use ocm_score_api::quantity_suffix::Suffix;
 
 /// The unit a resource is accounted in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

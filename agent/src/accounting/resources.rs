@@ -3,10 +3,10 @@
 use super::quantity::AccountingUnit;
 
 // The names come from the agent's contract, which the hub checks extended resources against.
-pub const CPU: &str = agent_contract::BUILT_IN_RESOURCES[0];
-pub const MEMORY: &str = agent_contract::BUILT_IN_RESOURCES[1];
-pub const NVIDIA_GPU: &str = agent_contract::BUILT_IN_RESOURCES[2];
-pub const GOOGLE_TPU: &str = agent_contract::BUILT_IN_RESOURCES[3];
+pub const CPU: &str = ocm_score_agent_contract::BUILT_IN_RESOURCES[0];
+pub const MEMORY: &str = ocm_score_agent_contract::BUILT_IN_RESOURCES[1];
+pub const NVIDIA_GPU: &str = ocm_score_agent_contract::BUILT_IN_RESOURCES[2];
+pub const GOOGLE_TPU: &str = ocm_score_agent_contract::BUILT_IN_RESOURCES[3];
 
 /// The resources the built-in scores are about, in index order: `cpu`, `memory`, `nvidia.com/gpu`,
 /// `google.com/tpu`. Extended resources from the configuration follow them.
@@ -14,7 +14,7 @@ pub const BUILT_IN: [&str; 4] = [CPU, MEMORY, NVIDIA_GPU, GOOGLE_TPU];
 
 /// The most resources one agent accounts for (built-in plus extended); bounds scratch space so the
 /// per-pod arithmetic needs no allocation. The contract's, so the hub refuses what the agent would.
-pub const MAX_RESOURCES: usize = agent_contract::MAX_ACCOUNTED_RESOURCES;
+pub const MAX_RESOURCES: usize = ocm_score_agent_contract::MAX_ACCOUNTED_RESOURCES;
 
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("at most {max} resources can be accounted ({} built in), got {got}", BUILT_IN.len(), max = MAX_RESOURCES)]

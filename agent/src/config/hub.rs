@@ -2,7 +2,7 @@
 //! `<addon>-hub-kubeconfig` Secret into (its `cluster-name` file names the cluster).
 
 use super::{ConfigError, check_dns_label};
-use agent_contract::flag;
+use ocm_score_agent_contract::flag;
 use std::path::{Path, PathBuf};
 
 /// Where scores are written on the hub.

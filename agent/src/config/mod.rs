@@ -1,5 +1,5 @@
 //! Validated configuration. Flag values are parsed by clap with the parsers of the agent's contract
-//! (`agent_contract`); [`RunConfig::from_args`] / [`OnceConfig::from_args`] then check the flags
+//! (`ocm_score_agent_contract`); [`RunConfig::from_args`] / [`OnceConfig::from_args`] then check the flags
 //! against each other with the contract's rules and return a [`ConfigError`] naming the flag and value.
 //!
 //! - [`scoring`]: what is scored and how, shared by both subcommands ([`ScoringConfig`]);
@@ -13,9 +13,9 @@ mod scoring;
 #[cfg(test)]
 mod tests;
 
-pub use agent_contract::{FlagError as ConfigError, Sources};
+pub use ocm_score_agent_contract::{FlagError as ConfigError, Sources};
 pub use hub::HubTarget;
-use ocm_score_shell::names;
+use ocm_score_api::names;
 pub use once::OnceConfig;
 pub use run::{LeaseConfig, RunConfig};
 pub use scoring::ScoringConfig;

@@ -13,7 +13,7 @@ pub struct OnceConfig {
 impl OnceConfig {
     pub fn from_args(args: OnceArgs) -> Result<Self, ConfigError> {
         let OnceArgs { scoring, publish } = args;
-        let scoring = ScoringConfig::from_args(scoring, agent_contract::ONCE_VALIDITY)?;
+        let scoring = ScoringConfig::from_args(scoring, ocm_score_agent_contract::ONCE_VALIDITY)?;
         let publish = if publish {
             Some(scoring.require_hub()?)
         } else {

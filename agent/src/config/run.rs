@@ -3,8 +3,8 @@
 
 use super::{ConfigError, HubTarget, ScoringConfig, check_dns_label, check_dns_subdomain};
 use crate::cli::{Cli, Command, RunArgs};
-use agent_contract::{Timing, flag};
-use scheduler_core::duration::format as fmt_duration;
+use ocm_score_agent_contract::{Timing, flag};
+use ocm_score_api::duration::format as fmt_duration;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -47,7 +47,7 @@ impl RunConfig {
     {
         let cli = <Cli as clap::Parser>::try_parse_from(argv).map_err(|e| e.to_string())?;
         let Command::Run(args) = cli.command else {
-            return Err(format!("not the {} subcommand", agent_contract::RUN));
+            return Err(format!("not the {} subcommand", ocm_score_agent_contract::RUN));
         };
         Self::from_args(args).map_err(|e| e.to_string())
     }
@@ -99,13 +99,13 @@ impl RunConfig {
         } else {
             None
         };
-        if shapes_recheck_interval.0 < agent_contract::MIN_SHAPES_RECHECK_INTERVAL {
+        if shapes_recheck_interval.0 < ocm_score_agent_contract::MIN_SHAPES_RECHECK_INTERVAL {
             return Err(ConfigError::new(
                 flag::SHAPES_RECHECK_INTERVAL,
                 fmt_duration(shapes_recheck_interval.0),
                 format!(
                     "must be at least {}",
-                    fmt_duration(agent_contract::MIN_SHAPES_RECHECK_INTERVAL)
+                    fmt_duration(ocm_score_agent_contract::MIN_SHAPES_RECHECK_INTERVAL)
                 ),
             ));
         }

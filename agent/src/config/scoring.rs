@@ -7,7 +7,7 @@ use crate::accounting::{FitsOptions, ResourceSet};
 use crate::cli::{LogFormat, ScoringArgs};
 use crate::scores::ScoreDef;
 use crate::shapes::ShapeSource;
-use agent_contract::flag;
+use ocm_score_agent_contract::flag;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -54,7 +54,7 @@ impl ScoringConfig {
         } = args;
 
         let sources = Sources::from_list(&sources)?;
-        let specs = agent_contract::published_scores(&extended_resources, &normalize, &scores)?;
+        let specs = ocm_score_agent_contract::published_scores(&extended_resources, &normalize, &scores)?;
         let resources = ResourceSet::with_extended(extended_resources.iter().map(|e| e.resource.clone()))
             .map_err(|e| {
                 let listed: Vec<&str> = extended_resources.iter().map(|e| e.resource.as_str()).collect();
@@ -68,8 +68,8 @@ impl ScoringConfig {
 
         check_dns_subdomain(flag::SCORE_OBJECT_NAME, &score_object_name)?;
         let validity = validity.map_or(default_validity, |v| v.0);
-        agent_contract::check_validity(validity)?;
-        agent_contract::check_timeouts(api_timeout.0, hub_timeout.0)?;
+        ocm_score_agent_contract::check_validity(validity)?;
+        ocm_score_agent_contract::check_timeouts(api_timeout.0, hub_timeout.0)?;
 
         let hub_kubeconfig = hub_kubeconfig.map(|p| locate_hub_kubeconfig(&p)).transpose()?;
         let cluster_name = match cluster_name {

@@ -1,16 +1,16 @@
 //! The `ocm-score-agent` command line as the hub renders it into the agent Deployment.
 //!
 //! Flag names, defaults, limits and the rules across flags are the agent's contract
-//! (`agent_contract`, the crate the agent parses its own flags with); this module re-exports the
+//! (`ocm_score_agent_contract`, the crate the agent parses its own flags with); this module re-exports the
 //! parts the hub renders and adds what only the Deployment needs. `tests/addon_agent_cli.rs` runs
 //! the rendered command line through the agent's real clap definition.
 
-pub use agent_contract::flag::{
+pub use ocm_score_agent_contract::flag::{
     ADDON_NAME, ADDON_NAMESPACE, CLUSTER_NAME, DEDUCT_PENDING, EXTENDED_RESOURCE, HUB_KUBECONFIG,
     METRICS_BIND_ADDRESS, NORMALIZE, REFRESH_INTERVAL, RENEW_EVERY, SCORE_STEP, SCORES, SOURCE, VALIDITY,
     arg,
 };
-pub use agent_contract::{BINARY, RUN as SUBCOMMAND};
+pub use ocm_score_agent_contract::{BINARY, RUN as SUBCOMMAND};
 
 /// The process shell's log flag (shared by every binary mode, not part of the agent's own contract).
 pub const LOG_FORMAT: &str = "--log-format";

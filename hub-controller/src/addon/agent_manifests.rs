@@ -324,7 +324,7 @@ mod tests {
     use super::*;
     use crate::addon::deployment_config::Sources;
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-    use scheduler_core::api::ImageMirror;
+    use ocm_score_api::ImageMirror;
 
     fn defaults() -> AgentDefaults {
         AgentDefaults {

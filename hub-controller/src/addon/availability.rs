@@ -6,7 +6,7 @@
 //! klusterlet sets `Available` from the agent's Lease and we leave it alone.
 
 use super::conditions::{AVAILABLE, Change, Desired, MANIFEST_APPLIED, Status, find};
-use scheduler_core::api::ManifestWork;
+use ocm_score_api::ManifestWork;
 use serde_json::Value;
 
 /// How the add-on's health is checked (`status.healthCheck.mode`).
@@ -134,7 +134,7 @@ mod tests {
     use super::*;
     use jiff::Timestamp;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-    use scheduler_core::api::{
+    use ocm_score_api::{
         ManifestCondition, ManifestResourceMeta, ManifestResourceStatus, ManifestWorkStatus,
         StatusFeedbackResult,
     };

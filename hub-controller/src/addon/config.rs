@@ -12,7 +12,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use ocm_score_shell::args::{
     LeaderDefaults, LeaderElection, LeaderElectionArgs, LeaderElectionFile, ProbeArgs,
 };
-use scheduler_core::placement::quantity::approximate_f64;
+use ocm_score_api::quantity::approximate_f64;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -26,7 +26,7 @@ pub struct AddonManagerArgs {
     /// Image of the agent deployed to every managed cluster, with its registry (`quay.io/org/ocm-score:0.1.0`);
     /// AddOnDeploymentConfig registries may rewrite it. The default is the image this release
     /// builds (the Dockerfile's and `control-plane image`'s tag).
-    #[arg(long, env = "OCM_SCORE_AGENT_IMAGE", default_value = agent_contract::IMAGE)]
+    #[arg(long, env = "OCM_SCORE_AGENT_IMAGE", default_value = ocm_score_agent_contract::IMAGE)]
     pub agent_image: String,
 
     /// Pull policy of the agent image.
@@ -153,7 +153,7 @@ pub fn short_image_name(image: &str) -> Option<String> {
 }
 
 fn parse_dns_label(value: &str) -> Result<String, String> {
-    if ocm_score_shell::names::is_dns_label(value) {
+    if ocm_score_api::names::is_dns_label(value) {
         Ok(value.to_string())
     } else {
         Err(format!("{value:?} is not a DNS label"))

@@ -9,7 +9,7 @@
 use super::install::Lifecycle;
 use super::names::{ADDON_DEPLOYMENT_CONFIG_RESOURCE, ADDON_GROUP};
 use kube::ResourceExt;
-use scheduler_core::api::{
+use ocm_score_api::{
     AddOnConfig, ClusterManagementAddOn, ConfigGroupResource, ConfigReference, ConfigSpecHash,
     ManagedClusterAddOn,
 };
@@ -228,7 +228,7 @@ pub fn work_config_hashes(observed: Option<&ObservedConfig>) -> BTreeMap<String,
 #[cfg(test)]
 mod tests {
     use super::*;
-    use scheduler_core::api::{
+    use ocm_score_api::{
         ConfigMeta, ConfigReferent, InstallStrategy, ManagedClusterAddOnStatus, PlacementStrategy,
     };
 

@@ -14,7 +14,7 @@
 //!
 //! Score names (in `NORMALIZE` and `SCORES`) must be ones the agent publishes: the built-in ones or
 //! `<prefix>{Node,Cluster}Available` of a configured extended resource. These are the agent's own
-//! rules (the `agent_contract` crate the agent parses its flags with), checked here so a bad value is
+//! rules (the `ocm_score_agent_contract` crate the agent parses its flags with), checked here so a bad value is
 //! reported before any agent is rolled.
 //! | `LOG_FORMAT` | `--log-format` | `text` or `json` |
 //!
@@ -24,13 +24,13 @@
 //! errors: a typo must not silently leave the default in place.
 
 use super::agent_cli as cli;
-use agent_contract::{ExtendedResource, FlagError, NormalizeArg, Timing};
+use ocm_score_agent_contract::{ExtendedResource, FlagError, NormalizeArg, Timing};
 use k8s_openapi::api::core::v1::Toleration;
-use scheduler_core::api::{AddOnDeploymentConfigSpec, ImageMirror};
+use ocm_score_api::{AddOnDeploymentConfigSpec, ImageMirror};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-pub use agent_contract::Sources;
+pub use ocm_score_agent_contract::Sources;
 
 /// One configuration problem, naming the field and the value.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -183,27 +183,27 @@ pub fn agent_config(spec: &AddOnDeploymentConfigSpec) -> Result<AgentConfig, Con
         let err = |reason: String| ConfigError::new(variable_field(variable.name), value, reason);
         match variable.kind {
             Kind::Sources => {
-                let list = list(value, agent_contract::parse_source).map_err(err)?;
+                let list = list(value, ocm_score_agent_contract::parse_source).map_err(err)?;
                 config.sources = Sources::from_list(&list).map_err(|e| err(e.reason))?;
             }
             Kind::Duration => {
-                let duration = agent_contract::parse_duration(value).map_err(err)?.0;
+                let duration = ocm_score_agent_contract::parse_duration(value).map_err(err)?.0;
                 match variable.flag {
                     cli::REFRESH_INTERVAL => checked.refresh = Some(duration),
                     _ => checked.validity = Some(duration),
                 }
             }
             Kind::Normalize => {
-                checked.normalize = list(value, agent_contract::parse_normalize).map_err(err)?
+                checked.normalize = list(value, ocm_score_agent_contract::parse_normalize).map_err(err)?
             }
             Kind::Step => match value.parse::<u8>() {
                 Ok(step)
-                    if (agent_contract::MIN_SCORE_STEP..=agent_contract::MAX_SCORE_STEP).contains(&step) => {}
+                    if (ocm_score_agent_contract::MIN_SCORE_STEP..=ocm_score_agent_contract::MAX_SCORE_STEP).contains(&step) => {}
                 _ => {
                     return Err(err(format!(
                         "expected an integer from {} to {}",
-                        agent_contract::MIN_SCORE_STEP,
-                        agent_contract::MAX_SCORE_STEP
+                        ocm_score_agent_contract::MIN_SCORE_STEP,
+                        ocm_score_agent_contract::MAX_SCORE_STEP
                     )));
                 }
             },
@@ -212,8 +212,8 @@ pub fn agent_config(spec: &AddOnDeploymentConfigSpec) -> Result<AgentConfig, Con
                 Err(_) => return Err(err("expected a whole number of refreshes".into())),
             },
             Kind::ExtendedResources => {
-                checked.extended = list(value, agent_contract::parse_extended_resource).map_err(&err)?;
-                agent_contract::check_extended_count(&checked.extended).map_err(&err)?;
+                checked.extended = list(value, ocm_score_agent_contract::parse_extended_resource).map_err(&err)?;
+                ocm_score_agent_contract::check_extended_count(&checked.extended).map_err(&err)?;
             }
             Kind::ScoreNames => checked.selected = list(value, |name| Ok(name.to_string())).map_err(err)?,
             Kind::Bool => {
@@ -222,10 +222,10 @@ pub fn agent_config(spec: &AddOnDeploymentConfigSpec) -> Result<AgentConfig, Con
                 }
             }
             Kind::LogFormat => {
-                if !agent_contract::LOG_FORMATS.contains(&value) {
+                if !ocm_score_agent_contract::LOG_FORMATS.contains(&value) {
                     return Err(err(format!(
                         "expected {}",
-                        agent_contract::LOG_FORMATS.join(" or ")
+                        ocm_score_agent_contract::LOG_FORMATS.join(" or ")
                     )));
                 }
             }
@@ -254,7 +254,7 @@ pub fn agent_config(spec: &AddOnDeploymentConfigSpec) -> Result<AgentConfig, Con
         .as_deref()
         .filter(|ns| !ns.is_empty())
     {
-        if !ocm_score_shell::names::is_dns_label(ns) {
+        if !ocm_score_api::names::is_dns_label(ns) {
             return Err(ConfigError::new(
                 "spec.agentInstallNamespace",
                 ns,
@@ -286,13 +286,13 @@ impl Checked {
     /// The agent's rules across flags (its contract's), with the hub's own flags at their defaults.
     fn check(&self, values: &BTreeMap<&str, &str>) -> Result<(), ConfigError> {
         let timing = Timing {
-            refresh: self.refresh.unwrap_or(agent_contract::DEFAULT_REFRESH_INTERVAL),
+            refresh: self.refresh.unwrap_or(ocm_score_agent_contract::DEFAULT_REFRESH_INTERVAL),
             validity: self.validity,
             renew_every: self.renew_every,
             ..Timing::default()
         };
         timing.check().map_err(|e| blame(e, values))?;
-        agent_contract::published_scores(&self.extended, &self.normalize, &self.selected)
+        ocm_score_agent_contract::published_scores(&self.extended, &self.normalize, &self.selected)
             .map_err(|e| blame(e, values))?;
         Ok(())
     }
@@ -302,11 +302,11 @@ impl Checked {
 /// flags the hub leaves at their defaults, the variable the rule compares them with.
 fn blame(error: FlagError, values: &BTreeMap<&str, &str>) -> ConfigError {
     let (flag, reason) = match error.flag {
-        agent_contract::flag::DEBOUNCE => (
+        ocm_score_agent_contract::flag::DEBOUNCE => (
             cli::REFRESH_INTERVAL,
             format!("the agent's {} of {} {}", error.flag, error.value, error.reason),
         ),
-        agent_contract::flag::MIN_WRITE_INTERVAL => (
+        ocm_score_agent_contract::flag::MIN_WRITE_INTERVAL => (
             cli::VALIDITY,
             format!("the agent's {} of {} {}", error.flag, error.value, error.reason),
         ),
@@ -367,7 +367,7 @@ fn check_toleration(index: usize, t: &Toleration) -> Result<(), ConfigError> {
 /// A duration in the agent's grammar (`90s`, `5m`, `1h30m`, `500ms`, or plain seconds), for the hub's
 /// own duration flags.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    agent_contract::parse_duration(text).map(|d| d.0)
+    ocm_score_agent_contract::parse_duration(text).map(|d| d.0)
 }
 
 /// Applies the registry rules to an image reference; the last matching rule wins.
@@ -395,7 +395,7 @@ fn repository_path(image: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use scheduler_core::api::{CustomizedVariable, NodePlacement};
+    use ocm_score_api::{CustomizedVariable, NodePlacement};
 
     fn spec(vars: &[(&str, &str)]) -> AddOnDeploymentConfigSpec {
         AddOnDeploymentConfigSpec {

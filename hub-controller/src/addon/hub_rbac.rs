@@ -17,7 +17,7 @@ use k8s_openapi::api::rbac::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::ResourceExt;
-use scheduler_core::api::{
+use ocm_score_api::{
     AddOnPlacementScore, ManagedClusterAddOn, OcmKind, RegistrationConfig, WorkloadShape,
 };
 use std::collections::BTreeMap;
@@ -207,7 +207,7 @@ pub fn metadata_up_to_date(existing: &ObjectMeta, desired: &ObjectMeta) -> bool 
 mod tests {
     use super::*;
     use crate::addon::registration;
-    use scheduler_core::api::{ManagedClusterAddOn, ObjectMeta as Meta};
+    use ocm_score_api::{ManagedClusterAddOn, ObjectMeta as Meta};
 
     fn owner() -> OwnerReference {
         OwnerReference {

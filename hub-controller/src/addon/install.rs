@@ -9,7 +9,7 @@
 use super::names;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::ResourceExt;
-use scheduler_core::api::{
+use ocm_score_api::{
     ClusterManagementAddOn, ManagedCluster, ManagedClusterAddOn, OcmKind, PlacementDecision, well_known,
 };
 use std::collections::{BTreeMap, BTreeSet};
@@ -244,7 +244,7 @@ pub fn new_addon(cma: &ClusterManagementAddOn, cluster: &ManagedCluster) -> Mana
 #[cfg(test)]
 mod tests {
     use super::*;
-    use scheduler_core::api::{ClusterDecision, InstallStrategy, PlacementDecisionStatus, PlacementStrategy};
+    use ocm_score_api::{ClusterDecision, InstallStrategy, PlacementDecisionStatus, PlacementStrategy};
 
     fn cma(strategy: Option<&[(&str, &str)]>) -> ClusterManagementAddOn {
         let mut c = ClusterManagementAddOn::default();

@@ -13,7 +13,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use scheduler_core::api::ManagedClusterAddOn;
+use ocm_score_api::ManagedClusterAddOn;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 

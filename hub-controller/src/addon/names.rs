@@ -11,7 +11,7 @@ pub const DEFAULT_INSTALL_NAMESPACE: &str = "open-cluster-management-agent-addon
 pub const KUBE_APISERVER_CLIENT_SIGNER: &str = "kubernetes.io/kube-apiserver-client";
 
 /// Label on ManifestWorks and CSRs naming the add-on.
-pub const ADDON_NAME_LABEL: &str = scheduler_core::api::well_known::ADDON_NAME_LABEL;
+pub const ADDON_NAME_LABEL: &str = ocm_score_api::well_known::ADDON_NAME_LABEL;
 /// Label on add-on CSRs naming the managed cluster.
 pub const CLUSTER_NAME_LABEL: &str = "open-cluster-management.io/cluster-name";
 /// CMA annotation saying who runs the add-on's lifecycle (`self` or `addon-manager`).

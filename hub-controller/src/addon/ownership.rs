@@ -13,7 +13,7 @@
 use super::names;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::ResourceExt;
-use scheduler_core::api::{ManagedClusterAddOn, OcmKind};
+use ocm_score_api::{ManagedClusterAddOn, OcmKind};
 use serde_json::{Value, json};
 
 /// The owner reference a score gets to its add-on.

@@ -3,7 +3,7 @@
 //! the hub kubeconfig Secret is written).
 
 use super::names;
-use scheduler_core::api::{ManagedClusterAddOn, RegistrationConfig, Subject};
+use ocm_score_api::{ManagedClusterAddOn, RegistrationConfig, Subject};
 
 /// The registration the agent needs: one kube-apiserver client certificate.
 ///
@@ -63,7 +63,7 @@ pub fn install_namespace(mca: &ManagedClusterAddOn, from_config: Option<&str>) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use scheduler_core::api::{ManagedClusterAddOnStatus, ObjectMeta};
+    use ocm_score_api::{ManagedClusterAddOnStatus, ObjectMeta};
 
     fn mca(cluster: &str) -> ManagedClusterAddOn {
         ManagedClusterAddOn {

@@ -16,7 +16,7 @@
 use super::conditions::{CONFIGURED, find};
 use super::config_refs::ConfigKey;
 use super::names::{ADDON_DEPLOYMENT_CONFIG_RESOURCE, ADDON_GROUP};
-use scheduler_core::api::{ConfigReference, ManagedClusterAddOn};
+use ocm_score_api::{ConfigReference, ManagedClusterAddOn};
 
 /// Why a cluster's work is left as it is.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -120,7 +120,7 @@ pub fn render_gate(
 mod tests {
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-    use scheduler_core::api::{ConfigSpecHash, ManagedClusterAddOnStatus};
+    use ocm_score_api::{ConfigSpecHash, ManagedClusterAddOnStatus};
     use std::collections::BTreeMap;
 
     fn reference(name: &str, hash: &str) -> ConfigReference {

@@ -19,7 +19,7 @@ use ocm_score_shell::CancellationToken;
 use ocm_score_shell::probes::ControllerProbes;
 use ocm_score_shell::supervise::{Mode, OnLoss, serve_and_lead};
 use ocm_score_shell::watch::{SharedWatch, as_is, metadata_only, whole};
-use scheduler_core::api::{
+use ocm_score_api::{
     AddOnDeploymentConfig, AddOnPlacementScore, ClusterManagementAddOn, ManagedCluster, ManagedClusterAddOn,
     ManifestWork, PlacementDecision, well_known,
 };

@@ -7,7 +7,7 @@
 
 use super::conditions::{Change, merge};
 use jiff::Timestamp;
-use scheduler_core::api::{
+use ocm_score_api::{
     ConfigGroupResource, ConfigReference, HealthCheck, ManagedClusterAddOn, RegistrationConfig,
 };
 use serde_json::{Map, Value, json};

@@ -4,7 +4,7 @@
 use super::names;
 use super::spec_hash::{go_json, go_json_sha256};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use scheduler_core::api::{
+use ocm_score_api::{
     ConditionRule, DeleteOption, FeedbackRule, ManifestConfigOption, ManifestWork, ManifestWorkSpec,
     ManifestsTemplate, ResourceIdentifier,
 };
@@ -191,7 +191,7 @@ fn delete_option(manifests: &[Value]) -> Option<DeleteOption> {
     if rules.is_empty() {
         return None;
     }
-    let mut extra = scheduler_core::api::Extra::new();
+    let mut extra = ocm_score_api::Extra::new();
     extra.insert("selectivelyOrphans".into(), json!({ "orphaningRules": rules }));
     Some(DeleteOption {
         propagation_policy: Some("SelectivelyOrphan".into()),

@@ -15,8 +15,8 @@
 //! `Warning` with expired scores, `Misconfigured` with the field at fault). OCM's endpoint drops
 //! that outcome, so a misconfigured placement looks like one that matched nothing.
 
-use scheduler_core::api::Placement;
-use scheduler_core::placement::{HubSnapshot, ScheduleResult};
+use ocm_score_api::Placement;
+use ocm_score_scheduler::placement::{HubSnapshot, ScheduleResult};
 use serde::Serialize;
 use serde::ser::SerializeMap;
 use serde_json::Value;
@@ -143,7 +143,7 @@ pub fn aggregated(totals: impl Iterator<Item = (String, i64)>) -> Vec<ClusterSco
 fn placement_as_shown(placement: &Placement) -> Value {
     let mut shown = placement.clone();
     let meta = &placement.metadata;
-    shown.metadata = scheduler_core::api::ObjectMeta {
+    shown.metadata = ocm_score_api::ObjectMeta {
         name: meta.name.clone(),
         namespace: meta.namespace.clone(),
         labels: meta.labels.clone(),

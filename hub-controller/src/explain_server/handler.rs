@@ -18,8 +18,8 @@ use super::access::{Access, User, Verb};
 use super::answer::DebugAnswer;
 use hyper::{Method, StatusCode};
 use jiff::Timestamp;
-use scheduler_core::api::Placement;
-use scheduler_core::placement::{HubSnapshot, candidates, schedule};
+use ocm_score_api::Placement;
+use ocm_score_scheduler::placement::{HubSnapshot, candidates, schedule};
 
 /// Where the endpoint is served, as in OCM.
 pub const DEBUG_PATH: &str = "/debug/placements/";
@@ -168,7 +168,7 @@ async fn answer(
         }
     };
     let snapshot = hub.snapshot(&namespace).map_err(unreadable)?;
-    let internal = |e: scheduler_core::placement::PlacementError| {
+    let internal = |e: ocm_score_scheduler::placement::PlacementError| {
         Refusal::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
     };
     let candidates = candidates::candidates(&snapshot, &placement).map_err(internal)?;

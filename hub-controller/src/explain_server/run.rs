@@ -16,11 +16,11 @@ use kube::runtime::watcher;
 use ocm_score_shell::CancellationToken;
 use ocm_score_shell::probes::{ProbeServer, Probes};
 use ocm_score_shell::watch::{SharedWatch, as_is};
-use scheduler_core::api::{
+use ocm_score_api::{
     AddOnPlacementScore, ManagedCluster, ManagedClusterSet, ManagedClusterSetBinding, Placement,
     PlacementDecision,
 };
-use scheduler_core::placement::HubSnapshot;
+use ocm_score_scheduler::placement::HubSnapshot;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -2,8 +2,8 @@
 //! which clusters differ, and what changed since OCM decided that could explain it.
 
 use jiff::Timestamp;
-use scheduler_core::api::{ObjectMeta, Placement, PlacementDecision};
-use scheduler_core::placement::HubObjects;
+use ocm_score_api::{ObjectMeta, Placement, PlacementDecision};
+use ocm_score_scheduler::placement::HubObjects;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 
@@ -278,7 +278,7 @@ pub fn compare(
 mod tests {
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ManagedFieldsEntry, Time};
-    use scheduler_core::api::{
+    use ocm_score_api::{
         AddOnPlacementScore, AddOnPlacementScoreStatus, ClusterDecision, ManagedCluster,
         PlacementDecisionStatus,
     };

@@ -5,11 +5,11 @@
 use kube::api::{Api, ListParams};
 use kube::core::NamespaceResourceScope;
 use kube::{Client, Resource};
-use scheduler_core::api::{
+use ocm_score_api::{
     AddOnPlacementScore, ManagedCluster, ManagedClusterSet, ManagedClusterSetBinding, Placement,
     PlacementDecision, TieredPlacement,
 };
-use scheduler_core::placement::HubObjects;
+use ocm_score_scheduler::placement::HubObjects;
 use serde::de::DeserializeOwned;
 use std::fmt::Debug;
 use thiserror::Error;

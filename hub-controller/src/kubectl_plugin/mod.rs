@@ -13,9 +13,9 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use live::{LiveHub, Unreadable, resource_name};
-use scheduler_core::api::{AddOnPlacementScore, ManagedCluster, Placement, PlacementDecision};
-use scheduler_core::placement::selector::LabelMatcher;
-use scheduler_core::placement::{self, HubSnapshot, SyncOutcome};
+use ocm_score_api::{AddOnPlacementScore, ManagedCluster, Placement, PlacementDecision};
+use ocm_score_scheduler::placement::selector::LabelMatcher;
+use ocm_score_scheduler::placement::{self, HubSnapshot, SyncOutcome};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use thiserror::Error;
@@ -250,7 +250,7 @@ async fn scores_command(
 
 fn encode(format: Format, value: &Value) -> Result<String, PluginError> {
     Ok(match format {
-        Format::Yaml => scheduler_core::yaml::to_string(value),
+        Format::Yaml => ocm_score_api::yaml::to_string(value),
         _ => {
             let mut text = serde_json::to_string_pretty(value)?;
             text.push('\n');
@@ -389,7 +389,7 @@ fn explain(
                 && tp.metadata.name.as_deref() == Some(key_name.as_str())
         })
     {
-        let what = resource_name::<scheduler_core::api::TieredPlacement>();
+        let what = resource_name::<ocm_score_api::TieredPlacement>();
         if let Some(u) = hub.unreadable(&what) {
             return Err(PluginError::Unreadable {
                 what: format!("tieredplacement {key}"),

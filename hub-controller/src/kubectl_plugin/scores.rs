@@ -1,8 +1,8 @@
 //! `kubectl ocm-score scores`: the fleet's AddOnPlacementScores, one row per score object.
 
 use jiff::Timestamp;
-use scheduler_core::api::{AddOnPlacementScore, ManagedCluster};
-use scheduler_core::placement::selector::LabelMatcher;
+use ocm_score_api::{AddOnPlacementScore, ManagedCluster};
+use ocm_score_scheduler::placement::selector::LabelMatcher;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 
@@ -197,7 +197,7 @@ pub fn table(rows: &[Row]) -> String {
 mod tests {
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-    use scheduler_core::api::{AddOnPlacementScoreItem, AddOnPlacementScoreStatus, ObjectMeta};
+    use ocm_score_api::{AddOnPlacementScoreItem, AddOnPlacementScoreStatus, ObjectMeta};
 
     fn t(s: &str) -> Timestamp {
         s.parse().expect("time")

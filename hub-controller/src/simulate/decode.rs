@@ -111,7 +111,7 @@ fn render(path: &[Segment]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use scheduler_core::api::{AddOnPlacementScore, ManagedCluster, Placement};
+    use ocm_score_api::{AddOnPlacementScore, ManagedCluster, Placement};
     use serde_json::json;
 
     #[test]

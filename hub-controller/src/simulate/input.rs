@@ -3,11 +3,11 @@
 //! TieredPlacements (`tiering.ocm-score.io`) are collected beside the OCM objects.
 
 use super::decode::decode;
-use scheduler_core::api::{
+use ocm_score_api::{
     AddOnPlacementScore, ManagedCluster, ManagedClusterSet, ManagedClusterSetBinding, Placement,
     PlacementDecision, TieredPlacement,
 };
-use scheduler_core::placement::HubObjects;
+use ocm_score_scheduler::placement::HubObjects;
 use serde::Deserialize;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -287,7 +287,7 @@ fn add_object(
         .and_then(Value::as_str)
         .map(|a| a.split_once('/').map_or("", |(g, _)| g))
         .unwrap_or("");
-    if group == scheduler_core::api::tiering::TIERING_GROUP && kind == "TieredPlacement" {
+    if group == ocm_score_api::crd::tiered_placement::TIERING_GROUP && kind == "TieredPlacement" {
         let location = format!("{location} ({})", describe(v));
         let tp = decode::<TieredPlacement>(v).map_err(|(field, message)| InputError::Field {
             path: path.to_path_buf(),

@@ -15,7 +15,7 @@ pub use input::{InputError, Scenario};
 pub use report::skip_reason;
 
 use clap::{Args, ValueEnum};
-use scheduler_core::placement::{self, HubSnapshot, PlacementError, SyncOutcome};
+use ocm_score_scheduler::placement::{self, HubSnapshot, PlacementError, SyncOutcome};
 use serde_json::{Value, json};
 use std::io::Write;
 use std::path::PathBuf;
@@ -30,7 +30,7 @@ pub enum OutputFormat {
     /// `{name, skipped: <why>}`. A TieredPlacement is `{name, kind: TieredPlacement,
     /// activeTiers, decisions, tiers, ...}`.
     Json,
-    /// The JSON output as YAML, timestamps quoted as kubectl quotes them (`scheduler_core::yaml`).
+    /// The JSON output as YAML, timestamps quoted as kubectl quotes them (`ocm_score_api::yaml`).
     Yaml,
 }
 
@@ -159,7 +159,7 @@ pub fn render(args: &SimulateArgs, source: &str, scenarios: Vec<Scenario>) -> Re
         let now = args.now.or(scenario.now).unwrap_or_else(jiff::Timestamp::now);
         let wanted = flag_placement.clone().or(scenario.placement.clone());
         let snapshot = HubSnapshot::new(scenario.objects).map_err(engine_err)?;
-        let mut tiered: Vec<&scheduler_core::api::TieredPlacement> = scenario
+        let mut tiered: Vec<&ocm_score_api::TieredPlacement> = scenario
             .tiered
             .iter()
             .filter(|tp| {
@@ -245,7 +245,7 @@ pub fn render(args: &SimulateArgs, source: &str, scenarios: Vec<Scenario>) -> Re
             json.push('\n');
             json
         }
-        OutputFormat::Yaml => scheduler_core::yaml::to_string(&Value::Array(json_out)),
+        OutputFormat::Yaml => ocm_score_api::yaml::to_string(&Value::Array(json_out)),
         OutputFormat::Table => text,
     })
 }

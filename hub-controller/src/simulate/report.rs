@@ -1,8 +1,8 @@
 //! What `simulate` prints: the conformance `expect` keys as JSON, or a ranked table for people.
 
-use scheduler_core::api::Placement;
-use scheduler_core::placement::explain::{self, Verdict};
-use scheduler_core::placement::{HubSnapshot, PlacementResult, SkipReason, SyncOutcome};
+use ocm_score_api::Placement;
+use ocm_score_scheduler::placement::explain::{self, Verdict};
+use ocm_score_scheduler::placement::{HubSnapshot, PlacementResult, SkipReason, SyncOutcome};
 use serde_json::{Map, Value, json};
 use std::fmt::Write as _;
 
@@ -255,7 +255,7 @@ pub fn table(
         let _ = writeln!(out, "  warning: {}", w.describe(snapshot));
     }
     let status = result.effective_status();
-    if status.code != scheduler_core::placement::StatusCode::Success {
+    if status.code != ocm_score_scheduler::placement::StatusCode::Success {
         let _ = writeln!(
             out,
             "  status: {} {}: {}",

@@ -4,9 +4,9 @@
 //! The TieredPlacement's own `status` is the planner's prior state; an object without status
 //! gets the initial plan (no hold-down history), as a newly created one would.
 
-use scheduler_core::api::TieredPlacement;
-use scheduler_core::placement::HubSnapshot;
-use scheduler_core::tiering::{Plan, plan_object};
+use ocm_score_api::TieredPlacement;
+use ocm_score_scheduler::placement::HubSnapshot;
+use ocm_score_scheduler::tiering::{Plan, plan_object};
 use serde_json::{Map, Value, json};
 use std::fmt::Write as _;
 

@@ -4,7 +4,7 @@
 
 use super::fleet::DesiredScores;
 use jiff::{SignedDuration, Timestamp};
-use scheduler_core::api::{
+use ocm_score_api::{
     AddOnPlacementScore, AddOnPlacementScoreItem, AddOnPlacementScoreStatus, Condition, Time,
 };
 use std::{
@@ -192,7 +192,7 @@ fn same_scores(current: &[AddOnPlacementScoreItem], want: &[AddOnPlacementScoreI
 #[cfg(test)]
 mod tests {
     use super::*;
-    use scheduler_core::api::ObjectMeta;
+    use ocm_score_api::ObjectMeta;
 
     fn ts(s: i64) -> Timestamp {
         Timestamp::from_second(s).expect("valid")

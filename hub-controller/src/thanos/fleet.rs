@@ -13,7 +13,7 @@ use super::{
     response::{SampleValue, VectorSample},
 };
 use jiff::Timestamp;
-use scheduler_core::api::AddOnPlacementScoreItem;
+use ocm_score_api::AddOnPlacementScoreItem;
 use std::{collections::BTreeMap, time::Duration};
 
 /// Why a series did not produce a score.
@@ -212,7 +212,7 @@ mod tests {
         config::{Direction, Normalization},
         mapping::ClusterMapping,
     };
-    use scheduler_core::api::{ManagedCluster, ObjectMeta};
+    use ocm_score_api::{ManagedCluster, ObjectMeta};
 
     fn ts(s: i64) -> Timestamp {
         Timestamp::from_second(s).expect("valid")

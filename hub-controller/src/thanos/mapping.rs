@@ -5,7 +5,7 @@
 //! (`label:<key>`), or the value of one of its cluster claims (`claim:<name>`, e.g. `id.k8s.io`).
 //! A value that matches no ManagedCluster, or more than one, is never guessed at: the series is skipped.
 
-use scheduler_core::api::ManagedCluster;
+use ocm_score_api::ManagedCluster;
 use std::{collections::HashMap, fmt, str::FromStr};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -161,7 +161,7 @@ impl ClusterIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use scheduler_core::api::{ManagedClusterClaim, ManagedClusterStatus, ObjectMeta, Time};
+    use ocm_score_api::{ManagedClusterClaim, ManagedClusterStatus, ObjectMeta, Time};
 
     fn cluster(name: &str, labels: &[(&str, &str)], claims: &[(&str, &str)]) -> ManagedCluster {
         ManagedCluster {

@@ -3,14 +3,14 @@
 //! Unlike an agent, which sees one cluster, the hub sees every cluster's value at once, so by default
 //! the bounds are the fleet's own: the best cluster gets 100, the worst -100, the rest in between
 //! (linear, truncated toward zero like OCM's sdk-go `ScoreNormalizer`, which
-//! [`scheduler_core::normalize::ScoreNormalizer`] reproduces). Fixed bounds are the alternative when
+//! [`ocm_score_api::normalize::ScoreNormalizer`] reproduces). Fixed bounds are the alternative when
 //! scores should mean the same thing from one round to the next.
 //!
 //! When the fleet gives no basis for ranking (one cluster, or every value equal) each cluster gets 0:
 //! sdk-go's rule would give all of them -100 (`value <= min`), which would read as "worst".
 
 use super::config::{Direction, Normalization};
-use scheduler_core::normalize::ScoreNormalizer;
+use ocm_score_api::normalize::ScoreNormalizer;
 
 /// The score for each value of `values` (which must all be finite), in the same order.
 pub fn normalize_fleet(values: &[f64], direction: Direction, normalization: Normalization) -> Vec<i32> {

@@ -19,7 +19,7 @@ use ocm_score_shell::{
     probes::{BindError, ProbeServer},
     watch::WatchRetryExt,
 };
-use scheduler_core::api::{AddOnPlacementScore, ManagedCluster};
+use ocm_score_api::{AddOnPlacementScore, ManagedCluster};
 use std::{process::ExitCode, sync::Arc, time::Duration};
 use tokio::{sync::watch, time::MissedTickBehavior};
 

@@ -18,7 +18,7 @@ use super::{
 };
 use futures::{StreamExt, stream};
 use jiff::Timestamp;
-use scheduler_core::api::{AddOnPlacementScore, ManagedCluster};
+use ocm_score_api::{AddOnPlacementScore, ManagedCluster};
 use std::{collections::HashMap, sync::Arc, time::Instant};
 
 /// The warnings of one score's partial answer.
@@ -266,7 +266,7 @@ pub fn count_expired(current: &CurrentScores, now: Timestamp) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use scheduler_core::api::ObjectMeta;
+    use ocm_score_api::ObjectMeta;
 
     fn object(namespace: &str, rv: &str) -> AddOnPlacementScore {
         AddOnPlacementScore {

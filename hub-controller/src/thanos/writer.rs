@@ -9,7 +9,7 @@ use kube::{
     Api,
     api::{ObjectMeta, Patch, PatchParams, PostParams},
 };
-use scheduler_core::api::AddOnPlacementScore;
+use ocm_score_api::AddOnPlacementScore;
 use std::collections::BTreeMap;
 use tokio::sync::watch;
 

@@ -7,7 +7,7 @@
 //! fields the API server defaults and fields other managers own do not count as drift.
 
 use kube::api::{Api, Patch, PatchParams};
-use scheduler_core::api::Placement;
+use ocm_score_api::Placement;
 use serde_json::Value;
 
 /// The field manager of every write this controller makes.

@@ -6,7 +6,7 @@ use ocm_score_shell::args::{
     LeaderDefaults, LeaderElection, LeaderElectionArgs, LeaderElectionFile, ProbeArgs, SettingError,
     parse_duration,
 };
-use scheduler_core::reservation::Timing;
+use ocm_score_scheduler::reservation::Timing;
 use std::path::PathBuf;
 use std::time::Duration;
 

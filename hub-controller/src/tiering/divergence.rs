@@ -8,8 +8,8 @@
 //! memory: losing them on a restart only delays the condition, and delay is the safe direction.
 
 use jiff::{SignedDuration, Timestamp};
-use scheduler_core::api::{Condition, Placement, Time};
-use scheduler_core::tiering::condition::PLAN_DIVERGED;
+use ocm_score_api::{Condition, Placement, Time};
+use ocm_score_scheduler::tiering::condition::PLAN_DIVERGED;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
 use std::time::Duration;

@@ -1,6 +1,6 @@
 //! `ocm-score-hub tiering`: the TieredPlacement controller (docs/tiering.md).
 //!
-//! A thin actuator over the pure planner `scheduler_core::tiering`: for each TieredPlacement it
+//! A thin actuator over the pure planner `ocm_score_scheduler::tiering`: for each TieredPlacement it
 //! builds a [`snapshot`] of the hub from reflectors (ManagedClusters, ManagedClusterSets, the
 //! namespace's bindings, AddOnPlacementScores, Placements, PlacementDecisions), plans with the
 //! clock, applies the child Placement with server-side apply ([`child`], field manager
@@ -10,8 +10,8 @@
 //! events and requeues at the plan's time ([`reconcile`]).
 //! Nothing is written when nothing changed: the planner gives identical plans for identical input.
 //!
-//! Reservations (`scheduler_core::reservation`, docs/fits-and-reservations.md): plans run through
-//! `scheduler_core::tiering::plan_and_assume` against one ledger ([`reservations`]), one
+//! Reservations (`ocm_score_scheduler::reservation`, docs/fits-and-reservations.md): plans run through
+//! `ocm_score_scheduler::tiering::plan_and_assume` against one ledger ([`reservations`]), one
 //! TieredPlacement at a time, so `fits` rules see what placements planned just before took on each
 //! cluster; [`reports`] turns AddOnPlacementScore updates into the reports that release them; a new
 //! leader rebuilds the ledger from every `status.reservations`. The controller also watches

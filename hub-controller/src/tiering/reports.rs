@@ -1,5 +1,5 @@
 //! Score reports as the hub observes them, for releasing reservations (release (b) in
-//! `scheduler_core::reservation`).
+//! `ocm_score_scheduler::reservation`).
 //!
 //! A report is an update of a cluster's `resource-usage-score` (the object `fits` scores live in)
 //! whose status changed, seen on the watch. The hub time of that observation is its arrival time,
@@ -7,8 +7,8 @@
 //! when they were written is unknown, and a reservation then waits for the next report or its TTL.
 
 use kube::runtime::watcher;
-use scheduler_core::api::tiering::FITS_RESOURCE_NAME;
-use scheduler_core::api::{AddOnPlacementScore, AddOnPlacementScoreStatus};
+use ocm_score_api::crd::tiered_placement::FITS_RESOURCE_NAME;
+use ocm_score_api::{AddOnPlacementScore, AddOnPlacementScoreStatus};
 use std::collections::HashMap;
 
 /// The last status seen per cluster.
@@ -48,7 +48,7 @@ fn is_report(object: &AddOnPlacementScore) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use scheduler_core::api::{AddOnPlacementScoreItem, ObjectMeta};
+    use ocm_score_api::{AddOnPlacementScoreItem, ObjectMeta};
 
     fn aps(cluster: &str, name: &str, value: i32, labels: bool) -> AddOnPlacementScore {
         AddOnPlacementScore {

@@ -1,4 +1,4 @@
-//! The hub's one reservation ledger (`scheduler_core::reservation`), shared by the reconciles and
+//! The hub's one reservation ledger (`ocm_score_scheduler::reservation`), shared by the reconciles and
 //! the watches. Plan and assume happen under its lock, one TieredPlacement at a time, so a
 //! placement planned right after another sees the other's reservations. It is built from the
 //! TieredPlacements' `status.reservations` on the first plan after the caches synced (each
@@ -9,8 +9,8 @@ use super::metrics::Metrics;
 use jiff::Timestamp;
 use kube::ResourceExt;
 use kube::runtime::reflector::Store;
-use scheduler_core::api::tiering::TieredPlacement;
-use scheduler_core::reservation::{Ledger, Timing, placement_key};
+use ocm_score_api::crd::tiered_placement::TieredPlacement;
+use ocm_score_scheduler::reservation::{Ledger, Timing, placement_key};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use tokio::sync::Notify;
 

@@ -1,5 +1,5 @@
 //! Publishes the ledger's reservations for plain OCM Placements: the `ocm-score-reserved`
-//! AddOnPlacementScore (`scheduler_core::reservation::deduction`) on each cluster with reservations
+//! AddOnPlacementScore (`ocm_score_scheduler::reservation::deduction`) on each cluster with reservations
 //! in flight, rewritten when they change and deleted when they end. Runs beside the controller
 //! while this replica leads; the objects' `validUntil` (the reservations' TTL) ends them in OCM's
 //! eyes if no one is left to delete them.
@@ -12,8 +12,8 @@ use jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use ocm_score_shell::CancellationToken;
-use scheduler_core::api::{AddOnPlacementScore, AddOnPlacementScoreItem, AddOnPlacementScoreStatus};
-use scheduler_core::reservation::deduction::{Deduction, RESOURCE_NAME, deductions};
+use ocm_score_api::{AddOnPlacementScore, AddOnPlacementScoreItem, AddOnPlacementScoreStatus};
+use ocm_score_scheduler::reservation::deduction::{Deduction, RESOURCE_NAME, deductions};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -171,7 +171,7 @@ async fn write(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use scheduler_core::api::Time;
+    use ocm_score_api::Time;
 
     #[test]
     fn a_deduction_becomes_the_status_ocm_reads() {

@@ -20,9 +20,9 @@ use ocm_score_shell::CancellationToken;
 use ocm_score_shell::probes::ControllerProbes;
 use ocm_score_shell::supervise::{Mode, OnLoss, serve_and_lead};
 use ocm_score_shell::watch::{SharedWatch, as_is, metadata_only};
-use scheduler_core::api::tiering::MANIFEST_WORK_REPLICA_SET_LABEL;
-use scheduler_core::api::tiering::TieredPlacement;
-use scheduler_core::api::{
+use ocm_score_api::crd::tiered_placement::MANIFEST_WORK_REPLICA_SET_LABEL;
+use ocm_score_api::crd::tiered_placement::TieredPlacement;
+use ocm_score_api::{
     AddOnPlacementScore, ManagedCluster, ManagedClusterSet, ManagedClusterSetBinding, ManifestWork,
     Placement, PlacementDecision, WorkloadShape,
 };

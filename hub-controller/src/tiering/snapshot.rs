@@ -2,11 +2,11 @@
 
 use crate::hub_cache::{PlacementStores, cloned};
 use kube::runtime::reflector::Store;
-use scheduler_core::api::tiering::TieredPlacement;
-use scheduler_core::api::{ManifestWork, WorkloadShape};
-use scheduler_core::placement::{HubSnapshot, PlacementError};
-use scheduler_core::reservation::ShapeCatalog;
-use scheduler_core::tiering::WorkIndex;
+use ocm_score_api::crd::tiered_placement::TieredPlacement;
+use ocm_score_api::{ManifestWork, WorkloadShape};
+use ocm_score_scheduler::placement::{HubSnapshot, PlacementError};
+use ocm_score_scheduler::reservation::ShapeCatalog;
+use ocm_score_scheduler::tiering::WorkIndex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 

@@ -8,7 +8,7 @@
 
 use super::child::FIELD_MANAGER;
 use kube::api::{Api, Patch, PatchParams};
-use scheduler_core::api::tiering::{TieredPlacement, TieredPlacementStatus};
+use ocm_score_api::crd::tiered_placement::{TieredPlacement, TieredPlacementStatus};
 use serde_json::{Map, Value, json};
 
 pub async fn write(

@@ -7,7 +7,7 @@
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use ocm_score_tests::apiserver::{ApiServer, Gvr, Identity, RequestRecord};
-use scheduler_core::api::{
+use ocm_score_api::{
     AddOnDeploymentConfig, ClusterManagementAddOn, ManagedCluster, ManagedClusterAddOn, ManifestWork,
     PlacementDecision,
 };

@@ -19,13 +19,13 @@ use ocm_score_tests::crd::Crd;
 use ocm_score_tests::support::TempDir;
 pub use ocm_score_tests::tiering::ControllerProcess;
 use ocm_score_tests::tiering::TieringView;
-use scheduler_core::api::tiering::TieredPlacement;
-use scheduler_core::api::{
+use ocm_score_api::crd::tiered_placement::TieredPlacement;
+use ocm_score_api::{
     AddOnPlacementScore, ManagedCluster, ManagedClusterSet, ManagedClusterSetBinding, Placement,
     PlacementDecision,
 };
-use scheduler_core::placement::writes::DecisionWrite;
-use scheduler_core::placement::{HubObjects, HubSnapshot, SyncOutcome, sync_placement};
+use ocm_score_scheduler::placement::writes::DecisionWrite;
+use ocm_score_scheduler::placement::{HubObjects, HubSnapshot, SyncOutcome, sync_placement};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;

@@ -15,7 +15,7 @@ use super::{
     samples, sync,
 };
 use k8s_openapi::jiff::Timestamp;
-use scheduler_core::placement::{candidates, schedule};
+use ocm_score_scheduler::placement::{candidates, schedule};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufWriter, Write};
 use std::path::{Path, PathBuf};

@@ -3,7 +3,7 @@
 use super::error::PlacementError;
 use super::selector::LabelMatcher;
 use super::snapshot::{ClusterId, HubSnapshot};
-use crate::api::{ManagedClusterSet, Placement, well_known::CLUSTER_SET_LABEL};
+use ocm_score_api::{ManagedClusterSet, Placement, well_known::CLUSTER_SET_LABEL};
 
 /// The cluster-set step of a sync.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -1,7 +1,7 @@
 //! The Placement's status: selected count, decision groups and the two conditions.
 
 use super::status::{Status, StatusCode};
-use crate::api::{Condition, DecisionGroupStatus, PlacementStatus, Time};
+use ocm_score_api::{Condition, DecisionGroupStatus, PlacementStatus, Time};
 use k8s_openapi::jiff::Timestamp;
 
 pub const PLACEMENT_SATISFIED: &str = "PlacementSatisfied";

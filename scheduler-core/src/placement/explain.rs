@@ -7,7 +7,7 @@ use super::prioritizers::resource::Resource;
 use super::schedule::ScheduleResult;
 use super::snapshot::{ClusterId, HubSnapshot};
 use super::weights::PrioritizerKind;
-use crate::api::Placement;
+use ocm_score_api::Placement;
 use k8s_openapi::jiff::Timestamp;
 use std::fmt::Write as _;
 

@@ -3,7 +3,7 @@
 use super::selector::ClusterMatcher;
 use super::snapshot::{ClusterId, HubSnapshot};
 use super::status::Status;
-use crate::api::{
+use ocm_score_api::{
     ClusterDecision, ClusterSelector, DecisionGroupStatus, IntOrString, ObjectMeta, Placement,
     PlacementDecision, PlacementDecisionStatus, well_known,
 };

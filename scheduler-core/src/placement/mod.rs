@@ -22,7 +22,6 @@ pub mod filters;
 pub mod groups;
 mod nanos;
 pub mod prioritizers;
-pub mod quantity;
 pub mod rank;
 pub mod schedule;
 pub mod selector;

@@ -1,7 +1,7 @@
 //! Instants as i128 nanoseconds since the Unix epoch: wide enough for Go's zero time and for
 //! Go's wrapped int64 durations added to it, which `jiff::Timestamp` (years ±9999) is not.
 
-use crate::api::Time;
+use ocm_score_api::Time;
 use k8s_openapi::jiff::Timestamp;
 
 /// Go's zero `time.Time` (0001-01-01T00:00:00Z), what an absent `metav1.Time` decodes to.

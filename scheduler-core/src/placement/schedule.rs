@@ -7,7 +7,7 @@ use super::rank;
 use super::snapshot::{ClusterId, HubSnapshot};
 use super::status::{Status, StatusCode};
 use super::weights::{self, PrioritizerKind};
-use crate::api::Placement;
+use ocm_score_api::Placement;
 use k8s_openapi::jiff::Timestamp;
 
 /// The clusters left after the filters so far, keyed like upstream's debug output

@@ -7,7 +7,7 @@
 
 use super::cel::{self, ClusterActivation};
 use super::snapshot::{ClusterId, HubSnapshot};
-use crate::api::{ClusterSelector, LabelSelector, LabelSelectorRequirement, ManagedCluster};
+use ocm_score_api::{ClusterSelector, LabelSelector, LabelSelectorRequirement, ManagedCluster};
 use std::collections::BTreeMap;
 use std::fmt;
 

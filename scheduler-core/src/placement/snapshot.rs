@@ -11,8 +11,8 @@
 //! large hub need not be held as typed objects all at once.
 
 use super::error::PlacementError;
-use super::quantity::approximate_f64;
-use crate::api::{
+use ocm_score_api::quantity::approximate_f64;
+use ocm_score_api::{
     AddOnPlacementScore, ManagedCluster, ManagedClusterSet, ManagedClusterSetBinding, Placement,
     PlacementDecision, Taint, well_known,
 };
@@ -193,11 +193,11 @@ pub struct HubSnapshotBuilder {
     label_ids: FastMap<Arc<str>, u32>,
 }
 
-fn name_of(meta: &crate::api::ObjectMeta) -> &str {
+fn name_of(meta: &ocm_score_api::ObjectMeta) -> &str {
     meta.name.as_deref().unwrap_or("")
 }
 
-fn namespace_of(meta: &crate::api::ObjectMeta) -> &str {
+fn namespace_of(meta: &ocm_score_api::ObjectMeta) -> &str {
     meta.namespace.as_deref().unwrap_or("")
 }
 
@@ -758,7 +758,7 @@ impl HubSnapshot {
     }
 }
 
-fn qualified(meta: &crate::api::ObjectMeta) -> String {
+fn qualified(meta: &ocm_score_api::ObjectMeta) -> String {
     format!("{}/{}", namespace_of(meta), name_of(meta))
 }
 
@@ -801,7 +801,7 @@ fn parse_resources(cluster: &ManagedCluster) -> Result<ClusterResources, Placeme
     let Some(status) = &cluster.status else {
         return Ok(ClusterResources::default());
     };
-    let parse = |section: &str, map: &BTreeMap<String, crate::api::Quantity>, key: &str| {
+    let parse = |section: &str, map: &BTreeMap<String, ocm_score_api::Quantity>, key: &str| {
         map.get(key)
             .map(|q| {
                 approximate_f64(&q.0).map_err(|e| PlacementError::InvalidQuantity {
@@ -825,7 +825,7 @@ fn parse_resources(cluster: &ManagedCluster) -> Result<ClusterResources, Placeme
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::{AddOnPlacementScoreStatus, ManagedClusterStatus, ObjectMeta, Quantity};
+    use ocm_score_api::{AddOnPlacementScoreStatus, ManagedClusterStatus, ObjectMeta, Quantity};
 
     fn meta(namespace: Option<&str>, name: &str) -> ObjectMeta {
         ObjectMeta {
@@ -908,11 +908,11 @@ mod tests {
         });
         cluster.status = Some(ManagedClusterStatus {
             cluster_claims: vec![
-                crate::api::ManagedClusterClaim {
+                ocm_score_api::ManagedClusterClaim {
                     name: "region".into(),
                     value: "eu".into(),
                 },
-                crate::api::ManagedClusterClaim {
+                ocm_score_api::ManagedClusterClaim {
                     name: "region".into(),
                     value: "us".into(),
                 },

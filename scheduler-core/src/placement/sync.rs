@@ -12,7 +12,7 @@ use super::schedule::{self, ScheduleResult};
 use super::snapshot::HubSnapshot;
 use super::status::Status;
 use super::writes::{self, DecisionWrite};
-use crate::api::{Placement, PlacementDecision, PlacementStatus};
+use ocm_score_api::{Placement, PlacementDecision, PlacementStatus};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 /// Annotation that switches scheduling off for a placement (exact value `"true"`).

@@ -6,7 +6,7 @@
 
 use super::candidates::membership;
 use super::snapshot::HubSnapshot;
-use crate::api::Placement;
+use ocm_score_api::Placement;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A change the scheduler reacts to.

@@ -8,7 +8,7 @@
 //! several misconfigurations gets reported.
 
 use super::status::Status;
-use crate::api::{Placement, ScoreCoordinate};
+use ocm_score_api::{Placement, ScoreCoordinate};
 use std::fmt;
 
 pub const MODE_ADDITIVE: &str = "Additive";

@@ -10,7 +10,7 @@
 use super::events::{self, Event};
 use super::snapshot::HubSnapshot;
 use super::status::Status;
-use crate::api::{ClusterDecision, Placement, PlacementDecision, PlacementDecisionStatus};
+use ocm_score_api::{ClusterDecision, Placement, PlacementDecision, PlacementDecisionStatus};
 use std::collections::BTreeMap;
 
 #[derive(Clone, Debug, PartialEq)]

@@ -15,8 +15,8 @@
 //! lower) or more than `100 × scale` reserved (the deduction stops at −100, so the sum is higher).
 
 use super::{Ledger, ShapeCatalog};
-use crate::api::Time;
-use crate::api::workload_shape::fits_score_name;
+use ocm_score_api::Time;
+use ocm_score_api::crd::workload_shape::fits_score_name;
 use crate::instant::time;
 use std::collections::BTreeMap;
 
@@ -85,8 +85,8 @@ fn score(replicas: u64, scale: i32) -> i32 {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::api::WorkloadShape;
-    use crate::api::workload_shape::{WorkloadShapeSpec, encode_fits};
+    use ocm_score_api::WorkloadShape;
+    use ocm_score_api::crd::workload_shape::{WorkloadShapeSpec, encode_fits};
     use crate::instant::SECOND;
     use crate::reservation::Timing;
     use std::time::Duration;
@@ -123,7 +123,7 @@ mod tests {
         let catalog = ShapeCatalog::new(&[shape("x1", "1", 1), shape("x2", "2", 1), shape("tiny", "1", 4)]);
         let mut ledger = ledger();
         let footprint = |shape: &str, replicas| {
-            Some(crate::api::tiering::WorkloadFootprint {
+            Some(ocm_score_api::crd::tiered_placement::WorkloadFootprint {
                 shape: shape.into(),
                 replicas_per_cluster: replicas,
             })

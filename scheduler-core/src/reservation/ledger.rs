@@ -2,9 +2,9 @@
 //! placement's reservations were last assumed against.
 
 use super::shapes::{ShapeCatalog, deduction};
-use crate::api::tiering::{Reservation, ReservationState, TieredPlacementStatus, WorkloadFootprint};
+use ocm_score_api::crd::tiered_placement::{Reservation, ReservationState, TieredPlacementStatus, WorkloadFootprint};
 use crate::instant::{ceil_second, dur, of, time};
-use crate::names::is_dns_label;
+use ocm_score_api::names::is_dns_label;
 use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -456,7 +456,7 @@ impl View<'_> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::api::tiering::ChildPlacementStatus;
+    use ocm_score_api::crd::tiered_placement::ChildPlacementStatus;
     use crate::instant::SECOND;
 
     const P: &str = "apps/p";
@@ -727,7 +727,7 @@ mod tests {
 
     #[test]
     fn other_shapes_are_deducted_conservatively() {
-        use crate::api::workload_shape::shape;
+        use crate::reservation::shapes::tests::shape;
         let shapes = ShapeCatalog::new(&[
             shape("gpu-x1", r#"requests: {nvidia.com/gpu: "1"}"#),
             shape("gpu-x2", r#"requests: {nvidia.com/gpu: "2"}"#),

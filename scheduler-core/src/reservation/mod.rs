@@ -55,7 +55,7 @@ mod shapes;
 pub use ledger::{DEFAULT_SETTLE, DEFAULT_TTL, Entry, Ledger, LoadError, Timing, View};
 pub use shapes::ShapeCatalog;
 
-use crate::api::tiering::TieredPlacement;
+use ocm_score_api::crd::tiered_placement::TieredPlacement;
 
 /// The ledger's name of a TieredPlacement: `namespace/name`.
 pub fn placement_key(object: &TieredPlacement) -> String {

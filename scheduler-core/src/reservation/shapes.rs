@@ -1,8 +1,8 @@
 //! What one replica of a shape takes, for deducting a reservation of one shape from the `fits`
 //! of another (the "Deduct" step in [`crate::reservation`]).
 
-use crate::api::workload_shape::{self, WorkloadShape};
-use crate::placement::quantity::approximate_f64;
+use ocm_score_api::crd::workload_shape::{self, WorkloadShape};
+use ocm_score_api::quantity::approximate_f64;
 use std::collections::BTreeMap;
 
 /// Per-replica requests (requests plus pod overhead) of the valid WorkloadShapes, by name.
@@ -97,9 +97,14 @@ pub(crate) fn deduction(replicas: u32, ratio: f64) -> u64 {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
-    use crate::api::workload_shape::shape;
+    use ocm_score_api::WorkloadShape;
+
+    /// A shape named `name` with the spec `yaml`.
+    pub(crate) fn shape(name: &str, yaml: &str) -> WorkloadShape {
+        WorkloadShape::named(name, serde_norway::from_str(yaml).unwrap())
+    }
 
     fn catalog() -> ShapeCatalog {
         ShapeCatalog::new(&[

@@ -18,12 +18,12 @@ use super::workload::WorkIndex;
 use super::workload::retain::{self, Leaving, Released};
 use super::workload::verdicts::{self as workload_verdicts, WorkloadVerdicts};
 use super::{Plan, PlanEvent, TierReport, condition, set_condition, set_condition_status};
-use crate::api::tiering::{
+use ocm_score_api::crd::tiered_placement::{
     FailbackMode, FailbackStatus, PendingFailback, RELEASE_ANNOTATION, TierState, TierStatus,
     TieredPlacementSpec, TieredPlacementStatus, TieringMode, Timings, Transition, TransitionKind,
     WorkloadHealthStatus, WorkloadState,
 };
-use crate::api::{ObjectMeta, Placement, PlacementSpec};
+use ocm_score_api::{ObjectMeta, Placement, PlacementSpec};
 use crate::instant::{ceil_second, dur, of, time, timestamp};
 use crate::placement::snapshot::{ClusterId, HubSnapshot};
 use crate::placement::{candidates, schedule};
@@ -201,7 +201,7 @@ pub fn decide(input: &Input<'_>) -> Plan {
     }
     requeue.at(exclusion.requeue_at, now);
     let excluded = |id: &ClusterId| exclusion.excluded.get(id.index()).is_some_and(Option::is_some);
-    let prior_retained: &[crate::api::tiering::RetainedCluster] = prior
+    let prior_retained: &[ocm_score_api::crd::tiered_placement::RetainedCluster] = prior
         .and_then(|p| p.workload_health.as_ref())
         .map_or(&[], |w| w.retained.as_slice());
     let is_prior_retained = |name: &str| prior_retained.iter().any(|r| r.cluster == name);
@@ -551,7 +551,7 @@ pub fn decide(input: &Input<'_>) -> Plan {
             now,
         )
     });
-    let mut retained: Vec<crate::api::tiering::RetainedCluster> = match &retention {
+    let mut retained: Vec<ocm_score_api::crd::tiered_placement::RetainedCluster> = match &retention {
         Some(r) => r.retained.clone(),
         None => prior_retained.to_vec(),
     };
@@ -632,7 +632,7 @@ pub fn decide(input: &Input<'_>) -> Plan {
 
     // Status.
     let generation = meta.generation;
-    let prior_conditions: &[crate::api::Condition] = prior.map_or(&[], |p| p.conditions.as_slice());
+    let prior_conditions: &[ocm_score_api::Condition] = prior.map_or(&[], |p| p.conditions.as_slice());
     let active_names: Vec<String> = choice
         .active
         .iter()
@@ -1623,7 +1623,7 @@ fn exclusion_reason(w: &WorkloadVerdicts, cluster: &str, until: i128) -> String 
 fn workload_status(
     w: Option<&WorkloadVerdicts>,
     exclusion: &Exclusion,
-    retained: Vec<crate::api::tiering::RetainedCluster>,
+    retained: Vec<ocm_score_api::crd::tiered_placement::RetainedCluster>,
 ) -> Option<WorkloadHealthStatus> {
     let clusters: Vec<_> = w
         .map(|w| {
@@ -1645,7 +1645,7 @@ fn workload_status(
 fn workload_condition(
     w: &WorkloadVerdicts,
     predicted: &[String],
-    retained: &[crate::api::tiering::RetainedCluster],
+    retained: &[ocm_score_api::crd::tiered_placement::RetainedCluster],
     exclusion: &Exclusion,
     overridden: bool,
 ) -> (&'static str, &'static str, String) {

@@ -10,7 +10,7 @@
 //! toleration deadline, so a forced failover reaches OCM before OCM's own deadline requeue drops
 //! the cluster (one sync moves the workload; no empty decision list in between).
 
-use crate::api::{Placement, PlacementSpec, TieredPlacementSpec};
+use ocm_score_api::{Placement, PlacementSpec, TieredPlacementSpec};
 use crate::placement::filters::{predicate, taints};
 use crate::placement::snapshot::{ClusterId, HubSnapshot};
 use crate::placement::weights;
@@ -45,7 +45,7 @@ pub(crate) fn tier_placement(
 ) -> Placement {
     let t = &spec.tiers[tier];
     Placement {
-        metadata: crate::api::ObjectMeta {
+        metadata: ocm_score_api::ObjectMeta {
             namespace: Some(namespace.to_string()),
             name: Some(child.to_string()),
             ..Default::default()

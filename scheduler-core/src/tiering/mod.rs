@@ -57,16 +57,18 @@ pub mod choose;
 pub mod feasibility;
 pub mod render;
 mod time;
+mod validate;
 pub mod verdict;
 pub mod workload;
 
 pub use time::format_duration;
+pub use validate::validate;
 
-use crate::api::tiering::{
+use ocm_score_api::crd::tiered_placement::{
     ChildPlacementStatus, SpecError, TieredPlacement, TieredPlacementSpec, TieredPlacementStatus,
-    TransitionKind, WorkloadState, validate,
+    TransitionKind, WorkloadState,
 };
-use crate::api::{Condition, ObjectMeta, Placement, Time};
+use ocm_score_api::{Condition, ObjectMeta, Placement, Time};
 use crate::instant::{self, ceil_second, ns, timestamp};
 use crate::placement::schedule::existing_decisions;
 use crate::placement::snapshot::HubSnapshot;
@@ -226,7 +228,7 @@ pub fn plan_with(
     // Tier predicates that OCM would call misconfigured are spec errors too.
     let probe = feasibility::tier_placement(spec, namespace, &child_name, 0);
     let (in_decision, _) = existing_decisions(snapshot, &probe);
-    let rank = spec.mode == crate::api::tiering::TieringMode::Overflow;
+    let rank = spec.mode == ocm_score_api::crd::tiered_placement::TieringMode::Overflow;
     let tiers = feasibility::evaluate(spec, namespace, &child_name, snapshot, &in_decision, now_ns, rank);
     let misconfigured: Vec<SpecError> = tiers
         .iter()

@@ -14,8 +14,8 @@
 //! a set of exclusive cluster sets, disjoint from the others' (a label selector then says which
 //! tier a cluster is in).
 
-use crate::api::well_known::CLUSTER_SET_LABEL;
-use crate::api::{
+use ocm_score_api::well_known::CLUSTER_SET_LABEL;
+use ocm_score_api::{
     ClusterCelSelector, ClusterPredicate, ClusterSelector, DecisionGroup, DecisionStrategy, GroupStrategy,
     LabelSelector, LabelSelectorRequirement, ObjectMeta, Placement, PlacementSpec, TieredPlacementSpec,
 };
@@ -234,7 +234,7 @@ pub fn child(
     );
     let owner_references = owner.uid.map(|uid| {
         vec![OwnerReference {
-            api_version: crate::api::tiering::TieredPlacement::api_version(&()).to_string(),
+            api_version: ocm_score_api::crd::tiered_placement::TieredPlacement::api_version(&()).to_string(),
             kind: "TieredPlacement".to_string(),
             name: owner.name.to_string(),
             uid: uid.to_string(),

@@ -11,8 +11,8 @@
 //! `status.capacity`, so a restarted controller continues exactly (the design kept debounce
 //! timers in memory only; keeping them in status is what makes restart equivalence hold).
 
-use crate::api::TieredPlacementSpec;
-use crate::api::tiering::{CapacityRule, CapacityState, PendingVerdict, StaleSince, Timings, WhenStale};
+use ocm_score_api::TieredPlacementSpec;
+use ocm_score_api::crd::tiered_placement::{CapacityRule, CapacityState, PendingVerdict, StaleSince, Timings, WhenStale};
 use crate::instant::{ceil_second, dur, of, time, timestamp};
 use crate::placement::snapshot::{ClusterId, HubSnapshot};
 use crate::reservation::View;
@@ -108,7 +108,7 @@ impl<'a> Rule<'a> {
                 _ => 0,
             };
             Some(Rule {
-                resource: crate::api::tiering::FITS_RESOURCE_NAME,
+                resource: ocm_score_api::crd::tiered_placement::FITS_RESOURCE_NAME,
                 name: format!("fits.{}", f.shape),
                 enter: i64::from(f.at_least_replicas),
                 exit: i64::from(f.exit_below_replicas.unwrap_or(f.at_least_replicas)),

@@ -4,16 +4,16 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
-use scheduler_core::api::tiering::MANIFEST_WORK_REPLICA_SET_LABEL;
-use scheduler_core::api::tiering::{TieredPlacement, TieredPlacementSpec, TieredPlacementStatus};
-use scheduler_core::api::{
+use ocm_score_api::crd::tiered_placement::MANIFEST_WORK_REPLICA_SET_LABEL;
+use ocm_score_api::crd::tiered_placement::{TieredPlacement, TieredPlacementSpec, TieredPlacementStatus};
+use ocm_score_api::{
     AddOnPlacementScore, AddOnPlacementScoreItem, AddOnPlacementScoreStatus, ClusterDecision, ManagedCluster,
     ManagedClusterSet, ManagedClusterSetBinding, ManagedClusterSetBindingSpec, ManifestWork, ObjectMeta,
     Placement, PlacementDecision, PlacementDecisionStatus, Taint, Time, well_known,
 };
-use scheduler_core::placement::{HubObjects, HubSnapshot};
-use scheduler_core::reservation::View;
-use scheduler_core::tiering::{Plan, WorkIndex, plan_with};
+use ocm_score_scheduler::placement::{HubObjects, HubSnapshot};
+use ocm_score_scheduler::reservation::View;
+use ocm_score_scheduler::tiering::{Plan, WorkIndex, plan_with};
 use std::collections::BTreeMap;
 
 pub const NS: &str = "apps";
@@ -308,10 +308,10 @@ pub fn spec_yaml(yaml: &str) -> TieredPlacementSpec {
 }
 
 /// What OCM selects for `child` in `world` (the engine on the rendered child, CEL included).
-pub fn ocm_selects(world: &World, child: &scheduler_core::api::Placement, now: Timestamp) -> Vec<String> {
+pub fn ocm_selects(world: &World, child: &ocm_score_api::Placement, now: Timestamp) -> Vec<String> {
     let snapshot = world.snapshot();
-    let c = scheduler_core::placement::candidates::candidates(&snapshot, child).unwrap();
-    let r = scheduler_core::placement::schedule(&snapshot, child, &c.clusters, now).unwrap();
+    let c = ocm_score_scheduler::placement::candidates::candidates(&snapshot, child).unwrap();
+    let r = ocm_score_scheduler::placement::schedule(&snapshot, child, &c.clusters, now).unwrap();
     let mut names: Vec<String> = r
         .selected
         .iter()

@@ -1,11 +1,11 @@
 //! Label and field selectors, with the syntax and the (narrow) field support of the real server.
 
 use super::status::ApiError;
-use scheduler_core::placement::selector::LabelMatcher;
+use ocm_score_scheduler::placement::selector::LabelMatcher;
 use serde_json::Value;
 
 /// A parsed `labelSelector`: every requirement must hold. Parsed and matched by the engine's own
-/// selector code (`scheduler_core::placement::selector`), which keeps apimachinery's rules.
+/// selector code (`ocm_score_scheduler::placement::selector`), which keeps apimachinery's rules.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct LabelSelector(LabelMatcher);
 

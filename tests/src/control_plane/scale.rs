@@ -24,8 +24,8 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource};
-use scheduler_core::api::well_known::{ADDON_NAME_LABEL, PLACEMENT_LABEL, RESOURCE_USAGE_SCORE};
-use scheduler_core::api::{
+use ocm_score_api::well_known::{ADDON_NAME_LABEL, PLACEMENT_LABEL, RESOURCE_USAGE_SCORE};
+use ocm_score_api::{
     AddOnPlacementScore, ManagedCluster, ManagedClusterSetBinding, ManifestWork, Placement, PlacementDecision,
 };
 use serde_json::{Value, json};

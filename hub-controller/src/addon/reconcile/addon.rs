@@ -20,7 +20,7 @@ use kube::ResourceExt;
 use kube::api::{Api, ApiResource, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
-use scheduler_core::api::{
+use ocm_score_api::{
     AddOnDeploymentConfig, AddOnDeploymentConfigSpec, ClusterManagementAddOn, ManagedClusterAddOn,
     ManifestWork, OcmKind,
 };
@@ -545,7 +545,7 @@ fn cluster_availability_unknown(ctx: &Context, cluster: &str) -> bool {
 async fn ensure_hub_rbac(
     ctx: &Context,
     cluster: &str,
-    registrations: &[scheduler_core::api::RegistrationConfig],
+    registrations: &[ocm_score_api::RegistrationConfig],
     owner: &OwnerReference,
 ) -> Result<(), Error> {
     let addon = ctx.settings.addon.as_str();
@@ -595,7 +595,7 @@ async fn write_status(
     addon: &ManagedClusterAddOn,
     cluster: &str,
     mut owned: OwnedStatus,
-    references: impl Fn(&ManagedClusterAddOn) -> Vec<scheduler_core::api::ConfigReference>,
+    references: impl Fn(&ManagedClusterAddOn) -> Vec<ocm_score_api::ConfigReference>,
 ) -> Result<(), Error> {
     let api: Api<ManagedClusterAddOn> = Api::namespaced(ctx.client.clone(), cluster);
     let name = addon.name_any();

@@ -13,7 +13,7 @@ use kube::api::{Api, ApiResource, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
-use scheduler_core::api::{AddOnDeploymentConfig, ClusterManagementAddOn, ManagedClusterAddOn, OcmKind};
+use ocm_score_api::{AddOnDeploymentConfig, ClusterManagementAddOn, ManagedClusterAddOn, OcmKind};
 use serde_json::json;
 use std::collections::BTreeSet;
 use std::sync::Arc;

@@ -20,7 +20,7 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
-use scheduler_core::api::{
+use ocm_score_api::{
     AddOnPlacementScore, ClusterManagementAddOn, ManagedCluster, ManagedClusterAddOn, ManifestWork, OcmKind,
     PlacementDecision, well_known,
 };

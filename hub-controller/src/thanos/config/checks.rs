@@ -3,7 +3,7 @@
 //! messages may show it.
 
 use super::ConfigError;
-use ocm_score_shell::names::is_dns_subdomain;
+use ocm_score_api::names::is_dns_subdomain;
 use std::path::Path;
 use std::time::Duration;
 

@@ -8,8 +8,8 @@ use super::*;
 use crate::thanos::mapping::ClusterMapping;
 use crate::thanos::params::{MaxSourceResolution, PartialPolicy, ThanosParams};
 use ocm_score_shell::args::pick;
-use ocm_score_shell::names::is_dns_subdomain;
-use scheduler_core::duration::format as fmt_duration;
+use ocm_score_api::names::is_dns_subdomain;
+use ocm_score_api::duration::format as fmt_duration;
 use std::str::FromStr;
 
 impl Config {

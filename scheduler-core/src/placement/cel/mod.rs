@@ -505,7 +505,7 @@ mod tests {
 
     #[test]
     fn a_cluster_that_exhausts_the_budget_does_not_match() {
-        use crate::api::{ClusterCelSelector, ClusterSelector, ManagedCluster, ObjectMeta};
+        use ocm_score_api::{ClusterCelSelector, ClusterSelector, ManagedCluster, ObjectMeta};
         use crate::placement::selector::{ClusterMatcher, SelectorMiss};
         use crate::placement::snapshot::{HubObjects, HubSnapshot};
         let cluster = ManagedCluster {
@@ -557,7 +557,7 @@ mod tests {
 
     /// Two clusters (one without labels) and one AddOnPlacementScore.
     fn equivalence_snapshot() -> HubSnapshot {
-        use crate::api::{AddOnPlacementScore, ManagedCluster};
+        use ocm_score_api::{AddOnPlacementScore, ManagedCluster};
         use crate::placement::snapshot::HubObjects;
         let cluster: ManagedCluster = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "c1", "labels": {"env": "prod", "zone": "eu-1", "n": "3"}},

@@ -1,7 +1,7 @@
 //! The `Predicate` filter: a cluster passes when any `spec.predicates[]` selector matches it.
 
 use super::{FilterOutput, FilterReason};
-use crate::api::Placement;
+use ocm_score_api::Placement;
 use crate::placement::selector::{ClusterMatcher, SelectorMiss};
 use crate::placement::snapshot::{ClusterId, HubSnapshot};
 use crate::placement::status::Status;

@@ -6,7 +6,7 @@
 //! exactly as upstream.
 
 use super::{FilterOutput, FilterReason};
-use crate::api::{Placement, Taint, Toleration};
+use ocm_score_api::{Placement, Taint, Toleration};
 use crate::placement::nanos::{time_ns, timestamp};
 use crate::placement::snapshot::{ClusterId, HubSnapshot};
 use crate::placement::status::Status;

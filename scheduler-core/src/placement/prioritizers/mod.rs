@@ -10,7 +10,7 @@ pub mod steady;
 use super::snapshot::{ClusterId, HubSnapshot};
 use super::status::Status;
 use super::weights::PrioritizerKind;
-use crate::api::Placement;
+use ocm_score_api::Placement;
 
 /// What the prioritizers read.
 pub struct ScoreContext<'a> {

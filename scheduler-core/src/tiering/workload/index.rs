@@ -4,8 +4,8 @@
 //! objects) and passes it to every plan until the store changes; each TieredPlacement then finds its works by the
 //! ManifestWorkReplicaSet label value or by cluster namespace without a scan of all works.
 
-use crate::api::ManifestWork;
-use crate::api::tiering::{MANIFEST_WORK_REPLICA_SET_LABEL, WorkloadHealthPolicy};
+use ocm_score_api::ManifestWork;
+use ocm_score_api::crd::tiered_placement::{MANIFEST_WORK_REPLICA_SET_LABEL, WorkloadHealthPolicy};
 use crate::placement::selector::LabelMatcher;
 use std::collections::HashMap;
 use std::ops::Deref;
@@ -144,7 +144,7 @@ impl<'a> WorkIndex<'a> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::api::ObjectMeta;
+    use ocm_score_api::ObjectMeta;
     use std::collections::BTreeMap;
 
     fn work(cluster: &str, name: &str, labels: &[(&str, &str)]) -> ManifestWork {

@@ -5,8 +5,8 @@
 //! `Applied` and `Available` only say the resources exist. `Progressing=True` means "not yet
 //! judged"; `Degraded=True` is unhealthy whatever the feedback says.
 
-use crate::api::tiering::{HealthRule, WorkResource, WorkloadHealthPolicy};
-use crate::api::{Condition, ManifestCondition, ManifestWork};
+use ocm_score_api::crd::tiered_placement::{HealthRule, WorkResource, WorkloadHealthPolicy};
+use ocm_score_api::{Condition, ManifestCondition, ManifestWork};
 use crate::instant::of;
 
 /// The judgment of one work (or of the worst of a cluster's works).
@@ -208,7 +208,7 @@ mod tests {
         let p = policy("manifestWorkReplicaSet: web");
         let applied = || vec![cond("Applied", "True")];
         let ok = serde_json::json!([int("Replicas", 3), int("ReadyReplicas", 3)]);
-        let t0 = of(&crate::api::Time("2026-11-22T10:00:00Z".parse().unwrap()));
+        let t0 = of(&ocm_score_api::Time("2026-11-22T10:00:00Z".parse().unwrap()));
         // Not applied, progressing: Unknown.
         assert!(matches!(
             observe(&deployment(ok.clone(), vec![]), &p),

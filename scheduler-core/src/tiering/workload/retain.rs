@@ -6,7 +6,7 @@
 //! `workloadHealth.purge`) and a cluster left by a voluntary move (`failback.overlap`).
 
 use super::verdicts::WorkloadVerdicts;
-use crate::api::tiering::{RetainedCluster, WorkloadState};
+use ocm_score_api::crd::tiered_placement::{RetainedCluster, WorkloadState};
 use crate::instant::{ceil_second, of, time, timestamp};
 use std::collections::BTreeSet;
 
@@ -135,7 +135,7 @@ pub fn retain(
         } else if released.has(&r.cluster) {
             Some(format!(
                 "released by the {} annotation",
-                crate::api::tiering::RELEASE_ANNOTATION
+                ocm_score_api::crd::tiered_placement::RELEASE_ANNOTATION
             ))
         } else if until.is_some_and(|u| now >= u) {
             Some("its time ran out".to_string())
@@ -206,7 +206,7 @@ pub fn retain(
                     until.map_or_else(
                         || format!(
                             "released (annotation {})",
-                            crate::api::tiering::RELEASE_ANNOTATION
+                            ocm_score_api::crd::tiered_placement::RELEASE_ANNOTATION
                         ),
                         |u| format!("their workload is Healthy or {}", timestamp(u))
                     )

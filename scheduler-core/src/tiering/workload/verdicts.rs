@@ -7,7 +7,7 @@
 
 use super::index::WorkIndex;
 use super::observe::{Observation, observe};
-use crate::api::tiering::{ClusterWorkloadHealth, WorkloadHealthPolicy, WorkloadHealthStatus, WorkloadState};
+use ocm_score_api::crd::tiered_placement::{ClusterWorkloadHealth, WorkloadHealthPolicy, WorkloadHealthStatus, WorkloadState};
 use crate::instant::{ceil_second, dur, of, time, timestamp};
 use std::collections::BTreeMap;
 

@@ -4,8 +4,8 @@
 //! with a decimal scale, or an arbitrary-precision decimal) is tracked too, because it decides
 //! `asInteger`/`isInteger` (`1000m` is not an integer there) and `asApproximateFloat`.
 
-use crate::placement::quantity::approximate_f64;
-use crate::quantity_suffix::Suffix;
+use ocm_score_api::quantity::approximate_f64;
+use ocm_score_api::quantity_suffix::Suffix;
 use std::sync::Arc;
 
 const NANOS: i128 = 1_000_000_000;
@@ -139,7 +139,7 @@ impl Quantity {
         // apimachinery's ParseQuantity decides what is a quantity, and for a missing number its
         // answer depends on the path it takes (`Ki` and `e3` are zero, `Ei` and `e-10` errors):
         // the prioritizers' port of it (`placement::quantity`) decides here too.
-        crate::placement::quantity::approximate_f64(s).map_err(|e| e.to_string())?;
+        ocm_score_api::quantity::approximate_f64(s).map_err(|e| e.to_string())?;
         let (negative, body) = match s.as_bytes().first() {
             Some(b'-') => (true, &s[1..]),
             Some(b'+') => (false, &s[1..]),

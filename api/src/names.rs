@@ -1,6 +1,9 @@
 //! Kubernetes object-name rules (RFC 1123) for names given to us: namespaces, add-on, cluster and
-//! tier names, and object names. The process shell re-exports them (`ocm_score_shell::names`) for
-//! every mode's validators.
+//! tier names, and object names: the one implementation every mode's validators and the
+//! TieredPlacement validation use.
+//!
+//! Object names only; where we emulate or match the API server exactly (the kube double, OCM's
+//! label selectors) the server's own rules stand.
 
 /// RFC 1123 label: namespace names, add-on names.
 pub fn is_dns_label(s: &str) -> bool {

@@ -1,15 +1,15 @@
 //! The committed TieredPlacement CRD (the chart's `crds/`; `manifests/hub/crds` is rendered from the chart) is
 //! exactly what the Rust types generate.
 //!
-//! After changing `scheduler-core/src/api/tiering.rs`, regenerate it with
-//! `UPDATE_CRDS=1 cargo test -p scheduler-core --test tiering_crd` and commit the YAML.
+//! After changing `api/src/crd/tiered_placement.rs`, regenerate it with
+//! `UPDATE_CRDS=1 cargo test -p ocm-score-api --test tiering_crd` and commit the YAML.
 
 use kube_core::CustomResourceExt;
-use scheduler_core::api::TieredPlacement;
+use ocm_score_api::TieredPlacement;
 use std::path::Path;
 
-const HEADER: &str = "# Generated from scheduler-core/src/api/tiering.rs; do not edit.\n\
-# Regenerate: UPDATE_CRDS=1 cargo test -p scheduler-core --test tiering_crd\n";
+const HEADER: &str = "# Generated from api/src/crd/tiered_placement.rs; do not edit.\n\
+# Regenerate: UPDATE_CRDS=1 cargo test -p ocm-score-api --test tiering_crd\n";
 
 fn generated() -> String {
     let crd = TieredPlacement::crd();
@@ -27,13 +27,13 @@ fn committed_crd_matches_the_types() {
     }
     let have = std::fs::read_to_string(&path).unwrap_or_else(|e| {
         panic!(
-            "{}: {e}; run UPDATE_CRDS=1 cargo test -p scheduler-core --test tiering_crd",
+            "{}: {e}; run UPDATE_CRDS=1 cargo test -p ocm-score-api --test tiering_crd",
             path.display()
         )
     });
     assert!(
         have == want,
-        "{} is out of date with the Rust types; run UPDATE_CRDS=1 cargo test -p scheduler-core --test tiering_crd",
+        "{} is out of date with the Rust types; run UPDATE_CRDS=1 cargo test -p ocm-score-api --test tiering_crd",
         path.display()
     );
 }

@@ -10,7 +10,7 @@
 //! (`scale ≥ 1`); [`validate`] checks the rest (quantities, names, toleration operators) for shapes
 //! that did not come through the API server, such as the agent's `--shapes` file.
 
-use crate::placement::quantity::approximate_f64;
+use crate::quantity::approximate_f64;
 use k8s_openapi::api::core::v1::Toleration;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube_derive::CustomResource;
@@ -320,17 +320,24 @@ fn is_label_value(value: &str) -> bool {
             && value.as_bytes()[value.len() - 1].is_ascii_alphanumeric())
 }
 
+impl WorkloadShape {
+    /// A cluster-scoped shape named `name`.
+    pub fn named(name: &str, spec: WorkloadShapeSpec) -> Self {
+        Self {
+            metadata: crate::ObjectMeta {
+                name: Some(name.into()),
+                ..Default::default()
+            },
+            spec,
+        }
+    }
+}
+
 /// A shape named `name` with the spec `yaml`, for tests.
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
-pub(crate) fn shape(name: &str, yaml: &str) -> WorkloadShape {
-    WorkloadShape {
-        metadata: crate::api::ObjectMeta {
-            name: Some(name.into()),
-            ..Default::default()
-        },
-        spec: serde_norway::from_str(yaml).unwrap(),
-    }
+fn shape(name: &str, yaml: &str) -> WorkloadShape {
+    WorkloadShape::named(name, serde_norway::from_str(yaml).unwrap())
 }
 
 #[cfg(test)]

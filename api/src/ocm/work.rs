@@ -1,4 +1,4 @@
-use super::{Condition, Extra, ocm_root};
+use crate::{Condition, Extra, ocm_root};
 use serde::{Deserialize, Serialize};
 
 ocm_root! {

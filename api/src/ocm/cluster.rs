@@ -1,4 +1,4 @@
-use super::{Condition, Extra, LabelSelector, Quantity, Time, ocm_root};
+use crate::{Condition, Extra, LabelSelector, Quantity, Time, ocm_root};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::collections::BTreeMap;
 use std::ops::{Deref, DerefMut};

@@ -1,30 +1,35 @@
-//! Typed models of the OCM kinds this project reads or writes.
+//! The shared vocabulary of ocm-score: typed models of the OCM kinds it reads or writes
+//! ([`ocm`]), its own kinds ([`crd`]), and the small grammars every binary parses (Go durations,
+//! Kubernetes names and quantities, YAML) and the score scale ([`normalize`]).
+//!
+//! The agent, the process shell and the agent's flag contract depend on this crate alone; the
+//! placement engine and the tiering planner (`ocm-score-scheduler`) build on it. Nothing here
+//! does I/O.
+//!
+//! # The models
 //!
 //! The models are written by hand rather than with `#[derive(CustomResource)]`: two of the kinds
 //! (AddOnPlacementScore, PlacementDecision) have no `spec` at all, and several others make `spec`
 //! optional, which the derive cannot express. Each root type implements [`kube_core::Resource`] so it
 //! works with `kube::Api`, and [`OcmKind`] so tests can compare its identity with the upstream CRDs.
-//! Our own kinds, [`tiering::TieredPlacement`] and [`workload_shape::WorkloadShape`], are declared
+//! Our own kinds, [`crd::tiered_placement::TieredPlacement`] and [`crd::workload_shape::WorkloadShape`], are declared
 //! with kube's `CustomResource` derive instead: their CRDs are generated from the types.
 //!
 //! Fields we do not model are kept in an `extra` map on every spec and status, so a
 //! read-modify-write never drops what another controller wrote.
 
-mod addon;
-mod cluster;
-mod placement;
-mod score;
-pub mod tiering;
-mod work;
-pub mod workload_shape;
+pub mod crd;
+pub mod duration;
+pub mod names;
+pub mod normalize;
+pub mod ocm;
+pub mod quantity;
+pub mod quantity_suffix;
+pub mod yaml;
 
-pub use addon::*;
-pub use cluster::*;
-pub use placement::*;
-pub use score::*;
-pub use tiering::{TieredPlacement, TieredPlacementSpec, TieredPlacementStatus};
-pub use work::*;
-pub use workload_shape::{WorkloadShape, WorkloadShapeSpec};
+pub use crd::tiered_placement::{TieredPlacement, TieredPlacementSpec, TieredPlacementStatus};
+pub use crd::workload_shape::{WorkloadShape, WorkloadShapeSpec};
+pub use ocm::*;
 
 pub use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 pub use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
@@ -70,14 +75,14 @@ macro_rules! ocm_root {
             fn plural(_: &()) -> std::borrow::Cow<'_, str> {
                 $plural.into()
             }
-            fn meta(&self) -> &$crate::api::ObjectMeta {
+            fn meta(&self) -> &$crate::ObjectMeta {
                 &self.metadata
             }
-            fn meta_mut(&mut self) -> &mut $crate::api::ObjectMeta {
+            fn meta_mut(&mut self) -> &mut $crate::ObjectMeta {
                 &mut self.metadata
             }
         }
-        impl $crate::api::OcmKind for $name {
+        impl $crate::OcmKind for $name {
             const GROUP: &'static str = $group;
             const VERSION: &'static str = $version;
             const KIND: &'static str = stringify!($name);
@@ -96,7 +101,7 @@ macro_rules! ocm_root {
         $(#[$doc])*
         #[derive(Clone, Debug, Default, PartialEq)]
         pub struct $name {
-            pub metadata: $crate::api::ObjectMeta,
+            pub metadata: $crate::ObjectMeta,
             $(pub spec: $spec,)?
             pub status: Option<$status>,
         }
@@ -119,7 +124,7 @@ macro_rules! ocm_root {
                 #[derive(serde::Deserialize)]
                 struct Wire {
                     #[serde(default)]
-                    metadata: $crate::api::ObjectMeta,
+                    metadata: $crate::ObjectMeta,
                     $(#[serde(default)]
                     spec: Option<$spec>,)?
                     #[serde(default)]
