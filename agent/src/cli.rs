@@ -4,11 +4,11 @@
 //! (`ocm_score_agent_contract`, shared with the hub), which also names the flags and holds their defaults;
 //! `config` then checks the flags against each other.
 
+use clap::{ArgAction, Args, Parser, Subcommand};
 use ocm_score_agent_contract::{
     self as contract, DurationArg, ExtendedResource, NormalizeArg, Source, flag, parse_duration,
     parse_extended_resource, parse_normalize, parse_source,
 };
-use clap::{ArgAction, Args, Parser, Subcommand};
 use ocm_score_shell::args::ProbeArgs;
 use std::path::PathBuf;
 

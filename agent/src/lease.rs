@@ -11,8 +11,8 @@ use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use ocm_score_shell::probes::Heartbeat;
 use ocm_score_api::ObjectMeta;
+use ocm_score_shell::probes::Heartbeat;
 use std::sync::Arc;
 use std::time::Duration;
 

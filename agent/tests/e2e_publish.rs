@@ -5,8 +5,8 @@ mod support;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
-use ocm_score_tests::apiserver::Gvr;
 use ocm_score_api::AddOnPlacementScore;
+use ocm_score_tests::apiserver::Gvr;
 use serde_json::json;
 use std::time::{Duration, Instant};
 use support::*;

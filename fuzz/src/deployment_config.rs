@@ -5,25 +5,25 @@
 
 use k8s_openapi::api::core::v1::ResourceRequirements;
 use ocm_score_agent::config::RunConfig;
-use ocm_score_hub::addon::agent_cli;
-use ocm_score_hub::addon::agent_manifests::{AgentDefaults, RenderInput, agent_args, render};
-use ocm_score_hub::addon::deployment_config::{AgentConfig, agent_config, override_image};
 use ocm_score_api::{AddOnDeploymentConfigSpec, CustomizedVariable};
+use ocm_score_hub::addon::agent::cli;
+use ocm_score_hub::addon::agent::manifests::{AgentDefaults, RenderInput, agent_args, render};
+use ocm_score_hub::addon::configuration::deployment_config::{AgentConfig, agent_config, override_image};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::LazyLock;
 
 /// Each variable's agent flag (the hub's table, repeated so a renamed flag is noticed here).
 const FLAGS: [(&str, &str); 9] = [
-    ("SOURCES", agent_cli::SOURCE),
-    ("REFRESH_INTERVAL", agent_cli::REFRESH_INTERVAL),
-    ("SCORE_VALIDITY", agent_cli::VALIDITY),
-    ("RENEW_EVERY", agent_cli::RENEW_EVERY),
-    ("NORMALIZE", agent_cli::NORMALIZE),
-    ("SCORE_STEP", agent_cli::SCORE_STEP),
-    ("EXTENDED_RESOURCES", agent_cli::EXTENDED_RESOURCE),
-    ("SCORES", agent_cli::SCORES),
-    ("LOG_FORMAT", agent_cli::LOG_FORMAT),
+    ("SOURCES", cli::SOURCE),
+    ("REFRESH_INTERVAL", cli::REFRESH_INTERVAL),
+    ("SCORE_VALIDITY", cli::VALIDITY),
+    ("RENEW_EVERY", cli::RENEW_EVERY),
+    ("NORMALIZE", cli::NORMALIZE),
+    ("SCORE_STEP", cli::SCORE_STEP),
+    ("EXTENDED_RESOURCES", cli::EXTENDED_RESOURCE),
+    ("SCORES", cli::SCORES),
+    ("LOG_FORMAT", cli::LOG_FORMAT),
 ];
 
 /// A hub kubeconfig file, as the mounted Secret provides it (the agent checks that it exists).
@@ -79,16 +79,16 @@ fn input(config: &AgentConfig) -> RenderInput<'_> {
 /// What the agent makes of the flags rendered for `config`, with the mounted kubeconfig's path
 /// swapped for a file that exists: `Ok` or its error.
 fn agent_verdict(config: &AgentConfig) -> Result<RunConfig, String> {
-    let kubeconfig = agent_cli::arg(agent_cli::HUB_KUBECONFIG, &KUBECONFIG.display().to_string());
+    let kubeconfig = cli::arg(cli::HUB_KUBECONFIG, &KUBECONFIG.display().to_string());
     let rendered = agent_args(&input(config));
     let args = rendered.into_iter().map(|arg| {
-        if arg.starts_with(agent_cli::HUB_KUBECONFIG) {
+        if arg.starts_with(cli::HUB_KUBECONFIG) {
             kubeconfig.clone()
         } else {
             arg
         }
     });
-    RunConfig::from_argv(std::iter::once(agent_cli::BINARY.to_string()).chain(args))
+    RunConfig::from_argv(std::iter::once(cli::BINARY.to_string()).chain(args))
 }
 
 /// The checks on one input: what the fuzz target runs, and the seed replay test for each seed.

@@ -4,8 +4,8 @@
 //! readings are the same value rounded up at two scales.
 
 use ocm_score_agent::accounting::quantity::{AccountingUnit, parse_quantity};
-use ocm_score_scheduler::placement::cel::{ClusterActivation, Program};
 use ocm_score_api::quantity::approximate_f64;
+use ocm_score_scheduler::placement::cel::{ClusterActivation, Program};
 
 /// The checks on one input: what the fuzz target runs, and the seed replay test for each seed.
 pub fn check(data: &[u8]) {

@@ -126,8 +126,7 @@ async fn main() {
         hub.add_cluster(name);
     }
     // Decisions come in pages of 100, as OCM writes them.
-    let decisions: Api<ocm_score_api::PlacementDecision> =
-        Api::namespaced(hub.admin.clone(), NAMESPACE);
+    let decisions: Api<ocm_score_api::PlacementDecision> = Api::namespaced(hub.admin.clone(), NAMESPACE);
     for (page, chunk) in names.chunks(100).enumerate() {
         let name = format!("all-clusters-decision-{}", page + 1);
         hub.server

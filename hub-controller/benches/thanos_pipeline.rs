@@ -5,6 +5,7 @@
 //! `cargo bench -p ocm-score-hub --bench thanos_pipeline` prints a markdown table.
 
 use jiff::Timestamp;
+use ocm_score_api::{AddOnPlacementScore, ManagedCluster, ObjectMeta};
 use ocm_score_hub::thanos::{
     config::{Direction, Normalization, ScoreSpec},
     diff::{CurrentScores, PlannedWrite, Validity, plan_writes},
@@ -12,7 +13,6 @@ use ocm_score_hub::thanos::{
     mapping::{ClusterIndex, ClusterMapping},
     response::{QueryData, parse_response},
 };
-use ocm_score_api::{AddOnPlacementScore, ManagedCluster, ObjectMeta};
 use std::{
     hint::black_box,
     sync::Arc,

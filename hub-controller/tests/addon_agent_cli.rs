@@ -5,10 +5,10 @@ use clap::CommandFactory;
 use k8s_openapi::api::core::v1::ResourceRequirements;
 use ocm_score_agent::cli::Cli;
 use ocm_score_agent::config::RunConfig;
-use ocm_score_hub::addon::agent_cli;
-use ocm_score_hub::addon::agent_manifests::{AgentDefaults, RenderInput, agent_args};
-use ocm_score_hub::addon::deployment_config::{AgentConfig, agent_config};
 use ocm_score_api::{AddOnDeploymentConfigSpec, CustomizedVariable};
+use ocm_score_hub::addon::agent::cli;
+use ocm_score_hub::addon::agent::manifests::{AgentDefaults, RenderInput, agent_args};
+use ocm_score_hub::addon::configuration::deployment_config::{AgentConfig, agent_config};
 
 /// The long flags of `ocm-score-agent run`, as its `--help` lists them.
 fn agent_run_flags() -> Vec<String> {
@@ -25,7 +25,7 @@ fn agent_run_flags() -> Vec<String> {
 #[test]
 fn every_rendered_flag_is_an_agent_flag() {
     let flags = agent_run_flags();
-    for flag in agent_cli::ALL_FLAGS {
+    for flag in cli::ALL_FLAGS {
         assert!(
             flags.iter().any(|f| f == flag),
             "{flag} is not an `ocm-score-agent run` flag; it has {flags:?}"
@@ -36,7 +36,7 @@ fn every_rendered_flag_is_an_agent_flag() {
         .expect("run")
         .render_long_help()
         .to_string();
-    for flag in agent_cli::ALL_FLAGS {
+    for flag in cli::ALL_FLAGS {
         assert!(
             help.contains(flag),
             "{flag} missing from `ocm-score-agent run --help`"
@@ -63,13 +63,10 @@ fn agent_verdict(config: &AgentConfig, kubeconfig: &std::path::Path) -> Result<R
         defaults: &d,
         config,
     };
-    let mut argv = vec![agent_cli::BINARY.to_string()];
+    let mut argv = vec![cli::BINARY.to_string()];
     for arg in agent_args(&input) {
-        if arg.starts_with(agent_cli::HUB_KUBECONFIG) {
-            argv.push(agent_cli::arg(
-                agent_cli::HUB_KUBECONFIG,
-                &kubeconfig.display().to_string(),
-            ));
+        if arg.starts_with(cli::HUB_KUBECONFIG) {
+            argv.push(cli::arg(cli::HUB_KUBECONFIG, &kubeconfig.display().to_string()));
         } else {
             argv.push(arg);
         }
@@ -108,8 +105,13 @@ fn the_default_rendering_is_accepted_and_matches_the_agent_defaults() {
     let run =
         agent_verdict(&AgentConfig::default(), &file.0).expect("the agent accepts the default rendering");
     // The hub checks with the same contract the agent parses with: its defaults are the agent's.
-    let renewal = ocm_score_agent_contract::Timing::default().check().expect("valid defaults");
-    assert_eq!(run.refresh_interval, ocm_score_agent_contract::DEFAULT_REFRESH_INTERVAL);
+    let renewal = ocm_score_agent_contract::Timing::default()
+        .check()
+        .expect("valid defaults");
+    assert_eq!(
+        run.refresh_interval,
+        ocm_score_agent_contract::DEFAULT_REFRESH_INTERVAL
+    );
     assert_eq!(
         (run.scoring.validity, run.renew_every),
         (renewal.validity, renewal.renew_every)
@@ -121,7 +123,10 @@ fn the_default_rendering_is_accepted_and_matches_the_agent_defaults() {
         ("resource-usage-collect", "agents")
     );
     let scores: Vec<&str> = run.scoring.scores.iter().map(|s| s.name.as_str()).collect();
-    assert_eq!(scores, ocm_score_agent_contract::built_in_score_names().collect::<Vec<_>>());
+    assert_eq!(
+        scores,
+        ocm_score_agent_contract::built_in_score_names().collect::<Vec<_>>()
+    );
 }
 
 #[test]
@@ -215,16 +220,16 @@ fn hub_validation_agrees_with_the_agent() {
 /// The flags a variable list would render to, without the hub's checks.
 fn raw_flags(vars: &[(&str, &str)]) -> Vec<(&'static str, String)> {
     let flag = |name: &str| match name {
-        "SOURCES" => agent_cli::SOURCE,
-        "REFRESH_INTERVAL" => agent_cli::REFRESH_INTERVAL,
-        "SCORE_VALIDITY" => agent_cli::VALIDITY,
-        "RENEW_EVERY" => agent_cli::RENEW_EVERY,
-        "NORMALIZE" => agent_cli::NORMALIZE,
-        "SCORE_STEP" => agent_cli::SCORE_STEP,
-        "EXTENDED_RESOURCES" => agent_cli::EXTENDED_RESOURCE,
-        "SCORES" => agent_cli::SCORES,
-        "LOG_FORMAT" => agent_cli::LOG_FORMAT,
-        "DEDUCT_PENDING" => agent_cli::DEDUCT_PENDING,
+        "SOURCES" => cli::SOURCE,
+        "REFRESH_INTERVAL" => cli::REFRESH_INTERVAL,
+        "SCORE_VALIDITY" => cli::VALIDITY,
+        "RENEW_EVERY" => cli::RENEW_EVERY,
+        "NORMALIZE" => cli::NORMALIZE,
+        "SCORE_STEP" => cli::SCORE_STEP,
+        "EXTENDED_RESOURCES" => cli::EXTENDED_RESOURCE,
+        "SCORES" => cli::SCORES,
+        "LOG_FORMAT" => cli::LOG_FORMAT,
+        "DEDUCT_PENDING" => cli::DEDUCT_PENDING,
         other => panic!("no flag for {other}"),
     };
     vars.iter().map(|(n, v)| (flag(n), v.to_string())).collect()

@@ -5,10 +5,8 @@ mod addon_common;
 
 use addon_common::*;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use ocm_score_hub::addon::spec_hash::spec_hash;
-use ocm_score_api::{
-    AddOnPlacementScore, AddOnPlacementScoreItem, AddOnPlacementScoreStatus, ObjectMeta,
-};
+use ocm_score_api::{AddOnPlacementScore, AddOnPlacementScoreItem, AddOnPlacementScoreStatus, ObjectMeta};
+use ocm_score_hub::addon::agent::spec_hash::spec_hash;
 use serde_json::{Value, json};
 use std::time::Duration;
 

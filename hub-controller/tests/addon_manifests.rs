@@ -5,8 +5,8 @@
 mod addon_common;
 
 use addon_common::hub_manifests;
-use ocm_score_hub::addon::deployment_config::agent_config;
 use ocm_score_api::{AddOnDeploymentConfig, ClusterManagementAddOn};
+use ocm_score_hub::addon::configuration::deployment_config::agent_config;
 use serde_json::Value;
 
 fn find<'a>(objects: &'a [Value], kind: &str) -> &'a Value {

@@ -19,15 +19,15 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use ocm_score_api::{
+    AddOnDeploymentConfig, AddOnPlacementScore, ClusterManagementAddOn, ManagedClusterAddOn, ManifestWork,
+};
+use ocm_score_hub::addon::agent::spec_hash::spec_hash_of_object;
 use ocm_score_hub::addon::names;
-use ocm_score_hub::addon::spec_hash::spec_hash_of_object;
 use ocm_score_tests::control_plane::process::{Component, Tier};
 use ocm_score_tests::control_plane::{self, ControlPlane, addon};
 use ocm_score_tests::support::{TempDir, eventually};
 use rcgen::{CertificateParams, DistinguishedName, DnType, KeyPair};
-use ocm_score_api::{
-    AddOnDeploymentConfig, AddOnPlacementScore, ClusterManagementAddOn, ManagedClusterAddOn, ManifestWork,
-};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};

@@ -238,7 +238,10 @@ async fn helm_runs_the_thanos_scorer_as_pods_scoring_from_a_real_thanos() {
     for pod in ready_pods(&hub, HUB_NAMESPACE, SELECTOR).await {
         let spec = pod.spec.as_ref().expect("a pod has a spec");
         assert_eq!(spec.node_name.as_deref(), Some("cluster1-node"));
-        assert_eq!(spec.containers[0].image.as_deref(), Some(ocm_score_agent_contract::IMAGE));
+        assert_eq!(
+            spec.containers[0].image.as_deref(),
+            Some(ocm_score_agent_contract::IMAGE)
+        );
     }
     let holder = || {
         kubectl(

@@ -9,10 +9,10 @@
 //! stub's results; the dry run is also scheduled for real.
 
 use hyper::Method;
+use ocm_score_api::{ManagedCluster, ManagedClusterSet, ManagedClusterSetBinding, Placement};
 use ocm_score_hub::explain_server::access::{Access, ReviewError, User, Verb, Verdict};
 use ocm_score_hub::explain_server::answer::{self, DebugAnswer, FilterResult, PrioritizerResult};
 use ocm_score_hub::explain_server::handler::{self, DebugRequest, HubError, HubView};
-use ocm_score_api::{ManagedCluster, ManagedClusterSet, ManagedClusterSetBinding, Placement};
 use ocm_score_scheduler::placement::{HubObjects, HubSnapshot};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;

@@ -6,8 +6,8 @@ mod thanos_common;
 
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
-use ocm_score_tests::apiserver::{ApiServer, Gvr, RequestMatch};
 use ocm_score_api::{AddOnPlacementScoreStatus, Time};
+use ocm_score_tests::apiserver::{ApiServer, Gvr, RequestMatch};
 use std::time::Duration;
 use thanos_common::{
     FREE_CPU, FakeMode, FakeQueryApi, MEM_FREE, Prometheus, ScorerProcess, ScrapeTarget, eventually,

@@ -7,6 +7,7 @@
 mod thanos_common;
 
 use jiff::Timestamp;
+use ocm_score_api::{AddOnPlacementScore, ManagedCluster, ObjectMeta, Time};
 use ocm_score_hub::thanos::{
     config::{Config, ConfigFile, ThanosScorerArgs},
     diff::{CurrentScores, PlannedWrite, WriteReason},
@@ -15,7 +16,6 @@ use ocm_score_hub::thanos::{
     response::VectorSample,
     scorer::{RoundPlan, Scorer, count_expired},
 };
-use ocm_score_api::{AddOnPlacementScore, ManagedCluster, ObjectMeta, Time};
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
 use thanos_common::{
     FREE_CPU, FakeMode, FakeQueryApi, MEM_FREE, Prometheus, REQUEST_RATE, TempDir, TestPki, fleet_data,

@@ -7,6 +7,7 @@
 mod thanos_common;
 
 use jiff::Timestamp;
+use ocm_score_api::{ManagedCluster, ObjectMeta};
 use ocm_score_hub::thanos::{
     client::Answer,
     config::{Config, ConfigFile, ThanosScorerArgs},
@@ -15,7 +16,6 @@ use ocm_score_hub::thanos::{
     response::SampleValue,
     scorer::{RoundPlan, Scorer},
 };
-use ocm_score_api::{ManagedCluster, ObjectMeta};
 use std::{collections::BTreeMap, sync::Arc};
 use thanos_common::{FREE_CPU, FakeMode, FakeQueryApi, MEM_FREE, REQUEST_RATE};
 

@@ -10,10 +10,10 @@
 //! - `!(e)` selects exactly where `e` evaluates to false, and errors stay errors;
 //! - `&&` and `||` are commutative, errors included (`error && false` is false, as in cel-go).
 
-use proptest::prelude::*;
 use ocm_score_api::{ClusterCelSelector, ClusterSelector, ManagedCluster};
 use ocm_score_scheduler::placement::selector::{ClusterMatcher, SelectorMiss};
 use ocm_score_scheduler::placement::{HubObjects, HubSnapshot};
+use proptest::prelude::*;
 use std::collections::BTreeMap;
 
 const KEYS: [&str; 4] = ["env", "zone", "n", "tier"];

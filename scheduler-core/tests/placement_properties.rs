@@ -1,7 +1,6 @@
 //! Properties of the placement engine over random fleets and placements.
 
 use k8s_openapi::jiff::Timestamp;
-use proptest::prelude::*;
 use ocm_score_api::{
     AddOnPlacementScore, AddOnPlacementScoreItem, AddOnPlacementScoreStatus, AddOnScore, ClusterDecision,
     ClusterPredicate, ClusterSelector, LabelSelector, ManagedCluster, ManagedClusterSet,
@@ -10,6 +9,7 @@ use ocm_score_api::{
     PrioritizerPolicy, Quantity, ScoreCoordinate, Taint, Time, Toleration, well_known,
 };
 use ocm_score_scheduler::placement::{HubObjects, HubSnapshot, PlacementResult, SyncOutcome, sync};
+use proptest::prelude::*;
 use std::collections::BTreeMap;
 
 const NOW: &str = "2026-06-01T00:00:00Z";

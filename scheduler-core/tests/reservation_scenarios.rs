@@ -8,10 +8,10 @@
 mod tiering_support;
 
 use k8s_openapi::jiff::Timestamp;
-use proptest::prelude::*;
 use ocm_score_api::crd::tiered_placement::TieredPlacementStatus;
 use ocm_score_scheduler::reservation::{Ledger, ShapeCatalog, Timing, placement_key};
 use ocm_score_scheduler::tiering::{Plan, WorkIndex, plan_and_assume};
+use proptest::prelude::*;
 use std::time::Duration;
 use tiering_support::*;
 

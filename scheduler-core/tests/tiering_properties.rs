@@ -7,13 +7,13 @@
 mod tiering_support;
 
 use k8s_openapi::jiff::Timestamp;
-use proptest::prelude::*;
 use ocm_score_api::crd::tiered_placement::{
     CapacityPolicy, CapacityRule, FailbackMode, ScoreRule, TieredPlacementSpec, TieredPlacementStatus,
     TieringMode, TransitionKind, WhenStale,
 };
 use ocm_score_api::{Time, Toleration};
 use ocm_score_scheduler::tiering::{Plan, condition, plan};
+use proptest::prelude::*;
 use tiering_support::*;
 
 const CLUSTERS: [&[&str]; 3] = [&["a-1", "a-2"], &["b-1", "b-2"], &["c-1"]];

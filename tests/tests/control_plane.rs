@@ -12,12 +12,12 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use ocm_score_tests::control_plane::ControlPlane;
-use ocm_score_tests::control_plane::addon::{decided, kubectl_binary, workspace_dir};
-use ocm_score_tests::support::eventually;
 use ocm_score_api::{
     AddOnPlacementScore, AddOnPlacementScoreItem, AddOnPlacementScoreStatus, ManifestWork, Placement,
 };
+use ocm_score_tests::control_plane::ControlPlane;
+use ocm_score_tests::control_plane::addon::{decided, kubectl_binary, workspace_dir};
+use ocm_score_tests::support::eventually;
 use serde_json::{Value, json};
 
 /// Runs kubectl against `kubeconfig`; returns (success, stdout, stderr).

@@ -99,7 +99,10 @@ async fn installed_as_shipped_the_addon_runs_as_pods_on_real_kubelets() {
     for pod in &managers {
         let spec = pod.spec.as_ref().expect("spec");
         assert_eq!(spec.node_name.as_deref(), Some("cluster1-node"));
-        assert_eq!(spec.containers[0].image.as_deref(), Some(ocm_score_agent_contract::IMAGE));
+        assert_eq!(
+            spec.containers[0].image.as_deref(),
+            Some(ocm_score_agent_contract::IMAGE)
+        );
     }
     // One of them leads: the Lease names a pod of the Deployment.
     let lease = run(

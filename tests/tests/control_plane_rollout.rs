@@ -23,7 +23,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DynamicObject, ListParams};
-use ocm_score_hub::addon::spec_hash::spec_hash_of_object;
+use ocm_score_hub::addon::agent::spec_hash::spec_hash_of_object;
 use ocm_score_tests::control_plane::ControlPlane;
 use ocm_score_tests::control_plane::addon::{
     ADDON, HUB_NAMESPACE, INSTALL_NAMESPACE, agent_deployment, condition_true, dynamic, kubectl,

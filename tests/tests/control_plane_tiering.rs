@@ -40,6 +40,8 @@ use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::events::v1::Event;
 use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use ocm_score_api::crd::tiered_placement::TransitionKind;
+use ocm_score_api::{AddOnPlacementScore, ManagedCluster, PlacementDecision};
 use ocm_score_tests::control_plane::addon::workspace_binary;
 use ocm_score_tests::control_plane::{ControlPlane, apply};
 use ocm_score_tests::support::{TempDir, eventually};
@@ -47,8 +49,6 @@ use ocm_score_tests::tiering::{
     ControllerProcess, TieringView, assert_pinned, condition, install_tiering, single_cluster_swaps,
     whole_seconds_after,
 };
-use ocm_score_api::crd::tiered_placement::TransitionKind;
-use ocm_score_api::{AddOnPlacementScore, ManagedCluster, PlacementDecision};
 use serde_json::{Value, json};
 
 /// Patience for one convergence on a loaded 2-core machine.
@@ -468,14 +468,17 @@ async fn manual(hub: &Client, log: &dyn Fn() -> String) {
         status.transitions
     );
 
-    Api::<ocm_score_api::crd::tiered_placement::TieredPlacement>::namespaced(hub.clone(), &namespace("manual"))
-        .patch(
-            NAME,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"failback": {"trigger": "go-1"}}})),
-        )
-        .await
-        .expect("pulling the trigger");
+    Api::<ocm_score_api::crd::tiered_placement::TieredPlacement>::namespaced(
+        hub.clone(),
+        &namespace("manual"),
+    )
+    .patch(
+        NAME,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"failback": {"trigger": "go-1"}}})),
+    )
+    .await
+    .expect("pulling the trigger");
     view.transition(NAME, TransitionKind::Failback, recovered, WAIT, log)
         .await;
     let tp = view

@@ -10,8 +10,8 @@ use kube::{
     Api, Client, ResourceExt,
     api::{ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams},
 };
-use ocm_score_tests::apiserver::{ApiServer, Identity, RequestMatch};
 use ocm_score_api::AddOnPlacementScore;
+use ocm_score_tests::apiserver::{ApiServer, Identity, RequestMatch};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};

@@ -10,8 +10,8 @@ use kube::{
         PostParams,
     },
 };
-use ocm_score_tests::apiserver::{ApiServer, Gvr};
 use ocm_score_api::{AddOnPlacementScore, ManagedCluster};
+use ocm_score_tests::apiserver::{ApiServer, Gvr};
 use serde_json::{Value, json};
 
 async fn server() -> ApiServer {

@@ -3,7 +3,6 @@
 //! upstream Placement CRD schema (strictly), and every TieredPlacement with the status it writes
 //! passes our own generated CRD. Random configurations from a fixed seed, so a failure replays.
 
-use ocm_score_tests::crd::{Crd, SchemaValidator, upstream_crds};
 use ocm_score_api::crd::tiered_placement::{FailbackMode, TieredPlacement, TieredPlacementSpec, TieringMode};
 use ocm_score_api::{
     AddOnPlacementScore, AddOnPlacementScoreItem, AddOnPlacementScoreStatus, ManagedCluster,
@@ -12,6 +11,7 @@ use ocm_score_api::{
 };
 use ocm_score_scheduler::placement::{HubObjects, HubSnapshot};
 use ocm_score_scheduler::tiering::plan_object;
+use ocm_score_tests::crd::{Crd, SchemaValidator, upstream_crds};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -8,9 +8,9 @@ use super::objects::{
 };
 use super::quantity::QuantityText;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use proptest::prelude::*;
 use ocm_score_api::WorkloadShape;
 use ocm_score_api::crd::workload_shape::decode_fits;
+use proptest::prelude::*;
 use std::collections::BTreeMap;
 
 fn list(entries: &[(&str, String)]) -> ResourceList {

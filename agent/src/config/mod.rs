@@ -13,8 +13,8 @@ mod scoring;
 #[cfg(test)]
 mod tests;
 
-pub use ocm_score_agent_contract::{FlagError as ConfigError, Sources};
 pub use hub::HubTarget;
+pub use ocm_score_agent_contract::{FlagError as ConfigError, Sources};
 use ocm_score_api::names;
 pub use once::OnceConfig;
 pub use run::{LeaseConfig, RunConfig};

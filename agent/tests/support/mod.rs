@@ -7,9 +7,9 @@
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, Patch, PatchParams};
+use ocm_score_api::{AddOnPlacementScore, AddOnPlacementScoreStatus, Condition};
 use ocm_score_tests::apiserver::{ApiServer, Gvr, Identity};
 use ocm_score_tests::crd::{self, SchemaValidator};
-use ocm_score_api::{AddOnPlacementScore, AddOnPlacementScoreStatus, Condition};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -56,7 +56,7 @@ pub fn hub_user() -> (String, Vec<String>) {
     )
 }
 
-/// The hub's RBAC for the agent, as the add-on manager grants it (`hub-controller/src/addon/hub_rbac.rs`):
+/// The hub's RBAC for the agent, as the add-on manager grants it (`hub-controller/src/addon/registration/hub_rbac.rs`):
 /// a Role in the cluster's own namespace only, bound to the agent's user and its per-cluster group,
 /// and read access to the cluster-scoped WorkloadShapes.
 fn hub_rbac() -> Vec<Value> {

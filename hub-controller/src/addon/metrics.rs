@@ -1,9 +1,10 @@
 //! The add-on manager's metrics, registered under `ocm_score_addon` in a `prometheus-client`
 //! registry and served by the process shell on `/metrics`.
 
-use super::conditions::{AVAILABLE, find};
+use crate::addon::status::conditions::{AVAILABLE, find};
 use kube::ResourceExt;
 use kube::runtime::reflector::Store;
+use ocm_score_api::ManagedClusterAddOn;
 use ocm_score_shell::metrics::{Registry, encode};
 use ocm_score_shell::supervise::ModeMetrics;
 use prometheus_client::collector::Collector;
@@ -13,7 +14,6 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use ocm_score_api::ManagedClusterAddOn;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 

@@ -8,29 +8,26 @@
 //! would otherwise run. Everything it creates for an add-on is owned by the add-on (`ownership`), so
 //! removal is the garbage collector's and never waits for this process.
 //!
-//! Decisions are pure functions in the concept modules below; `reconcile` and `run` do the I/O.
+//! # Layout
+//!
+//! The modules follow OCM's add-on contract as its addon-framework reads: [`registration`] (the
+//! agent's identity, CSR approval, hub RBAC), [`agent`] (what is shipped: command line, manifests,
+//! ManifestWork, spec hash), [`configuration`] (AddOnDeploymentConfig, config references, the
+//! ClusterManagementAddOn's hashes, rollout), [`lifecycle`] (install strategy, ownership,
+//! availability) and [`status`] (the add-on's status and conditions). Decisions are pure
+//! functions in those; [`reconcile`] (one controller per kind) and [`run`] do the I/O, [`args`]
+//! holds the mode's flags.
 
-pub mod agent_cli;
-pub mod agent_manifests;
-pub mod availability;
-pub mod cma_config;
-pub mod conditions;
-pub mod config;
-pub mod config_refs;
-pub mod csr;
-pub mod deployment_config;
-pub mod hub_rbac;
-pub mod install;
+pub mod agent;
+pub mod args;
+pub mod configuration;
+pub mod lifecycle;
 pub mod metrics;
 pub mod names;
-pub mod ownership;
 pub mod reconcile;
 pub mod registration;
-pub mod rollout;
 pub mod run;
-pub mod spec_hash;
 pub mod status;
-pub mod work;
 
-pub use config::AddonManagerArgs;
+pub use args::AddonManagerArgs;
 pub use run::run;

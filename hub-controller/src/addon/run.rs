@@ -3,10 +3,12 @@
 //! leader elector). Unlike the Thanos scorer, a manager that loses the Lease does not step down and
 //! carry on: it stops its controllers and exits 1, and restarts as a standby with empty caches.
 
-use super::config::{AddonManagerArgs, Settings};
+use super::agent::work;
+use super::lifecycle::ownership;
 use super::metrics::Metrics;
-use super::reconcile::{self, Context, Stores, csr::csrs_of_cluster};
-use super::{names, ownership, work};
+use super::names;
+use super::reconcile::{self, Context, Stores, csr_approval::csrs_of_cluster};
+use crate::addon::args::{AddonManagerArgs, Settings};
 use futures::StreamExt;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
@@ -15,14 +17,14 @@ use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
-use ocm_score_shell::CancellationToken;
-use ocm_score_shell::probes::ControllerProbes;
-use ocm_score_shell::supervise::{Mode, OnLoss, serve_and_lead};
-use ocm_score_shell::watch::{SharedWatch, as_is, metadata_only, whole};
 use ocm_score_api::{
     AddOnDeploymentConfig, AddOnPlacementScore, ClusterManagementAddOn, ManagedCluster, ManagedClusterAddOn,
     ManifestWork, PlacementDecision, well_known,
 };
+use ocm_score_shell::CancellationToken;
+use ocm_score_shell::probes::ControllerProbes;
+use ocm_score_shell::supervise::{Mode, OnLoss, serve_and_lead};
+use ocm_score_shell::watch::{SharedWatch, as_is, metadata_only, whole};
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -39,7 +41,7 @@ pub async fn run(args: AddonManagerArgs, shutdown: CancellationToken) -> ExitCod
             return ExitCode::from(EXIT_CONFIG);
         }
     };
-    if let Some(warning) = super::config::short_image_name(&args.agent_image) {
+    if let Some(warning) = crate::addon::args::short_image_name(&args.agent_image) {
         tracing::warn!("{warning}");
     }
     let settings = args.settings();
@@ -167,8 +169,8 @@ async fn run_controllers(
         .reconcile_all_on(everything_changed)
         .graceful_shutdown_on(shutdown())
         .run(
-            reconcile::addon::reconcile,
-            reconcile::addon::on_error,
+            reconcile::managed_cluster_addon::reconcile,
+            reconcile::managed_cluster_addon::on_error,
             ctx.clone(),
         )
         .for_each(|_| async {});
@@ -198,8 +200,8 @@ async fn run_controllers(
         .reconcile_all_on(configs.subscribe(config_metadata).map(drop))
         .graceful_shutdown_on(shutdown())
         .run(
-            reconcile::install::reconcile,
-            reconcile::install::on_error,
+            reconcile::cluster_management_addon::reconcile,
+            reconcile::cluster_management_addon::on_error,
             ctx.clone(),
         )
         .for_each(|_| async {});
@@ -219,7 +221,11 @@ async fn run_controllers(
             move |cluster: ManagedCluster| csrs_of_cluster(&csr_store_for_clusters, &cluster.name_any()),
         )
         .graceful_shutdown_on(shutdown())
-        .run(reconcile::csr::reconcile, reconcile::csr::on_error, ctx.clone())
+        .run(
+            reconcile::csr_approval::reconcile,
+            reconcile::csr_approval::on_error,
+            ctx.clone(),
+        )
         .for_each(|_| async {});
 
     let watches = [

@@ -14,11 +14,11 @@
 
 pub mod access;
 pub mod answer;
-pub mod config;
+pub mod args;
 pub mod handler;
 pub mod metrics;
 pub mod run;
 pub mod tls;
 
-pub use config::ExplainServerArgs;
+pub use args::ExplainServerArgs;
 pub use run::run;

@@ -2,7 +2,7 @@
 //! and the HTTPS server of `/debug/placements/`.
 
 use super::access::HubAccess;
-use super::config::ExplainServerArgs;
+use super::args::ExplainServerArgs;
 use super::handler::{self, DebugRequest, HubError, HubView, MAX_BODY_BYTES};
 use super::metrics::Metrics;
 use super::tls::ReloadingCert;
@@ -13,14 +13,14 @@ use hyper::{Request, Response, StatusCode, header};
 use kube::api::Api;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
-use ocm_score_shell::CancellationToken;
-use ocm_score_shell::probes::{ProbeServer, Probes};
-use ocm_score_shell::watch::{SharedWatch, as_is};
 use ocm_score_api::{
     AddOnPlacementScore, ManagedCluster, ManagedClusterSet, ManagedClusterSetBinding, Placement,
     PlacementDecision,
 };
 use ocm_score_scheduler::placement::HubSnapshot;
+use ocm_score_shell::CancellationToken;
+use ocm_score_shell::probes::{ProbeServer, Probes};
+use ocm_score_shell::watch::{SharedWatch, as_is};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

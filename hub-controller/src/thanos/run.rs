@@ -13,13 +13,13 @@ use kube::{
     Api,
     runtime::{reflector, watcher},
 };
+use ocm_score_api::{AddOnPlacementScore, ManagedCluster};
 use ocm_score_shell::{
     CancellationToken,
     leader::{LeaderElector, Leadership},
     probes::{BindError, ProbeServer},
     watch::WatchRetryExt,
 };
-use ocm_score_api::{AddOnPlacementScore, ManagedCluster};
 use std::{process::ExitCode, sync::Arc, time::Duration};
 use tokio::{sync::watch, time::MissedTickBehavior};
 

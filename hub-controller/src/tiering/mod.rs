@@ -27,8 +27,8 @@
 //! are not drift. The design's read-back check of `celSelector` (`PinningUnsupported`) is not
 //! implemented: the hub install ships the Placement CRD of OCM releases that have it.
 
+pub mod args;
 pub mod child;
-pub mod config;
 pub mod divergence;
 pub mod metrics;
 pub mod reconcile;
@@ -39,5 +39,5 @@ pub mod run;
 pub mod snapshot;
 pub mod status;
 
-pub use config::TieringArgs;
+pub use args::TieringArgs;
 pub use run::run;

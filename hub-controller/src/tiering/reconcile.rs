@@ -5,8 +5,8 @@
 //! that explains them is stored. A failed status write is retried from the old status, so the
 //! planner derives the same transition again and its events are published then.
 
+use super::args::Settings;
 use super::child;
-use super::config::Settings;
 use super::divergence::{self, Divergence, Verdict};
 use super::metrics::Metrics;
 use super::reservations::SharedLedger;

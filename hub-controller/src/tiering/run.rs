@@ -2,7 +2,7 @@
 //! server, leader elector): the watches, the controller, and leadership. A replica that loses the
 //! Lease stops its controller (no more writes), drops its caches and competes again as a standby.
 
-use super::config::{Settings, TieringArgs};
+use super::args::{Settings, TieringArgs};
 use super::metrics::Metrics;
 use super::reconcile::{self, Context};
 use super::reports::Reports;
@@ -16,16 +16,16 @@ use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
-use ocm_score_shell::CancellationToken;
-use ocm_score_shell::probes::ControllerProbes;
-use ocm_score_shell::supervise::{Mode, OnLoss, serve_and_lead};
-use ocm_score_shell::watch::{SharedWatch, as_is, metadata_only};
 use ocm_score_api::crd::tiered_placement::MANIFEST_WORK_REPLICA_SET_LABEL;
 use ocm_score_api::crd::tiered_placement::TieredPlacement;
 use ocm_score_api::{
     AddOnPlacementScore, ManagedCluster, ManagedClusterSet, ManagedClusterSetBinding, ManifestWork,
     Placement, PlacementDecision, WorkloadShape,
 };
+use ocm_score_shell::CancellationToken;
+use ocm_score_shell::probes::ControllerProbes;
+use ocm_score_shell::supervise::{Mode, OnLoss, serve_and_lead};
+use ocm_score_shell::watch::{SharedWatch, as_is, metadata_only};
 use std::process::ExitCode;
 use std::sync::Arc;
 

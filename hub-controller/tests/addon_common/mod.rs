@@ -6,11 +6,11 @@
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
-use ocm_score_tests::apiserver::{ApiServer, Gvr, Identity, RequestRecord};
 use ocm_score_api::{
     AddOnDeploymentConfig, ClusterManagementAddOn, ManagedCluster, ManagedClusterAddOn, ManifestWork,
     PlacementDecision,
 };
+use ocm_score_tests::apiserver::{ApiServer, Gvr, Identity, RequestRecord};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::process::Stdio;

@@ -7,9 +7,9 @@
 
 pub mod thanos;
 
+use ocm_score_api::{AddOnPlacementScore, AddOnPlacementScoreStatus};
 use ocm_score_tests::apiserver::{ApiServer, Gvr};
 use ocm_score_tests::control_plane::pki::ClusterCa;
-use ocm_score_api::{AddOnPlacementScore, AddOnPlacementScoreStatus};
 use serde_json::{Value, json};
 use std::{
     fmt::Write as _,

@@ -14,11 +14,6 @@
 
 use jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use ocm_score_tests::apiserver::{ApiServer, Gvr, Identity};
-use ocm_score_tests::crd::Crd;
-use ocm_score_tests::support::TempDir;
-pub use ocm_score_tests::tiering::ControllerProcess;
-use ocm_score_tests::tiering::TieringView;
 use ocm_score_api::crd::tiered_placement::TieredPlacement;
 use ocm_score_api::{
     AddOnPlacementScore, ManagedCluster, ManagedClusterSet, ManagedClusterSetBinding, Placement,
@@ -26,6 +21,11 @@ use ocm_score_api::{
 };
 use ocm_score_scheduler::placement::writes::DecisionWrite;
 use ocm_score_scheduler::placement::{HubObjects, HubSnapshot, SyncOutcome, sync_placement};
+use ocm_score_tests::apiserver::{ApiServer, Gvr, Identity};
+use ocm_score_tests::crd::Crd;
+use ocm_score_tests::support::TempDir;
+pub use ocm_score_tests::tiering::ControllerProcess;
+use ocm_score_tests::tiering::TieringView;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;

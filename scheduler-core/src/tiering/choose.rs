@@ -18,16 +18,16 @@ use super::workload::WorkIndex;
 use super::workload::retain::{self, Leaving, Released};
 use super::workload::verdicts::{self as workload_verdicts, WorkloadVerdicts};
 use super::{Plan, PlanEvent, TierReport, condition, set_condition, set_condition_status};
+use crate::instant::{ceil_second, dur, of, time, timestamp};
+use crate::placement::snapshot::{ClusterId, HubSnapshot};
+use crate::placement::{candidates, schedule};
+use crate::reservation::View;
 use ocm_score_api::crd::tiered_placement::{
     FailbackMode, FailbackStatus, PendingFailback, RELEASE_ANNOTATION, TierState, TierStatus,
     TieredPlacementSpec, TieredPlacementStatus, TieringMode, Timings, Transition, TransitionKind,
     WorkloadHealthStatus, WorkloadState,
 };
 use ocm_score_api::{ObjectMeta, Placement, PlacementSpec};
-use crate::instant::{ceil_second, dur, of, time, timestamp};
-use crate::placement::snapshot::{ClusterId, HubSnapshot};
-use crate::placement::{candidates, schedule};
-use crate::reservation::View;
 
 const HOUR: i128 = 3600 * 1_000_000_000;
 const KEPT_TRANSITIONS: usize = 10;

@@ -7,13 +7,13 @@
 //!   install strategy when we run the lifecycle;
 //! - `csr` approves or denies the add-on's certificate signing requests.
 
-pub mod addon;
-pub mod csr;
-pub mod install;
+pub mod cluster_management_addon;
+pub mod csr_approval;
+pub mod managed_cluster_addon;
 
-use super::config::Settings;
 use super::metrics::Metrics;
-use super::ownership;
+use crate::addon::args::Settings;
+use crate::addon::lifecycle::ownership;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
@@ -146,7 +146,7 @@ pub struct Context {
     /// add-on may be gone too.
     provisioned: Mutex<BTreeSet<String>>,
     /// Clusters the install strategy left out, waiting out the removal grace.
-    absences: Mutex<crate::addon::install::Absences>,
+    absences: Mutex<crate::addon::lifecycle::install::Absences>,
     /// The hub dropped the condition rule of a work we wrote: render works without it.
     pub hub_prunes_condition_rules: AtomicBool,
 }

@@ -9,14 +9,14 @@
 //!
 //! This module holds what the rest of the scorer reads: the validated [`Config`] and its parts.
 
+mod args;
 mod checks;
 mod file;
-mod flags;
 mod resolve;
 
+pub use args::ThanosScorerArgs;
 pub use checks::parse_duration;
 pub use file::{ConfigFile, Direction, NormalizationKind, QueryFile, ScoreFile};
-pub use flags::ThanosScorerArgs;
 
 use super::mapping::ClusterMapping;
 use super::params::{PartialPolicy, ThanosParams};

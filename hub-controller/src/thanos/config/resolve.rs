@@ -7,9 +7,9 @@ use super::file::{NormalizationKind, QueryFile, ScoreFile, read_file};
 use super::*;
 use crate::thanos::mapping::ClusterMapping;
 use crate::thanos::params::{MaxSourceResolution, PartialPolicy, ThanosParams};
-use ocm_score_shell::args::pick;
-use ocm_score_api::names::is_dns_subdomain;
 use ocm_score_api::duration::format as fmt_duration;
+use ocm_score_api::names::is_dns_subdomain;
+use ocm_score_shell::args::pick;
 use std::str::FromStr;
 
 impl Config {

@@ -5,9 +5,12 @@ use super::{
     Context, Error, adopt_score, delete_if_present, ensure, error_policy, merge_metadata, observed,
     status_code,
 };
-use crate::addon::config_refs::ConfigKey;
-use crate::addon::install::{self, Lifecycle};
-use crate::addon::{cma_config, hub_rbac, names, spec_hash};
+use crate::addon::agent::spec_hash;
+use crate::addon::configuration::cma_hashes;
+use crate::addon::configuration::references::ConfigKey;
+use crate::addon::lifecycle::install::{self, Lifecycle};
+use crate::addon::names;
+use crate::addon::registration::hub_rbac;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::api::{Api, ApiResource, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
@@ -215,7 +218,7 @@ async fn ensure_shapes_rbac(cma: &ClusterManagementAddOn, ctx: &Context) -> Resu
 }
 
 /// Writes the spec hashes of the configs the ClusterManagementAddOn's status names (see
-/// `cma_config`). A 404 or 409 means it changed meanwhile: the watch brings it back here.
+/// `configuration::cma_hashes`). A 404 or 409 means it changed meanwhile: the watch brings it back here.
 async fn fill_config_hashes(cma: &ClusterManagementAddOn, ctx: &Context) -> Result<(), Error> {
     let resource = ApiResource::erase::<AddOnDeploymentConfig>(&());
     let hash_of = |key: &ConfigKey| {
@@ -225,7 +228,7 @@ async fn fill_config_hashes(cma: &ClusterManagementAddOn, ctx: &Context) -> Resu
             .map(|object| spec_hash::spec_hash_of_object(&object))
     };
     let status = serde_json::to_value(&cma.status).ok();
-    let Some(patch) = cma_config::hash_patch(status.as_ref(), cma.resource_version().as_deref(), hash_of)
+    let Some(patch) = cma_hashes::hash_patch(status.as_ref(), cma.resource_version().as_deref(), hash_of)
     else {
         return Ok(());
     };

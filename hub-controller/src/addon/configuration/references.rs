@@ -6,8 +6,8 @@
 //! `configReferences` as its rollout moves each cluster; we take the desired config from there and
 //! fill in what addon-framework fills in (generations, and hashes of the add-on's own configs).
 
-use super::install::Lifecycle;
-use super::names::{ADDON_DEPLOYMENT_CONFIG_RESOURCE, ADDON_GROUP};
+use crate::addon::lifecycle::install::Lifecycle;
+use crate::addon::names::{ADDON_DEPLOYMENT_CONFIG_RESOURCE, ADDON_GROUP};
 use kube::ResourceExt;
 use ocm_score_api::{
     AddOnConfig, ClusterManagementAddOn, ConfigGroupResource, ConfigReference, ConfigSpecHash,
@@ -203,7 +203,12 @@ pub fn configs_to_map(references: &[ConfigReference]) -> BTreeMap<String, String
         .iter()
         .filter_map(|r| {
             let desired = r.desired_config.as_ref()?;
-            let key = super::names::config_hash_key(&r.group, &r.resource, &desired.namespace, &desired.name);
+            let key = crate::addon::names::config_hash_key(
+                &r.group,
+                &r.resource,
+                &desired.namespace,
+                &desired.name,
+            );
             Some((key, desired.spec_hash.clone()))
         })
         .collect()
@@ -214,7 +219,7 @@ pub fn work_config_hashes(observed: Option<&ObservedConfig>) -> BTreeMap<String,
     observed
         .and_then(|o| {
             let (hash, _) = o.found.as_ref()?;
-            let key = super::names::config_hash_key(
+            let key = crate::addon::names::config_hash_key(
                 ADDON_GROUP,
                 ADDON_DEPLOYMENT_CONFIG_RESOURCE,
                 &o.key.namespace,

@@ -10,8 +10,8 @@
 //! add-ons. We fill them for the configs we support (AddOnDeploymentConfig), in both lifecycle modes,
 //! as upstream does: a missing config gets an empty hash.
 
-use super::config_refs::ConfigKey;
-use super::names::{ADDON_DEPLOYMENT_CONFIG_RESOURCE, ADDON_GROUP};
+use crate::addon::configuration::references::ConfigKey;
+use crate::addon::names::{ADDON_DEPLOYMENT_CONFIG_RESOURCE, ADDON_GROUP};
 use serde_json::{Map, Value, json};
 
 /// The merge patch filling in the spec hashes of the status `status` (of an object at

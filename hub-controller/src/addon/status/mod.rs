@@ -5,7 +5,9 @@
 //! object's resourceVersion, so a concurrent writer makes it fail with 409 and we merge again into
 //! what they wrote; conditions are always sent whole (a merge patch replaces arrays).
 
-use super::conditions::{Change, merge};
+pub mod conditions;
+
+use conditions::{Change, merge};
 use jiff::Timestamp;
 use ocm_score_api::{
     ConfigGroupResource, ConfigReference, HealthCheck, ManagedClusterAddOn, RegistrationConfig,
@@ -90,9 +92,9 @@ pub fn status_patch(addon: &ManagedClusterAddOn, owned: &OwnedStatus, now: Times
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::addon::conditions::{Desired, MANIFEST_APPLIED, REGISTRATION_APPLIED, Status};
-    use crate::addon::config_refs::supported_configs;
+    use crate::addon::configuration::references::supported_configs;
     use crate::addon::registration::registrations;
+    use crate::addon::status::conditions::{Desired, MANIFEST_APPLIED, REGISTRATION_APPLIED, Status};
 
     fn addon() -> ManagedClusterAddOn {
         let mut m = ManagedClusterAddOn::default();

@@ -10,7 +10,7 @@
 //! blocking (no foreground deletion waits for it, and setting `blockOwnerDeletion` would need the
 //! add-on's `finalizers` subresource where OwnerReferencesPermissionEnforcement is on).
 
-use super::names;
+use crate::addon::names;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::ResourceExt;
 use ocm_score_api::{ManagedClusterAddOn, OcmKind};

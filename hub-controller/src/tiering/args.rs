@@ -2,11 +2,11 @@
 //! (`--some-thing` / `OCM_SCORE_SOME_THING`); bad values exit 2 naming the flag and value.
 
 use clap::Args;
+use ocm_score_scheduler::reservation::Timing;
 use ocm_score_shell::args::{
     LeaderDefaults, LeaderElection, LeaderElectionArgs, LeaderElectionFile, ProbeArgs, SettingError,
     parse_duration,
 };
-use ocm_score_scheduler::reservation::Timing;
 use std::path::PathBuf;
 use std::time::Duration;
 

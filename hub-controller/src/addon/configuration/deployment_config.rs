@@ -23,9 +23,9 @@
 //! last matching rule wins), `agentInstallNamespace` moves the agent. Unknown variable names are
 //! errors: a typo must not silently leave the default in place.
 
-use super::agent_cli as cli;
-use ocm_score_agent_contract::{ExtendedResource, FlagError, NormalizeArg, Timing};
+use crate::addon::agent::cli;
 use k8s_openapi::api::core::v1::Toleration;
+use ocm_score_agent_contract::{ExtendedResource, FlagError, NormalizeArg, Timing};
 use ocm_score_api::{AddOnDeploymentConfigSpec, ImageMirror};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -198,7 +198,9 @@ pub fn agent_config(spec: &AddOnDeploymentConfigSpec) -> Result<AgentConfig, Con
             }
             Kind::Step => match value.parse::<u8>() {
                 Ok(step)
-                    if (ocm_score_agent_contract::MIN_SCORE_STEP..=ocm_score_agent_contract::MAX_SCORE_STEP).contains(&step) => {}
+                    if (ocm_score_agent_contract::MIN_SCORE_STEP
+                        ..=ocm_score_agent_contract::MAX_SCORE_STEP)
+                        .contains(&step) => {}
                 _ => {
                     return Err(err(format!(
                         "expected an integer from {} to {}",
@@ -212,7 +214,8 @@ pub fn agent_config(spec: &AddOnDeploymentConfigSpec) -> Result<AgentConfig, Con
                 Err(_) => return Err(err("expected a whole number of refreshes".into())),
             },
             Kind::ExtendedResources => {
-                checked.extended = list(value, ocm_score_agent_contract::parse_extended_resource).map_err(&err)?;
+                checked.extended =
+                    list(value, ocm_score_agent_contract::parse_extended_resource).map_err(&err)?;
                 ocm_score_agent_contract::check_extended_count(&checked.extended).map_err(&err)?;
             }
             Kind::ScoreNames => checked.selected = list(value, |name| Ok(name.to_string())).map_err(err)?,
@@ -286,7 +289,9 @@ impl Checked {
     /// The agent's rules across flags (its contract's), with the hub's own flags at their defaults.
     fn check(&self, values: &BTreeMap<&str, &str>) -> Result<(), ConfigError> {
         let timing = Timing {
-            refresh: self.refresh.unwrap_or(ocm_score_agent_contract::DEFAULT_REFRESH_INTERVAL),
+            refresh: self
+                .refresh
+                .unwrap_or(ocm_score_agent_contract::DEFAULT_REFRESH_INTERVAL),
             validity: self.validity,
             renew_every: self.renew_every,
             ..Timing::default()

@@ -1,6 +1,10 @@
 //! What the hub tells the klusterlet about registering the agent: `status.registrations` (the
 //! identity the agent's certificate will carry) and `status.namespace` (where the agent runs and
-//! the hub kubeconfig Secret is written).
+//! the hub kubeconfig Secret is written), the approval of the agent's certificate requests
+//! ([`csr`]) and its permissions on the hub ([`hub_rbac`]).
+
+pub mod csr;
+pub mod hub_rbac;
 
 use super::names;
 use ocm_score_api::{ManagedClusterAddOn, RegistrationConfig, Subject};

@@ -11,15 +11,13 @@
 //! cluster-scoped object may only have cluster-scoped owners), so uninstalling removes them; an
 //! add-on removed from one cluster leaves the binding at the next pass over the add-on.
 
-use super::names;
+use crate::addon::names;
 use k8s_openapi::api::rbac::v1::{
     ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::ResourceExt;
-use ocm_score_api::{
-    AddOnPlacementScore, ManagedClusterAddOn, OcmKind, RegistrationConfig, WorkloadShape,
-};
+use ocm_score_api::{AddOnPlacementScore, ManagedClusterAddOn, OcmKind, RegistrationConfig, WorkloadShape};
 use std::collections::BTreeMap;
 
 /// The Role granting score access in `cluster`'s namespace.
@@ -122,7 +120,7 @@ pub fn shapes_cluster_role_binding(
             Some(subjects(
                 addon,
                 &cluster,
-                &super::registration::registrations(addon, a),
+                &crate::addon::registration::registrations(addon, a),
             ))
         })
         .flatten()

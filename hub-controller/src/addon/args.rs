@@ -2,17 +2,17 @@
 //! `OCM_SCORE_X`; the old names are `ocm_score_shell::cli::RENAMED_MODE_ENV`); values are
 //! checked by clap (bad ones exit 2 naming the flag and value), then combined into [`Settings`].
 
-use super::agent_manifests::AgentDefaults;
-use super::availability::HealthMode;
-use super::deployment_config::parse_duration;
 use super::names;
+use crate::addon::agent::manifests::AgentDefaults;
+use crate::addon::configuration::deployment_config::parse_duration;
+use crate::addon::lifecycle::availability::HealthMode;
 use clap::{Args, ValueEnum};
 use k8s_openapi::api::core::v1::ResourceRequirements;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use ocm_score_api::quantity::approximate_f64;
 use ocm_score_shell::args::{
     LeaderDefaults, LeaderElection, LeaderElectionArgs, LeaderElectionFile, ProbeArgs,
 };
-use ocm_score_api::quantity::approximate_f64;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;

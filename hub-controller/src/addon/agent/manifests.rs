@@ -6,9 +6,9 @@
 //! escalation and no capabilities; the hub kubeconfig Secret is mounted as a directory so the
 //! kubeconfig's relative certificate paths resolve and rotated certificates appear in place.
 
-use super::agent_cli as cli;
-use super::deployment_config::{AgentConfig, override_image};
-use super::names;
+use crate::addon::agent::cli;
+use crate::addon::configuration::deployment_config::{AgentConfig, override_image};
+use crate::addon::names;
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, DeploymentStrategy};
 use k8s_openapi::api::core::v1::{
     Capabilities, Container, ContainerPort, EnvVar, HTTPGetAction, Namespace, PodSecurityContext, PodSpec,
@@ -322,7 +322,7 @@ fn deployment(input: &RenderInput<'_>) -> Deployment {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::addon::deployment_config::Sources;
+    use crate::addon::configuration::deployment_config::Sources;
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
     use ocm_score_api::ImageMirror;
 

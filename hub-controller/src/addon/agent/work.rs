@@ -1,8 +1,8 @@
 //! The agent's ManifestWork, built the way addon-framework builds it, and the test for "already
 //! applied" that keeps resyncs and restarts free of writes.
 
-use super::names;
-use super::spec_hash::{go_json, go_json_sha256};
+use crate::addon::agent::spec_hash::{go_json, go_json_sha256};
+use crate::addon::names;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use ocm_score_api::{
     ConditionRule, DeleteOption, FeedbackRule, ManifestConfigOption, ManifestWork, ManifestWorkSpec,

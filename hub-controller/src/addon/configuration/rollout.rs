@@ -13,9 +13,9 @@
 //! Under `lifecycle: self` nobody plans a rollout (OCM's rollout controllers skip self-managed
 //! add-ons): every cluster is rendered from the newest config at once, as `rolloutStrategy: All`.
 
-use super::conditions::{CONFIGURED, find};
-use super::config_refs::ConfigKey;
-use super::names::{ADDON_DEPLOYMENT_CONFIG_RESOURCE, ADDON_GROUP};
+use crate::addon::configuration::references::ConfigKey;
+use crate::addon::names::{ADDON_DEPLOYMENT_CONFIG_RESOURCE, ADDON_GROUP};
+use crate::addon::status::conditions::{CONFIGURED, find};
 use ocm_score_api::{ConfigReference, ManagedClusterAddOn};
 
 /// Why a cluster's work is left as it is.

@@ -6,7 +6,7 @@
 //! ManagedClusterAddOn for each cluster the strategy's Placements decide on, delete the ones outside
 //! that set, and give every add-on the ClusterManagementAddOn as owner so deleting it removes them all.
 
-use super::names;
+use crate::addon::names;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::ResourceExt;
 use ocm_score_api::{

@@ -1,8 +1,8 @@
 //! Approves or denies the add-on's certificate signing requests through the `approval` subresource.
 
 use super::{Context, Error, error_policy, observed, status_code};
-use crate::addon::csr::{CsrFacts, Decision, decide};
 use crate::addon::names;
+use crate::addon::registration::csr::{CsrFacts, Decision, decide};
 use jiff::Timestamp;
 use k8s_openapi::api::certificates::v1::{CertificateSigningRequest, CertificateSigningRequestCondition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;

@@ -3,16 +3,19 @@
 //! the add-on (see `ownership`).
 
 use super::{Context, Error, adopt_score, ensure, error_policy, merge_metadata, observed};
-use crate::addon::availability::{self, HealthMode};
-use crate::addon::conditions::{
+use crate::addon::agent::{self, work};
+use crate::addon::configuration::deployment_config::{AgentConfig, agent_config};
+use crate::addon::configuration::references::{self, ConfigKey, ObservedConfig};
+use crate::addon::configuration::rollout::{self, Hold};
+use crate::addon::lifecycle::availability::{self, HealthMode};
+use crate::addon::lifecycle::install::{self, Lifecycle};
+use crate::addon::lifecycle::ownership;
+use crate::addon::names;
+use crate::addon::registration::{self, hub_rbac};
+use crate::addon::status::conditions::{
     CONFIGURED, Change, DEGRADED, Desired, MANIFEST_APPLIED, REGISTRATION_APPLIED, Status,
 };
-use crate::addon::config_refs::{self, ConfigKey, ObservedConfig};
-use crate::addon::deployment_config::{AgentConfig, agent_config};
-use crate::addon::install::{self, Lifecycle};
-use crate::addon::rollout::{self, Hold};
 use crate::addon::status::{OwnedStatus, status_patch};
-use crate::addon::{agent_manifests, hub_rbac, names, ownership, registration, work};
 use jiff::Timestamp;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
@@ -162,7 +165,7 @@ fn config_object(ctx: &Context, key: &ConfigKey) -> Option<Arc<kube::api::Dynami
 fn config_state(ctx: &Context, key: &ConfigKey) -> Option<(String, i64)> {
     config_object(ctx, key).map(|object| {
         (
-            crate::addon::spec_hash::spec_hash_of_object(&object),
+            crate::addon::agent::spec_hash::spec_hash_of_object(&object),
             object.metadata.generation.unwrap_or_default(),
         )
     })
@@ -187,7 +190,7 @@ fn resolve_configuration(
             .filter(|(_, clusters)| clusters.contains(cluster))
             .map(|(placement, _)| placement)
             .collect();
-    let Some(key) = config_refs::desired_config(lifecycle, cma, addon, &placements) else {
+    let Some(key) = references::desired_config(lifecycle, cma, addon, &placements) else {
         return Configuration {
             observed: None,
             result: Ok(AgentConfig::default()),
@@ -201,7 +204,7 @@ fn resolve_configuration(
         };
     };
     let found = Some((
-        crate::addon::spec_hash::spec_hash_of_object(&object),
+        crate::addon::agent::spec_hash::spec_hash_of_object(&object),
         object.metadata.generation.unwrap_or_default(),
     ));
     let observed = Some(ObservedConfig {
@@ -234,7 +237,7 @@ async fn apply(
             .as_ref()
             .map(|s| s.config_references.as_slice())
             .unwrap_or_default();
-        config_refs::addon_manager_references(existing, &latest.spec.configs, |key| config_state(ctx, key))
+        references::addon_manager_references(existing, &latest.spec.configs, |key| config_state(ctx, key))
     };
     // Under OCM's addon-manager the work follows OCM's rollout, not the newest config.
     let rollout_references = (lifecycle == Lifecycle::AddonManager).then(|| references(addon));
@@ -323,20 +326,20 @@ async fn apply(
     let mut work_now = cached_work.as_deref().cloned();
     let mut apply_error = None;
     if let (Some(config), Some(namespace)) = (render_config, &namespace) {
-        let input = agent_manifests::RenderInput {
+        let input = agent::manifests::RenderInput {
             addon: addon_name,
             cluster,
             namespace,
             defaults: &settings.agent,
             config,
         };
-        let manifests = agent_manifests::render(&input).map_err(|source| Error::Render {
+        let manifests = agent::manifests::render(&input).map_err(|source| Error::Render {
             cluster: cluster.into(),
             source,
         })?;
         let hashes = match &rollout_references {
-            Some(refs) => config_refs::configs_to_map(refs),
-            None => config_refs::work_config_hashes(configuration.observed.as_ref()),
+            Some(refs) => references::configs_to_map(refs),
+            None => references::work_config_hashes(configuration.observed.as_ref()),
         };
         // OCM's rollout counts a cluster done once its work is Available: make that mean the agent
         // runs the new config. Our own lifecycle has no rollout to inform.
@@ -394,7 +397,7 @@ async fn apply(
             .as_ref()
             .map(|s| s.config_references.as_slice())
             .unwrap_or_default();
-        config_refs::self_managed_references(
+        references::self_managed_references(
             existing,
             configuration.observed.as_ref(),
             applied_hash.as_deref(),
@@ -405,7 +408,7 @@ async fn apply(
         Lifecycle::SelfManaged => self_managed_references(latest),
     };
     let owned = OwnedStatus {
-        supported_configs: config_refs::supported_configs(),
+        supported_configs: references::supported_configs(),
         registrations,
         namespace,
         health_mode: settings.health.status_mode(),
@@ -505,7 +508,7 @@ fn applied_config_hash(work: Option<&ManifestWork>, observed: Option<&ObservedCo
     let applied = work
         .status
         .as_ref()
-        .and_then(|s| crate::addon::conditions::find(&s.conditions, "Applied"));
+        .and_then(|s| crate::addon::status::conditions::find(&s.conditions, "Applied"));
     if applied.is_none_or(|c| c.status != "True") {
         return None;
     }

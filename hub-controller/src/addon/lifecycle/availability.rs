@@ -5,7 +5,7 @@
 //! `Available` (healthy when it wants no replicas or has at least one ready). In `Lease` mode the
 //! klusterlet sets `Available` from the agent's Lease and we leave it alone.
 
-use super::conditions::{AVAILABLE, Change, Desired, MANIFEST_APPLIED, Status, find};
+use crate::addon::status::conditions::{AVAILABLE, Change, Desired, MANIFEST_APPLIED, Status, find};
 use ocm_score_api::ManifestWork;
 use serde_json::Value;
 
