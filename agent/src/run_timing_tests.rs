@@ -9,6 +9,7 @@ use clap::Parser;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper::{Method, Request, Response, StatusCode};
+use ocm_score_shell::sync::lock;
 use ocm_score_tests::support::TempDir;
 use serde_json::{Value, json};
 use std::sync::Mutex;
@@ -53,9 +54,7 @@ struct Hub {
 
 impl Hub {
     fn lock(&self) -> std::sync::MutexGuard<'_, HubState> {
-        self.state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        lock(&self.state)
     }
 
     fn client(&self) -> kube::Client {
@@ -132,10 +131,7 @@ struct Script {
 
 impl ReadSources for Script {
     async fn read(&mut self) -> Result<Snapshot, (&'static str, SourceError)> {
-        let free = *self
-            .free_millicores
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let free = *lock(&self.free_millicores);
         let mut view = ResourceView::default();
         view.figures.resize(self.cpu + 1, None);
         view.figures[self.cpu] = Some(crate::accounting::Figures {
@@ -238,9 +234,7 @@ async fn five_minutes(flags: &[&str], steps: Vec<Step>) -> Vec<Event> {
             match step {
                 Step::Load { at, free_cores } => {
                     tokio::time::sleep_until(start + Duration::from_secs(at)).await;
-                    *free_millicores
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner) = free_cores * 1000;
+                    *lock(&free_millicores) = free_cores * 1000;
                     changed.notify_one();
                 }
                 Step::FailNextWrite { at } => {

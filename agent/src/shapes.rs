@@ -26,11 +26,12 @@ use kube::runtime::watcher::{self, Event};
 use ocm_score_api::WorkloadShape;
 use ocm_score_api::crd::workload_shape::{ShapeError, TOO_MANY_SHAPES_REASON, fits_score_name};
 use ocm_score_shell::jitter::spread;
+use ocm_score_shell::sync::lock;
 use ocm_score_shell::watch::WatchRetryExt;
 use serde::Deserialize;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::Notify;
 
@@ -513,10 +514,6 @@ fn apply_store(store: &Store<WorkloadShape>, status: &ShapesStatus, fits: &FitsH
     if counted_changed || status.condition() != condition_before {
         changed.notify_one();
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 #[cfg(test)]

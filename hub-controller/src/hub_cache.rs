@@ -8,6 +8,7 @@ use ocm_score_api::{
     PlacementDecision,
 };
 use ocm_score_scheduler::placement::{HubObjects, HubSnapshot, PlacementError};
+use ocm_score_shell::controller::wait_synced;
 
 /// One store per kind the engine reads.
 #[derive(Clone)]
@@ -20,10 +21,7 @@ pub struct PlacementStores {
     pub decisions: Store<PlacementDecision>,
 }
 
-/// A store's watch ended before its first list.
-#[derive(Debug, thiserror::Error)]
-#[error("the hub cache of {0} stopped before it synced")]
-pub struct CacheGone(pub &'static str);
+pub use ocm_score_shell::controller::CacheGone;
 
 pub fn cloned<K>(store: &Store<K>) -> Vec<K>
 where
@@ -37,32 +35,15 @@ impl PlacementStores {
     /// Resolves once every store holds its first complete list: an answer from half a picture
     /// (no clusters yet, say) would be wrong, not merely late.
     pub async fn synced(&self) -> Result<(), CacheGone> {
-        let gone = |kind| move |_| CacheGone(kind);
-        self.clusters
-            .wait_until_ready()
-            .await
-            .map_err(gone("ManagedClusters"))?;
-        self.cluster_sets
-            .wait_until_ready()
-            .await
-            .map_err(gone("ManagedClusterSets"))?;
-        self.bindings
-            .wait_until_ready()
-            .await
-            .map_err(gone("ManagedClusterSetBindings"))?;
-        self.scores
-            .wait_until_ready()
-            .await
-            .map_err(gone("AddOnPlacementScores"))?;
-        self.placements
-            .wait_until_ready()
-            .await
-            .map_err(gone("Placements"))?;
-        self.decisions
-            .wait_until_ready()
-            .await
-            .map_err(gone("PlacementDecisions"))?;
-        Ok(())
+        wait_synced(&[
+            ("ManagedClusters", &self.clusters),
+            ("ManagedClusterSets", &self.cluster_sets),
+            ("ManagedClusterSetBindings", &self.bindings),
+            ("AddOnPlacementScores", &self.scores),
+            ("Placements", &self.placements),
+            ("PlacementDecisions", &self.decisions),
+        ])
+        .await
     }
 
     /// What the engine needs for a placement in `namespace`: every cluster, set, score and

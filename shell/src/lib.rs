@@ -14,12 +14,15 @@
 //! - [`supervise`]: the life of a leader-elected controller mode (run the controllers while leading,
 //!   stop them on loss, then stand by or exit), written once; [`watch`]: one watch per kind shared by
 //!   a mode's controllers (a store and a trigger channel per controller);
+//! - [`controller`]: what every controller shares (per-object backoff, one reconcile metrics shape,
+//!   the wait for synced caches); [`sync`]: the poison-tolerant lock every shared state uses;
 //! - [`client`]: the Kubernetes client from a kubeconfig flag or the environment (object-name
 //!   rules are `ocm_score_api::names`).
 
 pub mod args;
 pub mod cli;
 pub mod client;
+pub mod controller;
 pub mod http;
 pub mod jitter;
 pub mod leader;
@@ -28,6 +31,7 @@ pub mod metrics;
 pub mod probes;
 pub mod shutdown;
 pub mod supervise;
+pub mod sync;
 pub mod watch;
 
 pub use tokio_util::sync::CancellationToken;

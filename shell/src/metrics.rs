@@ -1,6 +1,7 @@
 //! Metrics through `prometheus-client`: each mode registers its families in a [`Registry`] under its
 //! prefix (`ocm_score_agent`, `ocm_score_addon`, `ocm_score_thanos`, ...), and `/metrics` serves
 //! [`encode`]'s OpenMetrics text. Counters are registered without `_total`; the library adds it.
+use crate::sync::lock;
 
 pub use prometheus_client::registry::Registry;
 
@@ -40,11 +41,11 @@ impl OptionalGauge {
     }
 
     pub fn set(&self, value: i64) {
-        *self.value.lock().unwrap_or_else(|p| p.into_inner()) = Some(value);
+        *lock(&self.value) = Some(value);
     }
 
     pub fn clear(&self) {
-        *self.value.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        *lock(&self.value) = None;
     }
 }
 
@@ -53,7 +54,7 @@ impl prometheus_client::collector::Collector for OptionalGauge {
         &self,
         mut encoder: prometheus_client::encoding::DescriptorEncoder,
     ) -> Result<(), std::fmt::Error> {
-        let value = *self.value.lock().unwrap_or_else(|p| p.into_inner());
+        let value = *lock(&self.value);
         if let Some(value) = value {
             let metric = encoder.encode_descriptor(
                 self.name,

@@ -2,6 +2,7 @@
 //! `/healthz` (alias `/livez`: restart me if failing) and `/readyz` (send me traffic). What the routes
 //! say comes from the mode's [`Probes`]; the server is hyper's HTTP/1.1, one task per connection.
 
+use crate::sync::lock;
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper::{Method, Request, Response, StatusCode, header};
@@ -197,15 +198,12 @@ pub struct Heartbeat(Mutex<Option<Instant>>);
 
 impl Heartbeat {
     pub fn beat(&self) {
-        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+        *lock(&self.0) = Some(Instant::now());
     }
 
     /// How long since the last beat; `None` before the first.
     pub fn silence(&self) -> Option<Duration> {
-        self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .map(|at| at.elapsed())
+        lock(&self.0).map(|at| at.elapsed())
     }
 
     /// Whether the last beat is at most `max_silence` old (never beaten counts as dead).

@@ -120,8 +120,8 @@ fn expositions() -> Vec<(&'static str, String)> {
     }]);
 
     let addon = ocm_score_hub::addon::metrics::Metrics::default();
-    addon.reconciled("addon", Duration::from_millis(5));
-    addon.reconcile_failed("addon", "api");
+    addon.reconcile.reconciled("addon", Duration::from_millis(5));
+    addon.reconcile.failed("addon", "api");
     addon.wrote("ManifestWork", "create");
     addon.csr_decided("approved");
     addon.set_config_invalid(0);
@@ -141,8 +141,9 @@ fn expositions() -> Vec<(&'static str, String)> {
     thanos.set_last_complete_round(now);
 
     let tiering = ocm_score_hub::tiering::metrics::Metrics::default();
-    tiering.reconciled(Duration::from_millis(5), now);
-    tiering.reconcile_failed("write_status");
+    tiering.reconcile.reconciled("tiered_placement", Duration::from_millis(5));
+    tiering.completed(now);
+    tiering.reconcile.failed("tiered_placement", "write_status");
     tiering.wrote("Placement");
     tiering.transition("Failover");
     tiering.diverged();

@@ -20,6 +20,7 @@ use futures::{StreamExt, TryStreamExt};
 use kube::Client;
 use kube::api::{Api, ListParams};
 use kube::runtime::watcher::{self, Event};
+use ocm_score_shell::sync::lock;
 use ocm_score_shell::watch::WatchRetryExt;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -554,12 +555,6 @@ fn report(result: Result<bool, ObjectError>, kind: WatchKind) -> bool {
             true
         }
     }
-}
-
-/// Locks a mutex, recovering the data if a panicking thread poisoned it (the ledger stays consistent
-/// between calls: every method finishes its updates before returning).
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// A client for the managed cluster: the given kubeconfig, else `$KUBECONFIG` / `~/.kube/config`, else

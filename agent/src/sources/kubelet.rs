@@ -13,6 +13,7 @@ use crate::accounting::{Figures, ResourceSet, ResourceView};
 use crate::metrics::Metrics;
 use futures::StreamExt;
 use kube::Client;
+use ocm_score_shell::sync::lock;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -183,7 +184,7 @@ impl KubeletSource {
         let mut with_cpu = 0;
         let mut combined = Vec::with_capacity(scrapes.len());
         {
-            let mut previous = self.previous_cpu.lock().unwrap_or_else(|p| p.into_inner());
+            let mut previous = lock(&self.previous_cpu);
             // Forget nodes that are gone (a set, not a scan per node: clusters have thousands).
             let current: std::collections::HashSet<&str> =
                 scrapes.iter().map(|(n, _)| n.name.as_str()).collect();

@@ -5,30 +5,24 @@ use crate::addon::status::conditions::{AVAILABLE, find};
 use kube::ResourceExt;
 use kube::runtime::reflector::Store;
 use ocm_score_api::ManagedClusterAddOn;
+use ocm_score_shell::controller::ReconcileMetrics;
 use ocm_score_shell::metrics::{Registry, encode};
 use ocm_score_shell::supervise::ModeMetrics;
+use ocm_score_shell::sync::lock;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
-use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 type Labels = Vec<(&'static str, String)>;
 
-/// Reconcile durations in seconds: 1 ms to about a minute.
-fn reconcile_histogram() -> Histogram {
-    Histogram::new(exponential_buckets(0.001, 4.0, 9))
-}
-
 pub struct Metrics {
     registry: Registry,
-    reconciles: Family<Labels, Counter>,
-    reconcile_errors: Family<Labels, Counter>,
-    reconcile_seconds: Family<Labels, Histogram, fn() -> Histogram>,
+    /// The three controllers' passes (`addon`, `install`, `csr`).
+    pub reconcile: ReconcileMetrics,
     writes: Family<Labels, Counter>,
     csr_decisions: Family<Labels, Counter>,
     config_invalid: Gauge,
@@ -53,7 +47,7 @@ impl Collector for Availability {
             None,
             MetricType::Gauge,
         )?;
-        let store = self.addons.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let store = lock(&self.addons).clone();
         let Some(store) = store else { return Ok(()) };
         let mut clusters: Vec<(String, bool)> = store
             .state()
@@ -81,24 +75,8 @@ fn available(addon: &ManagedClusterAddOn) -> bool {
 impl Default for Metrics {
     fn default() -> Self {
         let mut registry = Registry::with_prefix("ocm_score_addon");
-        let reconciles = Family::default();
-        registry.register(
-            "reconciles",
-            "Reconciliations run, by controller",
-            reconciles.clone(),
-        );
-        let reconcile_errors = Family::default();
-        registry.register(
-            "reconcile_errors",
-            "Reconciliations that failed, by controller and error kind",
-            reconcile_errors.clone(),
-        );
-        let reconcile_seconds = Family::new_with_constructor(reconcile_histogram as fn() -> Histogram);
-        registry.register(
-            "reconcile_seconds",
-            "Time spent reconciling, by controller",
-            reconcile_seconds.clone(),
-        );
+        let reconcile =
+            ReconcileMetrics::register(&mut registry, "add-ons, ClusterManagementAddOns and CSRs");
         let writes = Family::default();
         registry.register(
             "writes",
@@ -127,9 +105,7 @@ impl Default for Metrics {
         registry.register_collector(Box::new(availability.clone()));
         Metrics {
             registry,
-            reconciles,
-            reconcile_errors,
-            reconcile_seconds,
+            reconcile,
             writes,
             csr_decisions,
             config_invalid,
@@ -140,20 +116,6 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    pub fn reconciled(&self, controller: &'static str, took: Duration) {
-        let labels = vec![("controller", controller.to_owned())];
-        self.reconciles.get_or_create(&labels).inc();
-        self.reconcile_seconds
-            .get_or_create(&labels)
-            .observe(took.as_secs_f64());
-    }
-
-    pub fn reconcile_failed(&self, controller: &'static str, error: &'static str) {
-        self.reconcile_errors
-            .get_or_create(&vec![("controller", controller.into()), ("error", error.into())])
-            .inc();
-    }
-
     pub fn wrote(&self, kind: &str, verb: &'static str) {
         self.writes
             .get_or_create(&vec![("kind", kind.to_owned()), ("verb", verb.into())])
@@ -172,7 +134,7 @@ impl Metrics {
 
     /// The cache of our ManagedClusterAddOns that `agent_available` is read from, once watched.
     pub fn watch_addons(&self, addons: Store<ManagedClusterAddOn>) {
-        *self.availability.addons.lock().unwrap_or_else(|p| p.into_inner()) = Some(addons);
+        *lock(&self.availability.addons) = Some(addons);
     }
 }
 
@@ -195,8 +157,9 @@ mod tests {
         let m = Metrics::default();
         m.wrote("ManifestWork", "create");
         m.wrote("ManifestWork", "create");
-        m.reconcile_failed("addon", "kube");
-        m.reconciled("addon", Duration::from_millis(20));
+        m.reconcile.failed("addon", "caches_gone");
+        m.reconcile
+            .reconciled("addon", std::time::Duration::from_millis(20));
         m.set_leader(true);
         let text = m.render();
         assert!(text.contains("# TYPE ocm_score_addon_writes counter"), "{text}");
@@ -205,7 +168,9 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("ocm_score_addon_reconcile_errors_total{controller=\"addon\",error=\"kube\"} 1"),
+            text.contains(
+                "ocm_score_addon_reconcile_errors_total{controller=\"addon\",error=\"caches_gone\"} 1"
+            ),
             "{text}"
         );
         assert!(

@@ -4,6 +4,7 @@
 //! does not load keeps the last good certificate, with a warning.
 
 use ocm_score_shell::args::SettingError;
+use ocm_score_shell::sync::lock;
 use rustls::crypto::CryptoProvider;
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
@@ -123,7 +124,7 @@ impl ReloadingCert {
 
     /// The certificate to serve now.
     pub fn current(&self) -> Arc<CertifiedKey> {
-        let mut current = self.current.lock().unwrap_or_else(|p| p.into_inner());
+        let mut current = lock(&self.current);
         if current.changed() {
             match ServingCert::load(&current.cert_file, &current.key_file) {
                 Ok(fresh) => {

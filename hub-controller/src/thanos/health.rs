@@ -3,6 +3,7 @@
 
 use super::metrics::Metrics;
 use ocm_score_shell::probes::{Heartbeat, Probes};
+use ocm_score_shell::sync::lock;
 use std::{
     sync::{
         Arc, Mutex,
@@ -44,7 +45,7 @@ impl Health {
     /// Not ready, saying `why`, until called again with `None`: for rounds that refuse partial
     /// answers, so that `/readyz` says the scorer is not publishing and why.
     pub fn set_not_publishing(&self, why: Option<String>) {
-        *self.not_publishing.lock().unwrap_or_else(|p| p.into_inner()) = why;
+        *lock(&self.not_publishing) = why;
     }
 
     /// Called by the round loop each time it comes round, leader or not.
@@ -66,7 +67,7 @@ impl Probes for Health {
         if !self.ready.load(Ordering::Relaxed) {
             return Err("hub caches not synced yet".into());
         }
-        match &*self.not_publishing.lock().unwrap_or_else(|p| p.into_inner()) {
+        match &*lock(&self.not_publishing) {
             Some(why) => Err(why.clone()),
             None => Ok(()),
         }

@@ -10,6 +10,7 @@
 use jiff::{SignedDuration, Timestamp};
 use ocm_score_api::{Condition, Placement, Time};
 use ocm_score_scheduler::tiering::condition::PLAN_DIVERGED;
+use ocm_score_shell::sync::lock;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -52,10 +53,7 @@ impl Divergence {
         now: Timestamp,
         grace: Duration,
     ) -> Verdict {
-        let mut seen = self
-            .seen
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut seen = lock(&self.seen);
         let Some(child) = child else {
             seen.remove(key);
             return Verdict::Keep;
@@ -115,10 +113,7 @@ impl Divergence {
 
     /// Forgets a TieredPlacement that is gone.
     pub fn forget(&self, key: &str) {
-        self.seen
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .remove(key);
+        lock(&self.seen).remove(key);
     }
 }
 

@@ -1,27 +1,20 @@
 //! The tiering controller's metrics, registered under `ocm_score_tiering` in a
 //! `prometheus-client` registry and served by the process shell on `/metrics`.
 
+use ocm_score_shell::controller::ReconcileMetrics;
 use ocm_score_shell::metrics::{Registry, encode};
 use ocm_score_shell::supervise::ModeMetrics;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use std::sync::atomic::AtomicU64;
-use std::time::Duration;
 
 type Labels = Vec<(&'static str, String)>;
 
-/// Reconcile durations in seconds: 1 ms to about a minute.
-fn reconcile_histogram() -> Histogram {
-    Histogram::new(exponential_buckets(0.001, 4.0, 9))
-}
-
 pub struct Metrics {
     registry: Registry,
-    reconciles: Counter,
-    reconcile_errors: Family<Labels, Counter>,
-    reconcile_seconds: Histogram,
+    /// TieredPlacement passes (`controller="tiered_placement"`).
+    pub reconcile: ReconcileMetrics,
     writes: Family<Labels, Counter>,
     transitions: Family<Labels, Counter>,
     divergences: Counter,
@@ -37,24 +30,7 @@ pub struct Metrics {
 impl Default for Metrics {
     fn default() -> Self {
         let mut registry = Registry::with_prefix("ocm_score_tiering");
-        let reconciles = Counter::default();
-        registry.register(
-            "reconciles",
-            "TieredPlacement reconciliations that completed",
-            reconciles.clone(),
-        );
-        let reconcile_errors = Family::default();
-        registry.register(
-            "reconcile_errors",
-            "TieredPlacement reconciliations that failed, by error kind",
-            reconcile_errors.clone(),
-        );
-        let reconcile_seconds = reconcile_histogram();
-        registry.register(
-            "reconcile_seconds",
-            "Time spent reconciling one TieredPlacement",
-            reconcile_seconds.clone(),
-        );
+        let reconcile = ReconcileMetrics::register(&mut registry, "TieredPlacements");
         let writes = Family::default();
         registry.register(
             "writes",
@@ -117,9 +93,7 @@ impl Default for Metrics {
         );
         Metrics {
             registry,
-            reconciles,
-            reconcile_errors,
-            reconcile_seconds,
+            reconcile,
             writes,
             transitions,
             divergences,
@@ -135,16 +109,9 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    pub fn reconciled(&self, took: Duration, now: jiff::Timestamp) {
-        self.reconciles.inc();
-        self.reconcile_seconds.observe(took.as_secs_f64());
+    /// A pass that completed at `now`.
+    pub fn completed(&self, now: jiff::Timestamp) {
         self.last_reconcile.set(now.as_millisecond() as f64 / 1000.0);
-    }
-
-    pub fn reconcile_failed(&self, error: &'static str) {
-        self.reconcile_errors
-            .get_or_create(&vec![("error", error.to_owned())])
-            .inc();
     }
 
     pub fn reservations(&self, in_flight: usize) {
@@ -197,28 +164,28 @@ impl ModeMetrics for Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn renders_the_families_under_their_names() {
         let m = Metrics::default();
         m.wrote("Placement");
         m.wrote("Placement");
-        m.reconcile_failed("apply_child");
+        m.reconcile.failed("tiered_placement", "apply_child");
         m.transition("Failover");
         m.diverged();
-        m.reconciled(
-            Duration::from_millis(20),
-            jiff::Timestamp::from_second(1_700_000_000).expect("ts"),
-        );
+        m.reconcile
+            .reconciled("tiered_placement", Duration::from_millis(20));
+        m.completed(jiff::Timestamp::from_second(1_700_000_000).expect("ts"));
         m.set_leader(true);
         let text = m.render();
         for line in [
             "ocm_score_tiering_writes_total{kind=\"Placement\"} 2",
-            "ocm_score_tiering_reconcile_errors_total{error=\"apply_child\"} 1",
+            "ocm_score_tiering_reconcile_errors_total{controller=\"tiered_placement\",error=\"apply_child\"} 1",
             "ocm_score_tiering_transitions_total{kind=\"Failover\"} 1",
             "ocm_score_tiering_plan_divergence_total 1",
-            "ocm_score_tiering_reconciles_total 1",
-            "ocm_score_tiering_reconcile_seconds_sum 0.02",
+            "ocm_score_tiering_reconciles_total{controller=\"tiered_placement\"} 1",
+            "ocm_score_tiering_reconcile_seconds_sum{controller=\"tiered_placement\"} 0.02",
             "ocm_score_tiering_last_reconcile_timestamp_seconds 1700000000.0",
             "ocm_score_tiering_leader 1",
         ] {

@@ -19,15 +19,15 @@ use kube::{Resource, ResourceExt};
 use ocm_score_api::crd::tiered_placement::TieredPlacement;
 use ocm_score_scheduler::placement::PlacementError;
 use ocm_score_scheduler::tiering::{PlanEvent, WorkIndex, plan_and_assume};
-use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Mutex};
+use ocm_score_shell::controller::{Backoff, MetricLabel};
+use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Shortest requeue: a plan time in the past means "now", but not a busy loop.
 const MIN_REQUEUE: Duration = Duration::from_millis(200);
-/// Retry delays after errors: doubling from the first to the cap.
-const FIRST_RETRY: Duration = Duration::from_millis(500);
-const MAX_RETRY: Duration = Duration::from_secs(300);
+/// The `controller` label of the reconcile metrics.
+const CONTROLLER: &str = "tiered_placement";
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -57,9 +57,8 @@ pub enum Error {
     },
 }
 
-impl Error {
-    /// The metric label.
-    pub fn kind(&self) -> &'static str {
+impl MetricLabel for Error {
+    fn metric_label(&self) -> &'static str {
         match self {
             Error::CacheGone(_) => "cache_gone",
             Error::NoNamespace => "no_namespace",
@@ -80,8 +79,8 @@ pub struct Context {
     pub divergence: Divergence,
     /// The hub's reservations.
     pub ledger: Arc<SharedLedger>,
-    /// Consecutive failures per TieredPlacement, for the retry backoff.
-    failures: Mutex<HashMap<String, u32>>,
+    /// Consecutive failures per TieredPlacement, for the retry delay.
+    backoff: Backoff,
 }
 
 impl Context {
@@ -101,14 +100,8 @@ impl Context {
             recorder,
             divergence: Divergence::default(),
             ledger,
-            failures: Mutex::new(HashMap::new()),
+            backoff: Backoff::default(),
         }
-    }
-
-    fn failures(&self) -> std::sync::MutexGuard<'_, HashMap<String, u32>> {
-        self.failures
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -116,8 +109,19 @@ fn key_of(tp: &TieredPlacement) -> String {
     format!("{}/{}", tp.namespace().unwrap_or_default(), tp.name_any())
 }
 
+/// One pass over a TieredPlacement, timed and counted whatever its outcome.
 pub async fn reconcile(tp: Arc<TieredPlacement>, ctx: Arc<Context>) -> Result<Action, Error> {
     let started = Instant::now();
+    let result = reconcile_once(tp.clone(), ctx.clone()).await;
+    ctx.metrics.reconcile.reconciled(CONTROLLER, started.elapsed());
+    if result.is_ok() {
+        ctx.backoff.succeeded(&key_of(&tp));
+        ctx.metrics.completed(Timestamp::now());
+    }
+    result
+}
+
+async fn reconcile_once(tp: Arc<TieredPlacement>, ctx: Arc<Context>) -> Result<Action, Error> {
     ctx.stores.synced().await?;
     let key = key_of(&tp);
     if tp.meta().deletion_timestamp.is_some() {
@@ -248,8 +252,6 @@ pub async fn reconcile(tp: Arc<TieredPlacement>, ctx: Arc<Context>) -> Result<Ac
         publish(&ctx, &tp, event).await;
     }
 
-    ctx.failures().remove(&key);
-    ctx.metrics.reconciled(started.elapsed(), Timestamp::now());
     let mut next = ctx.settings.resync;
     let mut until = |at: Timestamp| {
         let wait = at.duration_since(Timestamp::now());
@@ -299,36 +301,16 @@ fn truncate(text: &str, max: usize) -> String {
 
 /// Retries a failed TieredPlacement after a delay that doubles with each consecutive failure.
 pub fn on_error(tp: Arc<TieredPlacement>, error: &Error, ctx: Arc<Context>) -> Action {
-    ctx.metrics.reconcile_failed(error.kind());
+    ctx.metrics.reconcile.failed(CONTROLLER, error.metric_label());
     let key = key_of(&tp);
-    let failures = {
-        let mut all = ctx.failures();
-        let n = all.entry(key.clone()).or_insert(0);
-        *n = n.saturating_add(1);
-        *n
-    };
-    let delay = retry_delay(failures);
+    let (failures, delay) = ctx.backoff.failed(&key);
     tracing::warn!(tiered = %key, %error, failures, retry_in = ?delay, "reconcile failed");
     Action::requeue(delay)
-}
-
-/// `FIRST_RETRY × 2^(failures − 1)`, at most `MAX_RETRY`.
-fn retry_delay(failures: u32) -> Duration {
-    let factor = 1u32 << failures.saturating_sub(1).min(16);
-    FIRST_RETRY.saturating_mul(factor).min(MAX_RETRY)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn retries_back_off_to_the_cap() {
-        assert_eq!(retry_delay(1), Duration::from_millis(500));
-        assert_eq!(retry_delay(2), Duration::from_secs(1));
-        assert_eq!(retry_delay(4), Duration::from_secs(4));
-        assert_eq!(retry_delay(30), MAX_RETRY);
-    }
 
     #[test]
     fn notes_are_cut_at_a_character_boundary() {

@@ -11,7 +11,8 @@ use kube::ResourceExt;
 use kube::runtime::reflector::Store;
 use ocm_score_api::crd::tiered_placement::TieredPlacement;
 use ocm_score_scheduler::reservation::{Ledger, Timing, placement_key};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use ocm_score_shell::sync::lock;
+use std::sync::{Mutex, MutexGuard};
 use tokio::sync::Notify;
 
 pub struct SharedLedger {
@@ -44,7 +45,7 @@ impl SharedLedger {
     }
 
     fn lock(&self) -> MutexGuard<'_, Option<Ledger>> {
-        self.ledger.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.ledger)
     }
 
     /// Runs `f` on the ledger, building it from `tiered` (synced) first if needed. Keep `f`

@@ -7,10 +7,12 @@ use ocm_score_api::{ManifestWork, WorkloadShape};
 use ocm_score_scheduler::placement::{HubSnapshot, PlacementError};
 use ocm_score_scheduler::reservation::ShapeCatalog;
 use ocm_score_scheduler::tiering::WorkIndex;
+use ocm_score_shell::sync::lock;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 pub use crate::hub_cache::CacheGone;
+use ocm_score_shell::controller::wait_synced;
 
 /// The planner's index of the ManifestWorks, built from the store once per change of it and
 /// shared by every plan until the next: building it takes about as long as a plan.
@@ -31,7 +33,7 @@ impl WorkIndexCache {
     pub fn index(&self, store: &Store<ManifestWork>) -> Arc<WorkIndex<'static>> {
         // Read before the store: a change in between is in the index and rebuilds it next time.
         let changes = self.changes.load(Ordering::Acquire);
-        let mut built = self.built.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut built = lock(&self.built);
         if let Some((at, index)) = built.as_ref()
             && *at == changes
         {
@@ -61,14 +63,7 @@ impl Stores {
     /// Resolves once every store holds its first complete list: a plan made from half a picture
     /// (no clusters yet, say) would be a failover.
     pub async fn synced(&self) -> Result<(), CacheGone> {
-        self.tiered
-            .wait_until_ready()
-            .await
-            .map_err(|_| CacheGone("TieredPlacements"))?;
-        self.works
-            .wait_until_ready()
-            .await
-            .map_err(|_| CacheGone("ManifestWorks"))?;
+        wait_synced(&[("TieredPlacements", &self.tiered), ("ManifestWorks", &self.works)]).await?;
         self.hub.synced().await
     }
 

@@ -17,6 +17,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use ocm_score_api::{AddOnDeploymentConfig, ClusterManagementAddOn, ManagedClusterAddOn, OcmKind};
+use ocm_score_shell::sync::lock;
 use serde_json::json;
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -45,7 +46,7 @@ async fn reconcile_inner(cma: Arc<ClusterManagementAddOn>, ctx: Arc<Context>) ->
     fill_config_hashes(&cma, &ctx).await?;
     ensure_shapes_rbac(&cma, &ctx).await?;
     if install::lifecycle(&cma) == Lifecycle::AddonManager {
-        ctx.absences.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        lock(&ctx.absences).clear();
         tracing::debug!("OCM's addon-manager runs this add-on's install strategy");
         return Ok(Action::await_change());
     }
@@ -86,7 +87,7 @@ async fn reconcile_inner(cma: Arc<ClusterManagementAddOn>, ctx: Arc<Context>) ->
             }
         }
     }
-    let due = ctx.absences.lock().unwrap_or_else(|e| e.into_inner()).due(
+    let due = lock(&ctx.absences).due(
         &plan.delete,
         tokio::time::Instant::now(),
         ctx.settings.install_removal_grace,
@@ -111,10 +112,7 @@ async fn reconcile_inner(cma: Arc<ClusterManagementAddOn>, ctx: Arc<Context>) ->
         }
         let api: Api<ManagedClusterAddOn> = Api::namespaced(ctx.client.clone(), cluster);
         delete_if_present(&ctx, &api, &ctx.settings.addon).await?;
-        ctx.absences
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .removed(cluster);
+        lock(&ctx.absences).removed(cluster);
         tracing::info!(%cluster, "add-on disabled: the install strategy no longer selects the cluster");
     }
     for cluster in &plan.adopt {

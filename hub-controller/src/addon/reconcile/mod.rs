@@ -24,13 +24,14 @@ use ocm_score_api::{
     AddOnPlacementScore, ClusterManagementAddOn, ManagedCluster, ManagedClusterAddOn, ManifestWork, OcmKind,
     PlacementDecision, well_known,
 };
+use ocm_score_shell::controller::{Backoff, CacheGone, MetricLabel, wait_synced};
+use ocm_score_shell::sync::lock;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::fmt::Debug;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -54,8 +55,8 @@ pub enum Error {
         name: String,
         attempts: u32,
     },
-    #[error("the hub caches stopped before they synced")]
-    CachesGone,
+    #[error(transparent)]
+    CachesGone(#[from] CacheGone),
 }
 
 impl Error {
@@ -67,14 +68,15 @@ impl Error {
             source: Box::new(source),
         }
     }
+}
 
-    /// A short, stable label for the error metric.
-    pub fn metric_label(&self) -> &'static str {
+impl MetricLabel for Error {
+    fn metric_label(&self) -> &'static str {
         match self {
             Error::Api { .. } => "api",
             Error::Render { .. } => "render",
             Error::Conflict { .. } => "conflict",
-            Error::CachesGone => "caches_gone",
+            Error::CachesGone(_) => "caches_gone",
         }
     }
 }
@@ -110,25 +112,22 @@ impl Stores {
     /// Resolves once every cache holds a full initial list, so no decision is made on half a picture
     /// (a restart must not re-create what merely has not been listed yet).
     pub async fn synced(&self) -> Result<(), Error> {
-        let results = [
-            self.addons.wait_until_ready().await,
-            self.cmas.wait_until_ready().await,
-            self.clusters.wait_until_ready().await,
-            self.decisions.wait_until_ready().await,
-            self.configs.wait_until_ready().await,
-            self.works.wait_until_ready().await,
-            self.roles.wait_until_ready().await,
-            self.bindings.wait_until_ready().await,
-            self.cluster_roles.wait_until_ready().await,
-            self.cluster_bindings.wait_until_ready().await,
-            self.csrs.wait_until_ready().await,
-            self.scores.wait_until_ready().await,
-        ];
-        if results.iter().any(Result::is_err) {
-            Err(Error::CachesGone)
-        } else {
-            Ok(())
-        }
+        wait_synced(&[
+            ("ManagedClusterAddOns", &self.addons),
+            ("ClusterManagementAddOns", &self.cmas),
+            ("ManagedClusters", &self.clusters),
+            ("PlacementDecisions", &self.decisions),
+            ("AddOnDeploymentConfigs", &self.configs),
+            ("ManifestWorks", &self.works),
+            ("Roles", &self.roles),
+            ("RoleBindings", &self.bindings),
+            ("ClusterRoles", &self.cluster_roles),
+            ("ClusterRoleBindings", &self.cluster_bindings),
+            ("CertificateSigningRequests", &self.csrs),
+            ("AddOnPlacementScores", &self.scores),
+        ])
+        .await?;
+        Ok(())
     }
 }
 
@@ -138,8 +137,8 @@ pub struct Context {
     pub settings: Settings,
     pub stores: Stores,
     pub metrics: Arc<Metrics>,
-    /// Consecutive failures per object, for exponential backoff.
-    failures: Mutex<HashMap<String, u32>>,
+    /// Consecutive failures per object, for the error policy's retry delay.
+    backoff: Backoff,
     /// Clusters whose deployment config is currently invalid.
     invalid_configs: Mutex<BTreeSet<String>>,
     /// Add-ons (by uid) whose owned objects this process has created: if those go missing, the
@@ -151,10 +150,6 @@ pub struct Context {
     pub hub_prunes_condition_rules: AtomicBool,
 }
 
-/// First retry after a failure; doubled per consecutive failure up to [`MAX_BACKOFF`].
-const BASE_BACKOFF: Duration = Duration::from_millis(500);
-const MAX_BACKOFF: Duration = Duration::from_secs(300);
-
 impl Context {
     pub fn new(client: kube::Client, settings: Settings, stores: Stores, metrics: Arc<Metrics>) -> Self {
         Context {
@@ -162,7 +157,7 @@ impl Context {
             settings,
             stores,
             metrics,
-            failures: Mutex::default(),
+            backoff: Backoff::default(),
             invalid_configs: Mutex::default(),
             provisioned: Mutex::default(),
             absences: Mutex::default(),
@@ -170,32 +165,14 @@ impl Context {
         }
     }
 
-    fn succeeded(&self, key: &str) {
-        self.failures
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(key);
-    }
-
-    /// Records a failure and returns how long to wait before the next attempt.
-    fn failed(&self, key: &str) -> Duration {
-        let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
-        let count = failures.entry(key.to_string()).or_insert(0);
-        *count = count.saturating_add(1);
-        backoff(*count)
-    }
-
     /// Whether this process has created owned objects for the add-on with `uid`.
     pub fn was_provisioned(&self, uid: &str) -> bool {
-        self.provisioned
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .contains(uid)
+        lock(&self.provisioned).contains(uid)
     }
 
     /// Records that the add-on with `uid` got its owned objects, forgetting add-ons that are gone.
     pub fn provisioned(&self, uid: &str) {
-        let mut set = self.provisioned.lock().unwrap_or_else(|p| p.into_inner());
+        let mut set = lock(&self.provisioned);
         set.insert(uid.to_string());
         let live = self.stores.addons.state().len();
         if set.len() > 2 * live + 16 {
@@ -211,7 +188,7 @@ impl Context {
     }
 
     pub fn set_config_invalid(&self, cluster: &str, invalid: bool) {
-        let mut set = self.invalid_configs.lock().unwrap_or_else(|p| p.into_inner());
+        let mut set = lock(&self.invalid_configs);
         if invalid {
             set.insert(cluster.to_string());
         } else {
@@ -227,12 +204,6 @@ impl Context {
         });
         self.metrics.set_config_invalid(set.len());
     }
-}
-
-/// The delay before retry number `failures` (1-based).
-pub fn backoff(failures: u32) -> Duration {
-    let factor = 2u32.saturating_pow(failures.saturating_sub(1).min(20));
-    BASE_BACKOFF.saturating_mul(factor).min(MAX_BACKOFF)
 }
 
 fn object_key<K: Resource>(controller: &str, obj: &K) -> String {
@@ -252,7 +223,7 @@ where
     let started = std::time::Instant::now();
     tracing::debug!(controller, namespace = obj.namespace().unwrap_or_default(), name = %obj.name_any(), "reconciling");
     let result = run.await;
-    ctx.metrics.reconciled(controller, started.elapsed());
+    ctx.metrics.reconcile.reconciled(controller, started.elapsed());
     // The end of a pass over one object, with the version it saw: what a reader (or a test) needs to
     // know that "nothing happened" is a decision, not a pass that has not run yet.
     tracing::debug!(
@@ -264,15 +235,15 @@ where
         "reconciled"
     );
     if result.is_ok() {
-        ctx.succeeded(&object_key(controller, obj));
+        ctx.backoff.succeeded(&object_key(controller, obj));
     }
     result
 }
 
 /// The error policy of every controller: log, count, retry with per-object exponential backoff.
 pub fn error_policy<K: Resource>(controller: &'static str, obj: &K, error: &Error, ctx: &Context) -> Action {
-    let delay = ctx.failed(&object_key(controller, obj));
-    ctx.metrics.reconcile_failed(controller, error.metric_label());
+    let (_, delay) = ctx.backoff.failed(&object_key(controller, obj));
+    ctx.metrics.reconcile.failed(controller, error.metric_label());
     tracing::warn!(
         controller,
         namespace = obj.namespace().unwrap_or_default(),
@@ -416,15 +387,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn backoff_doubles_and_caps() {
-        assert_eq!(backoff(1), Duration::from_millis(500));
-        assert_eq!(backoff(2), Duration::from_secs(1));
-        assert_eq!(backoff(4), Duration::from_secs(4));
-        assert_eq!(backoff(30), MAX_BACKOFF);
-        assert_eq!(backoff(u32::MAX), MAX_BACKOFF);
-    }
-
-    #[test]
     fn error_labels_are_stable() {
         let e = Error::Conflict {
             what: "ManifestWork".into(),
@@ -433,6 +395,9 @@ mod tests {
         };
         assert_eq!(e.metric_label(), "conflict");
         assert!(e.to_string().contains("c1/x"));
-        assert_eq!(Error::CachesGone.metric_label(), "caches_gone");
+        assert_eq!(
+            Error::CachesGone(CacheGone("Roles")).metric_label(),
+            "caches_gone"
+        );
     }
 }
