@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 const AGENT: &str = env!("CARGO_BIN_EXE_ocm-score-agent");
 /// The schema of OCM's AddOnPlacementScore CRD (from the pinned Go module, see `ocm_api`).
 fn aps_schema() -> Value {
-    let crds = ocm_score_tests::crd::upstream_crds().unwrap_or_else(|e| panic!("{e}"));
+    let crds = ocm_score_kube_double::crd::upstream_crds().unwrap_or_else(|e| panic!("{e}"));
     let crd = crds
         .iter()
         .find(|c| c.kind == "AddOnPlacementScore")

@@ -3,7 +3,7 @@
 
 mod support;
 
-use ocm_score_tests::apiserver::RequestMatch;
+use ocm_score_kube_double::RequestMatch;
 use serde_json::json;
 use std::time::Duration;
 use support::*;

@@ -13,7 +13,7 @@ mod support;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use ocm_score_api::{AddOnPlacementScore, AddOnPlacementScoreStatus, WorkloadShape};
-use ocm_score_tests::apiserver::Gvr;
+use ocm_score_kube_double::Gvr;
 use serde_json::json;
 use std::process::Command;
 use std::time::{Duration, Instant};

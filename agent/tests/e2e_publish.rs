@@ -6,7 +6,7 @@ mod support;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
 use ocm_score_api::AddOnPlacementScore;
-use ocm_score_tests::apiserver::Gvr;
+use ocm_score_kube_double::Gvr;
 use serde_json::json;
 use std::time::{Duration, Instant};
 use support::*;

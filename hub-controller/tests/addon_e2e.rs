@@ -329,7 +329,7 @@ async fn file_csr(hub: &Hub, requester: &str, requester_groups: &[&str], cluster
 
 fn csr_decision(hub: &Hub, name: &str) -> Option<(String, String)> {
     let csr = hub.object(
-        &ocm_score_tests::apiserver::Gvr::new("certificates.k8s.io", "v1", "certificatesigningrequests"),
+        &ocm_score_kube_double::Gvr::new("certificates.k8s.io", "v1", "certificatesigningrequests"),
         "",
         name,
     )?;
@@ -667,8 +667,8 @@ async fn removal_cleans_up_the_work_rbac_and_score() {
 
 /// Requests that are `user`'s reads of the leader Lease, and all others.
 fn lease_reads_and_the_rest(
-    requests: Vec<ocm_score_tests::apiserver::RequestRecord>,
-) -> (usize, Vec<ocm_score_tests::apiserver::RequestRecord>) {
+    requests: Vec<ocm_score_kube_double::RequestRecord>,
+) -> (usize, Vec<ocm_score_kube_double::RequestRecord>) {
     let (reads, rest): (Vec<_>, Vec<_>) = requests.into_iter().partition(|r| {
         r.verb == "get"
             && r.group == "coordination.k8s.io"
@@ -1063,7 +1063,7 @@ async fn the_agent_publishes_with_the_granted_identity_and_is_refused_elsewhere(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_rendered_agent_rbac_lets_the_agent_read_its_cluster_and_nothing_else() {
     use clap::Parser;
-    use ocm_score_tests::apiserver::ApiServer;
+    use ocm_score_kube_double::ApiServer;
     let hub = Hub::start().await;
     hub.add_cluster("c1");
     hub.decide(&["c1"]).await;
@@ -1216,7 +1216,7 @@ fn access(group: &str, resource: &str, verb: &str, namespace: &str, name: &str) 
 /// the server's discovery lists: each resource and subresource, each verb, in the agent's
 /// namespace, in `default` and cluster-wide, with no name and with the add-on's name.
 async fn allowed_requests(
-    server: &ocm_score_tests::apiserver::ApiServer,
+    server: &ocm_score_kube_double::ApiServer,
     user: &str,
     groups: &[&str],
 ) -> std::collections::BTreeSet<Access> {

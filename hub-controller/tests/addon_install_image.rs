@@ -35,7 +35,7 @@ fn kustomize(dir: &Path) -> Vec<Value> {
         String::from_utf8_lossy(&out.stderr)
     );
     let text = String::from_utf8_lossy(&out.stdout);
-    ocm_score_tests::apiserver::parse_objects("kustomize output", &text).expect("YAML objects")
+    ocm_score_kube_double::parse_objects("kustomize output", &text).expect("YAML objects")
 }
 
 /// The controller's image and its parsed command line, from the built Deployment.

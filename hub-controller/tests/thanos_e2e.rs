@@ -7,7 +7,7 @@ mod thanos_common;
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
 use ocm_score_api::{AddOnPlacementScoreStatus, Time};
-use ocm_score_tests::apiserver::{ApiServer, Gvr, RequestMatch};
+use ocm_score_kube_double::{ApiServer, Gvr, RequestMatch};
 use std::time::Duration;
 use thanos_common::{
     FREE_CPU, FakeMode, FakeQueryApi, MEM_FREE, Prometheus, ScorerProcess, ScrapeTarget, eventually,
@@ -423,7 +423,7 @@ fn shipped_rbac() -> Vec<serde_json::Value> {
     ] {
         let path = dir.join(file);
         let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        out.extend(ocm_score_tests::apiserver::parse_objects(file, &text).expect("YAML"));
+        out.extend(ocm_score_kube_double::parse_objects(file, &text).expect("YAML"));
     }
     assert_eq!(out.len(), 4, "a ClusterRole, a Role and their bindings");
     out

@@ -397,7 +397,7 @@ scores:
             );
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         }
-        let writes = |hub: &ocm_score_tests::ApiServer| {
+        let writes = |hub: &ocm_score_kube_double::ApiServer| {
             hub.requests()
                 .iter()
                 .filter(|r| r.resource == "addonplacementscores" && r.is_write())

@@ -11,7 +11,7 @@ mod tiering_common;
 
 use jiff::Timestamp;
 use ocm_score_api::crd::tiered_placement::{TieredPlacement, TransitionKind};
-use ocm_score_tests::apiserver::RequestMatch;
+use ocm_score_kube_double::RequestMatch;
 use ocm_score_tests::tiering::{assert_pinned, set, single_cluster_swaps, whole_seconds_after};
 use serde_json::json;
 use std::collections::BTreeSet;

@@ -231,7 +231,7 @@ pub const PROMETHEUS_OPERATOR: &str = "github.com/prometheus-operator/prometheus
 /// pinned Prometheus Operator module: what a hub running the operator serves.
 pub fn monitoring_crds() -> Result<Vec<PathBuf>, String> {
     let pin = Path::new(env!("CARGO_MANIFEST_DIR")).join("prometheus-operator");
-    let module = crate::ocm_api::locate_module(&pin, PROMETHEUS_OPERATOR)?;
+    let module = ocm_score_kube_double::ocm_api::locate_module(&pin, PROMETHEUS_OPERATOR)?;
     ["podmonitors", "prometheusrules"]
         .iter()
         .map(|plural| {

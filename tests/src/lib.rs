@@ -1,15 +1,10 @@
 //! Test support shared by the workspace-level integration and end-to-end tests.
 
-pub mod apiserver;
 pub mod chart;
 pub mod control_plane;
-pub mod crd;
 pub mod go_module;
 pub mod image;
-pub mod ocm_api;
 pub mod ocm_bench;
 pub mod support;
 pub mod thanos;
 pub mod tiering;
-
-pub use apiserver::{ApiServer, Gvr, Identity, RequestMatch};

@@ -5,7 +5,7 @@
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
 use ocm_score_api::*;
-use ocm_score_tests::crd::{Crd, SchemaValidator, upstream_crds};
+use ocm_score_kube_double::crd::{Crd, SchemaValidator, upstream_crds};
 use serde_json::{Value, json};
 
 /// The identity an OcmKind claims, as plain data so a test can also feed a deliberately wrong one.

@@ -15,7 +15,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use ocm_score_tests::apiserver::parse_objects;
+use ocm_score_kube_double::parse_objects;
 use ocm_score_tests::chart;
 use ocm_score_tests::control_plane::addon::{decided, kubectl, workspace_binary};
 use ocm_score_tests::control_plane::pki::ClusterCa;

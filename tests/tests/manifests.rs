@@ -8,8 +8,8 @@
 //!   are enough; this test proves they are no more);
 //! - the workloads run non-root, read-only, without privilege escalation or capabilities.
 
-use ocm_score_tests::apiserver::parse_objects;
-use ocm_score_tests::crd::{Crd, SchemaValidator, upstream_crds};
+use ocm_score_kube_double::crd::{Crd, SchemaValidator, upstream_crds};
+use ocm_score_kube_double::parse_objects;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};

@@ -141,7 +141,9 @@ fn expositions() -> Vec<(&'static str, String)> {
     thanos.set_last_complete_round(now);
 
     let tiering = ocm_score_hub::tiering::metrics::Metrics::default();
-    tiering.reconcile.reconciled("tiered_placement", Duration::from_millis(5));
+    tiering
+        .reconcile
+        .reconciled("tiered_placement", Duration::from_millis(5));
     tiering.completed(now);
     tiering.reconcile.failed("tiered_placement", "write_status");
     tiering.wrote("Placement");

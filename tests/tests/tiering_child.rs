@@ -9,9 +9,9 @@ use ocm_score_api::{
     ManagedClusterSet, ManagedClusterSetBinding, ManagedClusterSetBindingSpec, ObjectMeta, Taint, Time,
     well_known,
 };
+use ocm_score_kube_double::crd::{Crd, SchemaValidator, upstream_crds};
 use ocm_score_scheduler::placement::{HubObjects, HubSnapshot};
 use ocm_score_scheduler::tiering::plan_object;
-use ocm_score_tests::crd::{Crd, SchemaValidator, upstream_crds};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;

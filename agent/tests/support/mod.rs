@@ -8,8 +8,8 @@
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, Patch, PatchParams};
 use ocm_score_api::{AddOnPlacementScore, AddOnPlacementScoreStatus, Condition};
-use ocm_score_tests::apiserver::{ApiServer, Gvr, Identity};
-use ocm_score_tests::crd::{self, SchemaValidator};
+use ocm_score_kube_double::crd::{self, SchemaValidator};
+use ocm_score_kube_double::{ApiServer, Gvr, Identity};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;

@@ -10,7 +10,7 @@ use ocm_score_api::{
     AddOnDeploymentConfig, ClusterManagementAddOn, ManagedCluster, ManagedClusterAddOn, ManifestWork,
     PlacementDecision,
 };
-use ocm_score_tests::apiserver::{ApiServer, Gvr, Identity, RequestRecord};
+use ocm_score_kube_double::{ApiServer, Gvr, Identity, RequestRecord};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -51,9 +51,7 @@ pub fn hub_manifests() -> Vec<Value> {
         }
         let text =
             std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-        out.extend(
-            ocm_score_tests::apiserver::parse_objects(&path.display().to_string(), &text).expect("YAML"),
-        );
+        out.extend(ocm_score_kube_double::parse_objects(&path.display().to_string(), &text).expect("YAML"));
     }
     out
 }

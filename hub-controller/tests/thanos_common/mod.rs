@@ -8,7 +8,7 @@
 pub mod thanos;
 
 use ocm_score_api::{AddOnPlacementScore, AddOnPlacementScoreStatus};
-use ocm_score_tests::apiserver::{ApiServer, Gvr};
+use ocm_score_kube_double::{ApiServer, Gvr};
 use ocm_score_tests::control_plane::pki::ClusterCa;
 use serde_json::{Value, json};
 use std::{

@@ -19,10 +19,10 @@ use ocm_score_api::{
     AddOnPlacementScore, ManagedCluster, ManagedClusterSet, ManagedClusterSetBinding, Placement,
     PlacementDecision,
 };
+use ocm_score_kube_double::crd::Crd;
+use ocm_score_kube_double::{ApiServer, Gvr, Identity};
 use ocm_score_scheduler::placement::writes::DecisionWrite;
 use ocm_score_scheduler::placement::{HubObjects, HubSnapshot, SyncOutcome, sync_placement};
-use ocm_score_tests::apiserver::{ApiServer, Gvr, Identity};
-use ocm_score_tests::crd::Crd;
 use ocm_score_tests::support::TempDir;
 pub use ocm_score_tests::tiering::ControllerProcess;
 use ocm_score_tests::tiering::TieringView;
@@ -58,7 +58,7 @@ fn tiering_manifests() -> Vec<Value> {
         let path = manifests_dir().join(file);
         let text =
             std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-        out.extend(ocm_score_tests::apiserver::parse_objects(file, &text).expect("YAML"));
+        out.extend(ocm_score_kube_double::parse_objects(file, &text).expect("YAML"));
     }
     out
 }

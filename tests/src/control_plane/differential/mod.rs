@@ -1083,7 +1083,7 @@ mod tests {
     /// OCM's CRD schemas (objects with their status merged in) before a control plane runs them.
     #[test]
     fn generated_objects_pass_ocms_crd_schemas() {
-        use crate::crd::{SchemaValidator, upstream_crds};
+        use ocm_score_kube_double::crd::{SchemaValidator, upstream_crds};
         let crds = upstream_crds().expect("upstream CRDs");
         let validator = |kind: &str| {
             let crd = crds.iter().find(|c| c.kind == kind).expect("CRD of kind");

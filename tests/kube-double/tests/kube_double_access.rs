@@ -11,7 +11,7 @@ use kube::{
     api::{ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams},
 };
 use ocm_score_api::AddOnPlacementScore;
-use ocm_score_tests::apiserver::{ApiServer, Identity, RequestMatch};
+use ocm_score_kube_double::{ApiServer, Identity, RequestMatch};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
@@ -189,7 +189,7 @@ async fn an_apply_that_creates_needs_create_besides_patch() {
         message,
         "configmaps \"c\" is forbidden: User \"patcher\" cannot create resource \"configmaps\" in API group \"\" in the namespace \"cluster1\""
     );
-    let configmaps = ocm_score_tests::apiserver::Gvr::new("", "v1", "configmaps");
+    let configmaps = ocm_score_kube_double::Gvr::new("", "v1", "configmaps");
     assert!(
         server.object(&configmaps, "cluster1", "c").is_none(),
         "nothing was created"

@@ -11,7 +11,7 @@ use kube::{
     },
 };
 use ocm_score_api::{AddOnPlacementScore, ManagedCluster};
-use ocm_score_tests::apiserver::{ApiServer, Gvr};
+use ocm_score_kube_double::{ApiServer, Gvr};
 use serde_json::{Value, json};
 
 async fn server() -> ApiServer {
@@ -94,7 +94,7 @@ async fn discovery_and_version_work_for_kube() {
 
 #[tokio::test]
 async fn a_crd_installed_later_is_not_served_until_installed_and_requests_for_it_are_logged() {
-    let crds = ocm_score_tests::crd::upstream_crds().unwrap();
+    let crds = ocm_score_kube_double::crd::upstream_crds().unwrap();
     let scores = crds
         .iter()
         .find(|c| c.kind == "AddOnPlacementScore")

@@ -3,12 +3,15 @@
 //! Start one with [`ApiServer::builder`], talk to it with [`ApiServer::admin_client`] or
 //! [`ApiServer::client_for`], point binaries at it with [`ApiServer::write_kubeconfig`], program
 //! failures with [`ApiServer::faults`], and check what happened with [`ApiServer::objects`] and
-//! [`ApiServer::requests`]. `tests/README.md` lists where it deviates from a real API server.
+//! [`ApiServer::requests`]. Its README (`tests/kube-double/README.md`) lists where it deviates from
+//! a real API server.
 
+pub mod crd;
 mod faults;
 mod fields;
 mod handlers;
 mod meta;
+pub mod ocm_api;
 mod rbac;
 mod registry;
 mod selectors;
@@ -21,7 +24,7 @@ pub use rbac::{Identity, MASTERS_GROUP};
 pub use registry::{Registry, ResourceType};
 pub use status::{ApiError, Cause};
 
-use crate::crd::{self, Crd, CrdError};
+use crd::{Crd, CrdError};
 use serde_json::{Value, json};
 use std::{
     collections::HashMap,

@@ -9,7 +9,7 @@ use kube::{
     api::{DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams},
     runtime::{WatchStreamExt, reflector, watcher},
 };
-use ocm_score_tests::apiserver::{ApiServer, Gvr};
+use ocm_score_kube_double::{ApiServer, Gvr};
 use serde_json::json;
 use std::{collections::BTreeMap, time::Duration};
 

@@ -9,8 +9,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use crate::control_plane::go_components::module_dir;
-use crate::go_module::{find_go, go_command};
+use ocm_score_go_build::control_plane::module_dir;
+use ocm_score_go_build::{find_go, go_command};
 
 /// The Go module path of OCM's API types and CRDs.
 pub const MODULE: &str = "open-cluster-management.io/api";

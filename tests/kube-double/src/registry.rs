@@ -50,8 +50,8 @@ pub struct ResourceType {
     /// For CRDs: per served version, the schema and its compiled validator.
     pub(crate) schemas: HashMap<String, Arc<VersionSchema>>,
     pub(crate) custom: bool,
-    /// Whether it is served: a CRD held back at start ([`crate::apiserver::ApiServerBuilder::crd_installed_later`])
-    /// is not, neither routed nor in discovery, until [`crate::apiserver::ApiServer::install_crd`].
+    /// Whether it is served: a CRD held back at start ([`crate::ApiServerBuilder::crd_installed_later`])
+    /// is not, neither routed nor in discovery, until [`crate::ApiServer::install_crd`].
     pub(crate) served: AtomicBool,
 }
 

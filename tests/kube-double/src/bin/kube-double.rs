@@ -4,7 +4,7 @@
 
 use anyhow::{Context, bail};
 use clap::Parser;
-use ocm_score_tests::apiserver::{ApiServer, RequestMatch};
+use ocm_score_kube_double::{ApiServer, RequestMatch};
 use std::{path::PathBuf, time::Duration};
 
 #[derive(Parser, Debug)]

@@ -10,7 +10,7 @@ use kube::{
     Api,
     api::{ListParams, Patch, PatchParams, PostParams},
 };
-use ocm_score_tests::apiserver::ApiServer;
+use ocm_score_kube_double::ApiServer;
 use serde_json::json;
 use std::time::Instant;
 
