@@ -147,7 +147,8 @@ impl fmt::Display for DurationArg {
     }
 }
 
-pub fn parse_duration(text: &str) -> Result<DurationArg, String> {
+/// A flag value in the Go-style grammar of `ocm_score_api::duration`, the only one the agent takes.
+pub fn duration_arg(text: &str) -> Result<DurationArg, String> {
     duration::parse(text)
         .map(DurationArg)
         .map_err(|_| format!("expected a duration such as 60s, 3m, 1m30s or 500ms, got {text:?}"))
@@ -684,10 +685,10 @@ mod tests {
 
     #[test]
     fn durations_parse_and_print_in_one_grammar() {
-        assert_eq!(parse_duration("1m30s"), Ok(DurationArg(Duration::from_secs(90))));
+        assert_eq!(duration_arg("1m30s"), Ok(DurationArg(Duration::from_secs(90))));
         assert_eq!(DurationArg(Duration::from_secs(90)).to_string(), "1m30s");
         for bad in ["", "s", "1x", "1.5s", "-1s", "m5", "1 s", "1d"] {
-            assert!(parse_duration(bad).is_err(), "{bad}");
+            assert!(duration_arg(bad).is_err(), "{bad}");
         }
     }
 

@@ -6,7 +6,7 @@
 
 use clap::{ArgAction, Args, Parser, Subcommand};
 use ocm_score_agent_contract::{
-    self as contract, DurationArg, ExtendedResource, NormalizeArg, Source, flag, parse_duration,
+    self as contract, DurationArg, ExtendedResource, NormalizeArg, Source, flag, duration_arg,
     parse_extended_resource, parse_normalize, parse_source,
 };
 use ocm_score_shell::args::ProbeArgs;
@@ -65,7 +65,7 @@ pub struct ScoringArgs {
 
     /// How long published scores stay valid (`validUntil` = now + this). Default for `run`: derived
     /// from --renew-every (see there); for `once`: 3m.
-    #[arg(long = flag::long(flag::VALIDITY), env = "OCM_SCORE_VALIDITY", value_parser = parse_duration)]
+    #[arg(long = flag::long(flag::VALIDITY), env = "OCM_SCORE_VALIDITY", value_parser = duration_arg)]
     pub validity: Option<DurationArg>,
 
     /// Kubeconfig of the managed cluster; default: $KUBECONFIG, ~/.kube/config, or the in-cluster account.
@@ -84,12 +84,12 @@ pub struct ScoringArgs {
 
     /// Timeout of each request to the managed cluster's API server (health probe, kubelet scrape).
     #[arg(long = flag::long(flag::API_TIMEOUT), env = "OCM_SCORE_API_TIMEOUT",
-          default_value_t = DurationArg(contract::DEFAULT_API_TIMEOUT), value_parser = parse_duration)]
+          default_value_t = DurationArg(contract::DEFAULT_API_TIMEOUT), value_parser = duration_arg)]
     pub api_timeout: DurationArg,
 
     /// Timeout of each request to the hub (a write is a read, maybe a create, and the status update).
     #[arg(long = flag::long(flag::HUB_TIMEOUT), env = "OCM_SCORE_HUB_TIMEOUT",
-          default_value_t = DurationArg(contract::DEFAULT_HUB_TIMEOUT), value_parser = parse_duration)]
+          default_value_t = DurationArg(contract::DEFAULT_HUB_TIMEOUT), value_parser = duration_arg)]
     pub hub_timeout: DurationArg,
 
     /// How many nodes the kubelet source scrapes at once.
@@ -122,7 +122,7 @@ pub struct RunArgs {
 
     /// How often scores are recomputed when nothing changes.
     #[arg(long = flag::long(flag::REFRESH_INTERVAL), env = "OCM_SCORE_REFRESH_INTERVAL",
-          default_value_t = DurationArg(contract::DEFAULT_REFRESH_INTERVAL), value_parser = parse_duration)]
+          default_value_t = DurationArg(contract::DEFAULT_REFRESH_INTERVAL), value_parser = duration_arg)]
     pub refresh_interval: DurationArg,
 
     /// Random spread of each refresh, as a fraction of the interval (0.1 = ±10 %), so a fleet of agents
@@ -132,7 +132,7 @@ pub struct RunArgs {
 
     /// After a node or pod change, wait this long for more changes before recomputing.
     #[arg(long = flag::long(flag::DEBOUNCE), env = "OCM_SCORE_DEBOUNCE",
-          default_value_t = DurationArg(contract::DEFAULT_DEBOUNCE), value_parser = parse_duration)]
+          default_value_t = DurationArg(contract::DEFAULT_DEBOUNCE), value_parser = duration_arg)]
     pub debounce: DurationArg,
 
     /// Renew `validUntil` at every Nth refresh of an unchanged cluster [default: 1, every refresh].
@@ -146,7 +146,7 @@ pub struct RunArgs {
 
     /// Least time between two writes caused by score changes (renewals are never delayed).
     #[arg(long = flag::long(flag::MIN_WRITE_INTERVAL), env = "OCM_SCORE_MIN_WRITE_INTERVAL",
-          default_value_t = DurationArg(contract::DEFAULT_MIN_WRITE_INTERVAL), value_parser = parse_duration)]
+          default_value_t = DurationArg(contract::DEFAULT_MIN_WRITE_INTERVAL), value_parser = duration_arg)]
     pub min_write_interval: DurationArg,
 
     /// Write only when some score moved by at least this much (or validUntil needs renewing): every
@@ -177,13 +177,13 @@ pub struct RunArgs {
     pub lease: bool,
 
     /// How often the Lease is renewed.
-    #[arg(long = flag::long(flag::LEASE_INTERVAL), env = "OCM_SCORE_LEASE_INTERVAL", default_value = "60s", value_parser = parse_duration)]
+    #[arg(long = flag::long(flag::LEASE_INTERVAL), env = "OCM_SCORE_LEASE_INTERVAL", default_value = "60s", value_parser = duration_arg)]
     pub lease_interval: DurationArg,
 
     /// When the hub lacks the WorkloadShape CRD (no fits scores), check again about this often
     /// (spread ±1/3), with one discovery request, and watch WorkloadShapes once it is there.
     #[arg(long = flag::long(flag::SHAPES_RECHECK_INTERVAL), env = "OCM_SCORE_SHAPES_RECHECK_INTERVAL",
-          default_value_t = DurationArg(contract::DEFAULT_SHAPES_RECHECK_INTERVAL), value_parser = parse_duration)]
+          default_value_t = DurationArg(contract::DEFAULT_SHAPES_RECHECK_INTERVAL), value_parser = duration_arg)]
     pub shapes_recheck_interval: DurationArg,
 }
 

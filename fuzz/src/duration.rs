@@ -22,7 +22,7 @@ pub fn check(data: &[u8]) {
         );
     }
     assert_eq!(
-        ocm_score_agent_contract::parse_duration(text).map(|d| d.0).ok(),
+        ocm_score_agent_contract::duration_arg(text).map(|d| d.0).ok(),
         core.clone().ok(),
         "{text:?}: the agent's flags disagree with the grammar"
     );
@@ -43,7 +43,7 @@ pub fn check(data: &[u8]) {
             );
         }
     }
-    if let Ok(d) = ocm_score_hub::thanos::config::parse_duration("interval", text) {
+    if let Ok(d) = ocm_score_hub::thanos::config::checked_duration("interval", text) {
         assert!(
             !d.is_zero() && d <= Duration::from_secs(365 * 24 * 3600),
             "{text:?}: {d:?} out of bounds"

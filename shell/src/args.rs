@@ -290,7 +290,7 @@ pub fn default_identity(fallback: &str) -> String {
 /// in here (jiff's friendly format: `1.5s`, `2 minutes`, `1h 30m`; ISO 8601: `PT1M30S`), so no
 /// setting that worked stops working. Negative durations are refused; a mode checks its own bounds.
 ///
-/// The agent's flags keep the Go-style grammar alone (`ocm_score_agent_contract::parse_duration`): the hub
+/// The agent's flags keep the Go-style grammar alone (`ocm_score_agent_contract::duration_arg`): the hub
 /// renders them and checks add-on variables with the same parser, and `TieredPlacement` fields are API.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     ocm_score_api::duration::parse(text)

@@ -714,7 +714,7 @@ fn seconds(s: i32) -> Duration {
     Duration::from_secs(u64::try_from(s).unwrap_or(0))
 }
 
-fn parse_duration(field: &str, value: Option<&String>, default: Duration) -> Result<Duration, SpecError> {
+fn spec_duration(field: &str, value: Option<&String>, default: Duration) -> Result<Duration, SpecError> {
     match value {
         None => Ok(default),
         Some(text) => duration::parse(text).map_err(|e| SpecError::new(field, format!("{text:?} {e}"))),
@@ -733,24 +733,24 @@ impl TieredPlacementSpec {
     /// Durations and defaults; errors name the field.
     pub fn timings(&self) -> Result<Timings, SpecError> {
         let f = &self.failback;
-        let hold_down = parse_duration("spec.failback.holdDown", f.hold_down.as_ref(), DEFAULT_HOLD_DOWN)?;
-        let max_hold_down = parse_duration(
+        let hold_down = spec_duration("spec.failback.holdDown", f.hold_down.as_ref(), DEFAULT_HOLD_DOWN)?;
+        let max_hold_down = spec_duration(
             "spec.failback.maxHoldDown",
             f.max_hold_down.as_ref(),
             DEFAULT_MAX_HOLD_DOWN.max(hold_down),
         )?;
-        let min_dwell = parse_duration(
+        let min_dwell = spec_duration(
             "spec.stabilization.minDwell",
             self.stabilization.min_dwell.as_ref(),
             DEFAULT_MIN_DWELL,
         )?;
         let cap = self.capacity.as_ref();
-        let debounce = parse_duration(
+        let debounce = spec_duration(
             "spec.capacity.debounce",
             cap.and_then(|c| c.debounce.as_ref()),
             Duration::ZERO,
         )?;
-        let stale_grace = parse_duration(
+        let stale_grace = spec_duration(
             "spec.capacity.staleGrace",
             cap.and_then(|c| c.stale_grace.as_ref()),
             DEFAULT_STALE_GRACE,
@@ -766,7 +766,7 @@ impl TieredPlacementSpec {
                 .max_transitions_per_hour
                 .unwrap_or(DEFAULT_MAX_TRANSITIONS_PER_HOUR),
             max_clusters_per_step: f.max_clusters_per_step.unwrap_or(1).max(1) as usize,
-            overlap: parse_duration("spec.failback.overlap", f.overlap.as_ref(), Duration::ZERO)?,
+            overlap: spec_duration("spec.failback.overlap", f.overlap.as_ref(), Duration::ZERO)?,
         })
     }
 }

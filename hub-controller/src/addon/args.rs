@@ -4,7 +4,7 @@
 
 use super::names;
 use crate::addon::agent::manifests::AgentDefaults;
-use crate::addon::configuration::deployment_config::parse_duration;
+use ocm_score_shell::args::parse_duration;
 use crate::addon::lifecycle::availability::HealthMode;
 use clap::{Args, ValueEnum};
 use k8s_openapi::api::core::v1::ResourceRequirements;

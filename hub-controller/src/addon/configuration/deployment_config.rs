@@ -187,7 +187,7 @@ pub fn agent_config(spec: &AddOnDeploymentConfigSpec) -> Result<AgentConfig, Con
                 config.sources = Sources::from_list(&list).map_err(|e| err(e.reason))?;
             }
             Kind::Duration => {
-                let duration = ocm_score_agent_contract::parse_duration(value).map_err(err)?.0;
+                let duration = ocm_score_agent_contract::duration_arg(value).map_err(err)?.0;
                 match variable.flag {
                     cli::REFRESH_INTERVAL => checked.refresh = Some(duration),
                     _ => checked.validity = Some(duration),
@@ -367,12 +367,6 @@ fn check_toleration(index: usize, t: &Toleration) -> Result<(), ConfigError> {
         ));
     }
     Ok(())
-}
-
-/// A duration in the agent's grammar (`90s`, `5m`, `1h30m`, `500ms`, or plain seconds), for the hub's
-/// own duration flags.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    ocm_score_agent_contract::parse_duration(text).map(|d| d.0)
 }
 
 /// Applies the registry rules to an image reference; the last matching rule wins.

@@ -8,13 +8,13 @@ use std::path::Path;
 use std::time::Duration;
 
 pub(super) fn optional_duration(field: &str, text: Option<String>) -> Result<Option<Duration>, ConfigError> {
-    text.map(|t| parse_duration(field, &t)).transpose()
+    text.map(|t| checked_duration(field, &t)).transpose()
 }
 
 /// A duration in the process shell's grammar (`90s`, `1m30s`, `250ms`, `1h`, bare seconds, and the
 /// friendly and ISO 8601 forms this file always took, see `ocm_score_shell::args::parse_duration`);
 /// must be positive and at most a year.
-pub fn parse_duration(field: &str, text: &str) -> Result<Duration, ConfigError> {
+pub fn checked_duration(field: &str, text: &str) -> Result<Duration, ConfigError> {
     if text.trim().starts_with('-') {
         return Err(ConfigError::invalid(field, text, "must be longer than zero"));
     }
@@ -80,13 +80,13 @@ mod tests {
 
     #[test]
     fn durations() {
-        assert_eq!(parse_duration("f", "90s"), Ok(Duration::from_secs(90)));
-        assert_eq!(parse_duration("f", "1m30s"), Ok(Duration::from_secs(90)));
-        assert_eq!(parse_duration("f", "250ms"), Ok(Duration::from_millis(250)));
-        assert!(parse_duration("f", "0s").is_err());
-        assert!(parse_duration("f", "-5s").is_err());
-        assert!(parse_duration("f", "5 parsecs").is_err());
-        assert!(parse_duration("f", "366d").is_err());
+        assert_eq!(checked_duration("f", "90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(checked_duration("f", "1m30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(checked_duration("f", "250ms"), Ok(Duration::from_millis(250)));
+        assert!(checked_duration("f", "0s").is_err());
+        assert!(checked_duration("f", "-5s").is_err());
+        assert!(checked_duration("f", "5 parsecs").is_err());
+        assert!(checked_duration("f", "366d").is_err());
     }
 
     /// The shell's grammar is the agent's Go-style one plus the forms this file took before the two
@@ -104,7 +104,7 @@ mod tests {
             ("90", 90_000),
         ] {
             assert_eq!(
-                parse_duration("f", text),
+                checked_duration("f", text),
                 Ok(Duration::from_millis(millis)),
                 "{text}"
             );

@@ -15,7 +15,7 @@ mod file;
 mod resolve;
 
 pub use args::ThanosScorerArgs;
-pub use checks::parse_duration;
+pub use checks::checked_duration;
 pub use file::{ConfigFile, Direction, NormalizationKind, QueryFile, ScoreFile};
 
 use super::mapping::ClusterMapping;
