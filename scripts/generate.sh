@@ -7,6 +7,6 @@
 # Step 2 renders with the helm the control plane builds (tests/go-build/), so a first run builds it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-UPDATE_CRDS=1 cargo test --locked -q -p ocm-score-api --test tiering_crd --test workload_shape_crd
+UPDATE_CRDS=1 cargo test --locked -q -p ocm-score-api --test crds
 UPDATE_MANIFESTS=1 cargo test --locked -q -p ocm-score-tests --test chart
 git status --short -- charts manifests

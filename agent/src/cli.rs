@@ -6,7 +6,7 @@
 
 use clap::{ArgAction, Args, Parser, Subcommand};
 use ocm_score_agent_contract::{
-    self as contract, DurationArg, ExtendedResource, NormalizeArg, Source, flag, duration_arg,
+    self as contract, DurationArg, ExtendedResource, NormalizeArg, Source, duration_arg, flag,
     parse_extended_resource, parse_normalize, parse_source,
 };
 use ocm_score_shell::args::ProbeArgs;

@@ -3,7 +3,7 @@
 //!
 //! Unlike the OCM kinds beside it, this is our own kind, so it is declared with kube's
 //! `CustomResource` derive and its CRD is generated from these types (the YAML under
-//! `manifests/hub/crds/` is checked against them by `scheduler-core/tests/tiering_crd.rs`).
+//! `manifests/hub/crds/` is checked against them by `api/tests/crds.rs`).
 //! Fields that embed OCM's own Placement structures (`tiers[].predicates`, `template`) are typed
 //! with our OCM models; their schema keeps unknown fields, and the planner's validation
 //! (`ocm_score_scheduler::tiering::validate`) plus the rendered child's check against the

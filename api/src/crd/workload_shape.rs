@@ -6,7 +6,7 @@
 //! value and the hub that reads it cannot disagree.
 //!
 //! The CRD is generated from these types (`manifests/hub/crds/`, checked by
-//! `scheduler-core/tests/workload_shape_crd.rs`). The schema says what a structural schema can
+//! `api/tests/crds.rs`). The schema says what a structural schema can
 //! (`scale ≥ 1`); [`validate`] checks the rest (quantities, names, toleration operators) for shapes
 //! that did not come through the API server, such as the agent's `--shapes` file.
 

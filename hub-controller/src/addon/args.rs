@@ -4,12 +4,12 @@
 
 use super::names;
 use crate::addon::agent::manifests::AgentDefaults;
-use ocm_score_shell::args::parse_duration;
 use crate::addon::lifecycle::availability::HealthMode;
 use clap::{Args, ValueEnum};
 use k8s_openapi::api::core::v1::ResourceRequirements;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use ocm_score_api::quantity::approximate_f64;
+use ocm_score_shell::args::parse_duration;
 use ocm_score_shell::args::{
     LeaderDefaults, LeaderElection, LeaderElectionArgs, LeaderElectionFile, ProbeArgs,
 };
