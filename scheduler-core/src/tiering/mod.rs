@@ -41,7 +41,8 @@
 //!   (`WorkIndex::from_shared`; the others get an empty index); reconcile such a TieredPlacement
 //!   when one of its works changes.
 //! * **Events**: publish [`Plan::events`] (one per transition, `Frozen`, `InvalidSpec`,
-//!   `PinningTooLarge`) on the TieredPlacement.
+//!   `PinningTooLarge`, `WorkloadFailed`, `UnhealthyEverywhere`, and `Retained`/`Released` for
+//!   make-before-break) on the TieredPlacement.
 //! * **Observe**: compare the child's PlacementDecisions with `status.placement.predicted` and
 //!   set `PlanDiverged` when they differ after OCM synced the child's generation; the planner
 //!   carries that condition over unchanged.
