@@ -6,8 +6,8 @@
 //! whether the status came from memory or from the API server (restart equivalence), and
 //! rounding up only ever delays a voluntary move.
 
-use ocm_score_api::Time;
 use k8s_openapi::jiff::Timestamp;
+use ocm_score_api::Time;
 use std::time::Duration;
 
 pub(crate) const SECOND: i128 = 1_000_000_000;

@@ -1,8 +1,8 @@
 //! The Placement's status: selected count, decision groups and the two conditions.
 
 use super::status::{Status, StatusCode};
-use ocm_score_api::{Condition, DecisionGroupStatus, PlacementStatus, Time};
 use k8s_openapi::jiff::Timestamp;
+use ocm_score_api::{Condition, DecisionGroupStatus, PlacementStatus, Time};
 
 pub const PLACEMENT_SATISFIED: &str = "PlacementSatisfied";
 pub const PLACEMENT_MISCONFIGURED: &str = "PlacementMisconfigured";

@@ -7,8 +7,8 @@ use super::prioritizers::resource::Resource;
 use super::schedule::ScheduleResult;
 use super::snapshot::{ClusterId, HubSnapshot};
 use super::weights::PrioritizerKind;
-use ocm_score_api::Placement;
 use k8s_openapi::jiff::Timestamp;
+use ocm_score_api::Placement;
 use std::fmt::Write as _;
 
 /// Something the user should know that upstream keeps to itself.

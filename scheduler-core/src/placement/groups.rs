@@ -3,11 +3,11 @@
 use super::selector::ClusterMatcher;
 use super::snapshot::{ClusterId, HubSnapshot};
 use super::status::Status;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use ocm_score_api::{
     ClusterDecision, ClusterSelector, DecisionGroupStatus, IntOrString, ObjectMeta, Placement,
     PlacementDecision, PlacementDecisionStatus, well_known,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use std::collections::BTreeMap;
 
 /// Upstream's `maxNumOfClusterDecisions`.

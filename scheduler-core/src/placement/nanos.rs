@@ -1,8 +1,8 @@
 //! Instants as i128 nanoseconds since the Unix epoch: wide enough for Go's zero time and for
 //! Go's wrapped int64 durations added to it, which `jiff::Timestamp` (years ±9999) is not.
 
-use ocm_score_api::Time;
 use k8s_openapi::jiff::Timestamp;
+use ocm_score_api::Time;
 
 /// Go's zero `time.Time` (0001-01-01T00:00:00Z), what an absent `metav1.Time` decodes to.
 const GO_ZERO_TIME_NS: i128 = -62_135_596_800 * 1_000_000_000;

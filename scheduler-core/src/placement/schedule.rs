@@ -7,8 +7,8 @@ use super::rank;
 use super::snapshot::{ClusterId, HubSnapshot};
 use super::status::{Status, StatusCode};
 use super::weights::{self, PrioritizerKind};
-use ocm_score_api::Placement;
 use k8s_openapi::jiff::Timestamp;
+use ocm_score_api::Placement;
 
 /// The clusters left after the filters so far, keyed like upstream's debug output
 /// (`Predicate`, `Predicate,TaintToleration`).

@@ -12,8 +12,8 @@ use super::schedule::{self, ScheduleResult};
 use super::snapshot::HubSnapshot;
 use super::status::Status;
 use super::writes::{self, DecisionWrite};
-use ocm_score_api::{Placement, PlacementDecision, PlacementStatus};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use ocm_score_api::{Placement, PlacementDecision, PlacementStatus};
 
 /// Annotation that switches scheduling off for a placement (exact value `"true"`).
 pub const DISABLE_ANNOTATION: &str = "cluster.open-cluster-management.io/experimental-scheduling-disable";

@@ -15,9 +15,9 @@
 //! lower) or more than `100 × scale` reserved (the deduction stops at −100, so the sum is higher).
 
 use super::{Ledger, ShapeCatalog};
+use crate::instant::time;
 use ocm_score_api::Time;
 use ocm_score_api::crd::workload_shape::fits_score_name;
-use crate::instant::time;
 use std::collections::BTreeMap;
 
 /// The AddOnPlacementScore the hub writes in a cluster's namespace.
@@ -85,10 +85,10 @@ fn score(replicas: u64, scale: i32) -> i32 {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use ocm_score_api::WorkloadShape;
-    use ocm_score_api::crd::workload_shape::{WorkloadShapeSpec, encode_fits};
     use crate::instant::SECOND;
     use crate::reservation::Timing;
+    use ocm_score_api::WorkloadShape;
+    use ocm_score_api::crd::workload_shape::{WorkloadShapeSpec, encode_fits};
     use std::time::Duration;
 
     fn shape(name: &str, gpus: &str, scale: i32) -> WorkloadShape {

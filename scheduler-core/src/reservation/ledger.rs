@@ -2,8 +2,10 @@
 //! placement's reservations were last assumed against.
 
 use super::shapes::{ShapeCatalog, deduction};
-use ocm_score_api::crd::tiered_placement::{Reservation, ReservationState, TieredPlacementStatus, WorkloadFootprint};
 use crate::instant::{ceil_second, dur, of, time};
+use ocm_score_api::crd::tiered_placement::{
+    Reservation, ReservationState, TieredPlacementStatus, WorkloadFootprint,
+};
 use ocm_score_api::names::is_dns_label;
 use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -456,8 +458,8 @@ impl View<'_> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use ocm_score_api::crd::tiered_placement::ChildPlacementStatus;
     use crate::instant::SECOND;
+    use ocm_score_api::crd::tiered_placement::ChildPlacementStatus;
 
     const P: &str = "apps/p";
     const Q: &str = "apps/q";

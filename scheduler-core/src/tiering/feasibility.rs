@@ -10,11 +10,11 @@
 //! toleration deadline, so a forced failover reaches OCM before OCM's own deadline requeue drops
 //! the cluster (one sync moves the workload; no empty decision list in between).
 
-use ocm_score_api::{Placement, PlacementSpec, TieredPlacementSpec};
 use crate::placement::filters::{predicate, taints};
 use crate::placement::snapshot::{ClusterId, HubSnapshot};
 use crate::placement::weights;
 use crate::placement::{candidates, schedule};
+use ocm_score_api::{Placement, PlacementSpec, TieredPlacementSpec};
 
 /// How far ahead tolerations are judged.
 pub const LEAD_NS: i128 = 1_000_000_000;

@@ -73,16 +73,16 @@ pub mod workload;
 pub use time::format_duration;
 pub use validate::validate;
 
-use ocm_score_api::crd::tiered_placement::{
-    ChildPlacementStatus, SpecError, TieredPlacement, TieredPlacementSpec, TieredPlacementStatus,
-    TransitionKind, WorkloadState,
-};
-use ocm_score_api::{Condition, ObjectMeta, Placement, Time};
 use crate::instant::{self, ceil_second, ns, timestamp};
 use crate::placement::schedule::existing_decisions;
 use crate::placement::snapshot::HubSnapshot;
 use crate::reservation::{Ledger, LoadError, ShapeCatalog, View, placement_key};
 use k8s_openapi::jiff::Timestamp;
+use ocm_score_api::crd::tiered_placement::{
+    ChildPlacementStatus, SpecError, TieredPlacement, TieredPlacementSpec, TieredPlacementStatus,
+    TransitionKind, WorkloadState,
+};
+use ocm_score_api::{Condition, ObjectMeta, Placement, Time};
 pub use workload::WorkIndex;
 
 /// An event for the TieredPlacement.

@@ -14,13 +14,13 @@
 //! a set of exclusive cluster sets, disjoint from the others' (a label selector then says which
 //! tier a cluster is in).
 
+use crate::placement::snapshot::HubSnapshot;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use ocm_score_api::well_known::CLUSTER_SET_LABEL;
 use ocm_score_api::{
     ClusterCelSelector, ClusterPredicate, ClusterSelector, DecisionGroup, DecisionStrategy, GroupStrategy,
     LabelSelector, LabelSelectorRequirement, ObjectMeta, Placement, PlacementSpec, TieredPlacementSpec,
 };
-use crate::placement::snapshot::HubSnapshot;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use std::collections::BTreeMap;
 
 /// Annotation on the child: the active tiers, comma-separated.

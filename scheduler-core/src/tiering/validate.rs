@@ -62,9 +62,10 @@ pub fn validate(spec: &TieredPlacementSpec) -> Vec<SpecError> {
             "spec.numberOfClusters",
             "required in mode Overflow (at least 1)",
         )),
-        (TieringMode::Overflow, Some(0)) => {
-            errors.push(SpecError::new("spec.numberOfClusters", "0; mode Overflow needs at least 1"))
-        }
+        (TieringMode::Overflow, Some(0)) => errors.push(SpecError::new(
+            "spec.numberOfClusters",
+            "0; mode Overflow needs at least 1",
+        )),
         _ => {}
     }
     let t = &spec.template;
@@ -136,10 +137,16 @@ pub fn validate(spec: &TieredPlacementSpec) -> Vec<SpecError> {
                         ));
                     }
                     if score.resource_name.is_empty() {
-                        errors.push(SpecError::new(format!("{base}.score.resourceName"), "must not be empty"));
+                        errors.push(SpecError::new(
+                            format!("{base}.score.resourceName"),
+                            "must not be empty",
+                        ));
                     }
                     if score.score_name.is_empty() {
-                        errors.push(SpecError::new(format!("{base}.score.scoreName"), "must not be empty"));
+                        errors.push(SpecError::new(
+                            format!("{base}.score.scoreName"),
+                            "must not be empty",
+                        ));
                     }
                 }
                 _ => errors.push(SpecError::new(base, "set exactly one of fits and score")),
@@ -211,7 +218,10 @@ pub fn validate(spec: &TieredPlacementSpec) -> Vec<SpecError> {
         && !o.tier.is_empty()
         && !spec.tiers.iter().any(|t| t.name == o.tier)
     {
-        errors.push(SpecError::new("spec.override.tier", format!("{:?} names no tier", o.tier)));
+        errors.push(SpecError::new(
+            "spec.override.tier",
+            format!("{:?} names no tier", o.tier),
+        ));
     }
     errors
 }
@@ -248,10 +258,16 @@ fn validate_workload_health(w: &WorkloadHealthPolicy, errors: &mut Vec<SpecError
     }
     if let Some(r) = &w.resource {
         if r.resource.is_empty() {
-            errors.push(SpecError::new(format!("{BASE}.resource.resource"), "must not be empty"));
+            errors.push(SpecError::new(
+                format!("{BASE}.resource.resource"),
+                "must not be empty",
+            ));
         }
         if r.name.is_empty() {
-            errors.push(SpecError::new(format!("{BASE}.resource.name"), "must not be empty"));
+            errors.push(SpecError::new(
+                format!("{BASE}.resource.name"),
+                "must not be empty",
+            ));
         }
     }
     if let Some(h) = &w.healthy {
@@ -262,7 +278,10 @@ fn validate_workload_health(w: &WorkloadHealthPolicy, errors: &mut Vec<SpecError
             )),
             (None, Some(j)) => {
                 if j.name.is_empty() {
-                    errors.push(SpecError::new(format!("{BASE}.healthy.jsonPath.name"), "must not be empty"));
+                    errors.push(SpecError::new(
+                        format!("{BASE}.healthy.jsonPath.name"),
+                        "must not be empty",
+                    ));
                 }
                 if j.at_least < 1 {
                     errors.push(SpecError::new(

@@ -11,11 +11,13 @@
 //! `status.capacity`, so a restarted controller continues exactly (the design kept debounce
 //! timers in memory only; keeping them in status is what makes restart equivalence hold).
 
-use ocm_score_api::TieredPlacementSpec;
-use ocm_score_api::crd::tiered_placement::{CapacityRule, CapacityState, PendingVerdict, StaleSince, Timings, WhenStale};
 use crate::instant::{ceil_second, dur, of, time, timestamp};
 use crate::placement::snapshot::{ClusterId, HubSnapshot};
 use crate::reservation::View;
+use ocm_score_api::TieredPlacementSpec;
+use ocm_score_api::crd::tiered_placement::{
+    CapacityRule, CapacityState, PendingVerdict, StaleSince, Timings, WhenStale,
+};
 
 /// What one cluster's rules say right now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

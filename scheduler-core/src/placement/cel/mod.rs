@@ -505,9 +505,9 @@ mod tests {
 
     #[test]
     fn a_cluster_that_exhausts_the_budget_does_not_match() {
-        use ocm_score_api::{ClusterCelSelector, ClusterSelector, ManagedCluster, ObjectMeta};
         use crate::placement::selector::{ClusterMatcher, SelectorMiss};
         use crate::placement::snapshot::{HubObjects, HubSnapshot};
+        use ocm_score_api::{ClusterCelSelector, ClusterSelector, ManagedCluster, ObjectMeta};
         let cluster = ManagedCluster {
             metadata: ObjectMeta {
                 name: Some("c1".into()),
@@ -557,8 +557,8 @@ mod tests {
 
     /// Two clusters (one without labels) and one AddOnPlacementScore.
     fn equivalence_snapshot() -> HubSnapshot {
-        use ocm_score_api::{AddOnPlacementScore, ManagedCluster};
         use crate::placement::snapshot::HubObjects;
+        use ocm_score_api::{AddOnPlacementScore, ManagedCluster};
         let cluster: ManagedCluster = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "c1", "labels": {"env": "prod", "zone": "eu-1", "n": "3"}},
             "spec": {"hubAcceptsClient": true}

@@ -1,10 +1,10 @@
 //! The `Predicate` filter: a cluster passes when any `spec.predicates[]` selector matches it.
 
 use super::{FilterOutput, FilterReason};
-use ocm_score_api::Placement;
 use crate::placement::selector::{ClusterMatcher, SelectorMiss};
 use crate::placement::snapshot::{ClusterId, HubSnapshot};
 use crate::placement::status::Status;
+use ocm_score_api::Placement;
 
 pub const NAME: &str = "Predicate";
 

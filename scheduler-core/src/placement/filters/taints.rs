@@ -6,10 +6,10 @@
 //! exactly as upstream.
 
 use super::{FilterOutput, FilterReason};
-use ocm_score_api::{Placement, Taint, Toleration};
 use crate::placement::nanos::{time_ns, timestamp};
 use crate::placement::snapshot::{ClusterId, HubSnapshot};
 use crate::placement::status::Status;
+use ocm_score_api::{Placement, Taint, Toleration};
 
 pub const NAME: &str = "TaintToleration";
 

@@ -4,9 +4,9 @@
 //! objects) and passes it to every plan until the store changes; each TieredPlacement then finds its works by the
 //! ManifestWorkReplicaSet label value or by cluster namespace without a scan of all works.
 
+use crate::placement::selector::LabelMatcher;
 use ocm_score_api::ManifestWork;
 use ocm_score_api::crd::tiered_placement::{MANIFEST_WORK_REPLICA_SET_LABEL, WorkloadHealthPolicy};
-use crate::placement::selector::LabelMatcher;
 use std::collections::HashMap;
 use std::ops::Deref;
 use std::sync::Arc;

@@ -5,9 +5,9 @@
 //! `Applied` and `Available` only say the resources exist. `Progressing=True` means "not yet
 //! judged"; `Degraded=True` is unhealthy whatever the feedback says.
 
+use crate::instant::of;
 use ocm_score_api::crd::tiered_placement::{HealthRule, WorkResource, WorkloadHealthPolicy};
 use ocm_score_api::{Condition, ManifestCondition, ManifestWork};
-use crate::instant::of;
 
 /// The judgment of one work (or of the worst of a cluster's works).
 #[derive(Clone, Debug, PartialEq, Eq)]

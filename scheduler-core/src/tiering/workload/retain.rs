@@ -6,8 +6,8 @@
 //! `workloadHealth.purge`) and a cluster left by a voluntary move (`failback.overlap`).
 
 use super::verdicts::WorkloadVerdicts;
-use ocm_score_api::crd::tiered_placement::{RetainedCluster, WorkloadState};
 use crate::instant::{ceil_second, of, time, timestamp};
+use ocm_score_api::crd::tiered_placement::{RetainedCluster, WorkloadState};
 use std::collections::BTreeSet;
 
 /// Why the clusters leaving in this plan leave, and how long each kind is kept.

@@ -7,8 +7,10 @@
 
 use super::index::WorkIndex;
 use super::observe::{Observation, observe};
-use ocm_score_api::crd::tiered_placement::{ClusterWorkloadHealth, WorkloadHealthPolicy, WorkloadHealthStatus, WorkloadState};
 use crate::instant::{ceil_second, dur, of, time, timestamp};
+use ocm_score_api::crd::tiered_placement::{
+    ClusterWorkloadHealth, WorkloadHealthPolicy, WorkloadHealthStatus, WorkloadState,
+};
 use std::collections::BTreeMap;
 
 /// One cluster's verdict and what the plan needs besides the status entry.
