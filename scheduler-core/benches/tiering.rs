@@ -28,8 +28,7 @@ use ocm_score_api::{
     PlacementDecisionStatus, Time, well_known,
 };
 use ocm_score_scheduler::placement::{HubObjects, HubSnapshot};
-use ocm_score_scheduler::reservation::View;
-use ocm_score_scheduler::tiering::{WorkIndex, plan_object, plan_with};
+use ocm_score_scheduler::tiering::{WorkIndex, plan};
 use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -161,7 +160,7 @@ failback: {{policy: Automatic}}
 fn settle(mut objects: HubObjects, tps: &mut [TieredPlacement], now: Timestamp) -> HubSnapshot {
     let snapshot = HubSnapshot::new(objects.clone()).expect("hub");
     for tp in tps.iter_mut() {
-        let plan = plan_object(tp, &snapshot, now);
+        let plan = plan(tp, &snapshot, &WorkIndex::default(), now);
         tp.status = Some(plan.status.clone());
         let child = plan.child.expect("a child");
         let name = child.metadata.name.clone().expect("named");
@@ -276,17 +275,7 @@ fn workload_row(now: Timestamp, set_size: usize) {
         black_box(WorkIndex::new(black_box(&everywhere)));
     });
     let index = WorkIndex::new(&everywhere);
-    let plan_one = |index: &WorkIndex<'_>, tp: &TieredPlacement| {
-        plan_with(
-            &tp.metadata,
-            &tp.spec,
-            tp.status.as_ref(),
-            &snapshot,
-            &View::none(),
-            index,
-            later,
-        )
-    };
+    let plan_one = |index: &WorkIndex<'_>, tp: &TieredPlacement| plan(tp, &snapshot, index, later);
     let one = median(|| {
         black_box(plan_one(&index, black_box(&tps[0])));
     });
@@ -351,7 +340,7 @@ fn main() {
         changed_objects.decisions = settled.decisions().to_vec();
         let changed = HubSnapshot::new(changed_objects).expect("hub");
         let one = median(|| {
-            black_box(plan_object(black_box(&tps[0]), &changed, later));
+            black_box(plan(black_box(&tps[0]), &changed, &WorkIndex::default(), later));
         });
         // The median of a few passes over all of them: one pass is seconds long, so a burst of
         // other work on a shared machine would otherwise decide the row.
@@ -361,7 +350,7 @@ fn main() {
                 writes = 0;
                 let start = Instant::now();
                 for tp in &tps {
-                    let plan = plan_object(tp, &changed, later);
+                    let plan = plan(tp, &changed, &WorkIndex::default(), later);
                     writes += usize::from(plan.write_child);
                     black_box(plan);
                 }

@@ -11,7 +11,7 @@ use ocm_score_api::{
 };
 use ocm_score_kube_double::crd::{Crd, SchemaValidator, upstream_crds};
 use ocm_score_scheduler::placement::{HubObjects, HubSnapshot};
-use ocm_score_scheduler::tiering::plan_object;
+use ocm_score_scheduler::tiering::{WorkIndex, plan};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -166,7 +166,7 @@ fn rendered_children_and_statuses_pass_their_crds() {
     for case in 0..300 {
         let (mut tp, objects) = random_case(&mut rng);
         let snapshot = HubSnapshot::new(objects).expect("snapshot");
-        let plan = plan_object(&tp, &snapshot, now);
+        let plan = plan(&tp, &snapshot, &WorkIndex::default(), now);
         if let Some(child) = &plan.child {
             children += 1;
             let value = serde_json::to_value(child).expect("json");

@@ -6,7 +6,7 @@
 
 use ocm_score_api::TieredPlacement;
 use ocm_score_scheduler::placement::HubSnapshot;
-use ocm_score_scheduler::tiering::{Plan, plan_object};
+use ocm_score_scheduler::tiering::{Plan, WorkIndex};
 use serde_json::{Map, Value, json};
 use std::fmt::Write as _;
 
@@ -19,7 +19,7 @@ pub fn key(tp: &TieredPlacement) -> String {
 }
 
 pub fn plan(tp: &TieredPlacement, snapshot: &HubSnapshot, now: jiff::Timestamp) -> Plan {
-    plan_object(tp, snapshot, now)
+    ocm_score_scheduler::tiering::plan(tp, snapshot, &WorkIndex::default(), now)
 }
 
 /// One JSON object: `name`, `kind`, `activeTiers`, `decisions` (sorted) and the details.

@@ -1,10 +1,18 @@
-//! The TieredPlacement planner: `plan(spec, prior status, snapshot, now) -> Plan`.
+//! The TieredPlacement planner: from a TieredPlacement (its status as the prior state) and a hub
+//! snapshot to a [`Plan`]: the child Placement, the status, events and when to plan again.
 //!
-//! Pure: no I/O, the clock is a parameter. The planner evaluates each tier with scheduler-core's
-//! OCM-exact candidates, filters and prioritizers ([`feasibility`]), adds expiry-aware capacity
-//! verdicts with hysteresis, debounce and staleness ([`verdict`]), chooses the active tier(s)
-//! with flap damping ([`choose`]), renders the child Placement ([`render`]) and predicts OCM's
-//! decisions by scheduling that child with the same engine.
+//! Pure: no I/O, the clock is a parameter. One entry point per use: [`plan`] (simulations,
+//! explanations, tests) and [`plan_and_assume`] (the controller, with the reservation ledger).
+//! Both run [`validate`] once; an invalid spec gives `Ready=False, reason=InvalidSpec`.
+//!
+//! # The steps
+//!
+//! 1. [`feasibility`]: each tier's members and which OCM would find feasible, with
+//!    scheduler-core's OCM-exact candidates, filters and prioritizers.
+//! 2. [`verdict`]: expiry-aware capacity verdicts with hysteresis, debounce and staleness.
+//! 3. to 7. `choose`: tier health, the active tier(s) with flap damping, the child Placement
+//!    ([`render`]) and OCM's decisions predicted by scheduling it with the same engine,
+//!    make-before-break ([`workload::retain`]), then status, conditions and events.
 //!
 //! # What the controller (`ocm-score-hub tiering`, `hub-controller/src/tiering/`) does with a [`Plan`]
 //!
@@ -33,7 +41,8 @@
 //!   (`WorkIndex::from_shared`; the others get an empty index); reconcile such a TieredPlacement
 //!   when one of its works changes.
 //! * **Events**: publish [`Plan::events`] (one per transition, `Frozen`, `InvalidSpec`,
-//!   `PinningTooLarge`) on the TieredPlacement.
+//!   `PinningTooLarge`, `WorkloadFailed`, `UnhealthyEverywhere`, and `Retained`/`Released` for
+//!   make-before-break) on the TieredPlacement.
 //! * **Observe**: compare the child's PlacementDecisions with `status.placement.predicted` and
 //!   set `PlanDiverged` when they differ after OCM synced the child's generation; the planner
 //!   carries that condition over unchanged.
@@ -53,7 +62,7 @@
 //! * Transitions are recorded when the active tier list changes (and for each consolidation
 //!   swap); moves inside one tier are OCM's business.
 
-pub mod choose;
+mod choose;
 pub mod feasibility;
 pub mod render;
 mod time;
@@ -175,56 +184,109 @@ pub(crate) fn set_condition_status(
     });
 }
 
-/// Plans `object` (its spec and its status as the prior status).
-pub fn plan_object(object: &TieredPlacement, snapshot: &HubSnapshot, now: Timestamp) -> Plan {
-    plan(
-        &object.metadata,
-        &object.spec,
-        object.status.as_ref(),
-        snapshot,
-        now,
-    )
+/// Plans `object`, its status taken as the prior status, without a reservation ledger: what
+/// `simulate`, explanations, benchmarks and tests use. `spec.workloadHealth` judges the
+/// ManifestWorks in `works` (an empty index: no work is known anywhere).
+pub fn plan(object: &TieredPlacement, snapshot: &HubSnapshot, works: &WorkIndex<'_>, now: Timestamp) -> Plan {
+    checked(object, snapshot, &View::none(), works, now).plan
 }
 
-/// Plans one TieredPlacement. `meta` gives its namespace, name, uid and generation.
-pub fn plan(
-    meta: &ObjectMeta,
-    spec: &TieredPlacementSpec,
-    prior: Option<&TieredPlacementStatus>,
+/// Plans `object` with the capacity the ledger leaves it ([`crate::reservation`]): `fits` rules
+/// see the capacity reported minus the other placements' in-flight reservations. Then records
+/// what the plan selects:
+/// reservations on the clusters it adds, releases on the clusters it drops, expired reservations
+/// dropped. The plan's status carries the placement's reservations and requeues at their TTL.
+/// A placement the ledger does not know yet is loaded from its status first (the errors are
+/// the entries that could not be).
+pub fn plan_and_assume(
+    ledger: &mut Ledger,
+    object: &TieredPlacement,
     snapshot: &HubSnapshot,
+    shapes: &ShapeCatalog,
+    works: &WorkIndex<'_>,
     now: Timestamp,
-) -> Plan {
-    plan_with(
-        meta,
-        spec,
-        prior,
-        snapshot,
-        &View::none(),
-        &WorkIndex::default(),
-        now,
-    )
+) -> (Plan, Vec<LoadError>) {
+    let key = placement_key(object);
+    let now_ns = ns(now);
+    let errors = if ledger.knows(&key) {
+        Vec::new()
+    } else {
+        ledger.load(&key, object.status.as_ref())
+    };
+    ledger.expire(now_ns);
+    let Checked { mut plan, spec_valid } = {
+        let view = ledger.view(&key, shapes, now_ns);
+        checked(object, snapshot, &view, works, now)
+    };
+    // An invalid spec is not acted on (the child is left as it was): neither is its workload.
+    // Otherwise the selection may stay as it was (no child written) while the footprint changed.
+    if spec_valid {
+        ledger.assume(&key, object.spec.workload.as_ref(), &plan.predicted, now_ns);
+    }
+    // Where the workload runs Healthy, the next report counts its pods (release c).
+    let healthy = plan
+        .status
+        .workload_health
+        .iter()
+        .flat_map(|h| &h.clusters)
+        .filter(|c| c.state == WorkloadState::Healthy);
+    for cluster in healthy {
+        if let Some(since) = &cluster.since {
+            ledger.landed(&key, &cluster.cluster, instant::of(since));
+        }
+    }
+    plan.status.reservations = ledger.reservations_of(&key);
+    plan.status.workload = ledger.workload_of(&key);
+    if let Some(expiry) = ledger.next_expiry_of(&key).filter(|e| *e > now_ns) {
+        let at = timestamp(expiry);
+        plan.requeue_at = Some(plan.requeue_at.map_or(at, |r| r.min(at)));
+    }
+    plan.write_status = object.status.as_ref() != Some(&plan.status);
+    (plan, errors)
 }
 
-/// [`plan`], with `fits` rules seeing the capacity `reserved` leaves (reported minus the other
-/// placements' in-flight reservations, [`crate::reservation`]), and `spec.workloadHealth`
-/// judging the ManifestWorks in `works` (an empty index: no work is known anywhere).
-pub fn plan_with(
+/// A plan, and whether [`validate`] accepted the spec (the ledger acts only on a valid one).
+struct Checked {
+    plan: Plan,
+    spec_valid: bool,
+}
+
+/// Validates the spec (once per plan), then plans: an invalid spec gives `InvalidSpec`.
+fn checked(
+    object: &TieredPlacement,
+    snapshot: &HubSnapshot,
+    reserved: &View<'_>,
+    works: &WorkIndex<'_>,
+    now: Timestamp,
+) -> Checked {
+    let meta = &object.metadata;
+    let prior = object.status.as_ref();
+    let errors = validate(&object.spec);
+    if !errors.is_empty() {
+        return Checked {
+            plan: invalid(meta, prior, &errors, ns(now)),
+            spec_valid: false,
+        };
+    }
+    Checked {
+        plan: plan_valid(meta, &object.spec, prior, snapshot, reserved, works, ns(now)),
+        spec_valid: true,
+    }
+}
+
+/// Plans a spec [`validate`] accepted. `meta` gives its namespace, name, uid and generation.
+fn plan_valid(
     meta: &ObjectMeta,
     spec: &TieredPlacementSpec,
     prior: Option<&TieredPlacementStatus>,
     snapshot: &HubSnapshot,
     reserved: &View<'_>,
     works: &WorkIndex<'_>,
-    now: Timestamp,
+    now_ns: i128,
 ) -> Plan {
-    let now_ns = ns(now);
     let namespace = meta.namespace.as_deref().unwrap_or("");
     let name = meta.name.as_deref().unwrap_or("");
     let child_name = spec.child_name(name).to_string();
-    let errors = validate(spec);
-    if !errors.is_empty() {
-        return invalid(meta, prior, &errors, now_ns);
-    }
     // Tier predicates that OCM would call misconfigured are spec errors too.
     let probe = feasibility::tier_placement(spec, namespace, &child_name, 0);
     let (in_decision, _) = existing_decisions(snapshot, &probe);
@@ -255,67 +317,6 @@ pub fn plan_with(
         works,
         now: now_ns,
     })
-}
-
-/// Plans `object` with the capacity the ledger leaves it ([`crate::reservation`]), then records
-/// what the plan selects:
-/// reservations on the clusters it adds, releases on the clusters it drops, expired reservations
-/// dropped. The plan's status carries the placement's reservations and requeues at their TTL.
-/// A placement the ledger does not know yet is loaded from its status first (the errors are
-/// the entries that could not be).
-pub fn plan_and_assume(
-    ledger: &mut Ledger,
-    object: &TieredPlacement,
-    snapshot: &HubSnapshot,
-    shapes: &ShapeCatalog,
-    works: &WorkIndex<'_>,
-    now: Timestamp,
-) -> (Plan, Vec<LoadError>) {
-    let key = placement_key(object);
-    let now_ns = ns(now);
-    let errors = if ledger.knows(&key) {
-        Vec::new()
-    } else {
-        ledger.load(&key, object.status.as_ref())
-    };
-    ledger.expire(now_ns);
-    let mut plan = {
-        let view = ledger.view(&key, shapes, now_ns);
-        plan_with(
-            &object.metadata,
-            &object.spec,
-            object.status.as_ref(),
-            snapshot,
-            &view,
-            works,
-            now,
-        )
-    };
-    // An invalid spec is not acted on (the child is left as it was): neither is its workload.
-    // Otherwise the selection may stay as it was (no child written) while the footprint changed.
-    if validate(&object.spec).is_empty() {
-        ledger.assume(&key, object.spec.workload.as_ref(), &plan.predicted, now_ns);
-    }
-    // Where the workload runs Healthy, the next report counts its pods (release c).
-    let healthy = plan
-        .status
-        .workload_health
-        .iter()
-        .flat_map(|h| &h.clusters)
-        .filter(|c| c.state == WorkloadState::Healthy);
-    for cluster in healthy {
-        if let Some(since) = &cluster.since {
-            ledger.landed(&key, &cluster.cluster, instant::of(since));
-        }
-    }
-    plan.status.reservations = ledger.reservations_of(&key);
-    plan.status.workload = ledger.workload_of(&key);
-    if let Some(expiry) = ledger.next_expiry_of(&key).filter(|e| *e > now_ns) {
-        let at = timestamp(expiry);
-        plan.requeue_at = Some(plan.requeue_at.map_or(at, |r| r.min(at)));
-    }
-    plan.write_status = object.status.as_ref() != Some(&plan.status);
-    (plan, errors)
 }
 
 /// `Ready=False, reason=InvalidSpec`; the child and everything else stay as they were.

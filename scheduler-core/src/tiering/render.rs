@@ -1,4 +1,4 @@
-//! Step 6: the child Placement, deterministic and built only from existing v1beta1 fields.
+//! Step 5: the child Placement, deterministic and built only from existing v1beta1 fields.
 //!
 //! * **Unpinned** (Failover without capacity rules): the active tier's `clusterSets` and
 //!   `predicates`, so OCM picks up new tier members and drops tainted ones on its own, even while

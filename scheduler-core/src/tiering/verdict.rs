@@ -56,9 +56,8 @@ fn min_time(slot: &mut Option<i128>, t: i128) {
     *slot = Some(slot.map_or(t, |s| s.min(t)));
 }
 
-/// The last item named `name` (OCM reads the last one), with the object's validity.
-/// The value of score `name` in cluster `id`'s AddOnPlacementScore `resource`, and its
-/// `validUntil`.
+/// The value of score `name` in cluster `id`'s AddOnPlacementScore `resource` (the last item
+/// so named, as OCM reads it), and its `validUntil`.
 fn read(
     snapshot: &HubSnapshot,
     id: ClusterId,

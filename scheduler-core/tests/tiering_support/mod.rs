@@ -12,8 +12,7 @@ use ocm_score_api::{
     Placement, PlacementDecision, PlacementDecisionStatus, Taint, Time, well_known,
 };
 use ocm_score_scheduler::placement::{HubObjects, HubSnapshot};
-use ocm_score_scheduler::reservation::View;
-use ocm_score_scheduler::tiering::{Plan, WorkIndex, plan_with};
+use ocm_score_scheduler::tiering::{Plan, WorkIndex, plan};
 use std::collections::BTreeMap;
 
 pub const NS: &str = "apps";
@@ -249,12 +248,14 @@ impl Scenario {
 
     /// Plans at `now` from `prior` (a restarted controller reads the stored status).
     pub fn peek_with(&self, prior: Option<&TieredPlacementStatus>, now: Timestamp) -> Plan {
-        plan_with(
-            &self.tp.metadata,
-            &self.tp.spec,
-            prior,
+        let tp = TieredPlacement {
+            metadata: self.tp.metadata.clone(),
+            spec: self.tp.spec.clone(),
+            status: prior.cloned(),
+        };
+        plan(
+            &tp,
             &self.world.snapshot(),
-            &View::none(),
             &WorkIndex::new(self.world.works.values()),
             now,
         )
