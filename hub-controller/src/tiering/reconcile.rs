@@ -235,7 +235,7 @@ async fn reconcile_once(tp: Arc<TieredPlacement>, ctx: Arc<Context>) -> Result<A
         });
     }
 
-    if tp.status.as_ref() != Some(&plan.status) {
+    if plan.write_status {
         status::write(&ctx.client, &namespace, &name, tp.status.as_ref(), &plan.status)
             .await
             .map_err(|source| Error::WriteStatus {

@@ -1,6 +1,6 @@
 //! Throughput and memory of the API server double, printed as a markdown table.
 //!
-//! `cargo bench -p ocm-score-tests --bench kube_double`. Client and server share the machine
+//! `cargo bench -p ocm-score-kube-double --bench kube_double`. Client and server share the machine
 //! (2 cores here), as they do in the agent and hub scale tests, so the figures include the kube
 //! client's own cost. Counts are fixed; only the time they take is measured.
 
