@@ -2,9 +2,9 @@
 //! types it the way cel-go's checker does (so what cel-go refuses fails to compile here too),
 //! and plans it into a [`Node`] tree the evaluator runs without looking anything up by name.
 
-use super::eval::{ItemPredicate, Macro, Node, RegexOp};
 use super::library::strings::{check_verb_type, format_string, parse_format, verbs};
 use super::library::{self, Overload, regex, standard};
+use super::node::{ItemPredicate, Macro, Node, RegexOp};
 use super::syntax::{BinaryOp, Expr, Literal};
 use super::types::{Bindings, Type, assignable};
 use super::value::{Key, Value};

@@ -40,7 +40,7 @@
 //!   labels, and compared or matched without allocating;
 //! - `managedCluster.scores('<constant>')` in a comprehension lends the snapshot's interned
 //!   items; a body of `&&`/`||` over comparisons of `s.name`/`s.value` with constants is planned
-//!   at check time ([`eval::ItemPredicate`]) and runs without the tree walk; a score item
+//!   at check time ([`node::ItemPredicate`]) and runs without the tree walk; a score item
 //!   becomes a map only when the variable is used whole;
 //! - the boolean skeleton of an expression (`&&`, `||`, `!`, constants, `matches` and
 //!   comparisons of the name or a label with constants, quantifiers over `scores()`) runs as a
@@ -56,6 +56,7 @@
 mod check;
 mod eval;
 mod library;
+mod node;
 mod plan;
 mod syntax;
 mod types;
@@ -80,7 +81,7 @@ pub const COST_BUDGET: u64 = 10_000_000;
 pub struct Program {
     /// The checked tree, which the plan walks where it has no shortcut (tests walk it whole).
     #[cfg(test)]
-    node: Arc<eval::Node>,
+    node: Arc<node::Node>,
     /// The boolean skeleton the per-cluster loop runs ([`plan`]).
     plan: Arc<Plan>,
 }

@@ -15,9 +15,8 @@
 //! and sync, not once per cluster).
 
 use super::ClusterActivation;
-use super::eval::{
-    COST_LIMIT_EXCEEDED, Evaluator, ItemField, ItemPredicate, Macro, Node, RegexOp, ordered_binary,
-};
+use super::eval::{COST_LIMIT_EXCEEDED, Evaluator, ordered_binary};
+use super::node::{ItemField, ItemPredicate, Macro, Node, RegexOp};
 use super::syntax::BinaryOp;
 use super::value::{Key, Value, no_overload};
 use crate::placement::snapshot::{ClusterId, HubSnapshot};
