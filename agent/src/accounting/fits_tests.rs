@@ -1,5 +1,7 @@
 //! The fits counts through the public interface: worked examples (fragmentation, cordoned nodes,
 //! taints, ...) and property tests against a one-replica-at-a-time simulation.
+//!
+//! Over 800 lines on purpose: tests only, each example a self-contained cluster, read one by one.
 
 use super::fits::{FitsIndex, FitsOptions, NeedsRelist, ShapeProblem, compile_shapes};
 use super::objects::{
