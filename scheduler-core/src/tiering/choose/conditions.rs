@@ -344,9 +344,8 @@ fn workload_condition(
 
 #[cfg(test)]
 mod tests {
+    use super::super::test_support::verdict;
     use super::*;
-    use crate::tiering::workload::ClusterVerdict;
-    use ocm_score_api::crd::tiered_placement::ClusterWorkloadHealth;
 
     #[test]
     fn scores_stale_names_ten_clusters_and_counts_the_rest() {
@@ -360,22 +359,10 @@ mod tests {
 
     #[test]
     fn workload_healthy_judges_the_chosen_clusters_not_the_retained_ones() {
-        let verdict = |cluster: &str, state| ClusterVerdict {
-            entry: ClusterWorkloadHealth {
-                cluster: cluster.into(),
-                state,
-                ..ClusterWorkloadHealth::default()
-            },
-            has_work: true,
-            observed_unhealthy: false,
-            observed_healthy: false,
-            newly_failed: false,
-            forgotten: None,
-        };
         let w = WorkloadVerdicts {
             clusters: vec![
-                verdict("a-1", WorkloadState::Healthy),
-                verdict("b-1", WorkloadState::Failed),
+                verdict("a-1", WorkloadState::Healthy, None),
+                verdict("b-1", WorkloadState::Failed, None),
             ],
             requeue_at: None,
         };

@@ -200,28 +200,10 @@ pub(super) fn status(
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_support::{snapshot, tier};
+    use super::super::test_support::{snapshot, tier, verdict};
     use super::*;
-    use crate::tiering::workload::ClusterVerdict;
-    use ocm_score_api::crd::tiered_placement::ClusterWorkloadHealth;
 
     const S: i128 = 1_000_000_000;
-
-    fn verdict(cluster: &str, state: WorkloadState, since: i128) -> ClusterVerdict {
-        ClusterVerdict {
-            entry: ClusterWorkloadHealth {
-                cluster: cluster.into(),
-                state,
-                since: Some(crate::instant::time(since)),
-                ..ClusterWorkloadHealth::default()
-            },
-            has_work: true,
-            observed_unhealthy: false,
-            observed_healthy: false,
-            newly_failed: false,
-            forgotten: None,
-        }
-    }
 
     #[test]
     fn a_failed_cluster_stays_excluded_past_its_hold_down_until_some_workload_is_healthy() {
@@ -234,10 +216,10 @@ mod tests {
             base: 60 * S,
             max: 600 * S,
         };
-        let failed = verdict("a-1", WorkloadState::Failed, 0);
+        let failed = verdict("a-1", WorkloadState::Failed, Some(0));
         let judge_at = |others: WorkloadState, now: i128| {
             let verdicts = WorkloadVerdicts {
-                clusters: vec![failed.clone(), verdict("a-2", others, 0)],
+                clusters: vec![failed.clone(), verdict("a-2", others, Some(0))],
                 requeue_at: None,
             };
             exclusions(&Failures {

@@ -218,23 +218,11 @@ fn fail_back(s: &Situation<'_>, a: usize, mut choice: Choice) -> Choice {
 mod tests {
     use super::super::choice::Gates;
     use super::super::health::Health;
-    use super::super::test_support::{healthy, ids, tier, unhealthy};
+    use super::super::test_support::{gates, healthy, ids, tier, unhealthy};
     use super::*;
     use ocm_score_api::crd::tiered_placement::TieredPlacementSpec;
 
     const S: i128 = 1_000_000_000;
-
-    fn gates() -> Gates {
-        Gates {
-            dwell_end: None,
-            frozen_until: None,
-            manual_fired: false,
-            observed_trigger: String::new(),
-            override_tier: None,
-            last_transition: None,
-            generation_changed: false,
-        }
-    }
 
     fn chosen(health: &[Health], gates: &Gates, current: Option<usize>, now: i128) -> Choice {
         let mut spec = TieredPlacementSpec {

@@ -336,24 +336,11 @@ fn waiting(s: &Situation<'_>, swaps: &[(ClusterId, ClusterId)], from: usize, to:
 
 #[cfg(test)]
 mod tests {
-    use super::super::choice::Gates;
-    use super::super::test_support::{healthy, ids, snapshot, tier};
+    use super::super::test_support::{gates, healthy, ids, snapshot, tier};
     use super::*;
     use ocm_score_api::crd::tiered_placement::{TieredPlacementSpec, TieringMode};
 
     const S: i128 = 1_000_000_000;
-
-    fn gates() -> Gates {
-        Gates {
-            dwell_end: None,
-            frozen_until: None,
-            manual_fired: false,
-            observed_trigger: String::new(),
-            override_tier: None,
-            last_transition: None,
-            generation_changed: false,
-        }
-    }
 
     /// Tier east holds a-1, a-2; tier west b-1, b-2, b-3 (ids 0–4, in name order).
     fn choose_over(

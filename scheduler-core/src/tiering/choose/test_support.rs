@@ -1,8 +1,10 @@
 //! Small inputs for the step modules' unit tests.
 
+use super::choice::Gates;
 use super::health::Health;
 use crate::placement::snapshot::{ClusterId, HubObjects, HubSnapshot};
-use ocm_score_api::crd::tiered_placement::Tier;
+use crate::tiering::workload::ClusterVerdict;
+use ocm_score_api::crd::tiered_placement::{ClusterWorkloadHealth, Tier, WorkloadState};
 use ocm_score_api::{ManagedCluster, ObjectMeta};
 
 /// A hub holding clusters named `names` (their ids follow name order).
@@ -70,5 +72,35 @@ pub(super) fn unhealthy(feasible: Vec<ClusterId>, min: usize) -> Health {
         fresh_qualifying: Vec::new(),
         healthy_since: None,
         ..healthy(feasible, min, None)
+    }
+}
+
+/// Gates that let every move through: no dwell, freeze, trigger or override.
+pub(super) fn gates() -> Gates {
+    Gates {
+        dwell_end: None,
+        frozen_until: None,
+        manual_fired: false,
+        observed_trigger: String::new(),
+        override_tier: None,
+        last_transition: None,
+        generation_changed: false,
+    }
+}
+
+/// A cluster whose work was judged `state` (since `since`, in ns), with nothing newly observed.
+pub(super) fn verdict(cluster: &str, state: WorkloadState, since: Option<i128>) -> ClusterVerdict {
+    ClusterVerdict {
+        entry: ClusterWorkloadHealth {
+            cluster: cluster.into(),
+            state,
+            since: since.map(crate::instant::time),
+            ..ClusterWorkloadHealth::default()
+        },
+        has_work: true,
+        observed_unhealthy: false,
+        observed_healthy: false,
+        newly_failed: false,
+        forgotten: None,
     }
 }
