@@ -1,0 +1,80 @@
+//! Reads of what the hub holds: a cluster's score object and values, and a Placement's decisions.
+
+use super::*;
+
+/// The `resource-usage-score` object in a cluster's namespace, if there is one.
+pub async fn score_object(hub: &kube::Client, cluster: &str) -> Option<DynamicObject> {
+    score_object_named(hub, cluster, "resource-usage-score").await
+}
+
+/// The AddOnPlacementScore `name` in a cluster's namespace, if there is one.
+pub async fn score_object_named(hub: &kube::Client, cluster: &str, name: &str) -> Option<DynamicObject> {
+    let api = dynamic(
+        hub,
+        "cluster.open-cluster-management.io",
+        "v1alpha1",
+        "AddOnPlacementScore",
+        Some(cluster),
+    )
+    .await
+    .ok()?;
+    api.get_opt(name).await.ok().flatten()
+}
+
+/// A published score of `resource-usage-score` in a cluster's namespace.
+pub async fn score(hub: &kube::Client, cluster: &str, name: &str) -> Option<i64> {
+    score_object(hub, cluster)
+        .await?
+        .data
+        .pointer("/status/scores")
+        .and_then(Value::as_array)?
+        .iter()
+        .find(|s| s["name"] == name)
+        .and_then(|s| s["value"].as_i64())
+}
+
+/// The clusters OCM's PlacementDecisions list for a Placement, sorted.
+pub async fn decided(hub: &kube::Client, namespace: &str, placement: &str) -> Vec<String> {
+    let Ok(api) = dynamic(
+        hub,
+        "cluster.open-cluster-management.io",
+        "v1beta1",
+        "PlacementDecision",
+        Some(namespace),
+    )
+    .await
+    else {
+        return Vec::new();
+    };
+    let selector = format!("cluster.open-cluster-management.io/placement={placement}");
+    let items = api
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default();
+    let mut clusters = decision_clusters(&items);
+    clusters.sort();
+    clusters
+}
+
+/// The clusters PlacementDecision objects list, in their order.
+pub fn decision_clusters<'a>(decisions: impl IntoIterator<Item = &'a DynamicObject>) -> Vec<String> {
+    decisions
+        .into_iter()
+        .flat_map(|d| {
+            d.data
+                .pointer("/status/decisions")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter_map(|d| d["clusterName"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// Whether a list of Kubernetes conditions holds `kind` with status True.
+pub fn condition_true(conditions: Option<&Value>, kind: &str) -> bool {
+    conditions
+        .and_then(Value::as_array)
+        .is_some_and(|cs| cs.iter().any(|c| c["type"] == kind && c["status"] == "True"))
+}
