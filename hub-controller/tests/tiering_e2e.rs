@@ -12,6 +12,7 @@ mod tiering_common;
 use jiff::Timestamp;
 use ocm_score_api::crd::tiered_placement::{TieredPlacement, TransitionKind};
 use ocm_score_kube_double::RequestMatch;
+use ocm_score_tests::support::Exposition;
 use ocm_score_tests::tiering::{assert_pinned, set, single_cluster_swaps, whole_seconds_after};
 use serde_json::json;
 use std::collections::BTreeSet;
@@ -710,4 +711,145 @@ async fn reservations_send_the_second_placement_elsewhere_survive_a_restart_and_
             .await,
         Some(published as f64)
     );
+}
+
+/// A one-tier TieredPlacement `name` over `set`, its clusters qualifying while cpu ≥ 10 (no
+/// hysteresis, no debounce: a change below shows in the next plan).
+fn one_tier_spec(name: &str, set: &str) -> String {
+    format!(
+        "
+apiVersion: tiering.ocm-score.io/v1alpha1
+kind: TieredPlacement
+metadata: {{name: {name}, namespace: apps}}
+spec:
+  mode: Failover
+  tiers:
+  - {{name: {set}, clusterSets: [{set}]}}
+  capacity:
+    debounce: 0s
+    rules:
+    - score: {{resourceName: resource-usage-score, scoreName: cpu, atLeast: 10, exitBelow: 10}}
+  stabilization: {{minDwell: 0s}}
+"
+    )
+}
+
+/// Lines where the controller logged a plan of `apps/name`.
+fn plans_of(controller: &ControllerProcess, name: &str) -> usize {
+    let tiered = format!("tiered=apps/{name} ");
+    controller
+        .log()
+        .lines()
+        .filter(|line| line.contains(" planned ") && line.contains(&tiered))
+        .count()
+}
+
+/// The controller's metrics now; a failed scrape fails the test (retried a few times first).
+async fn scrape(controller: &ControllerProcess) -> Exposition {
+    for _ in 0..10 {
+        if let Some((200, text)) = controller.get("/metrics").await
+            && let Ok(exposition) = Exposition::parse(&text)
+        {
+            return exposition;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    panic!("/metrics did not answer:\n{}", controller.log());
+}
+
+/// A counter of `scrape` (a counter not yet touched is not rendered: 0).
+fn count(metrics: &Exposition, name: &str, labels: &[(&str, &str)]) -> f64 {
+    metrics.value(name, labels).unwrap_or(0.0)
+}
+
+const RECONCILES: &str = "ocm_score_tiering_reconciles_total";
+const SCORE_UPDATES: &str = "ocm_score_tiering_score_updates_total";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renewals_replan_nothing_and_a_change_replans_only_the_placements_holding_its_cluster() {
+    let hub = Hub::start().await;
+    let valid = || Timestamp::now() + jiff::SignedDuration::from_mins(10);
+    let clusters = ["p1", "p2", "s1", "s2"];
+    for cluster in clusters {
+        hub.score(cluster, "cpu", 50, valid()).await;
+    }
+    let controller = started(&hub, "tiering-a").await;
+    hub.create_tiered(&one_tier_spec("left", "primary"));
+    hub.create_tiered(&one_tier_spec("right", "secondary"));
+    let view = hub.view();
+    view.settled("left", &["primary"], &["p1", "p2"], CONVERGE, || controller.log())
+        .await;
+    view.settled("right", &["secondary"], &["s1", "s2"], CONVERGE, || {
+        controller.log()
+    })
+    .await;
+    // Quiet: no reconcile for 3 s (the decisions' and statuses' own events have passed).
+    let started_quiet = std::time::Instant::now();
+    let mut last = count(&scrape(&controller).await, RECONCILES, &[]);
+    let mut quiet_since = std::time::Instant::now();
+    while quiet_since.elapsed() < std::time::Duration::from_secs(3) {
+        assert!(
+            started_quiet.elapsed() < CONVERGE,
+            "the controller never went quiet:\n{}",
+            controller.log()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        let now = count(&scrape(&controller).await, RECONCILES, &[]);
+        if now != last {
+            (last, quiet_since) = (now, std::time::Instant::now());
+        }
+    }
+    let renewal = [("effect", "renewal")];
+    let renewals_before = count(&scrape(&controller).await, SCORE_UPDATES, &renewal);
+    let (left_before, right_before) = (plans_of(&controller, "left"), plans_of(&controller, "right"));
+    assert!(
+        left_before > 0 && right_before > 0,
+        "both were planned:\n{}",
+        controller.log()
+    );
+
+    // 40 renewals: the same scores, a later validUntil.
+    for _ in 0..10 {
+        for cluster in clusters {
+            hub.score(cluster, "cpu", 50, valid()).await;
+        }
+    }
+    ocm_score_tests::support::eventually(
+        "the controller saw 40 renewals",
+        CONVERGE,
+        || controller.log(),
+        || async {
+            let seen = count(&scrape(&controller).await, SCORE_UPDATES, &renewal);
+            (seen >= renewals_before + 40.0).then_some(())
+        },
+    )
+    .await;
+    assert_eq!(
+        count(&scrape(&controller).await, RECONCILES, &[]),
+        last,
+        "renewals re-planned:\n{}",
+        controller.log()
+    );
+    // A real change of s1, after the renewals on the same watch: right re-plans, left does not.
+    hub.score("s1", "cpu", 5, valid()).await;
+    eventually(
+        "right re-planned with s1 short of cpu",
+        || controller.log(),
+        || {
+            let tp = hub.tiered("right");
+            let qualifying = tp.status?.tiers.first()?.qualifying;
+            (qualifying == 1).then_some(())
+        },
+    )
+    .await;
+    let metrics = scrape(&controller).await;
+    assert!(count(&metrics, SCORE_UPDATES, &[("effect", "change")]) >= 1.0);
+    assert!(plans_of(&controller, "right") > right_before);
+    assert_eq!(
+        plans_of(&controller, "left"),
+        left_before,
+        "left holds neither a renewed score nor s1:\n{}",
+        controller.log()
+    );
+    assert_eq!(controller.terminate().await, Some(0));
 }

@@ -139,8 +139,9 @@ where
     kind: String,
 }
 
-/// Sees every event of a watch before the triggers it causes are sent.
-type Observer<K> = Box<dyn FnMut(&watcher::Event<K>) + Send>;
+/// Sees every event of a watch before the triggers it causes are sent, and says whether to send
+/// them.
+type Observer<K> = Box<dyn FnMut(&watcher::Event<K>) -> bool + Send>;
 
 /// Only the metadata: all that owner and name mappings look at (reconcilers read the full object
 /// from the store), so queued triggers cost little memory.
@@ -202,8 +203,18 @@ where
 
     /// Has `observe` see every event (after the store took it, before any subscriber is sent its
     /// trigger), for state that must be up to date when the controllers react.
-    pub fn observe(&mut self, observe: impl FnMut(&watcher::Event<K>) + Send + 'static) {
-        self.observer = Some(Box::new(observe));
+    pub fn observe(&mut self, mut observe: impl FnMut(&watcher::Event<K>) + Send + 'static) {
+        self.observer = Some(Box::new(move |event| {
+            observe(event);
+            true
+        }));
+    }
+
+    /// Like [`SharedWatch::observe`], and the subscribers are sent only the objects of events
+    /// `keep` returns true for (the store still takes every event): for a kind whose updates
+    /// mostly change nothing a controller reads. Replaces an earlier `observe`.
+    pub fn notify_when(&mut self, keep: impl FnMut(&watcher::Event<K>) -> bool + Send + 'static) {
+        self.observer = Some(Box::new(keep));
     }
 
     /// Starts the watch: the task feeds the store and the subscribers until the returned guard is
@@ -223,10 +234,12 @@ where
             });
         let stream = reflector::reflector(writer, events);
         WatchTask(tokio::spawn(stream.for_each(move |event| {
-            if let (Ok(event), Some(observe)) = (&event, observer.as_mut()) {
-                observe(event);
-            }
+            let notify = match (&event, observer.as_mut()) {
+                (Ok(event), Some(observe)) => observe(event),
+                _ => true,
+            };
             match event {
+                Ok(_) if !notify => {}
                 Ok(
                     watcher::Event::Apply(object)
                     | watcher::Event::Delete(object)

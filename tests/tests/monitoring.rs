@@ -152,6 +152,7 @@ fn expositions() -> Vec<(&'static str, String)> {
     tiering.event_failed();
     tiering.reservations(1);
     tiering.released_by_report(1);
+    tiering.score_update(true);
     tiering.set_leader(true);
 
     let explain = ocm_score_hub::explain_server::metrics::Metrics::default();

@@ -25,6 +25,7 @@ pub struct Metrics {
     reserved_scores: Gauge,
     reserved_score_errors: Counter,
     released_by_report: Counter,
+    score_updates: Family<Labels, Counter>,
 }
 
 impl Default for Metrics {
@@ -79,6 +80,12 @@ impl Default for Metrics {
             "Reservations released by their cluster's agent's report (after the settle time, or after the workload landed)",
             released_by_report.clone(),
         );
+        let score_updates = Family::default();
+        registry.register(
+            "score_updates",
+            "AddOnPlacementScore updates seen, by effect: renewal (no plan can change: nothing re-planned) or change (re-plans the TieredPlacements holding the cluster)",
+            score_updates.clone(),
+        );
         let reserved_scores = Gauge::default();
         registry.register(
             "reserved_scores",
@@ -104,6 +111,7 @@ impl Default for Metrics {
             reserved_scores,
             reserved_score_errors,
             released_by_report,
+            score_updates,
         }
     }
 }
@@ -130,6 +138,14 @@ impl Metrics {
 
     pub fn released_by_report(&self, count: usize) {
         self.released_by_report.inc_by(count as u64);
+    }
+
+    /// An update of an AddOnPlacementScore: a change of what plans read, or a renewal.
+    pub fn score_update(&self, changes: bool) {
+        let effect = if changes { "change" } else { "renewal" };
+        self.score_updates
+            .get_or_create(&vec![("effect", effect.to_owned())])
+            .inc();
     }
 
     pub fn wrote(&self, kind: &'static str) {
@@ -178,6 +194,9 @@ mod tests {
             .reconciled("tiered_placement", Duration::from_millis(20));
         m.completed(jiff::Timestamp::from_second(1_700_000_000).expect("ts"));
         m.set_leader(true);
+        m.score_update(false);
+        m.score_update(false);
+        m.score_update(true);
         let text = m.render();
         for line in [
             "ocm_score_tiering_writes_total{kind=\"Placement\"} 2",
@@ -188,6 +207,8 @@ mod tests {
             "ocm_score_tiering_reconcile_seconds_sum{controller=\"tiered_placement\"} 0.02",
             "ocm_score_tiering_last_reconcile_timestamp_seconds 1700000000.0",
             "ocm_score_tiering_leader 1",
+            "ocm_score_tiering_score_updates_total{effect=\"renewal\"} 2",
+            "ocm_score_tiering_score_updates_total{effect=\"change\"} 1",
         ] {
             assert!(text.contains(line), "{line} missing in\n{text}");
         }

@@ -18,6 +18,9 @@
 //! WorkloadShapes, for deducting one shape's reservations from another's `fits` (their CRD is in
 //! `manifests/hub/crds`). OCM's placement controller stays the only writer of PlacementDecisions.
 //!
+//! Score updates ([`score_updates`]): a renewal that changes no score re-plans nothing, and a
+//! change re-plans only the TieredPlacements whose last plan read that cluster's scores.
+//!
 //! [`run`] is the mode in the process shell: probe server, metrics ([`metrics`]), and the shell's
 //! Lease elector; a replica that loses the Lease stops its controller and stands by again.
 //!
@@ -36,6 +39,7 @@ pub mod reports;
 pub mod reservations;
 pub mod reserved_scores;
 pub mod run;
+pub mod score_updates;
 pub mod snapshot;
 pub mod status;
 

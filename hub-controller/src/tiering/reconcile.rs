@@ -10,6 +10,7 @@ use super::child;
 use super::divergence::{self, Divergence, Verdict};
 use super::metrics::Metrics;
 use super::reservations::SharedLedger;
+use super::score_updates::{Holdings, key_of};
 use super::snapshot::{CacheGone, Stores};
 use super::status;
 use jiff::Timestamp;
@@ -79,6 +80,8 @@ pub struct Context {
     pub divergence: Divergence,
     /// The hub's reservations.
     pub ledger: Arc<SharedLedger>,
+    /// Which clusters' scores each TieredPlacement's last plan read.
+    pub holdings: Arc<Holdings>,
     /// Consecutive failures per TieredPlacement, for the retry delay.
     backoff: Backoff,
 }
@@ -91,6 +94,7 @@ impl Context {
         metrics: Arc<Metrics>,
         recorder: Recorder,
         ledger: Arc<SharedLedger>,
+        holdings: Arc<Holdings>,
     ) -> Self {
         Context {
             client,
@@ -100,13 +104,10 @@ impl Context {
             recorder,
             divergence: Divergence::default(),
             ledger,
+            holdings,
             backoff: Backoff::default(),
         }
     }
-}
-
-fn key_of(tp: &TieredPlacement) -> String {
-    format!("{}/{}", tp.namespace().unwrap_or_default(), tp.name_any())
 }
 
 /// One pass over a TieredPlacement, timed and counted whatever its outcome.
@@ -128,10 +129,13 @@ async fn reconcile_once(tp: Arc<TieredPlacement>, ctx: Arc<Context>) -> Result<A
         // The garbage collector removes the child with its owner.
         ctx.divergence.forget(&key);
         ctx.ledger.forget(&tp);
+        ctx.holdings.forget(&key);
         return Ok(Action::await_change());
     }
     let namespace = tp.namespace().ok_or(Error::NoNamespace)?;
     let name = tp.name_any();
+    // Before the stores are read: score changes after this one may not be in the snapshot.
+    let seen = ctx.holdings.sequence();
     let snapshot = ctx
         .stores
         .snapshot(&namespace)
@@ -153,6 +157,7 @@ async fn reconcile_once(tp: Arc<TieredPlacement>, ctx: Arc<Context>) -> Result<A
     for error in &errors {
         tracing::warn!(tiered = %key, %error, "a stored reservation cannot be loaded");
     }
+    let missed_a_change = ctx.holdings.record(&key, std::mem::take(&mut plan.holds), seen);
     let child_name = tp.spec.child_name(&name).to_owned();
     let live = snapshot.placement(&namespace, &child_name);
     tracing::debug!(
@@ -252,7 +257,11 @@ async fn reconcile_once(tp: Arc<TieredPlacement>, ctx: Arc<Context>) -> Result<A
         publish(&ctx, &tp, event).await;
     }
 
-    let mut next = ctx.settings.resync;
+    let mut next = if missed_a_change {
+        MIN_REQUEUE
+    } else {
+        ctx.settings.resync
+    };
     let mut until = |at: Timestamp| {
         let wait = at.duration_since(Timestamp::now());
         let wait = Duration::try_from(wait)

@@ -89,11 +89,12 @@ impl SharedLedger {
     }
 
     /// A report of `cluster` observed at `at`: releases what it settles. Before the ledger is
-    /// built nothing is released (the stored reservations then wait for the next report).
-    pub fn report(&self, cluster: &str, at: Timestamp, metrics: &Metrics) {
+    /// built nothing is released (the stored reservations then wait for the next report). True
+    /// when it released something.
+    pub fn report(&self, cluster: &str, at: Timestamp, metrics: &Metrics) -> bool {
         let mut guard = self.lock();
         let Some(ledger) = guard.as_mut() else {
-            return;
+            return false;
         };
         let released = ledger.observe_report(cluster, at.as_nanosecond());
         if !released.is_empty() {
@@ -102,6 +103,7 @@ impl SharedLedger {
             metrics.reservations(ledger.entries().count());
             self.changed.notify_one();
         }
+        !released.is_empty()
     }
 
     /// A TieredPlacement that is gone.

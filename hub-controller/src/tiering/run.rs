@@ -7,6 +7,7 @@ use super::metrics::Metrics;
 use super::reconcile::{self, Context};
 use super::reports::Reports;
 use super::reservations::SharedLedger;
+use super::score_updates::{Holdings, ScoreUpdates};
 use super::snapshot::{Stores, without_manifests};
 use crate::hub_cache::PlacementStores;
 use futures::StreamExt;
@@ -125,6 +126,16 @@ fn judging(store: &Store<TieredPlacement>, work: &ManifestWork) -> Vec<ObjectRef
         .collect()
 }
 
+/// The object an event carries, if one.
+fn event_object<K>(event: &watcher::Event<K>) -> Option<&K> {
+    match event {
+        watcher::Event::Apply(object)
+        | watcher::Event::Delete(object)
+        | watcher::Event::InitApply(object) => Some(object),
+        watcher::Event::Init | watcher::Event::InitDone => None,
+    }
+}
+
 /// Runs the controller until `stop` is cancelled.
 async fn run_controller(
     client: Client,
@@ -152,14 +163,27 @@ async fn run_controller(
             }
         }
     });
-    // A report releases reservations before the reconciles it triggers plan with them.
-    score_watch.observe({
-        let (ledger, metrics) = (ledger.clone(), metrics.clone());
+    // A report releases reservations before the reconciles it triggers plan with them. Only an
+    // update that can change a plan (or released a reservation) triggers, and only the
+    // TieredPlacements holding its cluster: renewals re-plan nothing.
+    let holdings = Arc::new(Holdings::default());
+    score_watch.notify_when({
+        let (ledger, metrics, holdings) = (ledger.clone(), metrics.clone(), holdings.clone());
         let mut reports = Reports::default();
+        let mut updates = ScoreUpdates::default();
         move |event: &watcher::Event<AddOnPlacementScore>| {
-            if let Some(cluster) = reports.observe(event) {
-                ledger.report(&cluster, jiff::Timestamp::now(), &metrics);
+            let now = jiff::Timestamp::now();
+            let released = reports
+                .observe(event)
+                .is_some_and(|cluster| ledger.report(&cluster, now, &metrics));
+            let changes = updates.can_change_plans(event, now) || released;
+            if let watcher::Event::Apply(_) | watcher::Event::Delete(_) = event {
+                metrics.score_update(changes);
             }
+            if let (true, Some(object)) = (changes, event_object(event)) {
+                holdings.changed(&object.namespace().unwrap_or_default());
+            }
+            changes
         }
     });
     let tiered = tiered_watch.store();
@@ -217,6 +241,7 @@ async fn run_controller(
         metrics,
         recorder,
         ledger,
+        holdings.clone(),
     ));
     // Plan nothing on half a picture, and wait here rather than in each worker: kube's store
     // readiness wakes only the last of several tasks waiting on it at once.
@@ -242,14 +267,16 @@ async fn run_controller(
         ctx.metrics.clone(),
         stop.clone(),
     ));
-    let (all1, all2, all3) = (tiered.clone(), tiered.clone(), tiered.clone());
+    let (all1, all2, holders) = (tiered.clone(), tiered.clone(), tiered.clone());
     let (ns1, owner1, owner2) = (tiered.clone(), tiered.clone(), tiered.clone());
     let judges = tiered.clone();
     Controller::for_stream(tiered_triggers, tiered)
         .with_config(ControllerConfig::default().concurrency(settings.workers))
         .watches_stream(cluster_triggers, move |_: ManagedCluster| every(&all1))
         .watches_stream(set_triggers, move |_: ManagedClusterSet| every(&all2))
-        .watches_stream(score_triggers, move |_: AddOnPlacementScore| every(&all3))
+        .watches_stream(score_triggers, move |score: AddOnPlacementScore| {
+            holdings.holders(&holders, &score.namespace().unwrap_or_default())
+        })
         .watches_stream(binding_triggers, move |b: ManagedClusterSetBinding| {
             in_namespace(&ns1, b.namespace().as_deref())
         })

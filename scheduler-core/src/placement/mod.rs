@@ -23,6 +23,7 @@ pub mod groups;
 mod nanos;
 pub mod prioritizers;
 pub mod rank;
+pub mod renewal;
 pub mod schedule;
 pub mod selector;
 pub mod snapshot;

@@ -35,7 +35,9 @@
 //!   debounces and budgets exactly where the last one stopped.
 //! * **Requeue** at [`Plan::requeue_at`] (toleration deadlines − 1 s, debounce ends, hold-down
 //!   ends, score `validUntil` + 1 ns, stale grace ends, the end of `Frozen` and of `minDwell`,
-//!   penalty decay). Also reconcile on changes of any input above.
+//!   penalty decay). Also reconcile on changes of any input above; of a score, only when the
+//!   update can change a plan ([`crate::placement::renewal`]: not a renewal) and its cluster is
+//!   in [`Plan::holds`].
 //! * **ManifestWorks**: for a TieredPlacement with `spec.workloadHealth`, pass a [`WorkIndex`] of
 //!   the ManifestWork reflector to [`plan_and_assume`], built again only after the store changed
 //!   (`WorkIndex::from_shared`; the others get an empty index); reconcile such a TieredPlacement
@@ -64,12 +66,14 @@
 
 mod choose;
 pub mod feasibility;
+mod holds;
 pub mod render;
 mod time;
 mod validate;
 pub mod verdict;
 pub mod workload;
 
+pub use holds::Holds;
 pub use time::format_duration;
 pub use validate::validate;
 
@@ -123,6 +127,9 @@ pub struct Plan {
     pub write_status: bool,
     /// The transition this plan makes, if any.
     pub transition: Option<TransitionKind>,
+    /// The clusters whose scores this plan read: a controller re-plans on a score change only
+    /// when the cluster is among them.
+    pub holds: Holds,
 }
 
 /// Condition types the planner sets.
@@ -373,6 +380,8 @@ pub(crate) fn invalid(
         write_child: false,
         write_status,
         transition: None,
+        // An invalid spec reads no scores.
+        holds: Holds::Clusters(Default::default()),
     }
 }
 

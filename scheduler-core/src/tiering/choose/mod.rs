@@ -338,6 +338,7 @@ pub(crate) fn decide(input: &Input<'_>) -> Plan {
         write_child,
         write_status,
         transition: written.transition,
+        holds: super::holds::of(spec, snapshot, tiers),
     }
 }
 
