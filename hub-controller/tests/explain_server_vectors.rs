@@ -54,7 +54,11 @@ impl HubView for Hub {
             .cloned())
     }
 
-    fn snapshot(&self, namespace: &str) -> Result<HubSnapshot, HubError> {
+    fn snapshot(
+        &self,
+        namespace: &str,
+        _now: jiff::Timestamp,
+    ) -> Result<std::sync::Arc<HubSnapshot>, HubError> {
         for injected in ["bindingList", "clusterList"] {
             if let Some(e) = self.failure.get(injected) {
                 return Err(HubError::Failed(s(e)));
@@ -64,7 +68,9 @@ impl HubView for Hub {
         objects
             .bindings
             .retain(|b| b.metadata.namespace.as_deref() == Some(namespace));
-        HubSnapshot::new(objects).map_err(|e| HubError::Failed(e.to_string()))
+        HubSnapshot::new(objects)
+            .map(std::sync::Arc::new)
+            .map_err(|e| HubError::Failed(e.to_string()))
     }
 }
 

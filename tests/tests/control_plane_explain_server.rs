@@ -398,6 +398,32 @@ async fn explain_server_answers_as_ocm_for_the_callers_rbac_allows() {
     );
     assert_eq!(exact.body["status"]["code"], "Success");
 
+    // The answers share one snapshot of the hub, kept by the watches: ten requests in a row build
+    // at most one more (two, should some object of the hub change meanwhile), not ten.
+    let builds = || -> f64 {
+        let got = curl(
+            &format!("http://127.0.0.1:{metrics_port}/metrics"),
+            None,
+            None,
+            &[],
+        )
+        .expect("metrics");
+        let text = got.body.as_str().expect("metrics text").to_owned();
+        text.lines()
+            .find_map(|l| l.strip_prefix("ocm_score_explain_snapshot_builds_total "))
+            .unwrap_or_else(|| panic!("no ocm_score_explain_snapshot_builds_total in\n{text}"))
+            .trim()
+            .parse()
+            .expect("a count")
+    };
+    let before = builds();
+    for _ in 0..10 {
+        let again = ours(&format!("{NS}/by-cpu"), Some(&viewer_token), &[]).expect("curl");
+        assert_eq!(again.body["aggregatedScores"], exact.body["aggregatedScores"]);
+    }
+    let built = builds() - before;
+    assert!(built <= 2.0, "{built} snapshots built for 10 requests");
+
     // Refusals, each with OCM's status code and a JSON error naming the cause.
     let refused = |got: Got, status: u16, says: &str| {
         assert_eq!(got.status, status, "{}", got.body);

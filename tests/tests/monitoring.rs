@@ -153,11 +153,13 @@ fn expositions() -> Vec<(&'static str, String)> {
     tiering.reservations(1);
     tiering.released_by_report(1);
     tiering.score_update(true);
+    tiering.snapshot_builds.inc();
     tiering.set_leader(true);
 
     let explain = ocm_score_hub::explain_server::metrics::Metrics::default();
     explain.answered("GET", 200, Duration::from_millis(3));
     explain.tls_reloaded(true);
+    explain.snapshot_builds.inc();
 
     vec![
         ("agent", agent.render()),

@@ -20,6 +20,7 @@ use hyper::{Method, StatusCode};
 use jiff::Timestamp;
 use ocm_score_api::Placement;
 use ocm_score_scheduler::placement::{HubSnapshot, candidates, schedule};
+use std::sync::Arc;
 
 /// Where the endpoint is served, as in OCM.
 pub const DEBUG_PATH: &str = "/debug/placements/";
@@ -48,8 +49,9 @@ impl HubError {
 /// What the hub holds, as the engine reads it.
 pub trait HubView: Send + Sync {
     fn placement(&self, namespace: &str, name: &str) -> Result<Option<Placement>, HubError>;
-    /// Every cluster, set, score and decision, and `namespace`'s bindings and placements.
-    fn snapshot(&self, namespace: &str) -> Result<HubSnapshot, HubError>;
+    /// Every cluster, set, score and decision, and `namespace`'s bindings and placements, as
+    /// they are at `now` (shared: a cache may hand the same snapshot to many requests).
+    fn snapshot(&self, namespace: &str, now: Timestamp) -> Result<Arc<HubSnapshot>, HubError>;
 }
 
 /// A request as the handler sees it.
@@ -167,7 +169,7 @@ async fn answer(
                 })?
         }
     };
-    let snapshot = hub.snapshot(&namespace).map_err(unreadable)?;
+    let snapshot = hub.snapshot(&namespace, now).map_err(unreadable)?;
     let internal = |e: ocm_score_scheduler::placement::PlacementError| {
         Refusal::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
     };

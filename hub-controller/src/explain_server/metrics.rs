@@ -14,6 +14,8 @@ pub struct Metrics {
     requests: Family<Labels, Counter>,
     request_seconds: Histogram,
     tls_reloads: Family<Labels, Counter>,
+    /// Hub snapshots built (once per change of the hub, not per request).
+    pub snapshot_builds: Counter,
 }
 
 impl Default for Metrics {
@@ -38,11 +40,18 @@ impl Default for Metrics {
             "Times the serving certificate files changed and were read again, by result",
             tls_reloads.clone(),
         );
+        let snapshot_builds = Counter::default();
+        registry.register(
+            "snapshot_builds",
+            "Hub snapshots built to answer from: one per change of what the engine reads (score renewals are none) or passed validUntil, shared by the requests in between",
+            snapshot_builds.clone(),
+        );
         Metrics {
             registry,
             requests,
             request_seconds,
             tls_reloads,
+            snapshot_builds,
         }
     }
 }

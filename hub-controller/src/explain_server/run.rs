@@ -6,21 +6,15 @@ use super::args::ExplainServerArgs;
 use super::handler::{self, DebugRequest, HubError, HubView, MAX_BODY_BYTES};
 use super::metrics::Metrics;
 use super::tls::ReloadingCert;
-use crate::hub_cache::PlacementStores;
+use crate::hub_cache::{PlacementStores, PlacementWatches};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response, StatusCode, header};
-use kube::api::Api;
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher;
-use ocm_score_api::{
-    AddOnPlacementScore, ManagedCluster, ManagedClusterSet, ManagedClusterSetBinding, Placement,
-    PlacementDecision,
-};
+use ocm_score_api::Placement;
 use ocm_score_scheduler::placement::HubSnapshot;
 use ocm_score_shell::CancellationToken;
 use ocm_score_shell::probes::{ProbeServer, Probes};
-use ocm_score_shell::watch::{SharedWatch, as_is};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -49,10 +43,10 @@ impl HubView for CachedHub {
             .map(|p| (*p).clone()))
     }
 
-    fn snapshot(&self, namespace: &str) -> Result<HubSnapshot, HubError> {
+    fn snapshot(&self, namespace: &str, now: jiff::Timestamp) -> Result<Arc<HubSnapshot>, HubError> {
         self.ensure_synced()?;
         self.stores
-            .snapshot(namespace)
+            .snapshot(namespace, now)
             .map_err(|e| HubError::Failed(e.to_string()))
     }
 }
@@ -127,32 +121,14 @@ pub async fn run(args: ExplainServerArgs, shutdown: CancellationToken) -> ExitCo
         }
     };
 
-    let clusters = SharedWatch::<ManagedCluster>::default();
-    let sets = SharedWatch::<ManagedClusterSet>::default();
-    let bindings = SharedWatch::<ManagedClusterSetBinding>::default();
-    let scores = SharedWatch::<AddOnPlacementScore>::default();
-    let placements = SharedWatch::<Placement>::default();
-    let decisions = SharedWatch::<PlacementDecision>::default();
+    // The snapshot answers are made from is kept by the watches: built again after a change,
+    // shared by the requests in between.
+    let watches = PlacementWatches::new(metrics.snapshot_builds.clone());
     let hub = Arc::new(CachedHub {
-        stores: PlacementStores {
-            clusters: clusters.store(),
-            cluster_sets: sets.store(),
-            bindings: bindings.store(),
-            scores: scores.store(),
-            placements: placements.store(),
-            decisions: decisions.store(),
-        },
+        stores: watches.stores(),
         synced: AtomicBool::new(false),
     });
-    let everything = watcher::Config::default;
-    let _watches = [
-        clusters.spawn(Api::all(client.clone()), everything(), as_is),
-        sets.spawn(Api::all(client.clone()), everything(), as_is),
-        bindings.spawn(Api::all(client.clone()), everything(), as_is),
-        scores.spawn(Api::all(client.clone()), everything(), as_is),
-        placements.spawn(Api::all(client.clone()), everything(), as_is),
-        decisions.spawn(Api::all(client.clone()), everything(), as_is),
-    ];
+    let _watches = watches.spawn(&client);
     let probes = Arc::new(ServerProbes {
         hub: hub.clone(),
         metrics: metrics.clone(),

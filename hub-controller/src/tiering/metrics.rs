@@ -26,6 +26,8 @@ pub struct Metrics {
     reserved_score_errors: Counter,
     released_by_report: Counter,
     score_updates: Family<Labels, Counter>,
+    /// Hub snapshots built for plans (once per change of the hub and namespace).
+    pub snapshot_builds: Counter,
 }
 
 impl Default for Metrics {
@@ -86,6 +88,12 @@ impl Default for Metrics {
             "AddOnPlacementScore updates seen, by effect: renewal (no plan can change: nothing re-planned) or change (re-plans the TieredPlacements holding the cluster)",
             score_updates.clone(),
         );
+        let snapshot_builds = Counter::default();
+        registry.register(
+            "snapshot_builds",
+            "Hub snapshots built to plan from: one per change of what the planner reads and namespace, shared by the plans in between",
+            snapshot_builds.clone(),
+        );
         let reserved_scores = Gauge::default();
         registry.register(
             "reserved_scores",
@@ -112,6 +120,7 @@ impl Default for Metrics {
             reserved_score_errors,
             released_by_report,
             score_updates,
+            snapshot_builds,
         }
     }
 }

@@ -138,7 +138,7 @@ async fn reconcile_once(tp: Arc<TieredPlacement>, ctx: Arc<Context>) -> Result<A
     let seen = ctx.holdings.sequence();
     let snapshot = ctx
         .stores
-        .snapshot(&namespace)
+        .snapshot(&namespace, Timestamp::now())
         .map_err(|source| Error::Snapshot {
             namespace: namespace.clone(),
             source,

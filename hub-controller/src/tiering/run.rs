@@ -7,9 +7,9 @@ use super::metrics::Metrics;
 use super::reconcile::{self, Context};
 use super::reports::Reports;
 use super::reservations::SharedLedger;
-use super::score_updates::{Holdings, ScoreUpdates};
+use super::score_updates::Holdings;
 use super::snapshot::{Stores, without_manifests};
-use crate::hub_cache::PlacementStores;
+use crate::hub_cache::PlacementWatches;
 use futures::StreamExt;
 use kube::api::Api;
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
@@ -145,12 +145,7 @@ async fn run_controller(
     stop: CancellationToken,
 ) {
     let mut tiered_watch = SharedWatch::<TieredPlacement>::default();
-    let mut cluster_watch = SharedWatch::<ManagedCluster>::default();
-    let mut set_watch = SharedWatch::<ManagedClusterSet>::default();
-    let mut binding_watch = SharedWatch::<ManagedClusterSetBinding>::default();
-    let mut score_watch = SharedWatch::<AddOnPlacementScore>::default();
-    let mut placement_watch = SharedWatch::<Placement>::default();
-    let mut decision_watch = SharedWatch::<PlacementDecision>::default();
+    let mut hub = PlacementWatches::new(metrics.snapshot_builds.clone());
     // Shapes only change the deduction across shapes: the next plan uses them.
     let shape_watch = SharedWatch::<WorkloadShape>::default();
     let mut work_watch = SharedWatch::<ManifestWork>::default();
@@ -167,16 +162,14 @@ async fn run_controller(
     // update that can change a plan (or released a reservation) triggers, and only the
     // TieredPlacements holding its cluster: renewals re-plan nothing.
     let holdings = Arc::new(Holdings::default());
-    score_watch.notify_when({
+    hub.on_scores({
         let (ledger, metrics, holdings) = (ledger.clone(), metrics.clone(), holdings.clone());
         let mut reports = Reports::default();
-        let mut updates = ScoreUpdates::default();
-        move |event: &watcher::Event<AddOnPlacementScore>| {
-            let now = jiff::Timestamp::now();
+        move |event: &watcher::Event<AddOnPlacementScore>, can_change: bool| {
             let released = reports
                 .observe(event)
-                .is_some_and(|cluster| ledger.report(&cluster, now, &metrics));
-            let changes = updates.can_change_plans(event, now) || released;
+                .is_some_and(|cluster| ledger.report(&cluster, jiff::Timestamp::now(), &metrics));
+            let changes = can_change || released;
             if let watcher::Event::Apply(_) | watcher::Event::Delete(_) = event {
                 metrics.score_update(changes);
             }
@@ -189,26 +182,19 @@ async fn run_controller(
     let tiered = tiered_watch.store();
     let stores = Stores {
         tiered: tiered.clone(),
-        hub: PlacementStores {
-            clusters: cluster_watch.store(),
-            cluster_sets: set_watch.store(),
-            bindings: binding_watch.store(),
-            scores: score_watch.store(),
-            placements: placement_watch.store(),
-            decisions: decision_watch.store(),
-        },
+        hub: hub.stores(),
         shapes: shape_watch.store(),
         works: work_watch.store(),
         work_index: Arc::default(),
     };
     // The reconciler reads the stores; triggers only need names, namespaces and labels.
     let tiered_triggers = tiered_watch.subscribe(metadata_only);
-    let cluster_triggers = cluster_watch.subscribe(metadata_only);
-    let set_triggers = set_watch.subscribe(metadata_only);
-    let binding_triggers = binding_watch.subscribe(metadata_only);
-    let score_triggers = score_watch.subscribe(metadata_only);
-    let placement_triggers = placement_watch.subscribe(metadata_only);
-    let decision_triggers = decision_watch.subscribe(metadata_only);
+    let cluster_triggers = hub.clusters.subscribe(metadata_only);
+    let set_triggers = hub.cluster_sets.subscribe(metadata_only);
+    let binding_triggers = hub.bindings.subscribe(metadata_only);
+    let score_triggers = hub.scores.subscribe(metadata_only);
+    let placement_triggers = hub.placements.subscribe(metadata_only);
+    let decision_triggers = hub.decisions.subscribe(metadata_only);
     // A work's health is in its status: the trigger needs only its labels, the store keeps it.
     let work_triggers = work_watch.subscribe(metadata_only);
     work_watch.observe({
@@ -218,15 +204,10 @@ async fn run_controller(
     let everything = watcher::Config::default;
     let _watches = [
         tiered_watch.spawn(Api::all(client.clone()), everything(), as_is),
-        cluster_watch.spawn(Api::all(client.clone()), everything(), as_is),
-        set_watch.spawn(Api::all(client.clone()), everything(), as_is),
-        binding_watch.spawn(Api::all(client.clone()), everything(), as_is),
-        score_watch.spawn(Api::all(client.clone()), everything(), as_is),
-        placement_watch.spawn(Api::all(client.clone()), everything(), as_is),
-        decision_watch.spawn(Api::all(client.clone()), everything(), as_is),
         shape_watch.spawn(Api::all(client.clone()), everything(), as_is),
         work_watch.spawn(Api::all(client.clone()), everything(), without_manifests),
     ];
+    let _hub_watches = hub.spawn(&client);
     let recorder = Recorder::new(
         client.clone(),
         Reporter {

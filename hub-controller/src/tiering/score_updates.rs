@@ -1,8 +1,8 @@
 //! Which AddOnPlacementScore updates re-plan which TieredPlacements.
 //!
 //! Every agent renews its scores each minute, so a hub of N clusters sees N/60 score updates a
-//! second, nearly all of them renewals that change no plan. [`ScoreUpdates`] tells those apart on
-//! the watch (`ocm_score_scheduler::placement::renewal`), and [`Holdings`] sends a real change
+//! second, nearly all of them renewals that change no plan. `crate::hub_cache::ScoreUpdates` tells
+//! those apart on the watch, and [`Holdings`] sends a real change
 //! only to the TieredPlacements whose last plan read that cluster's scores (`Plan::holds`).
 //!
 //! A plan reads the stores at one instant and records what it holds after, so a change can land
@@ -10,13 +10,9 @@
 //! new holds. Only a change after the snapshot of a cluster the new holds add and the old ones
 //! lacked may reach neither, and [`Holdings::record`] reports that so the reconciler plans again.
 
-use jiff::Timestamp;
 use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::watcher;
 use ocm_score_api::crd::tiered_placement::TieredPlacement;
-use ocm_score_api::{AddOnPlacementScore, AddOnPlacementScoreStatus};
-use ocm_score_scheduler::placement::renewal::is_renewal;
 use ocm_score_scheduler::tiering::Holds;
 use ocm_score_shell::sync::lock;
 use std::collections::{HashMap, VecDeque};
@@ -25,33 +21,6 @@ use std::sync::Mutex;
 /// The key a TieredPlacement is held under: `namespace/name`.
 pub fn key_of(tp: &TieredPlacement) -> String {
     format!("{}/{}", tp.namespace().unwrap_or_default(), tp.name_any())
-}
-
-/// The last status seen of every AddOnPlacementScore, to tell renewals from changes.
-#[derive(Debug, Default)]
-pub struct ScoreUpdates {
-    last: HashMap<(String, String), Option<AddOnPlacementScoreStatus>>,
-}
-
-impl ScoreUpdates {
-    /// Whether `event` may change a plan made at `now`: a new, deleted or changed score object,
-    /// not a renewal or a re-list of what was already seen.
-    pub fn can_change_plans(&mut self, event: &watcher::Event<AddOnPlacementScore>, now: Timestamp) -> bool {
-        match event {
-            watcher::Event::Apply(object) | watcher::Event::InitApply(object) => {
-                let key = (object.namespace().unwrap_or_default(), object.name_any());
-                let renewal = is_renewal(self.last.get(&key), &object.status, now.as_nanosecond());
-                self.last.insert(key, object.status.clone());
-                !renewal
-            }
-            watcher::Event::Delete(object) => {
-                self.last
-                    .remove(&(object.namespace().unwrap_or_default(), object.name_any()));
-                true
-            }
-            watcher::Event::Init | watcher::Event::InitDone => false,
-        }
-    }
 }
 
 /// Changes remembered for [`Holdings::record`]; a plan that took longer than this many changes
@@ -129,58 +98,6 @@ impl Holdings {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ocm_score_api::{AddOnPlacementScoreItem, ObjectMeta, Time};
-
-    fn score(cluster: &str, cpu: i32, valid_until_s: i64) -> AddOnPlacementScore {
-        AddOnPlacementScore {
-            metadata: ObjectMeta {
-                namespace: Some(cluster.into()),
-                name: Some("resource-usage-score".into()),
-                ..Default::default()
-            },
-            status: Some(AddOnPlacementScoreStatus {
-                scores: vec![AddOnPlacementScoreItem {
-                    name: "cpu".into(),
-                    value: cpu,
-                }],
-                valid_until: Some(Time(Timestamp::from_second(valid_until_s).unwrap())),
-                ..Default::default()
-            }),
-        }
-    }
-
-    #[test]
-    fn renewals_and_re_lists_of_the_same_scores_change_no_plan() {
-        let now = Timestamp::from_second(1_000).unwrap();
-        let mut updates = ScoreUpdates::default();
-        use watcher::Event::{Apply, Delete, InitApply, InitDone};
-        assert!(
-            updates.can_change_plans(&InitApply(score("a", 10, 1_100)), now),
-            "first seen"
-        );
-        assert!(!updates.can_change_plans(&InitDone, now));
-        assert!(
-            !updates.can_change_plans(&Apply(score("a", 10, 1_160)), now),
-            "renewed"
-        );
-        assert!(
-            !updates.can_change_plans(&InitApply(score("a", 10, 1_220)), now),
-            "re-listed"
-        );
-        assert!(
-            updates.can_change_plans(&Apply(score("a", 11, 1_220)), now),
-            "a new value"
-        );
-        assert!(
-            updates.can_change_plans(&Apply(score("b", 11, 1_220)), now),
-            "another cluster"
-        );
-        assert!(updates.can_change_plans(&Delete(score("a", 11, 1_220)), now));
-        assert!(
-            updates.can_change_plans(&Apply(score("a", 11, 1_220)), now),
-            "back after a delete"
-        );
-    }
 
     #[test]
     fn a_change_during_a_plan_is_caught_when_the_new_holds_add_its_cluster() {

@@ -74,8 +74,12 @@ impl Stores {
 
     /// What the planner needs for a TieredPlacement in `namespace` (see
     /// [`PlacementStores::snapshot`]).
-    pub fn snapshot(&self, namespace: &str) -> Result<HubSnapshot, PlacementError> {
-        self.hub.snapshot(namespace)
+    pub fn snapshot(
+        &self,
+        namespace: &str,
+        now: jiff::Timestamp,
+    ) -> Result<Arc<HubSnapshot>, PlacementError> {
+        self.hub.snapshot(namespace, now)
     }
 }
 
