@@ -376,8 +376,12 @@ async fn kubectl_ocm_score_explains_live_placements_and_scores() {
         "{narrow}"
     );
     let typo = plugin(&plugin_dir, &admin, &["scores", "--score", "cpuAvailabel"]);
-    assert_eq!(typo.code, 0, "{}", typo.stderr);
-    assert!(typo.stderr.contains("--score cpuAvailabel"), "{}", typo.stderr);
+    assert_eq!(typo.code, 2, "a name to fix: {}", typo.stderr);
+    assert!(
+        typo.stderr.contains("--score cpuAvailabel") && typo.stderr.contains("cpuAvailable, memAvailable"),
+        "{}",
+        typo.stderr
+    );
 
     // A TieredPlacement: its plan, from the live hub, before any controller acted on it.
     let crd = workspace_dir().join("charts/ocm-score/crds/tiering.ocm-score.io_tieredplacements.yaml");

@@ -223,7 +223,7 @@ async fn scores_command(
         &args.sort_by,
         jiff::Timestamp::now(),
     );
-    let (rows, unknown) = scores::narrow(rows, args.resource.as_deref(), &args.scores);
+    let rows = scores::narrow(rows, args.resource.as_deref(), &args.scores).map_err(PluginError::Usage)?;
     let stdout = match format {
         Format::Table if rows.is_empty() => String::new(),
         Format::Table => scores::table(&rows),
@@ -240,11 +240,6 @@ async fn scores_command(
     if rows.is_empty() {
         warnings.push("no AddOnPlacementScores found".to_owned());
     }
-    warnings.extend(
-        unknown
-            .iter()
-            .map(|name| format!("--score {name}: no score object shown has a score of that name")),
-    );
     Ok(Output { stdout, warnings })
 }
 

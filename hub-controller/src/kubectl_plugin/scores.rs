@@ -4,7 +4,7 @@ use jiff::Timestamp;
 use ocm_score_api::{AddOnPlacementScore, ManagedCluster};
 use ocm_score_scheduler::placement::selector::LabelMatcher;
 use serde_json::{Value, json};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// One AddOnPlacementScore object.
 #[derive(Clone, Debug, PartialEq)]
@@ -121,28 +121,39 @@ pub fn rows(
 
 /// Only the score objects named `resource` (when given) and, in each, only the scores named in
 /// `names` (when any): the agent publishes ten scores, which make a table wider than a terminal.
-/// Returns the rows and the names no row has (a typo, or a score nobody publishes).
-pub fn narrow(rows: Vec<Row>, resource: Option<&str>, names: &[String]) -> (Vec<Row>, Vec<String>) {
+/// A name no row has (a typo, or a score nobody publishes) is an error naming the names there are;
+/// without any row there is nothing to check a name against, and no error.
+pub fn narrow(rows: Vec<Row>, resource: Option<&str>, names: &[String]) -> Result<Vec<Row>, String> {
     let rows: Vec<Row> = rows
         .into_iter()
         .filter(|r| resource.is_none_or(|name| r.resource == name))
         .collect();
-    let unknown = names
+    let known: BTreeSet<&str> = rows
         .iter()
-        .filter(|n| !rows.iter().any(|r| r.scores.contains_key(*n)))
-        .cloned()
+        .flat_map(|r| r.scores.keys().map(String::as_str))
         .collect();
-    if names.is_empty() {
-        return (rows, unknown);
+    let unknown: Vec<&str> = names
+        .iter()
+        .map(String::as_str)
+        .filter(|n| !known.contains(n))
+        .collect();
+    if !unknown.is_empty() && !rows.is_empty() {
+        return Err(format!(
+            "--score {}: no score object shown has a score of that name; they have {}",
+            unknown.join(","),
+            known.into_iter().collect::<Vec<_>>().join(", ")
+        ));
     }
-    let rows = rows
+    if names.is_empty() {
+        return Ok(rows);
+    }
+    Ok(rows
         .into_iter()
         .map(|mut r| {
             r.scores.retain(|name, _| names.contains(name));
             r
         })
-        .collect();
-    (rows, unknown)
+        .collect())
 }
 
 /// kubectl's short age: `45s`, `12m`, `3h`, `2d`.
@@ -267,7 +278,7 @@ mod tests {
     }
 
     #[test]
-    fn narrow_keeps_the_named_resource_and_scores_and_names_unknown_ones() {
+    fn narrow_keeps_the_named_resource_and_scores_and_refuses_unknown_ones() {
         let now = t("2026-11-26T10:30:00Z");
         let mut thanos = score("a", &[("cpuBusiest", 40)], None);
         thanos.metadata.name = Some("thanos-score".into());
@@ -278,15 +289,23 @@ mod tests {
         ];
         let all = rows(&scores, &[], None, &SortBy::Cluster, now);
         assert_eq!(all.len(), 3);
-        let (only_cpu, unknown) = narrow(all.clone(), None, &["cpu".to_owned(), "gpu".to_owned()]);
-        assert_eq!(unknown, ["gpu"]);
+        let typo = narrow(all.clone(), None, &["cpu".to_owned(), "gpu".to_owned()])
+            .expect_err("gpu is no score here");
+        assert_eq!(
+            typo,
+            "--score gpu: no score object shown has a score of that name; they have cpu, cpuBusiest, mem"
+        );
+        let only_cpu = narrow(all.clone(), None, &["cpu".to_owned()]).expect("cpu is a score");
         assert_eq!(only_cpu.len(), 3, "rows stay; their other scores go");
         assert!(only_cpu.iter().all(|r| r.scores.keys().all(|k| k == "cpu")));
         let text = table(&only_cpu);
         assert!(!text.contains("mem") && !text.contains("cpuBusiest"), "{text}");
-        let (thanos_only, unknown) = narrow(all, Some("thanos-score"), &[]);
-        assert!(unknown.is_empty());
+        let thanos_only = narrow(all.clone(), Some("thanos-score"), &[]).expect("no names");
         assert_eq!(thanos_only.len(), 1);
         assert_eq!(thanos_only[0].scores.get("cpuBusiest"), Some(&40));
+        // The names a resource's objects have, not the fleet's.
+        assert!(narrow(all.clone(), Some("thanos-score"), &["cpu".to_owned()]).is_err());
+        // Nothing to check against.
+        assert_eq!(narrow(all, Some("absent"), &["cpu".to_owned()]), Ok(Vec::new()));
     }
 }
