@@ -183,6 +183,8 @@ step "wait for the control plane's Go build" wait_in_background "$control_plane_
 start_in_background "build Thanos (beside the tests)" nice -n 5 "$bin_dir/go-build" thanos
 thanos_pid=$background_pid thanos_log=$background_log
 step "tests" cargo nextest run --workspace --locked --no-fail-fast --profile ci "$@"
+# nextest runs no doctests; the examples in our doc comments are tests too.
+step "doc tests" cargo test --doc --workspace --locked
 step "wait for the Thanos build" wait_in_background "$thanos_pid" "$thanos_log"
 # Opt-in: a campaign proves little per CI run and its instrumented build costs ~10 min.
 if [ "$fuzz_seconds" -gt 0 ]; then
