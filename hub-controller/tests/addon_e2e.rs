@@ -591,6 +591,27 @@ async fn removal_cleans_up_the_work_rbac_and_score() {
                 .find(|l| l.contains(what) && l.contains("cluster=c3"))
         }
     };
+    // What c3 has before it leaves: the same objects (not new ones of the same name) must be there
+    // after it comes back.
+    let c3_objects = || {
+        let uid = |object: Option<Value>| object.map(|o| o["metadata"]["uid"].clone());
+        (
+            uid(hub.addon("c3")),
+            uid(hub.work("c3")),
+            uid(hub.role("c3")),
+            uid(hub.role_binding("c3")),
+            score_object(&hub, "c3").map(|o| (o["metadata"]["uid"].clone(), o["status"].clone())),
+        )
+    };
+    let before = c3_objects();
+    assert!(
+        before.0.is_some()
+            && before.1.is_some()
+            && before.2.is_some()
+            && before.3.is_some()
+            && before.4.is_some(),
+        "c3's add-on, work, RBAC and score: {before:?}"
+    );
     hub.decide(&["c1", "c2"]).await;
     let left = std::time::Instant::now();
     controller
@@ -606,9 +627,10 @@ async fn removal_cleans_up_the_work_rbac_and_score() {
         out_and_back < grace,
         "c3 was out {out_and_back:?}, not less than the grace {grace:?}: too slow to test the grace"
     );
-    assert!(
-        hub.addon("c3").is_some(),
-        "c3's add-on went while it was out for {out_and_back:?}, less than the grace"
+    assert_eq!(
+        c3_objects(),
+        before,
+        "c3's add-on, work, RBAC or score were replaced while it was out for {out_and_back:?}, less than the grace"
     );
     // c3 leaves for good: after the grace its add-on, work, hub RBAC and score go; the others stay.
     hub.decide(&["c1", "c2"]).await;
