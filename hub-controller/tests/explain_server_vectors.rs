@@ -5,8 +5,10 @@
 //! SubjectAccessReview do, and a hub holding the vector's objects (or failing where it injects a
 //! failure). scheduler-core skips these vectors (it serves no HTTP); this is where they run.
 //!
-//! Where OCM's test stubs its scheduler (`debugAggregate`), the envelope is checked with the
-//! stub's results; the dry run is also scheduled for real.
+//! Every `expect` key of a vector is checked (`checked_keys`). Where OCM's test stubs its scheduler
+//! (`debugAggregate`), what is checked against the stub's results is our envelope around them (keys
+//! and order), not scheduling; the dry run is also scheduled for real. `debugReportErr` goes
+//! through the response our server writes.
 
 use hyper::Method;
 use ocm_score_api::{ManagedCluster, ManagedClusterSet, ManagedClusterSetBinding, Placement};
@@ -272,11 +274,37 @@ async fn permission_mapping(case: &Value) -> Check {
     })
 }
 
-fn report_err(case: &Value) -> Check {
-    let got = json_of(&DebugAnswer::failed(s(&case["input"]["error"])));
-    ensure(got == case["expect"]["body"], || {
-        format!("body {got} not {}", case["expect"]["body"])
-    })
+/// OCM's `reportErr`: the status, the content type and the JSON body of an error, here as our
+/// server writes a refusal ([`handler::Reply::into_response`]).
+async fn report_err(case: &Value) -> Check {
+    let input = &case["input"];
+    let status = hyper::StatusCode::from_u16(input["httpStatus"].as_u64().unwrap_or(0) as u16)
+        .map_err(|e| format!("input httpStatus: {e}"))?;
+    let response = handler::Reply {
+        status,
+        answer: DebugAnswer::failed(s(&input["error"])),
+    }
+    .into_response();
+    let e = &case["expect"];
+    let got_status = u64::from(response.status().as_u16());
+    ensure(Some(got_status) == e["httpStatus"].as_u64(), || {
+        format!("status {got_status} not {}", e["httpStatus"])
+    })?;
+    let content_type = response
+        .headers()
+        .get(hyper::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    ensure(Some(content_type.as_str()) == e["contentType"].as_str(), || {
+        format!("content type {content_type:?} not {}", e["contentType"])
+    })?;
+    let bytes = match http_body_util::BodyExt::collect(response.into_body()).await {
+        Ok(collected) => collected.to_bytes(),
+        Err(never) => match never {},
+    };
+    let got: Value = serde_json::from_slice(&bytes).map_err(|e| format!("the body is no JSON: {e}"))?;
+    ensure(got == e["body"], || format!("body {got} not {}", e["body"]))
 }
 
 /// The envelope with the stub scheduler's results, and (for the dry run) the same request
@@ -304,12 +332,20 @@ async fn aggregate(case: &Value) -> Check {
         aggregated_scores: answer::aggregated(scores.into_iter()),
         ..DebugAnswer::default()
     };
+    // What this half checks is our envelope around the stub's results (the keys, and the
+    // aggregated scores best first), as OCM's test checks its own; no scheduling is in it.
     let got = json_of(&envelope);
     let e = &case["expect"];
     for key in ["filteredPipelineResults", "prioritizeResults", "aggregatedScores"] {
         if let Some(want) = e.get(key) {
             ensure(&got[key] == want, || format!("{key}: {} not {want}", got[key]))?;
         }
+    }
+    if let Some(want) = e.get("filteredPipelineResultsCount") {
+        let count = list(&got["filteredPipelineResults"]).len();
+        ensure(want.as_u64() == Some(count as u64), || {
+            format!("filteredPipelineResultsCount {count} not {want}")
+        })?;
     }
     if let Some(want) = e.get("placement") {
         let auth = Auth::of(None);
@@ -319,10 +355,14 @@ async fn aggregate(case: &Value) -> Check {
         };
         let reply = run(&auth, &hub, &case["request"]).await;
         let body = json_of(&reply.answer);
-        ensure(
-            reply.status.as_u16() == 200 && body.get("error").is_none(),
-            || format!("the dry run failed: {body}"),
-        )?;
+        ensure(reply.status.as_u16() == 200, || {
+            format!("the dry run failed: {body}")
+        })?;
+        if e.get("error").is_some_and(|v| v.as_str() == Some("")) {
+            ensure(body.get("error").is_none(), || {
+                format!("the dry run has an error: {body}")
+            })?;
+        }
         for field in ["name", "namespace"] {
             ensure(body["placement"]["metadata"][field] == want[field], || {
                 format!(
@@ -350,11 +390,51 @@ async fn candidates(case: &Value) -> Check {
     ensure(reply.status.as_u16() == 200, || {
         format!("status {}: {body}", reply.status)
     })?;
+    if case["expect"]
+        .get("error")
+        .is_some_and(|v| v.as_str() == Some(""))
+    {
+        ensure(body.get("error").is_none(), || {
+            format!("an error where none belongs: {body}")
+        })?;
+    }
     let passed = list(&body["filteredPipelineResults"][0]["filteredClusters"]).len() as u64;
     let want = case["expect"]["candidateCount"].as_u64().unwrap_or(u64::MAX);
     ensure(passed == want, || {
         format!("{passed} candidates, not {want}: {body}")
     })
+}
+
+/// The `expect` keys each runner above checks: a key a vector gains that no runner reads fails
+/// the vector, so an expectation is never silently ignored.
+fn checked_keys(kind: &str) -> &'static [&'static str] {
+    match kind {
+        "debugHttp" => &["httpStatus", "errorContains", "error", "sarVerb"],
+        "debugPermissionErrMapping" => &["httpStatus"],
+        "debugReportErr" => &["httpStatus", "contentType", "body"],
+        "debugAggregate" => &[
+            "filteredPipelineResults",
+            "prioritizeResults",
+            "aggregatedScores",
+            "filteredPipelineResultsCount",
+            "placement",
+            "error",
+        ],
+        "debugCandidates" => &["candidateCount", "error"],
+        _ => &[],
+    }
+}
+
+fn expectations_are_checked(case: &Value, kind: &str) -> Check {
+    let keys: Vec<&String> = case["expect"]
+        .as_object()
+        .map(|m| m.keys().collect())
+        .unwrap_or_default();
+    ensure(!keys.is_empty(), || "the vector expects nothing".into())?;
+    match keys.iter().find(|k| !checked_keys(kind).contains(&k.as_str())) {
+        Some(key) => Err(format!("expect key {key:?} is not checked by the {kind} runner")),
+        None => Ok(()),
+    }
 }
 
 #[tokio::test]
@@ -365,10 +445,16 @@ async fn ocm_debug_endpoint_vectors() {
     let mut failed = Vec::new();
     for case in &cases {
         let kind = s(&case["kind"]);
+        if !kind.starts_with("debug") {
+            continue;
+        }
+        if let Err(why) = expectations_are_checked(case, &kind) {
+            failed.push(format!("{}: {why}", s(&case["name"])));
+        }
         let result = match kind.as_str() {
             "debugHttp" => debug_http(case).await,
             "debugPermissionErrMapping" => permission_mapping(case).await,
-            "debugReportErr" => report_err(case),
+            "debugReportErr" => report_err(case).await,
             "debugAggregate" => aggregate(case).await,
             "debugCandidates" => candidates(case).await,
             _ => continue,

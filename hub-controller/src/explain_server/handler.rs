@@ -16,7 +16,9 @@
 
 use super::access::{Access, User, Verb};
 use super::answer::DebugAnswer;
-use hyper::{Method, StatusCode};
+use http_body_util::Full;
+use hyper::body::Bytes;
+use hyper::{Method, Response, StatusCode, header};
 use jiff::Timestamp;
 use ocm_score_api::Placement;
 use ocm_score_scheduler::placement::{HubSnapshot, candidates, schedule};
@@ -69,6 +71,21 @@ pub struct DebugRequest {
 pub struct Reply {
     pub status: StatusCode,
     pub answer: DebugAnswer,
+}
+
+impl Reply {
+    /// The HTTP response: the status, the answer as JSON, `Content-Type: application/json` (what
+    /// OCM's `reportErr` and its answers send).
+    pub fn into_response(self) -> Response<Full<Bytes>> {
+        let body = serde_json::to_vec(&self.answer).unwrap_or_else(|_| b"{}".to_vec());
+        let mut response = Response::new(Full::new(Bytes::from(body)));
+        *response.status_mut() = self.status;
+        response.headers_mut().insert(
+            header::CONTENT_TYPE,
+            header::HeaderValue::from_static("application/json"),
+        );
+        response
+    }
 }
 
 /// A request answered with an error: its status and message.

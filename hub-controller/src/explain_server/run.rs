@@ -240,12 +240,5 @@ async fn respond(
         took_ms = took.as_millis() as u64,
         "answered"
     );
-    let body = serde_json::to_vec(&reply.answer).unwrap_or_else(|_| b"{}".to_vec());
-    let mut response = Response::new(Full::new(Bytes::from(body)));
-    *response.status_mut() = reply.status;
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        header::HeaderValue::from_static("application/json"),
-    );
-    response
+    reply.into_response()
 }
