@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Runs README's test command (scripts/test.sh) N times in a row beside a CPU hog, stopping at the first
-# failure: the check that the suite neither lies nor flakes on a loaded 2-core machine.
+# Runs README's test command (scripts/test.sh) N times in a row beside a CPU, disk and memory hog,
+# stopping at the first failure: the check that the suite neither lies nor flakes on a loaded 2-core
+# machine.
 #
 #   bash scripts/stressed-runs.sh [RUNS]        # default 5; logs under target/stressed-runs/
 #
-# The hog is `stress-ng --cpu $(nproc)` (Debian's stress-ng, installed when missing), started before
-# the first run and stopped at the end. Each run's log is kept; one summary line per run (exit code,
+# The hog is Debian's stress-ng (installed when missing), started before the first run and stopped
+# at the end: `--cpu $(nproc)`; `--hdd 1 --hdd-opts fsync` and `--io 1` (writes forced to disk and
+# sync() calls, what etcd's fsyncs then wait behind; its files under the run's log directory); and
+# `--vm 1 --vm-keep` holding OCM_SCORE_STRESS_MEMORY (default 4G) of memory. Each run's log is kept; one summary line per run (exit code,
 # wall time, nextest's closing line, load average, the three slowest tests) goes to the terminal and to
 # summary.txt.
 set -euo pipefail
@@ -25,9 +28,12 @@ fi
 logs="target/stressed-runs/$(date -u +%Y%m%dT%H%M%SZ)"
 mkdir -p "$logs"
 summary="$logs/summary.txt"
-echo "commit $(git rev-parse --short HEAD) · nproc $(nproc) · hog: stress-ng --cpu $(nproc)" | tee "$summary"
+memory=${OCM_SCORE_STRESS_MEMORY:-4G}
+hog_args=(--cpu "$(nproc)" --hdd 1 --hdd-bytes 1G --hdd-opts fsync --io 1
+  --vm 1 --vm-bytes "$memory" --vm-keep --temp-path "$logs")
+echo "commit $(git rev-parse --short HEAD) · nproc $(nproc) · hog: stress-ng ${hog_args[*]}" | tee "$summary"
 
-stress-ng --cpu "$(nproc)" --timeout 0 --quiet &
+stress-ng "${hog_args[@]}" --timeout 0 --quiet &
 hog=$!
 trap 'kill "$hog" 2>/dev/null || true' EXIT
 
