@@ -8,16 +8,8 @@ use kube_core::CustomResourceExt;
 use ocm_score_api::{TieredPlacement, WorkloadShape};
 use std::path::Path;
 
-/// Whether `UPDATE_CRDS` asks for the files to be rewritten. Refused when `CI` is set: a check
-/// that rewrites what it checks cannot fail.
-fn updating() -> bool {
-    let update = std::env::var_os("UPDATE_CRDS").is_some();
-    assert!(
-        !(update && std::env::var_os("CI").is_some()),
-        "UPDATE_CRDS is refused when CI is set: it would rewrite the files this test checks"
-    );
-    update
-}
+#[path = "../../tests/src/golden.rs"]
+mod golden;
 
 /// Compares (or, with `UPDATE_CRDS`, writes) the chart's copy of `K`'s CRD, generated from `source`.
 fn committed_crd_matches<K: CustomResourceExt>(file: &str, source: &str) {
@@ -27,7 +19,7 @@ fn committed_crd_matches<K: CustomResourceExt>(file: &str, source: &str) {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../charts/ocm-score/crds")
         .join(file);
-    if updating() {
+    if golden::updating("UPDATE_CRDS") {
         std::fs::write(&path, &want).expect("write the CRD");
     }
     let have = std::fs::read_to_string(&path)
@@ -99,20 +91,5 @@ fn the_crd_is_cluster_scoped_with_scale_at_least_1() {
 
 #[test]
 fn ci_refuses_to_rewrite_the_crds() {
-    // This test binary again, running only the check, as CI would with UPDATE_CRDS left set.
-    let out = std::process::Command::new(std::env::current_exe().expect("the test binary"))
-        .args(["committed_crds_match_the_types", "--exact", "--nocapture"])
-        .env("CI", "true")
-        .env("UPDATE_CRDS", "1")
-        .output()
-        .expect("running the test binary");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        !out.status.success() && text.contains("UPDATE_CRDS is refused when CI is set"),
-        "the check ran with UPDATE_CRDS under CI: {text}"
-    );
+    golden::assert_ci_refuses_update("committed_crds_match_the_types", "UPDATE_CRDS");
 }

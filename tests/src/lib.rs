@@ -3,6 +3,7 @@
 pub mod chart;
 pub mod control_plane;
 pub mod go_module;
+pub mod golden;
 pub mod image;
 pub mod ocm_bench;
 pub mod support;

@@ -7,6 +7,7 @@
 use ocm_score_kube_double::parse_objects;
 use ocm_score_tests::chart::{self, RENDERINGS};
 use ocm_score_tests::control_plane::addon::workspace_dir;
+use ocm_score_tests::golden;
 use serde_json::Value;
 
 /// Every optional part of the chart switched on.
@@ -52,12 +53,7 @@ fn the_chart_lints_clean_with_defaults_and_everything_on() {
 #[test]
 fn manifests_are_the_chart_rendered() {
     let root = workspace_dir();
-    let update = std::env::var_os("UPDATE_MANIFESTS").is_some();
-    // A check that rewrites what it checks cannot fail.
-    assert!(
-        !(update && std::env::var_os("CI").is_some()),
-        "UPDATE_MANIFESTS is refused when CI is set: it would rewrite the files this test checks"
-    );
+    let update = golden::updating("UPDATE_MANIFESTS");
     let mut stale = Vec::new();
     for rendering in &RENDERINGS {
         let files = chart::render(rendering).unwrap_or_else(|e| panic!("{e}"));
@@ -98,22 +94,7 @@ fn manifests_are_the_chart_rendered() {
 
 #[test]
 fn ci_refuses_to_rewrite_the_manifests() {
-    // This test binary again, running only the check, as CI would with UPDATE_MANIFESTS left set.
-    let out = std::process::Command::new(std::env::current_exe().expect("the test binary"))
-        .args(["manifests_are_the_chart_rendered", "--exact", "--nocapture"])
-        .env("CI", "true")
-        .env("UPDATE_MANIFESTS", "1")
-        .output()
-        .expect("running the test binary");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        !out.status.success() && text.contains("UPDATE_MANIFESTS is refused when CI is set"),
-        "the check ran with UPDATE_MANIFESTS under CI: {text}"
-    );
+    golden::assert_ci_refuses_update("manifests_are_the_chart_rendered", "UPDATE_MANIFESTS");
 }
 
 #[test]
