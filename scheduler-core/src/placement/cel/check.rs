@@ -37,11 +37,19 @@ fn root_type() -> Type {
 pub struct Checker {
     /// Comprehension variables in scope, innermost last; a variable's slot is its index.
     scope: Vec<(String, Type)>,
+    /// Whether a comprehension's body has been entered: from then on, to the end of the
+    /// expression, OCM's cel-go checker accepts ordering comparisons across int, uint and double
+    /// (`[1].exists(k, k < 1.5)`, `[1].all(k, true) || 1 < 1.5`), which it refuses before
+    /// (`1 < 1.5`, `[1 < 1.5].exists(k, k)`). Recorded in `scheduler-core/tests/cel_vectors.tsv`.
+    cross_type_ordering: bool,
 }
 
 impl Checker {
     pub fn new() -> Self {
-        Self { scope: Vec::new() }
+        Self {
+            scope: Vec::new(),
+            cross_type_ordering: false,
+        }
     }
 
     pub fn check(&mut self, e: &Expr) -> Checked {
@@ -132,7 +140,13 @@ impl Checker {
                     BinaryOp::Div => "_/_",
                     BinaryOp::Rem => "_%_",
                 };
-                let (_, result) = resolve(name, false, &[lt, rt])?;
+                let numeric = |t: &Type| matches!(t, Type::Int | Type::Uint | Type::Double);
+                let ordering = matches!(op, BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge);
+                let result = if self.cross_type_ordering && ordering && numeric(&lt) && numeric(&rt) {
+                    Type::Bool
+                } else {
+                    resolve(name, false, &[lt, rt])?.1
+                };
                 let (l, r) = (Box::new(ln), Box::new(rn));
                 let node = match op {
                     BinaryOp::And => Node::And(l, r),
@@ -367,6 +381,7 @@ impl Checker {
         };
         let slot = self.scope.len();
         self.scope.push((var.clone(), var_type.clone()));
+        self.cross_type_ordering = true;
         let body = args[1..]
             .iter()
             .map(|a| self.check(a))

@@ -1,6 +1,7 @@
 //! CEL's standard library as cel-go declares it: the operators, `size`, the string predicates,
 //! the type conversions, `type` and `dyn`. Cross-type numeric comparisons are not declared (OCM
-//! does not enable them), so `1 < 1.5` does not compile while `dyn(1) < 1.5` runs.
+//! does not enable them), so `1 < 1.5` does not compile while `dyn(1) < 1.5` runs; the checker
+//! accepts them once a comprehension was entered, as OCM's does (`check.rs`).
 
 use super::super::syntax::BinaryOp;
 use super::super::types::Type;
