@@ -312,7 +312,8 @@ async fn helm_runs_the_thanos_scorer_as_pods_scoring_from_a_real_thanos() {
         let (hub, old) = (hub.clone(), &pods);
         async move {
             let now = ready_scorers(&hub).await;
-            let all = all_pods(&hub, HUB_NAMESPACE).await;
+            // A failed list is retried.
+            let all = all_pods(&hub, HUB_NAMESPACE).await.ok()?;
             let new = now.len() == 2 && now.iter().all(|p| !old.contains(p));
             (new && all.len() == 2).then_some(now)
         }
@@ -344,7 +345,7 @@ async fn helm_runs_the_thanos_scorer_as_pods_scoring_from_a_real_thanos() {
     );
     eventually("no scorer pod left", WAIT, logs, || {
         let hub = hub.clone();
-        async move { all_pods(&hub, HUB_NAMESPACE).await.is_empty().then_some(()) }
+        async move { all_pods(&hub, HUB_NAMESPACE).await.ok()?.is_empty().then_some(()) }
     })
     .await;
     let left = run(
@@ -397,7 +398,7 @@ async fn helm_runs_the_thanos_scorer_as_pods_scoring_from_a_real_thanos() {
     run(&hub_kc, &["delete", "-k", &overlay]);
     eventually("no pod left after kubectl delete -k", WAIT, logs, || {
         let hub = hub.clone();
-        async move { all_pods(&hub, HUB_NAMESPACE).await.is_empty().then_some(()) }
+        async move { all_pods(&hub, HUB_NAMESPACE).await.ok()?.is_empty().then_some(()) }
     })
     .await;
     eprintln!("done {:.0?} after helm install", started.elapsed());

@@ -129,7 +129,10 @@ async fn installed_from_manifests_the_addon_registers_deploys_publishes_and_plac
         .await;
         let managed = cp.cluster_client(cluster).await.expect("managed client");
         assert!(
-            agent_deployment(&managed).await.is_some(),
+            agent_deployment(&managed)
+                .await
+                .expect("reading the agent Deployment")
+                .is_some(),
             "{cluster}: the agent Deployment exists"
         );
     }
@@ -406,7 +409,7 @@ async fn installed_from_manifests_the_addon_registers_deploys_publishes_and_plac
         || cp.log_tail("cluster2-klusterlet", 20),
         || {
             let c2 = c2.clone();
-            async move { agent_deployment(&c2).await.is_none().then_some(()) }
+            async move { matches!(agent_deployment(&c2).await, Ok(None)).then_some(()) }
         },
     )
     .await;
@@ -631,7 +634,7 @@ async fn manual_install_dead_agent_detach_and_uninstall_without_our_manager() {
             },
             || {
                 let managed = managed.clone();
-                async move { agent_deployment(&managed).await.map(|_| ()) }
+                async move { agent_deployment(&managed).await.ok()?.map(|_| ()) }
             },
         )
         .await;

@@ -48,7 +48,7 @@ fn upgrade(kubeconfig: &Path, sets: &[&str]) {
 /// The agent's container arguments on a cluster, once its Deployment exists.
 async fn agent_args(cp: &ControlPlane, cluster: &str) -> Option<Vec<String>> {
     let managed = cp.cluster_client(cluster).await.ok()?;
-    let deployment = agent_deployment(&managed).await?;
+    let deployment = agent_deployment(&managed).await.ok()??;
     deployment.spec?.template.spec?.containers.first()?.args.clone()
 }
 
@@ -60,15 +60,16 @@ async fn agent_ready(cp: &ControlPlane, cluster: &str) -> bool {
     }
 }
 
-/// Whether a cluster has no agent at all: no Deployment and no pod left.
+/// Whether a cluster has no agent at all: no Deployment and no pod left, both read successfully
+/// (a failed read is "not known yet", never "gone").
 async fn agent_gone(cp: &ControlPlane, cluster: &str) -> bool {
-    match cp.cluster_client(cluster).await {
-        Ok(managed) => {
-            agent_deployment(&managed).await.is_none()
-                && all_pods(&managed, INSTALL_NAMESPACE).await.is_empty()
-        }
-        Err(_) => false,
-    }
+    let Ok(managed) = cp.cluster_client(cluster).await else {
+        return false;
+    };
+    matches!(agent_deployment(&managed).await, Ok(None))
+        && all_pods(&managed, INSTALL_NAMESPACE)
+            .await
+            .is_ok_and(|pods| pods.is_empty())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -333,7 +334,9 @@ async fn helm_installs_upgrades_and_uninstalls_the_addon_on_real_kubelets() {
     })
     .await;
     assert!(left.is_empty());
-    let pods = all_pods(&hub, HUB_NAMESPACE).await;
+    let pods = all_pods(&hub, HUB_NAMESPACE)
+        .await
+        .expect("listing the hub's pods");
     assert!(pods.is_empty(), "pods left: {}", pods.len());
     let crds = run(&hub_kc, &["get", "crd", "-o", "name"]);
     let ours: Vec<&str> = crds.lines().filter(|l| l.contains("ocm-score.io")).collect();

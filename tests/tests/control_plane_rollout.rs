@@ -239,8 +239,14 @@ impl<'a> Fleet<'a> {
         spec_hash_of_object(&api.get(ADDON).await.expect("the config"))
     }
 
-    async fn view(&self, cluster: &str) -> ClusterView {
+    /// What `cluster` runs and what OCM wants of it. Any failed read is an error: a poll is judged
+    /// only on reads that all succeeded.
+    async fn view(&self, cluster: &str) -> Result<ClusterView, String> {
         let apis = &self.clusters[cluster];
+        let failed = |what: &str| {
+            let what = format!("{cluster}: reading {what}");
+            move |e: kube::Error| format!("{what}: {e}")
+        };
         // What the cluster runs is read before what OCM wants of it: a work seen moved then has its
         // add-on seen moved too (the reverse order could catch OCM's move between the two reads).
         let pods: Api<Pod> = Api::namespaced(apis.agent.clone(), INSTALL_NAMESPACE);
@@ -248,18 +254,18 @@ impl<'a> Fleet<'a> {
             .list(&ListParams::default())
             .await
             .map(|l| l.items.iter().map(AgentPod::of).collect())
-            .unwrap_or_default();
+            .map_err(failed("the agent pods"))?;
         let refresh_arg = refresh_arg(
             agent_deployment(&apis.agent)
                 .await
+                .map_err(failed("the agent Deployment"))?
                 .and_then(|d| d.spec?.template.spec?.containers.first()?.args.clone()),
         );
         let work = apis
             .works
             .get_opt(&format!("addon-{ADDON}-deploy-0"))
             .await
-            .ok()
-            .flatten();
+            .map_err(failed("the agent's ManifestWork"))?;
         let (work_hash, work_generation) = work
             .map(|w| {
                 let hashes: Value = w
@@ -279,8 +285,7 @@ impl<'a> Fleet<'a> {
             .addons
             .get_opt(ADDON)
             .await
-            .ok()
-            .flatten()
+            .map_err(failed("the ManagedClusterAddOn"))?
             .and_then(|m| serde_json::to_value(m).ok())
             .unwrap_or_default();
         let reference = adc_reference(mca.pointer("/status/configReferences"));
@@ -294,7 +299,7 @@ impl<'a> Fleet<'a> {
         let degraded_reason = condition(&mca, "Degraded")
             .filter(|c| c["status"] == "True")
             .map(|c| c["reason"].as_str().unwrap_or_default().to_owned());
-        ClusterView {
+        Ok(ClusterView {
             desired: str_at(reference, "/desiredConfig/specHash").to_owned(),
             last_applied: str_at(reference, "/lastAppliedConfig/specHash").to_owned(),
             configured: condition_true(mca.pointer("/status/conditions"), "Configured"),
@@ -304,15 +309,30 @@ impl<'a> Fleet<'a> {
             work_generation,
             refresh_arg,
             pods,
-        }
+        })
     }
 
-    async fn views(&self) -> BTreeMap<&'static str, ClusterView> {
+    /// Every cluster's view, or the first read that failed.
+    async fn try_views(&self) -> Result<BTreeMap<&'static str, ClusterView>, String> {
         let mut out = BTreeMap::new();
         for cluster in CLUSTERS {
-            out.insert(cluster, self.view(cluster).await);
+            out.insert(cluster, self.view(cluster).await?);
         }
-        out
+        Ok(out)
+    }
+
+    /// Every cluster's view, its reads retried for a while; a hub that stays unreadable fails the
+    /// test.
+    async fn views(&self) -> BTreeMap<&'static str, ClusterView> {
+        let mut last = String::new();
+        for _ in 0..20 {
+            match self.try_views().await {
+                Ok(views) => return views,
+                Err(e) => last = e,
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        panic!("the fleet could not be read: {last}\n{}", self.context())
     }
 
     /// The clusters of each decision group of the Placement `all-clusters`, by group index.
@@ -443,7 +463,20 @@ async fn follow_rollout(
     let started = std::time::Instant::now();
     let mut rendered: BTreeMap<&str, Timestamp> = BTreeMap::new();
     loop {
-        let views = fleet.views().await;
+        // A poll whose reads failed is skipped, never judged.
+        let views = match fleet.try_views().await {
+            Ok(views) => views,
+            Err(e) => {
+                assert!(
+                    started.elapsed() < WAIT,
+                    "the fleet could not be read: {e}\n{}",
+                    fleet.context()
+                );
+                eprintln!("a poll skipped: {e}");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+        };
         let now = Timestamp::now();
         for (cluster, view) in &views {
             if view.work_hash == hash {
@@ -747,7 +780,7 @@ async fn ocm_rolls_config_changes_out_cluster_by_cluster_group_by_group_and_stop
         "cluster1's new agent waits for its image",
         WAIT,
         context,
-        || async { fleet.view("cluster1").await.pods.first()?.waiting.clone() },
+        || async { fleet.view("cluster1").await.ok()?.pods.first()?.waiting.clone() },
     )
     .await;
     assert!(waiting.contains("Image"), "cluster1's agent waits: {waiting}");

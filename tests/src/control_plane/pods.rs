@@ -14,13 +14,11 @@ pub async fn ready_pods(client: &kube::Client, namespace: &str, selector: &str) 
     listed.into_iter().filter(is_ready).collect()
 }
 
-/// Every pod of a namespace, ready or not (empty when it cannot be listed).
-pub async fn all_pods(client: &kube::Client, namespace: &str) -> Vec<Pod> {
+/// Every pod of a namespace, ready or not. A failed list is an error, never "no pods": only a
+/// list that succeeded and is empty means they are gone.
+pub async fn all_pods(client: &kube::Client, namespace: &str) -> Result<Vec<Pod>, kube::Error> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
-    pods.list(&ListParams::default())
-        .await
-        .map(|l| l.items)
-        .unwrap_or_default()
+    Ok(pods.list(&ListParams::default()).await?.items)
 }
 
 /// When the pod became Ready, if it is.

@@ -9,6 +9,10 @@ pub async fn start_agent(cp: &ControlPlane, cluster: &str, dir: &Path) -> Result
     let managed = cp.cluster_client(cluster).await?;
     let deployment = agent_deployment(&managed)
         .await
+        .map_err(|source| Error::Kube {
+            what: format!("reading the agent Deployment on {cluster}"),
+            source,
+        })?
         .ok_or_else(|| Error::Options(format!("no agent Deployment on {cluster} yet")))?;
     let pod = deployment
         .spec

@@ -191,8 +191,11 @@ pub async fn addon_objects(cp: &ControlPlane, clusters: &[&str]) -> Result<Vec<(
                 }
             }
         }
-        if let Ok(managed) = cp.cluster_client(cluster).await
-            && let Some(d) = agent_deployment(&managed).await
+        // A cluster that cannot be read is an error, not a clean one.
+        let managed = cp.cluster_client(cluster).await?;
+        if let Some(d) = agent_deployment(&managed)
+            .await
+            .map_err(kube_err("reading the agent Deployment"))?
         {
             found.push((
                 format!(

@@ -267,7 +267,8 @@ pub async fn wait_agent_installed(
         || {
             let managed = managed.clone();
             async move {
-                let d = agent_deployment(&managed).await?;
+                // A failed read is retried.
+                let d = agent_deployment(&managed).await.ok()??;
                 let args = d.spec?.template.spec?.containers.first()?.args.clone()?;
                 arg.is_none_or(|arg| args.iter().any(|a| a == arg)).then_some(())
             }
@@ -415,15 +416,11 @@ pub fn hub_snapshot(hub_kubeconfig: &Path) -> Result<String, Error> {
     )
 }
 
-/// The agent Deployment OCM's work agent created on a managed cluster, if any.
-pub async fn agent_deployment(managed: &kube::Client) -> Option<Deployment> {
+/// The agent Deployment OCM's work agent created on a managed cluster, if any. A failed list is
+/// an error, never "no agent": a test that waits for the agent to go must not read it as gone.
+pub async fn agent_deployment(managed: &kube::Client) -> Result<Option<Deployment>, kube::Error> {
     let api: Api<Deployment> = Api::namespaced(managed.clone(), INSTALL_NAMESPACE);
-    api.list(&ListParams::default())
-        .await
-        .ok()?
-        .items
-        .into_iter()
-        .next()
+    Ok(api.list(&ListParams::default()).await?.items.into_iter().next())
 }
 
 #[cfg(test)]
