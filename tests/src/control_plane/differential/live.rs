@@ -4,13 +4,16 @@
 //!
 //! 1. **Without OCM's help**: on a snapshot taken *before* the placement exists, with the
 //!    placement as the user wrote it (no defaults, no status), simulate's prediction must equal
-//!    OCM's *first* decision, recorded by a watch on the placement's PlacementDecisions that starts
-//!    before the placement is created. The snapshot holds no decision of this placement, so
-//!    nothing OCM decided for it can steer the answer (Steady, existing-decision filters).
-//! 2. **Settled**: on a snapshot taken once OCM has settled the placement, simulate must give
-//!    OCM's settled decisions, groups and conditions (Balance scores a placement by every *other*
-//!    placement's decisions at the moment OCM schedules it, and OCM does not reschedule when those
-//!    change, so only a snapshot of that moment holds OCM's inputs).
+//!    OCM's *first* answer: decisions and conditions, recorded by watches on the placement's
+//!    PlacementDecisions and on the Placement that start before the placement is created (a
+//!    first version the watches missed fails the placement). The snapshot holds no decision of
+//!    this placement, so nothing OCM decided for it can steer the answer (Steady,
+//!    existing-decision filters).
+//! 2. **Consistency with the settled answer** (no prediction): on a snapshot taken once OCM has
+//!    settled the placement, simulate must give OCM's settled decisions, groups and conditions
+//!    (Balance scores a placement by every *other* placement's decisions at the moment OCM
+//!    schedules it, and OCM does not reschedule when those change, so only a snapshot of that
+//!    moment holds OCM's inputs).
 //!
 //! The run's seed is random unless `OCM_SCORE_DIFFERENTIAL_SEED` gives one; it is printed first
 //! with the line that replays the run. Every [`MISCONFIGURE_EVERY`]th placement is made
@@ -35,8 +38,8 @@ use serde_json::{Value, json};
 
 use super::tally::{Outcome, Tally, features};
 use super::{
-    Answer, Fleet, Rng, decisions_of, differences, find_placement, misconfigure, ocm_answer, ocm_decided,
-    parse_snapshot, placement, simulate_answer,
+    Answer, Fleet, Rng, condition, decisions_of, differences, find_placement, misconfigure, ocm_answer,
+    ocm_decided, parse_snapshot, placement, simulate_answer,
 };
 use crate::control_plane::addon::{dynamic, hub_snapshot, workspace_binary};
 use crate::control_plane::{ControlPlane, apply};
@@ -281,13 +284,27 @@ async fn compare_one(
 ) -> Result<Verdict, String> {
     let (ns, name) = (c.ns, c.name);
     let before = snapshot(kubeconfig).await;
-    let first = FirstDecisions::watch(hub, ns, name).await;
+    let first = FirstVersions::watch(
+        api(hub, "v1beta1", "PlacementDecision", Some(ns)).await,
+        watcher::Config::default().labels(&format!("{PLACEMENT_LABEL}={name}")),
+        format!("the PlacementDecisions of {ns}/{name}"),
+        decided_clusters,
+    )
+    .await;
+    let first_status = FirstVersions::watch(
+        api(hub, "v1beta1", "Placement", Some(ns)).await,
+        watcher::Config::default().fields(&format!("metadata.name={name}")),
+        format!("the Placement {ns}/{name}"),
+        placement_conditions,
+    )
+    .await;
     let placements = api(hub, "v1beta1", "Placement", Some(ns)).await;
     if let Err(e) = placements
         .create(&PostParams::default(), &object(generated))
         .await
     {
         first.stop();
+        first_status.stop();
         return Err(format!(
             "== {ns}/{name}: the API server refused the generated placement (a generator bug): {e}\n{}",
             yaml(generated)
@@ -297,26 +314,43 @@ async fn compare_one(
         Ok(settled) => settled,
         Err(e) => {
             first.stop();
+            first_status.stop();
             // A placement that never settles would keep every later one from settling too.
             remove(hub, &placements, ns, name).await;
             return Err(format!("== {ns}/{name}: {e}"));
         }
     };
     let first_pds = first.stop();
+    let first_placement = first_status.stop();
 
     let stored = find_placement(&items, ns, name).cloned().unwrap_or(Value::Null);
     let settled_pds = decisions_of(&items, ns, name);
     let ocm_settled: Answer = ocm_answer(&stored, &settled_pds);
-    // OCM's first decision: each PlacementDecision as first written with clusters (or as settled,
-    // when it never held any); the conditions are the settled ones.
-    let first_versions: Vec<&Value> = settled_pds
-        .iter()
-        .map(|pd| {
-            let pd_name = pd["metadata"]["name"].as_str().unwrap_or_default();
-            first_pds.first.get(pd_name).unwrap_or(pd)
-        })
-        .collect();
-    let ocm_first: Answer = ocm_answer(&stored, &first_versions);
+    // OCM's first decision: each PlacementDecision as first written with clusters, and the
+    // Placement's conditions as first written. Only a decision that never held a cluster is taken
+    // as settled (empty then too); a first version the watch missed is no answer to judge by.
+    let mut first_versions: Vec<&Value> = Vec::new();
+    for pd in &settled_pds {
+        let pd_name = pd["metadata"]["name"].as_str().unwrap_or_default();
+        match first_pds.first.get(pd_name) {
+            Some(first) => first_versions.push(first),
+            None if clusters_of(pd).is_empty() => first_versions.push(pd),
+            None => {
+                remove(hub, &placements, ns, name).await;
+                return Err(format!(
+                    "== {ns}/{name}: the watch saw no first version of {pd_name} with clusters, though it settled with {:?}",
+                    clusters_of(pd)
+                ));
+            }
+        }
+    }
+    let Some(first_stored) = first_placement.first.get(name) else {
+        remove(hub, &placements, ns, name).await;
+        return Err(format!(
+            "== {ns}/{name}: the watch saw no status of the Placement with both conditions"
+        ));
+    };
+    let ocm_first: Answer = ocm_answer(first_stored, &first_versions);
 
     let before_file = c.dir.join("before.yaml");
     let placement_file = c.dir.join("placement.yaml");
@@ -348,7 +382,13 @@ async fn compare_one(
             .iter()
             .map(|p| format!("before the placement existed, against OCM's first decision: {p}")),
     );
-    problems.extend(settled_problems.iter().map(|p| format!("settled: {p}")));
+    // Not a prediction: simulate reads the hub OCM settled on, so this holds our engine to be
+    // consistent with OCM's settled answer.
+    problems.extend(
+        settled_problems
+            .iter()
+            .map(|p| format!("consistency with OCM's settled answer, on the settled hub: {p}")),
+    );
     let predicted_misconfigured = predicted
         .as_ref()
         .ok()
@@ -361,12 +401,13 @@ async fn compare_one(
         first_agrees: first_problems.is_empty(),
         settled_agrees: settled_problems.is_empty(),
     };
-    let changed = if first_pds.changed.is_empty() {
+    let changes: Vec<&String> = first_pds.changed.iter().chain(&first_placement.changed).collect();
+    let changed = if changes.is_empty() {
         String::new()
     } else {
         format!(
-            " (OCM changed its decision after the first: {})",
-            first_pds.changed.join("; ")
+            " (OCM changed its answer after the first: {})",
+            changes.iter().map(|c| c.as_str()).collect::<Vec<_>>().join("; ")
         )
     };
     if problems.is_empty() {
@@ -432,18 +473,19 @@ fn write(path: &Path, text: &str) {
     std::fs::write(path, text).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
 }
 
-/// The PlacementDecisions of one placement as OCM first wrote them, from a watch that starts
-/// before the placement exists. OCM creates a PlacementDecision empty and then writes its clusters
-/// through the status subresource, so the first version holding clusters is the first decision;
-/// a later version with other clusters means OCM changed its mind.
-struct FirstDecisions {
+/// The first version of each object a watch that starts before the placement exists sees with
+/// content that matters (`significant`): OCM creates a PlacementDecision empty and then writes its
+/// clusters through the status subresource, so the first version holding clusters is the first
+/// decision; it creates the Placement without a status and then writes its conditions. A later
+/// version with other content means OCM changed its mind.
+struct FirstVersions {
     seen: Arc<Mutex<Seen>>,
     task: tokio::task::JoinHandle<()>,
 }
 
 #[derive(Default)]
 struct Seen {
-    /// By PlacementDecision name.
+    /// By object name.
     first: BTreeMap<String, Value>,
     changed: Vec<String>,
 }
@@ -457,11 +499,26 @@ fn clusters_of(pd: &Value) -> Vec<String> {
         .collect()
 }
 
-impl FirstDecisions {
-    async fn watch(hub: &kube::Client, ns: &str, name: &str) -> FirstDecisions {
-        let decisions = api(hub, "v1beta1", "PlacementDecision", Some(ns)).await;
-        let config = watcher::Config::default().labels(&format!("{PLACEMENT_LABEL}={name}"));
-        let mut events = watcher(decisions, config).default_backoff().boxed();
+/// A PlacementDecision's clusters, once it holds any.
+fn decided_clusters(pd: &Value) -> Option<Vec<String>> {
+    Some(clusters_of(pd)).filter(|c| !c.is_empty())
+}
+
+/// A Placement's `PlacementMisconfigured` and `PlacementSatisfied` statuses, once both are written.
+fn placement_conditions(placement: &Value) -> Option<Vec<String>> {
+    let misconfigured = condition(placement, "PlacementMisconfigured")?;
+    let satisfied = condition(placement, "PlacementSatisfied")?;
+    Some(vec![misconfigured.0, satisfied.0, satisfied.1])
+}
+
+impl FirstVersions {
+    async fn watch(
+        api: Api<DynamicObject>,
+        config: watcher::Config,
+        what: String,
+        significant: fn(&Value) -> Option<Vec<String>>,
+    ) -> FirstVersions {
+        let mut events = watcher(api, config).default_backoff().boxed();
         // Only once the initial list is done does every later write reach the stream.
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
@@ -469,37 +526,36 @@ impl FirstDecisions {
             match next {
                 Ok(Ok(Some(Event::InitDone))) => break,
                 Ok(Ok(Some(_))) | Ok(Err(_)) => {}
-                Ok(Ok(None)) => panic!("the PlacementDecision watch of {ns}/{name} ended"),
-                Err(_) => panic!("the PlacementDecision watch of {ns}/{name} did not start within 60 s"),
+                Ok(Ok(None)) => panic!("the watch of {what} ended"),
+                Err(_) => panic!("the watch of {what} did not start within 60 s"),
             }
         }
         let seen = Arc::new(Mutex::new(Seen::default()));
         let record = seen.clone();
         let task = tokio::spawn(async move {
             while let Some(event) = events.next().await {
-                let (Ok(Event::Apply(pd)) | Ok(Event::InitApply(pd))) = event else {
+                let (Ok(Event::Apply(object)) | Ok(Event::InitApply(object))) = event else {
                     continue;
                 };
-                let pd = serde_json::to_value(&pd).unwrap_or_default();
-                let clusters = clusters_of(&pd);
-                if clusters.is_empty() {
+                let object = serde_json::to_value(&object).unwrap_or_default();
+                let Some(content) = significant(&object) else {
                     continue;
-                }
-                let pd_name = pd["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+                };
+                let name = object["metadata"]["name"].as_str().unwrap_or_default().to_owned();
                 let Ok(mut seen) = record.lock() else { return };
-                match seen.first.get(&pd_name).map(clusters_of) {
+                match seen.first.get(&name).and_then(significant) {
                     None => {
-                        seen.first.insert(pd_name, pd);
+                        seen.first.insert(name, object);
                     }
-                    Some(first) if first != clusters => {
-                        let line = format!("{pd_name} first {first:?}, then {clusters:?}");
+                    Some(first) if first != content => {
+                        let line = format!("{name} first {first:?}, then {content:?}");
                         seen.changed.push(line);
                     }
                     Some(_) => {}
                 }
             }
         });
-        FirstDecisions { seen, task }
+        FirstVersions { seen, task }
     }
 
     /// Ends the watch and returns what it saw.
