@@ -158,9 +158,10 @@ async fn installed_as_shipped_the_addon_runs_as_pods_on_real_kubelets() {
     );
 
     // 3. Renewed at every 60 s refresh, as shipped: three renewals, each 45-80 s after the one
-    //    before (the refresh spreads ±10 %, and the agent's write takes a moment).
+    //    before (the refresh spreads ±10 %, and the agent's write takes a moment). The gaps are the
+    //    differences of the validUntil the agent wrote (each is its write time plus the same
+    //    validity), not of when this test happened to poll.
     let mut last = valid_until(&hub, "cluster2").await.expect("validUntil");
-    let mut seen = Instant::now();
     for renewal in 1..=3 {
         let previous = last.clone();
         last = eventually(
@@ -174,15 +175,15 @@ async fn installed_as_shipped_the_addon_runs_as_pods_on_real_kubelets() {
             },
         )
         .await;
-        let gap = seen.elapsed();
-        seen = Instant::now();
-        // The first gap starts when we first saw a score, anywhere in the interval.
-        if renewal > 1 {
-            assert!(
-                (Duration::from_secs(45)..=Duration::from_secs(80)).contains(&gap),
-                "renewal {renewal} came {gap:?} after the one before"
-            );
-        }
+        let instant = |text: &str| -> jiff::Timestamp {
+            text.parse()
+                .unwrap_or_else(|e| panic!("validUntil {text:?}: {e}"))
+        };
+        let gap = instant(&last).duration_since(instant(&previous));
+        assert!(
+            (jiff::SignedDuration::from_secs(45)..=jiff::SignedDuration::from_secs(80)).contains(&gap),
+            "renewal {renewal} moved validUntil by {gap:?} ({previous} to {last})"
+        );
     }
 
     // 4. OCM's placement controller decides by the agents' scores.
@@ -211,6 +212,8 @@ async fn installed_as_shipped_the_addon_runs_as_pods_on_real_kubelets() {
         .iter()
         .find(|n| n.cluster == "cluster2")
         .expect("cluster2's node");
+    // Read before the kill: a validUntil past it was written by the agent that came back.
+    let before_kill = valid_until(&hub, "cluster2").await.expect("validUntil");
     node.ctr(&[
         "tasks",
         "kill",
@@ -229,6 +232,18 @@ async fn installed_as_shipped_the_addon_runs_as_pods_on_real_kubelets() {
             (restarts(&pod) > before && is_ready(&pod)).then_some(())
         }
     })
+    .await;
+    // And the restarted agent publishes again: validUntil moves on past what it was at the kill.
+    eventually(
+        "the restarted agent renews its score",
+        Duration::from_secs(100),
+        logs,
+        || {
+            let hub = hub.clone();
+            let before_kill = before_kill.clone();
+            async move { valid_until(&hub, "cluster2").await.filter(|v| *v > before_kill) }
+        },
+    )
     .await;
 
     // 6. Uninstalling removes every pod of ours, on the hub and on the managed clusters.
