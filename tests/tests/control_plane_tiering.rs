@@ -42,7 +42,7 @@ use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use ocm_score_api::crd::tiered_placement::TransitionKind;
 use ocm_score_api::{AddOnPlacementScore, ManagedCluster, PlacementDecision};
-use ocm_score_tests::control_plane::addon::workspace_binary;
+use ocm_score_tests::control_plane::addon::{kubectl, workspace_binary};
 use ocm_score_tests::control_plane::{ControlPlane, apply};
 use ocm_score_tests::support::{TempDir, eventually};
 use ocm_score_tests::tiering::{
@@ -260,6 +260,7 @@ async fn ocms_placement_controller_follows_every_tiering_plan() {
     let program = workspace_binary("ocm-score-hub").unwrap_or_else(|e| panic!("{e}"));
 
     install_tiering(&cp.hub_kubeconfig());
+    refuses_invalid_specs(&cp.hub_kubeconfig(), &dir);
     let kubeconfig = dir.path().join("tiering.kubeconfig");
     cp.write_service_account_kubeconfig(
         "hub",
@@ -324,6 +325,35 @@ async fn ocms_placement_controller_follows_every_tiering_plan() {
         ready.as_secs_f64(),
         started.elapsed().as_secs_f64()
     );
+}
+
+/// The real API server refuses a TieredPlacement our CRD's schema rules out, naming the field, as
+/// `kubectl apply` shows it (what a user sees before any controller is involved).
+fn refuses_invalid_specs(kubeconfig: &Path, dir: &TempDir) {
+    for (spec, says) in [
+        (
+            "{mode: Sideways, tiers: [{name: a, clusterSets: [a]}]}",
+            &["spec.mode", "Unsupported value: \"Sideways\""][..],
+        ),
+        ("{tiers: []}", &["spec.tiers", "should have at least 1 items"][..]),
+        (
+            "{tiers: [{clusterSets: [a]}]}",
+            &["spec.tiers[0].name", "Required value"][..],
+        ),
+    ] {
+        let file = dir.path().join("invalid-tiered-placement.yaml");
+        let object = format!(
+            "apiVersion: tiering.ocm-score.io/v1alpha1\nkind: TieredPlacement\nmetadata: {{name: invalid, namespace: default}}\nspec: {spec}\n"
+        );
+        std::fs::write(&file, object).expect("writing the TieredPlacement");
+        let error = kubectl(kubeconfig, &["apply", "-f", &file.display().to_string()])
+            .err()
+            .unwrap_or_else(|| panic!("the API server accepted spec {spec}"))
+            .to_string();
+        for text in says {
+            assert!(error.contains(text), "spec {spec}: {text:?} not in {error}");
+        }
+    }
 }
 
 /// Failover once the toleration has run out, failback after the hold-down, by a second process
