@@ -219,6 +219,11 @@ impl ModeProcess {
         }
     }
 
+    /// The process id while it runs (for /proc readings of its CPU time and memory).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
     /// True while the process runs.
     pub fn running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
