@@ -15,6 +15,7 @@ use futures::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use ocm_score_api::{ManagedClusterAddOn, ManifestWork};
+use ocm_score_tests::support::proc_status_kib;
 use serde_json::json;
 use std::time::{Duration, Instant};
 
@@ -26,14 +27,6 @@ fn rss_peak_kib(pid: u32) -> u64 {
 
 fn rss_now_kib(pid: u32) -> u64 {
     proc_status_kib(pid, "VmRSS:")
-}
-
-fn proc_status_kib(pid: u32, field: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with(field)).map(str::to_string))
-        .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
-        .unwrap_or(0)
 }
 
 fn applied_addons(hub: &Hub) -> usize {

@@ -15,32 +15,13 @@
 mod tiering_common;
 
 use jiff::Timestamp;
-use ocm_score_tests::support::{Exposition, env_usize};
+use ocm_score_tests::support::{Exposition, env_usize, proc_cpu_seconds, proc_status_kib};
 use serde_json::json;
 use std::time::{Duration, Instant};
 use tiering_common::{CONVERGE, ControllerProcess, Hub, NAMESPACE};
 
-/// The controller's CPU seconds (user + system) so far, from /proc/<pid>/stat.
-fn cpu_seconds(pid: u32) -> f64 {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return f64::NAN;
-    };
-    // Fields after the command name (which may hold spaces) start after the last ')'.
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map(|(_, rest)| rest.split_whitespace().collect())
-        .unwrap_or_default();
-    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-    // utime and stime are fields 14 and 15 of stat, 11 and 12 after the state field.
-    (ticks(11) + ticks(12)) / 100.0
-}
-
 fn rss_mib(pid: u32) -> f64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmRSS:")).map(str::to_string))
-        .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse::<f64>().ok()))
-        .map_or(f64::NAN, |kib| kib / 1024.0)
+    proc_status_kib(pid, "VmRSS:") as f64 / 1024.0
 }
 
 /// The counters one phase is read from.
@@ -68,7 +49,7 @@ async fn read(controller: &ControllerProcess, pid: u32) -> Reading {
     let count = |name: &str, labels: &[(&str, &str)]| metrics.value(name, labels).unwrap_or(0.0);
     Reading {
         at: Instant::now(),
-        cpu: cpu_seconds(pid),
+        cpu: proc_cpu_seconds(pid),
         reconciles: count("ocm_score_tiering_reconciles_total", &[]),
         renewals: count("ocm_score_tiering_score_updates_total", &[("effect", "renewal")]),
         changes: count("ocm_score_tiering_score_updates_total", &[("effect", "change")]),

@@ -248,6 +248,32 @@ impl ModeProcess {
     }
 }
 
+/// A `/proc/<pid>/status` field in KiB (`VmRSS:`, `VmHWM:`), for benchmarks of our processes; 0
+/// when the process or the field is gone.
+pub fn proc_status_kib(pid: u32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with(field)).map(str::to_string))
+        .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
+        .unwrap_or(0)
+}
+
+/// A process's CPU time so far (user + system, seconds) from `/proc/<pid>/stat`; NaN when the
+/// process is gone.
+pub fn proc_cpu_seconds(pid: u32) -> f64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return f64::NAN;
+    };
+    // The fields after the command name (which may hold spaces) start after the last ')'; utime
+    // and stime are the 12th and 13th of those, in clock ticks (100 a second on Linux).
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    (ticks(11) + ticks(12)) / 100.0
+}
+
 /// A count from the environment (a benchmark's size), `default` when unset; a value that is not a
 /// count is an error naming the variable and the value.
 pub fn env_usize(name: &str, default: usize) -> Result<usize, String> {
