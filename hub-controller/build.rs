@@ -1,6 +1,7 @@
 //! With `OCM_SCORE_SKIP_PROMETHEUS=1` the tests that need a real Prometheus are built as ignored, so
 //! a machine without Prometheus reports them as skipped; a test that returns early would count as
-//! passed. Nothing else of the crate depends on it.
+//! passed. Nothing else of the crate depends on it. `tests/Cargo.toml` names this same script, for
+//! `tests/tests/control_plane_thanos_scorer.rs`.
 
 const SKIP_ENV: &str = "OCM_SCORE_SKIP_PROMETHEUS";
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The root filesystem of the ocm-score image, in one recipe for both ways of building it: the
-# Dockerfile runs it in its build stage, and `control-plane image` (tests/src/image.rs) runs it on
+# Dockerfile runs it in its build stage, and `control-plane image` (tests/control-plane/src/image.rs) runs it on
 # this machine. What it lays out in OUT:
 #   usr/local/bin/<binary>     each BINARY, debug info stripped
 #   the shared libraries the binaries load (as `ldd` resolves them), at the same paths

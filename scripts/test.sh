@@ -158,7 +158,7 @@ build_workspace() {
 }
 
 fuzz_seconds=${OCM_SCORE_FUZZ_SECONDS:-0}
-# Where the Go builds are cached (tests/src/go_module.rs reads the same variables), and the
+# Where the Go builds are cached (tests/go-build/src/lib.rs reads the same variables), and the
 # prebuilt cargo-nextest.
 cache_dir="${OCM_SCORE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ocm-score}"
 

@@ -7,9 +7,9 @@
 
 mod addon_common;
 
+use ocm_score_control_plane::go_components;
 use ocm_score_hub::addon::AddonManagerArgs;
 use ocm_score_hub::addon::args::short_image_name;
-use ocm_score_tests::control_plane::go_components;
 use ocm_score_tests::support::TempDir;
 use serde_json::Value;
 use std::path::{Path, PathBuf};

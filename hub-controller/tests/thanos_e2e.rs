@@ -2,14 +2,14 @@
 //! the upstream OCM CRDs, so every score written is schema-checked), and a real Prometheus server or
 //! a fake query API that fails on demand.
 
-mod thanos_common;
+use ocm_score_tests::thanos_scorer;
 
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
 use ocm_score_api::{AddOnPlacementScoreStatus, Time};
 use ocm_score_kube_double::{ApiServer, Gvr, RequestMatch};
 use std::time::Duration;
-use thanos_common::{
+use thanos_scorer::{
     FREE_CPU, FakeMode, FakeQueryApi, MEM_FREE, Prometheus, ScorerProcess, ScrapeTarget, eventually,
     fleet_gauges, require_tools, score_status, scores_of, start_hub, start_hub_with,
 };
@@ -50,7 +50,7 @@ fn lease_holder(server: &ApiServer) -> Option<String> {
 async fn rounds(scorer: &ScorerProcess, outcome: &str, n: f64) {
     let name = "ocm_score_thanos_rounds_total";
     let start = scorer.metric(name, &[("outcome", outcome)]).await.unwrap_or(0.0);
-    let deadline = std::time::Instant::now() + thanos_common::CONVERGE;
+    let deadline = std::time::Instant::now() + thanos_scorer::CONVERGE;
     loop {
         let now = scorer.metric(name, &[("outcome", outcome)]).await.unwrap_or(0.0);
         if now >= start + n {
@@ -315,7 +315,7 @@ async fn failing_queries_publish_nothing_and_the_scorer_keeps_running() {
         fake.set(mode.clone());
         // Two more errors of this kind: the scorer met this fault (a round already under way when
         // the mode changed may still fail the previous way, so rounds alone would not say).
-        let deadline = std::time::Instant::now() + thanos_common::CONVERGE;
+        let deadline = std::time::Instant::now() + thanos_scorer::CONVERGE;
         loop {
             let now = scorer
                 .metric("ocm_score_thanos_query_errors_total", &labels)
@@ -466,7 +466,7 @@ async fn runs_with_least_privilege() {
 
 #[tokio::test]
 async fn a_bad_configuration_exits_2_naming_the_field() {
-    let dir = thanos_common::TempDir::new("thanos-config");
+    let dir = thanos_scorer::TempDir::new("thanos-config");
     let config = dir.path().join("config.yaml");
     let cases: &[(&str, &[&str], &str)] = &[
         ("scores: [{name: a, query: x}]\n", &[], "query.url"),

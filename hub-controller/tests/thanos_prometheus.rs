@@ -4,7 +4,7 @@
 //! Backfilled data spans ten minutes either side of the test's start, so rounds can be evaluated at
 //! chosen instants (`query_all(at)`) without waiting for time to pass.
 
-mod thanos_common;
+use ocm_score_tests::thanos_scorer;
 
 use jiff::Timestamp;
 use ocm_score_api::{AddOnPlacementScore, ManagedCluster, ObjectMeta, Time};
@@ -17,7 +17,7 @@ use ocm_score_hub::thanos::{
     scorer::{RoundPlan, Scorer, count_expired},
 };
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
-use thanos_common::{
+use thanos_scorer::{
     FREE_CPU, FakeMode, FakeQueryApi, MEM_FREE, Prometheus, REQUEST_RATE, TempDir, TestPki, fleet_data,
     require_prometheus, require_tools,
 };

@@ -1,10 +1,10 @@
 //! The scorer against a real Thanos: a Thanos Querier over the Sidecars of three real Prometheus
 //! servers, two of them an HA pair holding clusters a–c (external label `replica` A and B), the third
-//! holding d, e and ghost (see `thanos_common::thanos`). The fleet data is that of
+//! holding d, e and ghost (see `thanos_scorer::fleet`). The fleet data is that of
 //! `thanos_prometheus.rs`, so a deduplicated Thanos must score exactly as one Prometheus holding it
 //! all does there.
 
-mod thanos_common;
+use ocm_score_tests::thanos_scorer;
 
 use jiff::Timestamp;
 use ocm_score_api::{ManagedCluster, ObjectMeta};
@@ -17,7 +17,7 @@ use ocm_score_hub::thanos::{
     scorer::{RoundPlan, Scorer},
 };
 use std::{collections::BTreeMap, sync::Arc};
-use thanos_common::{FREE_CPU, FakeMode, FakeQueryApi, MEM_FREE, REQUEST_RATE};
+use thanos_scorer::{FREE_CPU, FakeMode, FakeQueryApi, MEM_FREE, REQUEST_RATE};
 
 fn at(t0: i64, offset: i64) -> Timestamp {
     Timestamp::from_second(t0 + offset).expect("valid time")
@@ -109,9 +109,9 @@ fn same(a: f64, b: f64) -> bool {
     (a.is_nan() && b.is_nan()) || (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
 }
 
-/// The scores of the whole fleet ([`thanos_common::FLEET_SCORES`]).
+/// The scores of the whole fleet ([`thanos_scorer::FLEET_SCORES`]).
 fn whole_fleet_scores() -> BTreeMap<String, BTreeMap<String, i32>> {
-    expect(thanos_common::FLEET_SCORES)
+    expect(thanos_scorer::FLEET_SCORES)
 }
 
 #[tokio::test]
@@ -168,8 +168,8 @@ async fn thanos_parameters_are_sent_as_configured() {
 /// modules with this name one at a time, and `OCM_SCORE_SKIP_PROMETHEUS=1` builds them as ignored.
 mod real_prometheus {
     use super::*;
-    use thanos_common::thanos::{HA_CLUSTERS, Store, ThanosFleet};
-    use thanos_common::{ScorerProcess, eventually, require_prometheus, scores_of, start_hub};
+    use thanos_scorer::fleet::{HA_CLUSTERS, Store, ThanosFleet};
+    use thanos_scorer::{ScorerProcess, eventually, require_prometheus, scores_of, start_hub};
 
     const CLUSTERS: &[&str] = &["a", "b", "c", "d", "e"];
 
@@ -313,7 +313,7 @@ mod real_prometheus {
         // the sign waited for is a complete answer itself.
         fleet.sidecar(Store::Other).process.restart().await;
         fleet.wait_stores_healthy(3).await;
-        let deadline = std::time::Instant::now() + thanos_common::CONVERGE;
+        let deadline = std::time::Instant::now() + thanos_scorer::CONVERGE;
         let writes = loop {
             let plan = refusing.plan(
                 refusing.query_all(now).await,
@@ -387,7 +387,7 @@ scores:
                     .unwrap_or(0.0)
             }
         };
-        let deadline = std::time::Instant::now() + thanos_common::CONVERGE;
+        let deadline = std::time::Instant::now() + thanos_scorer::CONVERGE;
         while rounds("partial_response").await < 2.0 {
             assert!(
                 std::time::Instant::now() < deadline,
@@ -439,7 +439,7 @@ scores:
 
         fleet.sidecar(Store::Other).process.restart().await;
         let complete = rounds("complete").await;
-        let deadline = std::time::Instant::now() + thanos_common::CONVERGE;
+        let deadline = std::time::Instant::now() + thanos_scorer::CONVERGE;
         while scorer.get("/readyz").await.map(|(code, _)| code) != Some(200) {
             assert!(
                 std::time::Instant::now() < deadline,

@@ -22,12 +22,12 @@ use std::time::{Duration, Instant};
 use futures::{StreamExt, TryStreamExt, stream};
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ServiceAccount};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use ocm_score_tests::control_plane::ControlPlane;
-use ocm_score_tests::control_plane::addon::{
+use ocm_score_control_plane::ControlPlane;
+use ocm_score_control_plane::addon::{
     install_and_start_manager, score_object, start_agent, wait_agent_installed,
 };
-use ocm_score_tests::control_plane::observe::scrape;
-use ocm_score_tests::control_plane::process::Component;
+use ocm_score_control_plane::observe::scrape;
+use ocm_score_control_plane::process::Component;
 use ocm_score_tests::support::TempDir;
 use serde_json::json;
 

@@ -15,12 +15,12 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use ocm_score_tests::control_plane::ControlPlane;
-use ocm_score_tests::control_plane::addon::{INSTALL_NAMESPACE, kubectl, score_object};
-use ocm_score_tests::control_plane::node::{cgroup_pids, pids_mentioning};
-use ocm_score_tests::control_plane::observe::process_figures;
+use ocm_score_control_plane::ControlPlane;
+use ocm_score_control_plane::addon::{INSTALL_NAMESPACE, kubectl, score_object};
+use ocm_score_control_plane::image::PAUSE;
+use ocm_score_control_plane::node::{cgroup_pids, pids_mentioning};
+use ocm_score_control_plane::observe::process_figures;
 use ocm_score_tests::go_module::user_cache_dir;
-use ocm_score_tests::image::PAUSE;
 use ocm_score_tests::support::Exposition;
 
 const CLUSTERS: [&str; 2] = ["cluster1", "cluster2"];

@@ -10,14 +10,14 @@
 //! `cargo bench -p ocm-score-tests --bench control_plane_scale`. Sizes from the environment:
 //! `SCALE_ADDON_CLUSTERS` (2000), `SCALE_RESYNC_SECONDS` (20), `SCALE_QUIET_SECONDS` (60),
 //! `SCALE_SCORE_CLUSTERS` (1000), `SCALE_PLACEMENTS` (100), `SCALE_CHANGES` (50); a size of 0
-//! skips its scenario. The scenarios and their checks are `ocm_score_tests::control_plane::scale`,
+//! skips its scenario. The scenarios and their checks are `ocm_score_control_plane::scale`,
 //! which the CI-size test `tests/tests/control_plane_scale.rs` runs too.
 
 use std::time::Duration;
 
-use ocm_score_tests::control_plane::ControlPlane;
-use ocm_score_tests::control_plane::addon::HUB_NAMESPACE;
-use ocm_score_tests::control_plane::scale::{
+use ocm_score_control_plane::ControlPlane;
+use ocm_score_control_plane::addon::HUB_NAMESPACE;
+use ocm_score_control_plane::scale::{
     AddonScale, AddonScaleReport, Requests, ScoreToDecision, ScoreToDecisionReport, addon_manager_at_scale,
     median_p99, score_to_decision,
 };

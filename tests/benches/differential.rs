@@ -7,7 +7,7 @@
 //! choose the run. 1.4 s per placement on an idle 2-core machine, 5.6 s beside parallel builds. Exits non-zero on any
 //! disagreement, after printing the table.
 
-use ocm_score_tests::control_plane::differential::live::{self, Config};
+use ocm_score_control_plane::differential::live::{self, Config};
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {

@@ -1,11 +1,10 @@
-//! Test support shared by the workspace-level integration and end-to-end tests.
+//! The one harness of the workspace-level tests: what the agent's, the hub's and these tests share
+//! beyond the real control plane (which is `ocm_score_control_plane`, `tests/control-plane/`).
 
-pub mod chart;
-pub mod control_plane;
 pub mod go_module;
 pub mod golden;
-pub mod image;
 pub mod ocm_bench;
 pub mod support;
 pub mod thanos;
+pub mod thanos_scorer;
 pub mod tiering;

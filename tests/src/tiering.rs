@@ -306,7 +306,7 @@ pub fn whole_seconds_after(t: Timestamp, seconds: i64) -> Timestamp {
 /// The hub side of the controller: its CRD and RBAC from `manifests/hub`, as a user applies them.
 pub fn install_tiering(kubeconfig: &Path) {
     let run = |args: &[&str]| {
-        crate::control_plane::addon::kubectl(kubeconfig, args).unwrap_or_else(|e| panic!("{e}"))
+        ocm_score_control_plane::addon::kubectl(kubeconfig, args).unwrap_or_else(|e| panic!("{e}"))
     };
     run(&["apply", "-k", "manifests/hub/crds"]);
     run(&[

@@ -9,8 +9,8 @@
 //! come after this workspace's version.
 
 use clap::{Args, Command, CommandFactory};
+use ocm_score_control_plane::addon::workspace_dir;
 use ocm_score_shell::cli::{REMOVED_IN, RENAMED_ENV, RENAMED_MODE_ENV, deprecated_flags};
-use ocm_score_tests::control_plane::addon::workspace_dir;
 use std::collections::BTreeSet;
 
 /// How the `read by` cell starts for a spelling that every mode with the new name reads.

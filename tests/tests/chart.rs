@@ -4,9 +4,9 @@
 //! with that example's rollout strategy. The real API server's view of the same
 //! output, and a real `helm install`/`upgrade`/`uninstall`, are `control_plane_helm.rs`.
 
+use ocm_score_control_plane::addon::workspace_dir;
+use ocm_score_control_plane::chart::{self, RENDERINGS};
 use ocm_score_kube_double::parse_objects;
-use ocm_score_tests::chart::{self, RENDERINGS};
-use ocm_score_tests::control_plane::addon::workspace_dir;
 use ocm_score_tests::golden;
 use serde_json::Value;
 

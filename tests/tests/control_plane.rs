@@ -15,8 +15,8 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use ocm_score_api::{
     AddOnPlacementScore, AddOnPlacementScoreItem, AddOnPlacementScoreStatus, ManifestWork, Placement,
 };
-use ocm_score_tests::control_plane::ControlPlane;
-use ocm_score_tests::control_plane::addon::{decided, kubectl_binary, workspace_dir};
+use ocm_score_control_plane::ControlPlane;
+use ocm_score_control_plane::addon::{decided, kubectl_binary, workspace_dir};
 use ocm_score_tests::support::eventually;
 use serde_json::{Value, json};
 

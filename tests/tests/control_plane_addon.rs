@@ -12,14 +12,14 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, DynamicObject, ListParams};
-use ocm_score_tests::control_plane::ControlPlane;
-use ocm_score_tests::control_plane::addon::{
+use ocm_score_control_plane::ControlPlane;
+use ocm_score_control_plane::addon::{
     ADDON, INSTALL_NAMESPACE, add_nodes, add_pod, agent_deployment, condition_true, decided, dynamic,
     hub_snapshot, install_and_start_manager, install_from_and_start_manager, kubectl, kubectl_binary,
     leftovers, manual_install_overlay, score, score_object, start_agent, wait_agent_certificate,
     workspace_binary,
 };
-use ocm_score_tests::control_plane::process::Component;
+use ocm_score_control_plane::process::Component;
 use ocm_score_tests::support::{TempDir, eventually};
 use serde_json::Value;
 

@@ -1,4 +1,4 @@
-//! The live differential check at CI size (`ocm_score_tests::control_plane::differential::live`):
+//! The live differential check at CI size (`ocm_score_control_plane::differential::live`):
 //! random Placements on the real hub, each decided by OCM's own placement controller and predicted
 //! by `ocm-score-hub simulate` from a snapshot taken before the placement existed, then compared
 //! again once settled. The seed is new every run and printed with the line that replays it;
@@ -8,7 +8,7 @@
 //! `OCM_SCORE_DIFFERENTIAL_N` (default 50, at least 20), `OCM_SCORE_DIFFERENTIAL_SEED` and
 //! `OCM_SCORE_DIFFERENTIAL_CLUSTERS` (default 16) choose the run.
 
-use ocm_score_tests::control_plane::differential::live::{self, Config};
+use ocm_score_control_plane::differential::live::{self, Config};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ocm_and_simulate_agree_on_random_placements() {

@@ -15,12 +15,12 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use ocm_score_control_plane::addon::{decided, kubectl, workspace_binary};
+use ocm_score_control_plane::chart;
+use ocm_score_control_plane::pki::ClusterCa;
+use ocm_score_control_plane::process::{Component, Tier};
+use ocm_score_control_plane::{ControlPlane, apply_all, free_port};
 use ocm_score_kube_double::parse_objects;
-use ocm_score_tests::chart;
-use ocm_score_tests::control_plane::addon::{decided, kubectl, workspace_binary};
-use ocm_score_tests::control_plane::pki::ClusterCa;
-use ocm_score_tests::control_plane::process::{Component, Tier};
-use ocm_score_tests::control_plane::{ControlPlane, apply_all, free_port};
 use ocm_score_tests::support::TempDir;
 use serde_json::{Value, json};
 

@@ -31,13 +31,13 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use ocm_score_agent_contract::DEFAULT_API_TIMEOUT;
-use ocm_score_tests::control_plane::addon::{
+use ocm_score_control_plane::addon::{
     HUB_NAMESPACE, add_nodes, add_pod, addon_objects, agent_once, kubectl, score_object, set_agent_variables,
     start_agent, start_manager_with, wait_agent_installed,
 };
-use ocm_score_tests::control_plane::observe::{ScoreSampler, probe_address, scrape};
-use ocm_score_tests::control_plane::process::Component;
-use ocm_score_tests::control_plane::{ControlPlane, readyz};
+use ocm_score_control_plane::observe::{ScoreSampler, probe_address, scrape};
+use ocm_score_control_plane::process::Component;
+use ocm_score_control_plane::{ControlPlane, readyz};
 use ocm_score_tests::support::{Exposition, TempDir, eventually, http_get};
 use serde_json::{Value, json};
 

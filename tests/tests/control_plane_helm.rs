@@ -8,12 +8,12 @@
 use std::path::Path;
 use std::time::Duration;
 
-use ocm_score_tests::chart;
-use ocm_score_tests::control_plane::ControlPlane;
-use ocm_score_tests::control_plane::addon::{
+use ocm_score_control_plane::ControlPlane;
+use ocm_score_control_plane::addon::{
     ADDON, HUB_NAMESPACE, INSTALL_NAMESPACE, agent_deployment, kubectl, leftovers, score_object,
 };
-use ocm_score_tests::control_plane::pods::{all_pods, ready_pods};
+use ocm_score_control_plane::chart;
+use ocm_score_control_plane::pods::{all_pods, ready_pods};
 use ocm_score_tests::support::{TempDir, eventually};
 
 /// Patience for one convergence on a loaded 2-core machine (pods start, OCM syncs).

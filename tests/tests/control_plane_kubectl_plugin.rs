@@ -16,10 +16,10 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use kube::api::{Patch, PatchParams};
-use ocm_score_tests::control_plane::addon::{
+use ocm_score_control_plane::addon::{
     dynamic, hub_snapshot, kubectl, kubectl_binary, workspace_binary, workspace_dir,
 };
-use ocm_score_tests::control_plane::{ControlPlane, apply_all};
+use ocm_score_control_plane::{ControlPlane, apply_all};
 use ocm_score_tests::support::TempDir;
 use serde_json::{Value, json};
 

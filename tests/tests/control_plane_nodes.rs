@@ -10,9 +10,9 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
-use ocm_score_tests::control_plane::ControlPlane;
-use ocm_score_tests::control_plane::addon::{INSTALL_NAMESPACE, kubectl, workspace_binary};
-use ocm_score_tests::image::{LOAD, PAUSE};
+use ocm_score_control_plane::ControlPlane;
+use ocm_score_control_plane::addon::{INSTALL_NAMESPACE, kubectl, workspace_binary};
+use ocm_score_control_plane::image::{LOAD, PAUSE};
 use ocm_score_tests::support::{Exposition, eventually};
 use serde_json::{Value, json};
 

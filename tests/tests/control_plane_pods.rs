@@ -11,11 +11,9 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
-use ocm_score_tests::control_plane::ControlPlane;
-use ocm_score_tests::control_plane::addon::{
-    HUB_NAMESPACE, INSTALL_NAMESPACE, decided, kubectl, score_object,
-};
-use ocm_score_tests::control_plane::pods::{is_ready, ready_pods, restarts};
+use ocm_score_control_plane::ControlPlane;
+use ocm_score_control_plane::addon::{HUB_NAMESPACE, INSTALL_NAMESPACE, decided, kubectl, score_object};
+use ocm_score_control_plane::pods::{is_ready, ready_pods, restarts};
 use ocm_score_tests::support::eventually;
 use serde_json::Value;
 

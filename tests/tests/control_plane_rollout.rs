@@ -23,13 +23,13 @@ use std::time::Duration;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DynamicObject, ListParams};
-use ocm_score_hub::addon::agent::spec_hash::spec_hash_of_object;
-use ocm_score_tests::control_plane::ControlPlane;
-use ocm_score_tests::control_plane::addon::{
+use ocm_score_control_plane::ControlPlane;
+use ocm_score_control_plane::addon::{
     ADDON, HUB_NAMESPACE, INSTALL_NAMESPACE, agent_deployment, condition_true, dynamic, kubectl,
     patch_agent_config,
 };
-use ocm_score_tests::control_plane::pods::{ready_pods, ready_since};
+use ocm_score_control_plane::pods::{ready_pods, ready_since};
+use ocm_score_hub::addon::agent::spec_hash::spec_hash_of_object;
 use ocm_score_tests::support::eventually;
 use serde_json::{Value, json};
 

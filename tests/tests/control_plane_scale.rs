@@ -1,5 +1,5 @@
 //! The hub at scale, CI size, on the real control plane: fleets of 100 bare ManagedClusters
-//! loaded through the API (see `ocm_score_tests::control_plane::scale`, shared with the full-size
+//! loaded through the API (see `ocm_score_control_plane::scale`, shared with the full-size
 //! benchmark `cargo bench -p ocm-score-tests --bench control_plane_scale`). Correctness only; no
 //! figure is asserted:
 //! - our add-on manager, installed from `manifests/hub`, gives every cluster its ManifestWork with
@@ -12,9 +12,9 @@
 
 use std::time::Duration;
 
-use ocm_score_tests::control_plane::ControlPlane;
-use ocm_score_tests::control_plane::addon::HUB_NAMESPACE;
-use ocm_score_tests::control_plane::scale::{
+use ocm_score_control_plane::ControlPlane;
+use ocm_score_control_plane::addon::HUB_NAMESPACE;
+use ocm_score_control_plane::scale::{
     AddonScale, ScoreToDecision, addon_manager_at_scale, score_to_decision,
 };
 use ocm_score_tests::support::TempDir;
@@ -27,7 +27,7 @@ fn progress(line: &str) {
     eprintln!("{line}");
 }
 
-async fn hub_only(builder: ocm_score_tests::control_plane::Builder) -> ControlPlane {
+async fn hub_only(builder: ocm_score_control_plane::Builder) -> ControlPlane {
     builder
         .clusters(0)
         .start_with_progress(&progress)

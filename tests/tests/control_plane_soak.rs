@@ -17,11 +17,11 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams};
-use ocm_score_tests::control_plane::ControlPlane;
-use ocm_score_tests::control_plane::addon::{
+use ocm_score_control_plane::ControlPlane;
+use ocm_score_control_plane::addon::{
     add_nodes, add_pod, install_with_timing_and_start_manager, score, start_agent, wait_agent_installed,
 };
-use ocm_score_tests::control_plane::observe::{ProcessFigures, ScoreSampler, process_figures, scrape};
+use ocm_score_control_plane::observe::{ProcessFigures, ScoreSampler, process_figures, scrape};
 use ocm_score_tests::support::{Exposition, TempDir, eventually};
 
 const CLUSTER: &str = "cluster1";

@@ -42,8 +42,8 @@ use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use ocm_score_api::crd::tiered_placement::TransitionKind;
 use ocm_score_api::{AddOnPlacementScore, ManagedCluster, PlacementDecision};
-use ocm_score_tests::control_plane::addon::{kubectl, workspace_binary};
-use ocm_score_tests::control_plane::{ControlPlane, apply};
+use ocm_score_control_plane::addon::{kubectl, workspace_binary};
+use ocm_score_control_plane::{ControlPlane, apply};
 use ocm_score_tests::support::{TempDir, eventually};
 use ocm_score_tests::tiering::{
     ControllerProcess, TieringView, assert_pinned, condition, install_tiering, single_cluster_swaps,

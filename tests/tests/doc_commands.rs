@@ -20,7 +20,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use ocm_score_tests::control_plane::addon::{workspace_binary, workspace_dir};
+use ocm_score_control_plane::addon::{workspace_binary, workspace_dir};
 
 /// Our binaries, as a doc may name them directly (on `PATH`, or a path ending in the name).
 const OUR_BINARIES: [&str; 5] = [

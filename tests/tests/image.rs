@@ -5,8 +5,8 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use ocm_score_tests::control_plane::addon::{workspace_binary, workspace_dir};
-use ocm_score_tests::image::{self, ImageConfig, OCM_SCORE, OCM_SCORE_BINARIES};
+use ocm_score_control_plane::addon::{workspace_binary, workspace_dir};
+use ocm_score_control_plane::image::{self, ImageConfig, OCM_SCORE, OCM_SCORE_BINARIES};
 use ocm_score_tests::support::TempDir;
 use serde_json::Value;
 

@@ -10,8 +10,8 @@
 //! cluster CA, so OCM's registration works exactly as on a real hub.
 //!
 //! ```no_run
-//! # async fn demo() -> Result<(), ocm_score_tests::control_plane::Error> {
-//! use ocm_score_tests::control_plane::ControlPlane;
+//! # async fn demo() -> Result<(), ocm_score_control_plane::Error> {
+//! use ocm_score_control_plane::ControlPlane;
 //! let cp = ControlPlane::builder().clusters(2).start().await?;
 //! let hub = cp.hub_client().await?;           // kube::Client as system:masters
 //! let path = cp.hub_kubeconfig();              // for kubectl and our binaries
@@ -23,9 +23,10 @@
 
 pub mod addon;
 mod boot;
-
+pub mod chart;
 pub mod differential;
 pub mod go_components;
+pub mod image;
 pub mod kube;
 pub mod node;
 pub mod observe;
@@ -34,6 +35,7 @@ pub mod pki;
 pub mod pods;
 pub mod process;
 pub mod scale;
+pub mod support;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -59,7 +61,7 @@ pub const FIELD_MANAGER: &str = "ocm-score-control-plane";
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error(transparent)]
-    Go(#[from] crate::go_module::Error),
+    Go(#[from] ocm_score_go_build::Error),
     #[error("{what}: {source}")]
     Io { what: String, source: std::io::Error },
     #[error("certificates: {what}: {message}")]

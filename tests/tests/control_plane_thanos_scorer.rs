@@ -2,25 +2,25 @@
 //! the scorer on runs its two replicas from our image on the real hub's node, under the restricted
 //! Pod Security level and the chart's RBAC; one holds the Lease, and the leader scores the hub's
 //! ManagedClusters from a real Thanos Querier on the host (over the Sidecars of real Prometheus
-//! servers, `thanos_common::thanos`), renewing `validUntil`. A config change through `helm upgrade`
+//! servers, `thanos_scorer::fleet`), renewing `validUntil`. A config change through `helm upgrade`
 //! rolls the pods and the new score appears; `helm uninstall` removes them. `kubectl apply -k
 //! manifests/thanos-scorer` (its config edited) runs the scorer again.
 
-mod thanos_common;
+use ocm_score_tests::thanos_scorer;
 
 use std::net::IpAddr;
 use std::path::Path;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use ocm_score_tests::chart;
-use ocm_score_tests::control_plane::ControlPlane;
-use ocm_score_tests::control_plane::addon::{HUB_NAMESPACE, kubectl, score_object_named};
-use ocm_score_tests::control_plane::node::HOST_ADDRESS;
-use ocm_score_tests::control_plane::pods::{all_pods, ready_pods};
+use ocm_score_control_plane::ControlPlane;
+use ocm_score_control_plane::addon::{HUB_NAMESPACE, kubectl, score_object_named};
+use ocm_score_control_plane::chart;
+use ocm_score_control_plane::node::HOST_ADDRESS;
+use ocm_score_control_plane::pods::{all_pods, ready_pods};
 use ocm_score_tests::support::{TempDir, eventually};
-use thanos_common::thanos::ThanosFleet;
-use thanos_common::{FLEET_SCORES, FREE_CPU, MEM_FREE, REQUEST_RATE, require_prometheus};
+use thanos_scorer::fleet::ThanosFleet;
+use thanos_scorer::{FLEET_SCORES, FREE_CPU, MEM_FREE, REQUEST_RATE, require_prometheus};
 
 /// Patience for one convergence on a loaded 2-core machine (pods start, a rollout, a round).
 const WAIT: Duration = Duration::from_secs(300);
@@ -410,7 +410,7 @@ async fn helm_runs_the_thanos_scorer_as_pods_scoring_from_a_real_thanos() {
 fn kustomize_overlay(dir: &Path, config: &str) -> std::path::PathBuf {
     let overlay = dir.join("kustomize");
     std::fs::create_dir_all(&overlay).expect("creating the overlay");
-    let manifests = ocm_score_tests::control_plane::addon::workspace_dir().join("manifests/thanos-scorer");
+    let manifests = ocm_score_control_plane::addon::workspace_dir().join("manifests/thanos-scorer");
     let up = "../".repeat(overlay.components().count() - 1);
     let manifests = format!("{up}{}", manifests.display().to_string().trim_start_matches('/'));
     let kustomization = format!(

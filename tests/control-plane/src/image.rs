@@ -16,8 +16,8 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
-use crate::control_plane::Error;
-use crate::go_module::user_cache_dir;
+use crate::Error;
+use ocm_score_go_build::user_cache_dir;
 
 /// The configuration of an image: the parts of a Dockerfile's last stage that reach the runtime.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -46,7 +46,7 @@ pub const OCM_SCORE: ImageConfig = ImageConfig {
 /// The binaries in the `ocm-score` image, in `/usr/local/bin`.
 pub const OCM_SCORE_BINARIES: [&str; 2] = ["ocm-score-agent", "ocm-score-hub"];
 
-/// The test workload: `load` (tests/src/bin/load.rs), which burns CPU and holds memory on demand,
+/// The test workload: `load` (tests/control-plane/src/bin/load.rs), which burns CPU and holds memory on demand,
 /// laid out by the same recipe as ours.
 pub const LOAD: ImageConfig = ImageConfig {
     reference: concat!("localhost/ocm-score-load:", env!("CARGO_PKG_VERSION")),
@@ -78,7 +78,7 @@ pub struct ImageArchive {
 
 /// The recipe's script, from the workspace.
 pub fn rootfs_script() -> PathBuf {
-    crate::control_plane::addon::workspace_dir().join("scripts/image-rootfs.sh")
+    crate::addon::workspace_dir().join("scripts/image-rootfs.sh")
 }
 
 /// Builds the `ocm-score` image from `binaries` (paths of `ocm-score-agent` and `ocm-score-hub`)

@@ -5,12 +5,12 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use ocm_score_tests::control_plane::ControlPlane;
-use ocm_score_tests::control_plane::addon::{
+use ocm_score_control_plane::ControlPlane;
+use ocm_score_control_plane::addon::{
     ADDON, INSTALL_NAMESPACE, decided, hub_snapshot, kubectl, score, workspace_binary,
 };
-use ocm_score_tests::image::PAUSE;
-use ocm_score_tests::support::TempDir;
+use ocm_score_control_plane::image::PAUSE;
+use ocm_score_control_plane::support::TempDir;
 
 const SCORES: [&str; 4] = [
     "cpuClusterAvailable",

@@ -25,7 +25,7 @@ pub fn thanos_binary() -> PathBuf {
     static BINARY: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     BINARY
         .get_or_init(|| {
-            let build = ocm_score_tests::thanos::ensure_built(&|line| eprintln!("{line}"))
+            let build = crate::thanos::ensure_built(&|line| eprintln!("{line}"))
                 .unwrap_or_else(|e| panic!("Thanos could not be built: {e}"));
             build.bin()
         })

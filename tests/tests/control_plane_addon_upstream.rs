@@ -22,10 +22,10 @@ use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams,
 use ocm_score_api::{
     AddOnDeploymentConfig, AddOnPlacementScore, ClusterManagementAddOn, ManagedClusterAddOn, ManifestWork,
 };
+use ocm_score_control_plane::process::{Component, Tier};
+use ocm_score_control_plane::{ControlPlane, addon};
 use ocm_score_hub::addon::agent::spec_hash::spec_hash_of_object;
 use ocm_score_hub::addon::names;
-use ocm_score_tests::control_plane::process::{Component, Tier};
-use ocm_score_tests::control_plane::{self, ControlPlane, addon};
 use ocm_score_tests::support::{TempDir, eventually};
 use rcgen::{CertificateParams, DistinguishedName, DnType, KeyPair};
 use serde_json::{Value, json};
@@ -222,7 +222,7 @@ async fn under_ocm_addon_manager_the_hashes_agree_and_grpc_csrs_are_decided() {
     ];
     objects.extend(requester_rights(grpc_namespace, "grpc-server-sa"));
     objects.extend(requester_rights("default", "mallory"));
-    control_plane::apply_all(&hub, &objects)
+    ocm_score_control_plane::apply_all(&hub, &objects)
         .await
         .expect("the requesters");
     let as_account = |namespace: &'static str, account: &'static str| {
@@ -232,7 +232,7 @@ async fn under_ocm_addon_manager_the_hashes_agree_and_grpc_csrs_are_decided() {
             cp.write_service_account_kubeconfig("hub", namespace, account, Duration::from_secs(3600), &path)
                 .await
                 .expect("a token");
-            control_plane::client(&path).await.expect("a client")
+            ocm_score_control_plane::client(&path).await.expect("a client")
         }
     };
     let grpc_server = as_account(grpc_namespace, "grpc-server-sa").await;

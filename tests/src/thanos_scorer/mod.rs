@@ -1,15 +1,13 @@
 //! Test harness for the Thanos scorer: a real Prometheus server (Debian's `prometheus` package) with
-//! backfilled data, a real Thanos Querier and Sidecars over several of them ([`thanos`]), a fake
+//! backfilled data, a real Thanos Querier and Sidecars over several of them ([`fleet`]), a fake
 //! query API that misbehaves on demand, the API server double as the hub, and
 //! `ocm-score-hub thanos-scorer` run as a process.
 
-#![allow(dead_code)]
-
-pub mod thanos;
+pub mod fleet;
 
 use ocm_score_api::{AddOnPlacementScore, AddOnPlacementScoreStatus};
+use ocm_score_control_plane::pki::ClusterCa;
 use ocm_score_kube_double::{ApiServer, Gvr};
-use ocm_score_tests::control_plane::pki::ClusterCa;
 use serde_json::{Value, json};
 use std::{
     fmt::Write as _,
@@ -65,7 +63,7 @@ fn find_binary(name: &str) -> Option<PathBuf> {
         .find(|path| path.is_file())
 }
 
-pub use ocm_score_tests::support::{ModeProcess, TempDir, free_port};
+pub use crate::support::{ModeProcess, TempDir, free_port};
 
 /// Samples in the OpenMetrics text format, for `promtool tsdb create-blocks-from openmetrics`.
 #[derive(Default)]
@@ -875,7 +873,9 @@ impl ScorerProcess {
             .expect("writing a kubeconfig");
         let config_path = dir.path().join("config.yaml");
         std::fs::write(&config_path, config).expect("writing the scorer config");
-        let mut command = Command::new(env!("CARGO_BIN_EXE_ocm-score-hub"));
+        let binary = ocm_score_control_plane::addon::workspace_binary("ocm-score-hub")
+            .unwrap_or_else(|e| panic!("building ocm-score-hub: {e}"));
+        let mut command = Command::new(binary);
         command
             .arg("thanos-scorer")
             .arg("--config")

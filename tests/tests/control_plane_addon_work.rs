@@ -12,11 +12,11 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
 use kube::discovery::pinned_kind;
 use ocm_score_api::ManifestWork;
+use ocm_score_control_plane::ControlPlane;
 use ocm_score_hub::addon::agent::manifests::{AgentDefaults, RenderInput, render};
 use ocm_score_hub::addon::agent::work::{AgentAvailable, deploy_work, updated};
 use ocm_score_hub::addon::configuration::deployment_config::AgentConfig;
 use ocm_score_hub::addon::names;
-use ocm_score_tests::control_plane::ControlPlane;
 use serde_json::{Value, json};
 
 async fn dynamic(

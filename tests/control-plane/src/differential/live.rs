@@ -41,9 +41,9 @@ use super::{
     Answer, Fleet, Rng, condition, decisions_of, differences, find_placement, misconfigure, ocm_answer,
     ocm_decided, parse_snapshot, placement, simulate_answer,
 };
-use crate::control_plane::addon::{dynamic, hub_snapshot, workspace_binary};
-use crate::control_plane::{ControlPlane, apply};
+use crate::addon::{dynamic, hub_snapshot, workspace_binary};
 use crate::support::TempDir;
+use crate::{ControlPlane, apply};
 
 const GROUP: &str = "cluster.open-cluster-management.io";
 const PLACEMENT_LABEL: &str = "cluster.open-cluster-management.io/placement";

@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::control_plane::addon::workspace_dir;
-use crate::control_plane::go_components;
+use crate::addon::workspace_dir;
+use crate::go_components;
 
 /// The chart's directory, relative to the workspace.
 pub const CHART: &str = "charts/ocm-score";
@@ -230,7 +230,7 @@ pub const PROMETHEUS_OPERATOR: &str = "github.com/prometheus-operator/prometheus
 /// The CRDs of the kinds the chart's monitoring objects are (PodMonitor, PrometheusRule), from the
 /// pinned Prometheus Operator module: what a hub running the operator serves.
 pub fn monitoring_crds() -> Result<Vec<PathBuf>, String> {
-    let pin = Path::new(env!("CARGO_MANIFEST_DIR")).join("prometheus-operator");
+    let pin = Path::new(env!("CARGO_MANIFEST_DIR")).join("../prometheus-operator");
     let module = ocm_score_kube_double::ocm_api::locate_module(&pin, PROMETHEUS_OPERATOR)?;
     ["podmonitors", "prometheusrules"]
         .iter()

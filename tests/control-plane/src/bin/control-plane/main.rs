@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use ocm_score_tests::control_plane::{ControlPlane, go_components};
+use ocm_score_control_plane::{ControlPlane, go_components};
 use tokio::signal::unix::{SignalKind, signal};
 
 mod demo;
@@ -94,11 +94,11 @@ async fn run(args: Args) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Image { out } => {
-            let binaries = ocm_score_tests::image::OCM_SCORE_BINARIES
+            let binaries = ocm_score_control_plane::image::OCM_SCORE_BINARIES
                 .iter()
-                .map(|name| ocm_score_tests::control_plane::addon::workspace_binary(name))
+                .map(|name| ocm_score_control_plane::addon::workspace_binary(name))
                 .collect::<Result<Vec<_>, _>>()?;
-            let image = ocm_score_tests::image::ocm_score_image(&binaries, &out)?;
+            let image = ocm_score_control_plane::image::ocm_score_image(&binaries, &out)?;
             println!("{}", image.path.display());
             eprintln!(
                 "{} ({}, {:.1} MiB); load it with `docker load -i {}`, `kind load image-archive {}` or `ctr -n k8s.io images import {}`",

@@ -1,5 +1,5 @@
 //! The upstream components of the control plane, compiled once from the Go module in
-//! `tests/control-plane/` and cached (see [`crate::go_module`]).
+//! `tests/control-plane/` and cached (see [`ocm_score_go_build`]).
 //!
 //! `tests/control-plane/go.mod` pins `k8s.io/kubernetes` and `open-cluster-management.io/ocm` and
 //! lists their commands as `tool`s; `go.sum` pins every byte. The build runs `go build` on those
@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 
 use super::Error;
-use crate::go_module;
+use ocm_score_go_build as go_module;
 pub use ocm_score_go_build::control_plane::{COMMANDS, module, module_dir};
 
 /// The compiled components and the CRDs of one build.

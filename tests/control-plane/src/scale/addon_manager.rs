@@ -44,7 +44,7 @@ pub struct AddonScaleReport {
 /// its Deployment says (with `--resync-period`), and measure until every ManifestWork exists, until
 /// the manager settles, and over a quiet window. Every ManifestWork is checked: the agent for its
 /// own cluster, identical to every other cluster's but for the cluster's name, owned by that
-/// cluster's ManagedClusterAddOn. `cp` must audit `ocm-score` ([`crate::control_plane::Builder::audit_namespace`]).
+/// cluster's ManagedClusterAddOn. `cp` must audit `ocm-score` ([`crate::Builder::audit_namespace`]).
 pub async fn addon_manager_at_scale(
     cp: &ControlPlane,
     dir: &Path,

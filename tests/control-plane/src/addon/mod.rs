@@ -41,7 +41,7 @@ pub const HUB_NAMESPACE: &str = "ocm-score";
 
 /// The workspace root (manifests, examples).
 pub fn workspace_dir() -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     dir.canonicalize().unwrap_or(dir)
 }
 

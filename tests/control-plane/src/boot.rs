@@ -3,19 +3,67 @@
 //! and the waits between them, each bounded by the builder's timeout.
 
 use super::*;
+use crate::image::ImageArchive;
 
 impl ControlPlane {
+    /// The start-up, step by step: each step waits for what the next one needs.
     pub(super) async fn boot(
         &mut self,
         components: &Components,
         opts: &Builder,
         progress: &dyn Fn(&str),
     ) -> Result<(), Error> {
-        // OCM's addon webhook binds two fixed ports on every interface, so one control plane
-        // runs on a machine at a time: later ones (parallel tests) wait their turn, up to 20
-        // minutes, and only then does the start-up timeout begin.
-        self._machine_lock = Some(machine_lock(Instant::now() + Duration::from_secs(1200), progress).await?);
+        self.take_the_machine(progress).await?;
         let locked = Instant::now();
+        let images = self.prepare_the_host(components, opts, progress)?;
+        // The start-up timeout counts from here: assembling the images may first build the
+        // workspace's binaries (minutes on a cold target directory), which is not start-up.
+        let deadline = Instant::now() + opts.timeout;
+        self.start_api_servers(components, opts, deadline, progress)
+            .await?;
+        progress("API servers ready; starting kube-controller-manager");
+        for cluster in self.hub.iter().chain(self.spokes.iter()) {
+            cluster.start_controller_manager(components, &self.log_dir, &mut self.components)?;
+            cluster.start_scheduler(components, &self.log_dir, &mut self.components)?;
+        }
+        if opts.nodes {
+            progress("starting a node per cluster (containerd, kube-proxy, kubelet)");
+            self.start_nodes(components, &images)?;
+        }
+        let hub_client = self.hub_client().await?;
+        self.start_ocm_hub(components, opts, &hub_client, deadline)
+            .await?;
+        progress("OCM CRDs installed");
+        for name in self.cluster_names.clone() {
+            self.start_klusterlet(components, &name, deadline).await?;
+        }
+        progress("OCM hub controllers and klusterlets started; accepting the clusters");
+        // What `clusteradm accept` does: approve each cluster's registration CSR and accept it.
+        let names = self.cluster_names.clone();
+        self.wait_for(
+            "every ManagedCluster to be Joined and Available",
+            "hub-registration-controller",
+            deadline,
+            || {
+                let c = hub_client.clone();
+                let names = names.clone();
+                async move { accept_clusters(&c, &names).await }
+            },
+        )
+        .await?;
+        if opts.nodes {
+            self.wait_for_nodes(deadline).await?;
+            progress("every node is Ready");
+        }
+        self.start_seconds = locked.elapsed().as_secs_f64();
+        Ok(())
+    }
+
+    /// OCM's addon webhook binds two fixed ports on every interface, so one control plane runs on a
+    /// machine at a time: later ones (parallel tests) wait their turn, up to 20 minutes, and only
+    /// then does the start-up timeout begin.
+    async fn take_the_machine(&mut self, progress: &dyn Fn(&str)) -> Result<(), Error> {
+        self._machine_lock = Some(machine_lock(Instant::now() + Duration::from_secs(1200), progress).await?);
         for (port, what) in ocm::WEBHOOK_FIXED_PORTS {
             if std::net::TcpListener::bind(("0.0.0.0", port)).is_err() {
                 return Err(Error::PortInUse {
@@ -26,22 +74,38 @@ impl ControlPlane {
                 });
             }
         }
+        Ok(())
+    }
 
-        let images = if opts.nodes {
-            node::check_host()?;
-            node::sweep_stale();
-            progress("assembling the images the nodes run (pause, ocm-score)");
-            let images = self.build_images(components)?;
-            node::create_host_bridge()?;
-            self.host_bridge = true;
-            images
-        } else {
-            Vec::new()
-        };
+    /// With nodes: the host checked and swept of a crashed run's leftovers, the images the nodes
+    /// import, and the host bridge. Without, nothing.
+    fn prepare_the_host(
+        &mut self,
+        components: &Components,
+        opts: &Builder,
+        progress: &dyn Fn(&str),
+    ) -> Result<Vec<ImageArchive>, Error> {
+        if !opts.nodes {
+            return Ok(Vec::new());
+        }
+        node::check_host()?;
+        node::sweep_stale();
+        progress("assembling the images the nodes run (pause, ocm-score)");
+        let images = self.build_images(components)?;
+        node::create_host_bridge()?;
+        self.host_bridge = true;
+        Ok(images)
+    }
 
-        // The start-up timeout counts from here: assembling the images may first build the
-        // workspace's binaries (minutes on a cold target directory), which is not start-up.
-        let deadline = Instant::now() + opts.timeout;
+    /// etcd and kube-apiserver of the hub (also `cluster1`) and of each other cluster, their admin
+    /// kubeconfigs written, then each API server's `/readyz`.
+    async fn start_api_servers(
+        &mut self,
+        components: &Components,
+        opts: &Builder,
+        deadline: Instant,
+        progress: &dyn Fn(&str),
+    ) -> Result<(), Error> {
         progress("starting etcd and kube-apiserver");
         let hub = KubeCluster::start(
             "hub",
@@ -91,49 +155,52 @@ impl ControlPlane {
             )
             .await?;
         }
-        progress("API servers ready; starting kube-controller-manager");
-        for cluster in self.hub.iter().chain(self.spokes.iter()) {
-            cluster.start_controller_manager(components, &self.log_dir, &mut self.components)?;
-            cluster.start_scheduler(components, &self.log_dir, &mut self.components)?;
-        }
-        if opts.nodes {
-            progress("starting a node per cluster (containerd, kube-proxy, kubelet)");
-            let clusters: Vec<&KubeCluster> = self.hub.iter().chain(self.spokes.iter()).collect();
-            for (i, cluster) in clusters.into_iter().enumerate() {
-                let index = u8::try_from(i + 1).unwrap_or(u8::MAX);
-                // The hub's node is cluster1's (the hub manages itself); a hub alone keeps "hub".
-                let name = self
-                    .cluster_names
-                    .get(i)
-                    .cloned()
-                    .unwrap_or_else(|| cluster.name.clone());
-                let node = node::Node::start(
-                    &name,
-                    cluster,
-                    index,
-                    components,
-                    &images,
-                    &self.log_dir,
-                    &mut self.components,
-                )?;
-                self.nodes.push(node);
-            }
-        }
+        Ok(())
+    }
 
-        let hub_client = self.hub_client().await?;
-        let (ca_bundle, hub_server) = {
-            let hub = self.hub()?;
-            (hub.ca.bundle_base64(), hub.server.clone())
-        };
-        let _ = hub_server;
+    /// A node per cluster (containerd, kube-proxy, kubelet), importing `images`.
+    fn start_nodes(&mut self, components: &Components, images: &[ImageArchive]) -> Result<(), Error> {
+        let clusters: Vec<&KubeCluster> = self.hub.iter().chain(self.spokes.iter()).collect();
+        for (i, cluster) in clusters.into_iter().enumerate() {
+            let index = u8::try_from(i + 1).unwrap_or(u8::MAX);
+            // The hub's node is cluster1's (the hub manages itself); a hub alone keeps "hub".
+            let name = self
+                .cluster_names
+                .get(i)
+                .cloned()
+                .unwrap_or_else(|| cluster.name.clone());
+            let node = node::Node::start(
+                &name,
+                cluster,
+                index,
+                components,
+                images,
+                &self.log_dir,
+                &mut self.components,
+            )?;
+            self.nodes.push(node);
+        }
+        Ok(())
+    }
+
+    /// OCM's hub CRDs (conversion through the add-on webhook) and objects, Established, then OCM's
+    /// hub controllers and webhook.
+    async fn start_ocm_hub(
+        &mut self,
+        components: &Components,
+        opts: &Builder,
+        hub_client: &Client,
+        deadline: Instant,
+    ) -> Result<(), Error> {
+        let ca_bundle = self.hub()?.ca.bundle_base64();
         let webhook_port = free_port()?;
         let crds = ocm::hub_crds(
             components,
             &ca_bundle,
             &format!("https://127.0.0.1:{webhook_port}/convert"),
         )?;
-        apply_all(&hub_client, &crds).await?;
-        apply_all(&hub_client, &ocm::hub_objects()).await?;
+        apply_all(hub_client, &crds).await?;
+        apply_all(hub_client, &ocm::hub_objects()).await?;
         let crd_names = names(&crds);
         self.wait_for(
             "the hub's CRDs to be Established",
@@ -146,135 +213,119 @@ impl ControlPlane {
             },
         )
         .await?;
-        progress("OCM CRDs installed");
+        let hub = self
+            .hub
+            .as_ref()
+            .ok_or_else(|| Error::Options("the hub is not running".into()))?;
+        ocm::start_hub(
+            components,
+            hub,
+            webhook_port,
+            opts.ocm_addon_manager,
+            &self.dir,
+            &self.log_dir,
+            &mut self.components,
+        )
+    }
 
-        {
-            let hub = self
-                .hub
-                .as_ref()
-                .ok_or_else(|| Error::Options("the hub is not running".into()))?;
-            ocm::start_hub(
-                components,
-                hub,
-                webhook_port,
-                opts.ocm_addon_manager,
-                &self.dir,
-                &self.log_dir,
-                &mut self.components,
-            )?;
-        }
-
-        // cluster1 is the hub's own API server; the rest are spokes.
+    /// The klusterlet's CRDs on cluster `name` (cluster1 is the hub's own API server), its
+    /// controller manager seen working, then its klusterlet agent.
+    async fn start_klusterlet(
+        &mut self,
+        components: &Components,
+        name: &str,
+        deadline: Instant,
+    ) -> Result<(), Error> {
         let managed_crds = ocm::managed_crds(components)?;
-        for name in self.cluster_names.clone() {
-            let c = self.cluster_client(&name).await?;
-            apply_all(&c, &managed_crds).await?;
-            apply_all(&c, &ocm::managed_objects()).await?;
-            let names = names(&managed_crds);
-            let log = if name == "cluster1" {
-                "hub-kube-apiserver".to_owned()
-            } else {
-                format!("{name}-kube-apiserver")
-            };
-            self.wait_for(
-                &format!("{name}'s klusterlet CRDs to be Established"),
-                &log,
-                deadline,
-                || {
-                    let c = c.clone();
-                    let names = names.clone();
-                    async move { crds_established(&c, &names).await }
-                },
-            )
-            .await?;
-            // The controller manager's service-account controller creates `default` in every
-            // namespace: a sign that it runs (pods cannot be created before it does its job).
-            let kcm_log = if name == "cluster1" {
-                "hub-kube-controller-manager".to_owned()
-            } else {
-                format!("{name}-kube-controller-manager")
-            };
-            self.wait_for(
-                &format!("{name}'s kube-controller-manager (default ServiceAccount)"),
-                &kcm_log,
-                deadline,
-                || {
-                    let c = c.clone();
-                    async move {
-                        let sa: Api<ServiceAccount> = Api::namespaced(c, "default");
-                        Ok(sa.get_opt("default").await.ok().flatten().is_some())
-                    }
-                },
-            )
-            .await?;
-            let hub = self
-                .hub
-                .as_ref()
-                .ok_or_else(|| Error::Options("the hub is not running".into()))?;
-            let managed = if name == "cluster1" {
-                hub
-            } else {
-                self.spokes
-                    .iter()
-                    .find(|s| s.name == name)
-                    .ok_or_else(|| Error::Options(format!("no cluster named {name}")))?
-            };
-            ocm::start_klusterlet(
-                components,
-                hub,
-                &name,
-                managed,
-                &self.dir,
-                &self.log_dir,
-                &mut self.components,
-            )?;
-        }
-        progress("OCM hub controllers and klusterlets started; accepting the clusters");
-
-        // What `clusteradm accept` does: approve each cluster's registration CSR and accept it.
-        let names = self.cluster_names.clone();
+        let c = self.cluster_client(name).await?;
+        apply_all(&c, &managed_crds).await?;
+        apply_all(&c, &ocm::managed_objects()).await?;
+        let names = names(&managed_crds);
+        let log = if name == "cluster1" {
+            "hub-kube-apiserver".to_owned()
+        } else {
+            format!("{name}-kube-apiserver")
+        };
         self.wait_for(
-            "every ManagedCluster to be Joined and Available",
-            "hub-registration-controller",
+            &format!("{name}'s klusterlet CRDs to be Established"),
+            &log,
             deadline,
             || {
-                let c = hub_client.clone();
+                let c = c.clone();
                 let names = names.clone();
-                async move { accept_clusters(&c, &names).await }
+                async move { crds_established(&c, &names).await }
             },
         )
         .await?;
-        if opts.nodes {
-            let nodes: Vec<(String, String)> = self
-                .nodes
+        // The controller manager's service-account controller creates `default` in every
+        // namespace: a sign that it runs (pods cannot be created before it does its job).
+        let kcm_log = if name == "cluster1" {
+            "hub-kube-controller-manager".to_owned()
+        } else {
+            format!("{name}-kube-controller-manager")
+        };
+        self.wait_for(
+            &format!("{name}'s kube-controller-manager (default ServiceAccount)"),
+            &kcm_log,
+            deadline,
+            || {
+                let c = c.clone();
+                async move {
+                    let sa: Api<ServiceAccount> = Api::namespaced(c, "default");
+                    Ok(sa.get_opt("default").await.ok().flatten().is_some())
+                }
+            },
+        )
+        .await?;
+        let hub = self
+            .hub
+            .as_ref()
+            .ok_or_else(|| Error::Options("the hub is not running".into()))?;
+        let managed = if name == "cluster1" {
+            hub
+        } else {
+            self.spokes
                 .iter()
-                .map(|n| (n.cluster.clone(), n.name.clone()))
-                .collect();
-            for (cluster, node) in nodes {
-                let c = self.cluster_client(&cluster).await?;
-                self.wait_for(
-                    &format!("node {node} to be Ready"),
-                    &format!("{cluster}-kubelet"),
-                    deadline,
-                    || {
-                        let c = c.clone();
-                        let node = node.clone();
-                        async move { Ok(node_ready(&c, &node).await) }
-                    },
-                )
-                .await?;
-            }
-            progress("every node is Ready");
+                .find(|s| s.name == name)
+                .ok_or_else(|| Error::Options(format!("no cluster named {name}")))?
+        };
+        ocm::start_klusterlet(
+            components,
+            hub,
+            name,
+            managed,
+            &self.dir,
+            &self.log_dir,
+            &mut self.components,
+        )
+    }
+
+    /// Every node Ready, as its cluster's API server reports it.
+    async fn wait_for_nodes(&mut self, deadline: Instant) -> Result<(), Error> {
+        let nodes: Vec<(String, String)> = self
+            .nodes
+            .iter()
+            .map(|n| (n.cluster.clone(), n.name.clone()))
+            .collect();
+        for (cluster, node) in nodes {
+            let c = self.cluster_client(&cluster).await?;
+            self.wait_for(
+                &format!("node {node} to be Ready"),
+                &format!("{cluster}-kubelet"),
+                deadline,
+                || {
+                    let c = c.clone();
+                    let node = node.clone();
+                    async move { Ok(node_ready(&c, &node).await) }
+                },
+            )
+            .await?;
         }
-        self.start_seconds = locked.elapsed().as_secs_f64();
         Ok(())
     }
 
     /// The sandbox image, ours and the test workload's, as archives in the control plane's directory.
-    pub(super) fn build_images(
-        &mut self,
-        components: &Components,
-    ) -> Result<Vec<crate::image::ImageArchive>, Error> {
+    pub(super) fn build_images(&mut self, components: &Components) -> Result<Vec<ImageArchive>, Error> {
         let images = self.dir.join("images");
         let pause = crate::image::pause_image(&components.bin("pause"), &images.join("pause.tar"))?;
         let binaries = crate::image::OCM_SCORE_BINARIES
