@@ -15,6 +15,23 @@ use std::sync::{Arc, LazyLock};
 /// The error once the cost budget is spent (cel-go's text); it ends the evaluation.
 pub const COST_LIMIT_EXCEEDED: &str = "operation cancelled: actual cost limit exceeded";
 
+/// Takes `units` from `budget`; false, leaving it at 0, when they are more than it holds. The tree
+/// walk and the bound plan both spend through this, so they run out at the same step.
+#[inline]
+pub(super) fn spend(budget: &Cell<u64>, units: usize) -> bool {
+    let units = u64::try_from(units).unwrap_or(u64::MAX);
+    match budget.get().checked_sub(units) {
+        Some(left) => {
+            budget.set(left);
+            true
+        }
+        None => {
+            budget.set(0);
+            false
+        }
+    }
+}
+
 /// What the evaluator needs from its environment.
 pub trait Environment {
     /// The value of `managedCluster`.
@@ -266,15 +283,29 @@ impl<'e> Evaluator<'e> {
     /// error cannot be absorbed by `||`, `&&` or a macro into a result.
     #[inline]
     fn charge(&self, units: usize) -> Result<(), String> {
-        let units = u64::try_from(units).unwrap_or(u64::MAX);
-        match self.budget.get().checked_sub(units) {
-            Some(left) => {
-                self.budget.set(left);
-                Ok(())
-            }
-            None => {
-                self.budget.set(0);
-                Err(COST_LIMIT_EXCEEDED.into())
+        if spend(self.budget, units) {
+            Ok(())
+        } else {
+            Err(COST_LIMIT_EXCEEDED.into())
+        }
+    }
+
+    /// What a comprehension gives once its range is walked: the quantifiers their verdict unless an
+    /// error was kept, `map` and `filter` the list they built.
+    fn macro_result(
+        &self,
+        kind: Macro,
+        first_error: Option<String>,
+        trues: usize,
+        out: Vec<Value>,
+    ) -> EvalResult {
+        match kind {
+            Macro::All => first_error.map_or(Ok(Value::Bool(true)), Err),
+            Macro::Exists => first_error.map_or(Ok(Value::Bool(false)), Err),
+            Macro::ExistsOne => first_error.map_or(Ok(Value::Bool(trues == 1)), Err),
+            _ => {
+                self.charge(out.len())?;
+                Ok(Value::list(out))
             }
         }
     }
@@ -690,15 +721,7 @@ impl<'e> Evaluator<'e> {
                 }
             }
         }
-        match kind {
-            Macro::All => first_error.map_or(Ok(Value::Bool(true)), Err),
-            Macro::Exists => first_error.map_or(Ok(Value::Bool(false)), Err),
-            Macro::ExistsOne => first_error.map_or(Ok(Value::Bool(trues == 1)), Err),
-            _ => {
-                self.charge(out.len())?;
-                Ok(Value::list(out))
-            }
-        }
+        self.macro_result(kind, first_error, trues, out)
     }
 
     /// Evaluates `body` with the variable in `slot` bound to `item`.
@@ -800,14 +823,6 @@ impl<'e> Evaluator<'e> {
                 }
             }
         }
-        match kind {
-            Macro::All => first_error.map_or(Ok(Value::Bool(true)), Err),
-            Macro::Exists => first_error.map_or(Ok(Value::Bool(false)), Err),
-            Macro::ExistsOne => first_error.map_or(Ok(Value::Bool(trues == 1)), Err),
-            _ => {
-                self.charge(out.len())?;
-                Ok(Value::list(out))
-            }
-        }
+        self.macro_result(kind, first_error, trues, out)
     }
 }

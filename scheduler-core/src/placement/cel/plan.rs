@@ -15,7 +15,7 @@
 //! and sync, not once per cluster).
 
 use super::ClusterActivation;
-use super::eval::{COST_LIMIT_EXCEEDED, Evaluator, ordered_binary};
+use super::eval::{COST_LIMIT_EXCEEDED, Evaluator, ordered_binary, spend};
 use super::node::{ItemField, ItemPredicate, Macro, Node, RegexOp};
 use super::syntax::BinaryOp;
 use super::value::{Key, Value, no_overload};
@@ -387,16 +387,10 @@ impl<'s> Run<'_, 's> {
     /// As `Evaluator::charge`.
     #[inline]
     fn charge(&self, units: usize) -> Result<(), OutOfBudget> {
-        let units = u64::try_from(units).unwrap_or(u64::MAX);
-        match self.budget.get().checked_sub(units) {
-            Some(left) => {
-                self.budget.set(left);
-                Ok(())
-            }
-            None => {
-                self.budget.set(0);
-                Err(OutOfBudget)
-            }
+        if spend(self.budget, units) {
+            Ok(())
+        } else {
+            Err(OutOfBudget)
         }
     }
 

@@ -261,9 +261,19 @@ fn bytes_prefix(b: &[u8]) -> usize {
     }
 }
 
-/// A bytes literal: like a string literal, except that `\x`, octal escapes and raw text give
-/// bytes, not code points.
-fn lex_bytes(src: &str, start: usize, raw: bool) -> Result<(Vec<u8>, usize), String> {
+/// The scan both literal kinds share: the delimiter (`'`, `"` or either tripled), the end of the
+/// literal, and no raw newline in a single-quoted one. `escape` reads the escape sequence at a
+/// backslash (never called for raw literals) and returns where the text goes on; `plain` takes
+/// every other character. Returns the offset after the closing delimiter.
+fn scan_literal<T>(
+    src: &str,
+    start: usize,
+    raw: bool,
+    what: &str,
+    out: &mut T,
+    mut escape: impl FnMut(&mut T, usize) -> Result<usize, String>,
+    mut plain: impl FnMut(&mut T, char),
+) -> Result<usize, String> {
     let quote = &src[start..start + 1];
     let triple = src[start..].starts_with(&quote.repeat(3));
     let delim = if triple {
@@ -272,21 +282,44 @@ fn lex_bytes(src: &str, start: usize, raw: bool) -> Result<(Vec<u8>, usize), Str
         quote.to_string()
     };
     let mut i = start + delim.len();
-    let mut out = Vec::new();
     loop {
         if i >= src.len() {
             return Err(format!(
-                "Syntax error: unterminated bytes literal (offset {start})"
+                "Syntax error: unterminated {what} literal (offset {start})"
             ));
         }
         if src[i..].starts_with(&delim) {
-            return Ok((out, i + delim.len()));
+            return Ok(i + delim.len());
         }
         let ch = src[i..].chars().next().unwrap_or('\0');
         if !triple && (ch == '\n' || ch == '\r') {
-            return Err(format!("Syntax error: newline in bytes literal (offset {i})"));
+            return Err(format!("Syntax error: newline in {what} literal (offset {i})"));
         }
         if ch == '\\' && !raw {
+            i = escape(out, i)?;
+            continue;
+        }
+        plain(out, ch);
+        i += ch.len_utf8();
+    }
+}
+
+fn push_utf8(out: &mut Vec<u8>, ch: char) {
+    let mut buf = [0u8; 4];
+    out.extend_from_slice(ch.encode_utf8(&mut buf).as_bytes());
+}
+
+/// A bytes literal: like a string literal, except that `\x`, octal escapes and raw text give
+/// bytes, not code points.
+fn lex_bytes(src: &str, start: usize, raw: bool) -> Result<(Vec<u8>, usize), String> {
+    let mut out = Vec::new();
+    let end = scan_literal(
+        src,
+        start,
+        raw,
+        "bytes",
+        &mut out,
+        |out, i| {
             let next = src[i + 1..].chars().next();
             if let Some(c @ ('x' | 'X' | '0'..='3')) = next {
                 let (len, radix, skip) = if matches!(c, 'x' | 'X') {
@@ -300,8 +333,7 @@ fn lex_bytes(src: &str, start: usize, raw: bool) -> Result<(Vec<u8>, usize), Str
                 let byte = u8::from_str_radix(digits, radix)
                     .map_err(|_| format!("Syntax error: invalid escape \\{c}{digits}"))?;
                 out.push(byte);
-                i += 1 + skip + len;
-                continue;
+                return Ok(i + 1 + skip + len);
             }
             if matches!(next, Some('u' | 'U')) {
                 return Err(format!(
@@ -309,49 +341,30 @@ fn lex_bytes(src: &str, start: usize, raw: bool) -> Result<(Vec<u8>, usize), Str
                 ));
             }
             let (decoded, next) = lex_escape(src, i)?;
-            let mut buf = [0u8; 4];
-            out.extend_from_slice(decoded.encode_utf8(&mut buf).as_bytes());
-            i = next;
-            continue;
-        }
-        let mut buf = [0u8; 4];
-        out.extend_from_slice(ch.encode_utf8(&mut buf).as_bytes());
-        i += ch.len_utf8();
-    }
+            push_utf8(out, decoded);
+            Ok(next)
+        },
+        push_utf8,
+    )?;
+    Ok((out, end))
 }
 
 fn lex_string(src: &str, start: usize, raw: bool) -> Result<(String, usize), String> {
-    let quote = &src[start..start + 1];
-    let triple = src[start..].starts_with(&quote.repeat(3));
-    let delim = if triple {
-        quote.repeat(3)
-    } else {
-        quote.to_string()
-    };
-    let mut i = start + delim.len();
     let mut out = String::new();
-    loop {
-        if i >= src.len() {
-            return Err(format!(
-                "Syntax error: unterminated string literal (offset {start})"
-            ));
-        }
-        if src[i..].starts_with(&delim) {
-            return Ok((out, i + delim.len()));
-        }
-        let ch = src[i..].chars().next().unwrap_or('\0');
-        if !triple && (ch == '\n' || ch == '\r') {
-            return Err(format!("Syntax error: newline in string literal (offset {i})"));
-        }
-        if ch == '\\' && !raw {
+    let end = scan_literal(
+        src,
+        start,
+        raw,
+        "string",
+        &mut out,
+        |out, i| {
             let (decoded, next) = lex_escape(src, i)?;
             out.push(decoded);
-            i = next;
-            continue;
-        }
-        out.push(ch);
-        i += ch.len_utf8();
-    }
+            Ok(next)
+        },
+        |out, ch| out.push(ch),
+    )?;
+    Ok((out, end))
 }
 
 fn lex_escape(src: &str, i: usize) -> Result<(char, usize), String> {
