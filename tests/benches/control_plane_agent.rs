@@ -374,7 +374,7 @@ async fn main() -> anyhow::Result<()> {
     let started = Instant::now();
     let mut agent = start_agent(&cp, CLUSTER, dir.path()).await?;
     let pid = agent.pid();
-    while score_object(&hub, CLUSTER).await.is_none() {
+    while score_object(&hub, CLUSTER).await.ok().flatten().is_none() {
         agent.check_running()?;
         anyhow::ensure!(
             started.elapsed() < WAIT,

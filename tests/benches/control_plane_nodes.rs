@@ -49,7 +49,7 @@ async fn install(cp: &ControlPlane) -> anyhow::Result<f64> {
         &["apply", "--server-side", "-k", "manifests/hub"],
     )?;
     for cluster in CLUSTERS {
-        while score_object(&hub, cluster).await.is_none() {
+        while score_object(&hub, cluster).await.ok().flatten().is_none() {
             anyhow::ensure!(
                 started.elapsed() < Duration::from_secs(600),
                 "no score from {cluster} in 600 s"

@@ -581,7 +581,7 @@ fn managed_cluster_addon(cluster: &str) -> String {
 
 /// Whether the agent's score has expired: `validUntil` is in the past.
 async fn score_expired(hub: &kube::Client, cluster: &str) -> Option<String> {
-    let object = score_object(hub, cluster).await?;
+    let object = score_object(hub, cluster).await.ok()??;
     let valid_until = object.data.pointer("/status/validUntil")?.as_str()?.to_owned();
     let at: jiff::Timestamp = valid_until.parse().ok()?;
     (at < jiff::Timestamp::now()).then_some(valid_until)

@@ -185,7 +185,7 @@ async fn helm_installs_upgrades_and_uninstalls_the_addon_on_real_kubelets() {
         .await;
         eventually(&format!("{cluster}'s score"), WAIT, logs, || {
             let hub = hub.clone();
-            async move { score_object(&hub, cluster).await }
+            async move { score_object(&hub, cluster).await.ok().flatten() }
         })
         .await;
     }

@@ -27,7 +27,8 @@ fn run(kubeconfig: &Path, args: &[&str]) -> String {
 /// `status.validUntil` of a cluster's score object.
 async fn valid_until(hub: &kube::Client, cluster: &str) -> Option<String> {
     score_object(hub, cluster)
-        .await?
+        .await
+        .ok()??
         .data
         .pointer("/status/validUntil")
         .and_then(Value::as_str)

@@ -2,13 +2,18 @@
 
 use super::*;
 
-/// The `resource-usage-score` object in a cluster's namespace, if there is one.
-pub async fn score_object(hub: &kube::Client, cluster: &str) -> Option<DynamicObject> {
+/// The `resource-usage-score` object in a cluster's namespace: `Ok(None)` only when the hub says
+/// there is none; a failed read is an error, never "no score".
+pub async fn score_object(hub: &kube::Client, cluster: &str) -> Result<Option<DynamicObject>, Error> {
     score_object_named(hub, cluster, "resource-usage-score").await
 }
 
-/// The AddOnPlacementScore `name` in a cluster's namespace, if there is one.
-pub async fn score_object_named(hub: &kube::Client, cluster: &str, name: &str) -> Option<DynamicObject> {
+/// The AddOnPlacementScore `name` in a cluster's namespace, as [`score_object`] reads it.
+pub async fn score_object_named(
+    hub: &kube::Client,
+    cluster: &str,
+    name: &str,
+) -> Result<Option<DynamicObject>, Error> {
     let api = dynamic(
         hub,
         "cluster.open-cluster-management.io",
@@ -16,15 +21,19 @@ pub async fn score_object_named(hub: &kube::Client, cluster: &str, name: &str) -
         "AddOnPlacementScore",
         Some(cluster),
     )
-    .await
-    .ok()?;
-    api.get_opt(name).await.ok().flatten()
+    .await?;
+    api.get_opt(name).await.map_err(|source| Error::Kube {
+        what: format!("reading AddOnPlacementScore {cluster}/{name}"),
+        source,
+    })
 }
 
-/// A published score of `resource-usage-score` in a cluster's namespace.
+/// A published score of `resource-usage-score` in a cluster's namespace, for positive waits: `None`
+/// while it is not there yet, or while the hub does not answer (the wait retries either way).
 pub async fn score(hub: &kube::Client, cluster: &str, name: &str) -> Option<i64> {
     score_object(hub, cluster)
-        .await?
+        .await
+        .ok()??
         .data
         .pointer("/status/scores")
         .and_then(Value::as_array)?
