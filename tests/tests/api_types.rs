@@ -1,11 +1,14 @@
-//! Our Rust models of OCM kinds must match what a real hub serves: OCM's CRDs (from the
-//! `open-cluster-management.io/api` module `tests/control-plane/go.mod` pins) are the reference for identity (group, version, kind, plural, scope,
-//! status subresource) and for the shape of every object we build or read.
+//! Our Rust models of OCM kinds must match what a real hub serves: OCM's CRDs are the reference for
+//! identity (group, version, kind, plural, scope, status subresource) and for the shape of every
+//! object we build or read. Two releases of the `open-cluster-management.io/api` module, each
+//! pinned by a go.mod: the one the control plane runs (`tests/control-plane/go.mod`, v1.2.0) and
+//! the next one users move to (`tests/ocm-next/go.mod`, v1.3.0); every check runs against both.
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
 use ocm_score_api::*;
-use ocm_score_kube_double::crd::{Crd, SchemaValidator, upstream_crds};
+use ocm_score_kube_double::crd::{Crd, SchemaValidator, next_release_crds, upstream_crds};
+use ocm_score_kube_double::ocm_api;
 use serde_json::{Value, json};
 
 /// The identity an OcmKind claims, as plain data so a test can also feed a deliberately wrong one.
@@ -90,6 +93,23 @@ fn crds() -> Vec<Crd> {
     upstream_crds().unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// Both releases' CRDs, each with the API module version it came from (for failure messages).
+fn crd_sets() -> Vec<(String, Vec<Crd>)> {
+    let pinned = ocm_api::module().unwrap_or_else(|e| panic!("{e}"));
+    let next = ocm_api::next_release_module().unwrap_or_else(|e| panic!("{e}"));
+    assert_ne!(
+        pinned.version, next.version,
+        "tests/ocm-next/go.mod must pin another release"
+    );
+    vec![
+        (pinned.version.clone(), crds()),
+        (
+            next.version.clone(),
+            next_release_crds().unwrap_or_else(|e| panic!("{e}")),
+        ),
+    ]
+}
+
 fn validator_for(crds: &[Crd], api_version: &str, kind: &str) -> SchemaValidator {
     let (group, version) = api_version.rsplit_once('/').expect("grouped apiVersion");
     let crd = crds
@@ -115,11 +135,12 @@ fn assert_valid<K: OcmKind + serde::Serialize>(crds: &[Crd], object: &K) -> Valu
 
 #[test]
 fn every_kind_matches_its_upstream_crd() {
-    let crds = crds();
-    let ids = all_identities();
-    assert_eq!(ids.len(), 10);
-    let mismatches: Vec<String> = ids.iter().flat_map(|id| identity_mismatches(id, &crds)).collect();
-    assert!(mismatches.is_empty(), "{mismatches:#?}");
+    for (release, crds) in crd_sets() {
+        let ids = all_identities();
+        assert_eq!(ids.len(), 10);
+        let mismatches: Vec<String> = ids.iter().flat_map(|id| identity_mismatches(id, &crds)).collect();
+        assert!(mismatches.is_empty(), "api {release}: {mismatches:#?}");
+    }
 }
 
 #[test]
@@ -199,7 +220,13 @@ fn condition(type_: &str) -> Condition {
 
 #[test]
 fn objects_we_build_validate_against_upstream_schemas() {
-    let crds = crds();
+    for (release, crds) in crd_sets() {
+        eprintln!("api {release}");
+        objects_we_build_validate_against(&crds);
+    }
+}
+
+fn objects_we_build_validate_against(crds: &[Crd]) {
     let score = AddOnPlacementScore {
         metadata: meta(Some("cluster1"), well_known::RESOURCE_USAGE_SCORE),
         status: Some(AddOnPlacementScoreStatus {
@@ -220,11 +247,11 @@ fn objects_we_build_validate_against_upstream_schemas() {
             ..Default::default()
         }),
     };
-    let json = assert_valid(&crds, &score);
+    let json = assert_valid(crds, &score);
     assert_eq!(json["status"]["validUntil"], "2027-01-15T08:03:00Z");
 
     assert_valid(
-        &crds,
+        crds,
         &ManagedCluster {
             metadata: meta(None, "cluster1"),
             spec: ManagedClusterSpec {
@@ -250,7 +277,7 @@ fn objects_we_build_validate_against_upstream_schemas() {
         },
     );
     assert_valid(
-        &crds,
+        crds,
         &ManagedClusterSet {
             metadata: meta(None, "global"),
             spec: ManagedClusterSetSpec {
@@ -264,7 +291,7 @@ fn objects_we_build_validate_against_upstream_schemas() {
         },
     );
     assert_valid(
-        &crds,
+        crds,
         &ManagedClusterSetBinding {
             metadata: meta(Some("ns1"), "global"),
             spec: ManagedClusterSetBindingSpec {
@@ -275,7 +302,7 @@ fn objects_we_build_validate_against_upstream_schemas() {
         },
     );
     assert_valid(
-        &crds,
+        crds,
         &Placement {
             metadata: meta(Some("ns1"), "p1"),
             spec: PlacementSpec {
@@ -313,7 +340,7 @@ fn objects_we_build_validate_against_upstream_schemas() {
         },
     );
     assert_valid(
-        &crds,
+        crds,
         &PlacementDecision {
             metadata: meta(Some("ns1"), "p1-decision-1"),
             status: Some(PlacementDecisionStatus {
@@ -327,7 +354,7 @@ fn objects_we_build_validate_against_upstream_schemas() {
         },
     );
     assert_valid(
-        &crds,
+        crds,
         &ManifestWork {
             metadata: meta(Some("cluster1"), "addon-resource-usage-collect-deploy-0"),
             spec: ManifestWorkSpec {
@@ -354,7 +381,7 @@ fn objects_we_build_validate_against_upstream_schemas() {
         },
     );
     assert_valid(
-        &crds,
+        crds,
         &ManagedClusterAddOn {
             metadata: meta(Some("cluster1"), "resource-usage-collect"),
             spec: ManagedClusterAddOnSpec::default(),
@@ -375,7 +402,7 @@ fn objects_we_build_validate_against_upstream_schemas() {
         },
     );
     assert_valid(
-        &crds,
+        crds,
         &ClusterManagementAddOn {
             metadata: meta(None, "resource-usage-collect"),
             spec: ClusterManagementAddOnSpec {
@@ -401,7 +428,7 @@ fn objects_we_build_validate_against_upstream_schemas() {
         },
     );
     assert_valid(
-        &crds,
+        crds,
         &AddOnDeploymentConfig {
             metadata: meta(Some("ocm-score"), "default"),
             spec: AddOnDeploymentConfigSpec {
@@ -422,9 +449,15 @@ fn objects_we_build_validate_against_upstream_schemas() {
 
 #[test]
 fn the_schema_rejects_what_a_real_hub_rejects() {
-    let crds = crds();
+    for (release, crds) in crd_sets() {
+        eprintln!("api {release}");
+        the_schema_rejects_what_a_hub_of(&crds);
+    }
+}
+
+fn the_schema_rejects_what_a_hub_of(crds: &[Crd]) {
     let v = validator_for(
-        &crds,
+        crds,
         "cluster.open-cluster-management.io/v1alpha1",
         "AddOnPlacementScore",
     );
@@ -471,7 +504,7 @@ fn the_schema_rejects_what_a_real_hub_rejects() {
     let value = spec.remove("clusterSet").unwrap();
     spec.insert("clusterset".into(), value);
     let errors = validator_for(
-        &crds,
+        crds,
         "cluster.open-cluster-management.io/v1beta2",
         "ManagedClusterSetBinding",
     )
@@ -502,9 +535,9 @@ fn round_trip<K: OcmKind + serde::Serialize + serde::de::DeserializeOwned>(objec
     serde_json::to_value(&typed).unwrap()
 }
 
-/// Placement spec fields the conformance cases carry that the pinned API (`open-cluster-management.io/api`
-/// v1.2.0) does not declare: the cases come from OCM commit 00f84c3, whose newer Placement CRD
-/// defaults them in. They are left out of the schema check only, and still round-trip.
+/// Placement spec fields the conformance cases carry that v1.2.0 does not declare: the cases come
+/// from OCM commit 00f84c3, whose Placement CRD (api v1.3.0) defaults them in. Against v1.2.0 they
+/// are left out of the schema check only, and still round-trip; against v1.3.0 they are checked.
 const NEWER_PLACEMENT_FIELDS: [&str; 2] = ["sortBy", "scoreRateLimit"];
 
 /// Every object in OCM's own conformance cases (thousands, written as a real hub stores them)
@@ -512,26 +545,36 @@ const NEWER_PLACEMENT_FIELDS: [&str; 2] = ["sortBy", "scoreRateLimit"];
 /// models neither reject nor drop anything a real hub serves.
 #[test]
 fn hub_objects_from_the_conformance_cases_validate_and_round_trip_losslessly() {
-    let crds = crds();
+    for (release, crds) in crd_sets() {
+        conformance_cases_fit(&release, &crds);
+    }
+}
+
+fn conformance_cases_fit(release: &str, crds: &[Crd]) {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/conformance/placement/ocm-coverage.yaml"
     );
     let text = std::fs::read_to_string(path).expect("conformance cases present");
-    // Once the pin declares them, the exception above must go.
     let placement = crds
         .iter()
         .find(|c| c.kind == "Placement")
         .and_then(|c| c.version("v1beta1"))
         .expect("the Placement CRD serves v1beta1");
-    for field in NEWER_PLACEMENT_FIELDS {
-        assert!(
+    let declared: Vec<bool> = NEWER_PLACEMENT_FIELDS
+        .iter()
+        .map(|field| {
             placement.schema["properties"]["spec"]["properties"]
                 .get(field)
-                .is_none(),
-            "the pinned Placement CRD declares spec.{field} now: drop it from NEWER_PLACEMENT_FIELDS"
-        );
-    }
+                .is_some()
+        })
+        .collect();
+    // A release declares both or neither; one that declares them is checked with them.
+    assert!(
+        declared.iter().all(|d| *d == declared[0]),
+        "api {release} declares only some of {NEWER_PLACEMENT_FIELDS:?}: {declared:?}"
+    );
+    let strip_newer = !declared[0];
     let cases: Vec<Value> = serde_norway::from_str(&text).expect("cases parse");
     let mut validators = std::collections::HashMap::new();
     let mut checked = std::collections::BTreeMap::<String, usize>::new();
@@ -542,9 +585,10 @@ fn hub_objects_from_the_conformance_cases_validate_and_round_trip_losslessly() {
             let api_version = object["apiVersion"].as_str().expect("apiVersion").to_string();
             let validator = validators
                 .entry(kind.clone())
-                .or_insert_with(|| validator_for(&crds, &api_version, &kind));
+                .or_insert_with(|| validator_for(crds, &api_version, &kind));
             let mut schema_checked = object.clone();
-            if kind == "Placement"
+            if strip_newer
+                && kind == "Placement"
                 && let Some(spec) = schema_checked["spec"].as_object_mut()
             {
                 NEWER_PLACEMENT_FIELDS.iter().for_each(|f| {
@@ -561,7 +605,7 @@ fn hub_objects_from_the_conformance_cases_validate_and_round_trip_losslessly() {
                     .all(|e| e.field.starts_with("spec.prioritizerPolicy.configurations"));
             assert!(
                 errors.is_empty() || legacy,
-                "case {}: {kind} invalid: {errors:?}",
+                "api {release}, case {}: {kind} invalid: {errors:?}",
                 case["name"]
             );
             let back = match kind.as_str() {
@@ -576,13 +620,55 @@ fn hub_objects_from_the_conformance_cases_validate_and_round_trip_losslessly() {
             assert_eq!(
                 pruned(&back, true),
                 pruned(&object, true),
-                "case {}: {kind} changed in a round trip",
+                "api {release}, case {}: {kind} changed in a round trip",
                 case["name"]
             );
             *checked.entry(kind).or_default() += 1;
         }
     }
     assert_eq!(checked.len(), 6, "{checked:?}");
+}
+
+/// What a v1.3 hub writes into every Placement (its defaults `sortBy` and `scoreRateLimit`, the
+/// status's `lastScoreUpdateTime`) and into PlacementDecisions (`decisions[].score`) is valid
+/// against api v1.3.0 and survives a read and a write of our models; v1.3.0 refuses bad values of
+/// the new fields, naming them.
+#[test]
+fn what_a_v1_3_hub_adds_validates_and_survives_our_models() {
+    let crds = next_release_crds().unwrap_or_else(|e| panic!("{e}"));
+    let placement = json!({
+        "apiVersion": "cluster.open-cluster-management.io/v1beta1", "kind": "Placement",
+        "metadata": {"name": "p", "namespace": "ns"},
+        "spec": {"clusterSets": ["global"], "sortBy": "Score", "scoreRateLimit": "30s"},
+        "status": {"numberOfSelectedClusters": 1, "lastScoreUpdateTime": "2026-12-03T00:00:00Z"}
+    });
+    let v = validator_for(&crds, "cluster.open-cluster-management.io/v1beta1", "Placement");
+    assert!(v.errors(&placement).is_empty(), "{:?}", v.errors(&placement));
+    assert_eq!(round_trip::<Placement>(&placement), placement);
+    for (field, bad) in [("sortBy", json!("Random")), ("scoreRateLimit", json!("1d"))] {
+        let mut wrong = placement.clone();
+        wrong["spec"][field] = bad.clone();
+        let errors = v.errors(&wrong);
+        assert!(
+            errors.iter().any(|e| e.field == format!("spec.{field}")),
+            "spec.{field}: {bad} was not refused by name: {errors:?}"
+        );
+    }
+
+    let decision = json!({
+        "apiVersion": "cluster.open-cluster-management.io/v1beta1", "kind": "PlacementDecision",
+        "metadata": {"name": "p-decision-1", "namespace": "ns", "labels": {"cluster.open-cluster-management.io/placement": "p"}},
+        "status": {"decisions": [{"clusterName": "c1", "reason": "", "score": 87}]}
+    });
+    let v = validator_for(
+        &crds,
+        "cluster.open-cluster-management.io/v1beta1",
+        "PlacementDecision",
+    );
+    assert!(v.errors(&decision).is_empty(), "{:?}", v.errors(&decision));
+    assert_eq!(round_trip::<PlacementDecision>(&decision), decision);
+    let typed: PlacementDecision = serde_json::from_value(decision).unwrap();
+    assert_eq!(typed.status.unwrap().decisions[0].score, Some(87));
 }
 
 /// Status conditions and fields written by other controllers survive our read-modify-write.

@@ -185,6 +185,15 @@ pub fn upstream_crd_files() -> Result<Vec<PathBuf>, CrdError> {
         .map_err(CrdError::Upstream)
 }
 
+/// The same set of CRDs from the next OCM API release (`tests/ocm-next/go.mod`), for checking that
+/// our models also fit what newer hubs serve.
+pub fn next_release_crds() -> Result<Vec<Crd>, CrdError> {
+    let files = crate::ocm_api::next_release_module()
+        .and_then(|m| m.crd_files())
+        .map_err(CrdError::Upstream)?;
+    load_files(&files)
+}
+
 /// A compiled validator for one CRD version.
 pub struct SchemaValidator {
     schema: Value,

@@ -72,6 +72,21 @@ pub fn module() -> Result<&'static ApiModule, String> {
         .map_err(Clone::clone)
 }
 
+/// The Go module that pins the OCM API release after the control plane's (`tests/ocm-next/go.mod`,
+/// CRDs only, nothing built): the release users move to next, which our models must also fit.
+pub fn next_release_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../ocm-next")
+}
+
+/// The next release's module ([`next_release_dir`]), located once per process.
+pub fn next_release_module() -> Result<&'static ApiModule, String> {
+    static LOCATED: OnceLock<Result<ApiModule, String>> = OnceLock::new();
+    LOCATED
+        .get_or_init(|| locate(&next_release_dir()))
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
 /// Asks `go mod download -json` in `go_module_dir` where the pinned [`MODULE`] is.
 pub fn locate(go_module_dir: &Path) -> Result<ApiModule, String> {
     locate_module(go_module_dir, MODULE)
