@@ -71,27 +71,33 @@ pub fn workspace_binary(name: &str) -> Result<PathBuf, Error> {
     };
     let target_dir = dir.parent().map(Path::to_path_buf).unwrap_or_else(|| dir.clone());
     let path = dir.join(name);
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut build = Command::new(cargo);
-    // A test process carries the variables cargo sets for its crate (CARGO_PKG_NAME, ...). Build
-    // scripts watch some of them (ring's `rerun-if-env-changed=CARGO_PKG_NAME`), so passing them on
-    // rebuilt ring, rustls, kube and our crates whenever the caller's package differed from the last
-    // build's: minutes per switch on two cores.
-    for (key, _) in std::env::vars_os() {
-        if key.to_str().is_some_and(set_by_cargo_for_a_crate) {
-            build.env_remove(key);
+    // One build per process builds every binary of the workspace: later calls (a harness that starts
+    // a process per test) reuse it instead of running cargo, and its lock, again.
+    static BUILT: std::sync::OnceLock<Result<std::process::ExitStatus, String>> = std::sync::OnceLock::new();
+    let built = BUILT.get_or_init(|| {
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let mut build = Command::new(cargo);
+        // A test process carries the variables cargo sets for its crate (CARGO_PKG_NAME, ...). Build
+        // scripts watch some of them (ring's `rerun-if-env-changed=CARGO_PKG_NAME`), so passing them on
+        // rebuilt ring, rustls, kube and our crates whenever the caller's package differed from the last
+        // build's: minutes per switch on two cores.
+        for (key, _) in std::env::vars_os() {
+            if key.to_str().is_some_and(set_by_cargo_for_a_crate) {
+                build.env_remove(key);
+            }
         }
-    }
-    let status = build
-        .args(["build", "--quiet", "--workspace", "--bins", "--profile", &profile])
-        .arg("--target-dir")
-        .arg(&target_dir)
-        .current_dir(workspace_dir())
-        .status()
-        .map_err(|source| Error::Io {
-            what: "running cargo build --workspace --bins".into(),
-            source,
-        })?;
+        build
+            .args(["build", "--quiet", "--workspace", "--bins", "--profile", &profile])
+            .arg("--target-dir")
+            .arg(&target_dir)
+            .current_dir(workspace_dir())
+            .status()
+            .map_err(|e| e.to_string())
+    });
+    let status = built.clone().map_err(|message| Error::Io {
+        what: "running cargo build --workspace --bins".into(),
+        source: std::io::Error::other(message),
+    })?;
     if !status.success() || !path.is_file() {
         return Err(Error::Options(format!(
             "cargo build --workspace --bins --profile {profile} did not produce {}",
