@@ -9,6 +9,9 @@
 //! labels, quantities, taints, claims) plus its JSON for CEL expressions that read other fields;
 //! a score as its interned items. [`HubSnapshotBuilder`] takes the objects one at a time, so a
 //! large hub need not be held as typed objects all at once.
+//!
+//! Over 800 lines on purpose: each index is written by the builder and read by the snapshot's
+//! queries, and the two are kept together so that a change to one is seen beside the other.
 
 use super::error::PlacementError;
 use ocm_score_api::quantity::approximate_f64;

@@ -1,3 +1,6 @@
+//! Over 800 lines on purpose: one experiment read top to bottom (the fleet, the watches, both
+//! judgements, the report).
+//!
 //! The live differential check: a random fleet of bare ManagedClusters, cluster sets, bindings
 //! and scores on the real hub, then random Placements created one at a time. OCM's own placement
 //! controller decides each one, and `ocm-score-hub simulate` is judged twice:
