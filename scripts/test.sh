@@ -58,7 +58,8 @@ install_prometheus() {
 }
 
 # The control plane's nodes run pods: containerd (with ctr), runc, the CNI plugins, iptables for
-# kube-proxy and the pods' masquerading, and strip for the image's binaries.
+# kube-proxy and the pods' masquerading, strip for the image's binaries, and faketime for the agent
+# whose clock runs off the hub's (control_plane_hub_clock).
 install_node_packages() {
   local missing=()
   command -v containerd >/dev/null 2>&1 && command -v ctr >/dev/null 2>&1 || missing+=(containerd)
@@ -67,6 +68,7 @@ install_node_packages() {
   command -v iptables >/dev/null 2>&1 || missing+=(iptables)
   command -v conntrack >/dev/null 2>&1 || missing+=(conntrack)
   command -v strip >/dev/null 2>&1 || missing+=(binutils)
+  command -v faketime >/dev/null 2>&1 || missing+=(faketime)
   if [ ${#missing[@]} -gt 0 ]; then
     apt_install "${missing[@]}"
   fi

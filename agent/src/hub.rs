@@ -4,11 +4,16 @@
 //! client-go reloads such files by itself; kube-rs reads them once when a client is built. So before
 //! each use the agent fingerprints the kubeconfig and every file it references (certificate, key, CA,
 //! token) and builds a new client when any of them changed.
+//!
+//! Every client it builds reads the hub's clock off the responses ([`HubClock`]).
 
+use crate::hub_clock::{HubClock, ObserveDate};
+use kube::client::ClientBuilder;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 #[derive(Debug, thiserror::Error)]
 pub enum HubError {
@@ -23,6 +28,8 @@ pub struct HubConnection {
     current: Option<(u64, Client)>,
     /// The client was given, not built from files (tests with an in-process hub).
     pinned: bool,
+    /// Fed by every client built here; kept across rebuilds.
+    clock: Arc<HubClock>,
 }
 
 impl HubConnection {
@@ -31,6 +38,7 @@ impl HubConnection {
             kubeconfig,
             current: None,
             pinned: false,
+            clock: Arc::default(),
         }
     }
 
@@ -41,11 +49,17 @@ impl HubConnection {
             kubeconfig: PathBuf::new(),
             current: Some((0, client)),
             pinned: true,
+            clock: Arc::default(),
         }
     }
 
     pub fn kubeconfig(&self) -> &Path {
         &self.kubeconfig
+    }
+
+    /// The hub's clock as the responses so far tell it.
+    pub fn clock(&self) -> &HubClock {
+        &self.clock
     }
 
     /// The hub client, rebuilt if the kubeconfig or a file it references changed since the last call.
@@ -86,7 +100,10 @@ impl HubConnection {
         let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
             .await
             .map_err(|e| fail(e.to_string()))?;
-        Client::try_from(config).map_err(|e| fail(e.to_string()))
+        let builder = ClientBuilder::try_from(config).map_err(|e| fail(e.to_string()))?;
+        Ok(builder
+            .with_layer(&ObserveDate::layer(self.clock.clone()))
+            .build())
     }
 }
 

@@ -13,6 +13,7 @@ pub mod accounting;
 pub mod cli;
 pub mod config;
 pub mod hub;
+pub mod hub_clock;
 pub mod lease;
 pub mod metrics;
 pub mod once;

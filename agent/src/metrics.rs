@@ -75,6 +75,7 @@ pub struct Metrics {
     fits: Family<Labels, Gauge>,
     eligible_nodes: OptionalGauge,
     counted_pods: OptionalGauge,
+    hub_clock_offset: OptionalGauge<f64>,
 }
 
 impl Default for Metrics {
@@ -146,6 +147,12 @@ impl Default for Metrics {
         );
         let counted_pods =
             OptionalGauge::register(&mut registry, "counted_pods", "Bound, non-terminal pods counted");
+        // Absent until the hub has answered once.
+        let hub_clock_offset = OptionalGauge::register(
+            &mut registry,
+            "hub_clock_offset_seconds",
+            "The hub's clock minus this cluster's, from the Date of the hub API server's responses; validUntil is stamped on the hub's clock",
+        );
         // Every known series is visible (at 0) from the first scrape.
         for kind in [WatchKind::Nodes, WatchKind::Pods] {
             let _ = watch_events.get_or_create(&label("kind", kind.as_str()));
@@ -175,6 +182,7 @@ impl Default for Metrics {
             fits,
             eligible_nodes,
             counted_pods,
+            hub_clock_offset,
         }
     }
 }
@@ -214,6 +222,10 @@ impl Metrics {
 
     pub fn source_failure(&self, source: &'static str) {
         self.source_failures.get_or_create(&label("source", source)).inc();
+    }
+
+    pub fn set_hub_clock_offset(&self, seconds: f64) {
+        self.hub_clock_offset.set(seconds);
     }
 
     pub fn set_valid_until(&self, unix_seconds: i64) {

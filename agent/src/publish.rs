@@ -219,6 +219,15 @@ pub fn status_with_failure(
     status
 }
 
+/// `t` moved by `offset` (saturating: a clock that far off has bigger problems).
+fn shifted(t: Timestamp, offset: SignedDuration) -> Timestamp {
+    t.checked_add(offset).unwrap_or(if offset.is_negative() {
+        Timestamp::MIN
+    } else {
+        Timestamp::MAX
+    })
+}
+
 fn second(t: Timestamp) -> Timestamp {
     Timestamp::from_second(t.as_second()).unwrap_or(t)
 }
@@ -317,7 +326,13 @@ impl Publisher {
         self.last.as_ref()
     }
 
-    /// Writes `scores` if worth it (see [`decide`] for `renew_by`).
+    /// The hub's clock, which `validUntil` and the condition's times must be stamped on.
+    pub fn hub_clock(&self) -> &crate::hub_clock::HubClock {
+        self.hub.clock()
+    }
+
+    /// Writes `scores` if worth it (see [`decide`] for `renew_by`). Times are on this cluster's clock;
+    /// what is written is stamped on the hub's ([`HubClock`](crate::hub_clock::HubClock)).
     pub async fn publish(
         &mut self,
         scores: &[ScoreValue],
@@ -327,17 +342,19 @@ impl Publisher {
         renew_by: Timestamp,
     ) -> Result<Outcome, PublishError> {
         self.ensure_known().await?;
+        let offset = self.hub_offset();
+        let (now, renew_by) = (shifted(now, offset), shifted(renew_by, offset));
         match decide(self.last.as_ref(), scores, shapes, now, renew_by, &self.policy) {
             Decision::Skip => Ok(Outcome::Skipped),
-            Decision::Defer(at) => Ok(Outcome::Deferred(at)),
+            Decision::Defer(at) => Ok(Outcome::Deferred(shifted(at, -offset))),
             Decision::Write(reason) => {
-                self.write_scores(scores, shapes, detail, now).await?;
+                self.write_scores_at(scores, shapes, detail, now).await?;
                 Ok(Outcome::Written(reason))
             }
         }
     }
 
-    /// Writes `scores` whatever the hub holds.
+    /// Writes `scores` whatever the hub holds; `now` is on this cluster's clock.
     pub async fn write_scores(
         &mut self,
         scores: &[ScoreValue],
@@ -345,12 +362,31 @@ impl Publisher {
         detail: &str,
         now: Timestamp,
     ) -> Result<(), PublishError> {
-        let valid_until = valid_until(now, self.policy.validity);
+        // Reading first costs nothing extra (the write would read anyway) and tells the hub's clock.
+        self.ensure_known().await?;
+        let now = shifted(now, self.hub_offset());
+        self.write_scores_at(scores, shapes, detail, now).await
+    }
+
+    /// The hub's clock minus ours, as far as the responses so far tell (zero before any).
+    fn hub_offset(&self) -> SignedDuration {
+        self.hub.clock().offset().unwrap_or(SignedDuration::ZERO)
+    }
+
+    /// [`write_scores`](Self::write_scores) with `hub_now` already on the hub's clock.
+    async fn write_scores_at(
+        &mut self,
+        scores: &[ScoreValue],
+        shapes: Option<&ShapesCondition>,
+        detail: &str,
+        hub_now: Timestamp,
+    ) -> Result<(), PublishError> {
+        let valid_until = valid_until(hub_now, self.policy.validity);
         let status = self
-            .write(|status| status_with_scores(status, scores, shapes, valid_until, detail, now))
+            .write(|status| status_with_scores(status, scores, shapes, valid_until, detail, hub_now))
             .await?;
         self.last = published_from(Some(&status)).map(|p| Published {
-            written_at: Some(now),
+            written_at: Some(hub_now),
             ..p
         });
         self.known = true;
@@ -360,6 +396,7 @@ impl Publisher {
     /// Records a source failure in the condition, once per failure (scores are left to expire).
     pub async fn report_failure(&mut self, error: &str, now: Timestamp) -> Result<Outcome, PublishError> {
         self.ensure_known().await?;
+        let now = shifted(now, self.hub_offset());
         if self.last.as_ref().is_some_and(|p| !p.healthy)
             && self.cached.as_ref().is_some_and(has_our_failure_condition)
         {

@@ -15,6 +15,7 @@ use crate::accounting::resources::{CPU, MEMORY};
 use crate::accounting::{ResourceView, ShapeFits};
 use crate::config::RunConfig;
 use crate::hub::HubConnection;
+use crate::hub_clock;
 use crate::lease::LeaseRenewer;
 use crate::metrics::{Metrics, WriteResult};
 use crate::publish::{Outcome, Publisher, WritePolicy};
@@ -75,6 +76,8 @@ struct Agent<S> {
     /// Since when the sources have been failing (the agent's start counts as failing until the first
     /// successful read).
     failing_since: Option<Instant>,
+    /// Whether the hub's clock was last seen further off than [`hub_clock::WARN_AT`] (warned once).
+    clock_off: bool,
 }
 
 /// Wall-clock time for `validUntil` and the condition.
@@ -276,6 +279,7 @@ pub async fn run(cfg: RunConfig, shutdown: CancellationToken) -> Result<(), RunE
         spread,
         failed_writes: 0,
         failing_since: Some(Instant::now()),
+        clock_off: false,
     };
 
     // First computation: as soon as the watches have listed everything (or the host has two CPU
@@ -355,7 +359,10 @@ impl<S: ReadSources> Agent<S> {
             heartbeat.beat();
             tokio::select! {
                 _ = shutdown.cancelled() => break,
-                retry = self.cycle(next_tick) => retry_at = retry,
+                retry = self.cycle(next_tick) => {
+                    retry_at = retry;
+                    self.watch_hub_clock();
+                }
             }
         }
     }
@@ -446,6 +453,36 @@ impl<S: ReadSources> Agent<S> {
                 }
             }
         }
+    }
+
+    /// Exports the hub's clock offset and warns, once each time it goes past [`hub_clock::WARN_AT`]:
+    /// `validUntil` is right whatever the offset, but a cluster clock that far off is wrong for
+    /// everything else (certificates, Leases, logs).
+    fn watch_hub_clock(&mut self) {
+        let Some(offset) = self.publisher.hub_clock().offset() else {
+            return;
+        };
+        let seconds = offset.as_secs_f64();
+        self.metrics.set_hub_clock_offset(seconds);
+        let off = offset.abs() >= hub_clock::WARN_AT;
+        if off && !self.clock_off {
+            let (way, by) = if seconds > 0.0 {
+                ("behind", seconds)
+            } else {
+                ("ahead of", -seconds)
+            };
+            tracing::warn!(
+                offset_seconds = format!("{seconds:.1}"),
+                "this cluster's clock is {by:.1} s {way} the hub's; validUntil is stamped on the hub's clock, \
+                 but the cluster's clock needs fixing (NTP)"
+            );
+        } else if !off && self.clock_off {
+            tracing::info!(
+                offset_seconds = format!("{seconds:.1}"),
+                "this cluster's clock is back in step with the hub's"
+            );
+        }
+        self.clock_off = off;
     }
 
     fn hub_ok(&mut self, result: WriteResult) {

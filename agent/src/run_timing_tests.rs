@@ -225,6 +225,7 @@ async fn five_minutes(flags: &[&str], steps: Vec<Step>) -> Vec<Event> {
         spread: |base, _| base,
         failed_writes: 0,
         failing_since: None,
+        clock_off: false,
     };
 
     let changed = Notify::new();

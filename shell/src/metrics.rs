@@ -20,15 +20,18 @@ pub fn encode(registry: &Registry) -> String {
 
 /// A gauge that is absent from the exposition until set, and again after [`OptionalGauge::clear`]:
 /// for a figure that only some configurations have (a family with an empty label set would print
-/// `name{}`, which not every parser reads).
+/// `name{}`, which not every parser reads). Integer by default; `OptionalGauge<f64>` for fractions.
 #[derive(Clone, Debug)]
-pub struct OptionalGauge {
+pub struct OptionalGauge<V = i64> {
     name: &'static str,
     help: &'static str,
-    value: std::sync::Arc<std::sync::Mutex<Option<i64>>>,
+    value: std::sync::Arc<std::sync::Mutex<Option<V>>>,
 }
 
-impl OptionalGauge {
+impl<V> OptionalGauge<V>
+where
+    V: prometheus_client::encoding::EncodeGaugeValue + Copy + std::fmt::Debug + Send + Sync + 'static,
+{
     /// Registers the gauge in `registry` (under its prefix).
     pub fn register(registry: &mut Registry, name: &'static str, help: &'static str) -> Self {
         let gauge = OptionalGauge {
@@ -40,7 +43,7 @@ impl OptionalGauge {
         gauge
     }
 
-    pub fn set(&self, value: i64) {
+    pub fn set(&self, value: V) {
         *lock(&self.value) = Some(value);
     }
 
@@ -49,7 +52,10 @@ impl OptionalGauge {
     }
 }
 
-impl prometheus_client::collector::Collector for OptionalGauge {
+impl<V> prometheus_client::collector::Collector for OptionalGauge<V>
+where
+    V: prometheus_client::encoding::EncodeGaugeValue + Copy + std::fmt::Debug + Send + Sync + 'static,
+{
     fn encode(
         &self,
         mut encoder: prometheus_client::encoding::DescriptorEncoder,

@@ -89,6 +89,7 @@ fn expositions() -> Vec<(&'static str, String)> {
     agent.kubelet_scrape(true);
     agent.source_failure("cluster");
     agent.set_valid_until(now.as_second());
+    agent.set_hub_clock_offset(-0.4);
     let figures = Figures {
         cluster_free: 2000,
         cluster_capacity: 4000,
