@@ -31,6 +31,16 @@ pub const DELETION_ORPHAN_ANNOTATION: &str = "addon.open-cluster-management.io/d
 /// owner references do that job now, and the controller removes this finalizer wherever it finds it.
 pub const LEGACY_CLEANUP_FINALIZER: &str = "ocm-score.io/addon-cleanup";
 
+/// The name OCM's add-on conversion webhook gives a v1alpha1 supported config without a default when
+/// it converts to v1beta1 (`defaultConfigs[].name`). Never a real config (no object name starts with
+/// `__`); OCM v1.3.0 leaks it into ClusterManagementAddOn status (ocm #1526, fixed in v1.3.1).
+pub const RESERVED_NO_DEFAULT_CONFIG: &str = "__reserved_no_default__";
+
+/// Whether a config reference's name names a config at all (not empty, not OCM's sentinel).
+pub fn names_a_config(name: &str) -> bool {
+    !name.is_empty() && name != RESERVED_NO_DEFAULT_CONFIG
+}
+
 /// Group and resource of AddOnDeploymentConfig, as config references name it.
 pub const ADDON_GROUP: &str = "addon.open-cluster-management.io";
 pub const ADDON_DEPLOYMENT_CONFIG_RESOURCE: &str = "addondeploymentconfigs";

@@ -11,7 +11,7 @@
 //! as upstream does: a missing config gets an empty hash.
 
 use crate::addon::configuration::references::ConfigKey;
-use crate::addon::names::{ADDON_DEPLOYMENT_CONFIG_RESOURCE, ADDON_GROUP};
+use crate::addon::names::{ADDON_DEPLOYMENT_CONFIG_RESOURCE, ADDON_GROUP, names_a_config};
 use serde_json::{Map, Value, json};
 
 /// The merge patch filling in the spec hashes of the status `status` (of an object at
@@ -61,7 +61,7 @@ fn fill_all<'a>(
 }
 
 /// Sets the desired config's spec hash of one reference, if it is an AddOnDeploymentConfig with a
-/// name. Returns whether the hash changed.
+/// name (OCM's "no default" sentinel is none). Returns whether the hash changed.
 fn fill(reference: &mut Value, hash_of: &impl Fn(&ConfigKey) -> Option<String>) -> bool {
     let ours = reference["group"] == ADDON_GROUP && reference["resource"] == ADDON_DEPLOYMENT_CONFIG_RESOURCE;
     let Some(desired) = reference.get_mut("desiredConfig").and_then(Value::as_object_mut) else {
@@ -78,7 +78,7 @@ fn fill(reference: &mut Value, hash_of: &impl Fn(&ConfigKey) -> Option<String>) 
         namespace: text("namespace"),
         name: text("name"),
     };
-    if !ours || key.name.is_empty() {
+    if !ours || !names_a_config(&key.name) {
         return false;
     }
     let hash = hash_of(&key).unwrap_or_default();
@@ -109,6 +109,16 @@ mod tests {
             ("hub", "gpu") => Some("h-gpu".into()),
             _ => None,
         }
+    }
+
+    #[test]
+    fn ocms_leaked_no_default_sentinel_gets_no_hash() {
+        // OCM v1.3.0 writes the conversion's sentinel into the CMA status (ocm #1526): it names no
+        // config, so there is no hash to fill and nothing to write.
+        let status = json!({
+            "defaultconfigReferences": [adc_ref("", crate::addon::names::RESERVED_NO_DEFAULT_CONFIG, "")],
+        });
+        assert_eq!(hash_patch(Some(&status), Some("3"), |_| Some("h".into())), None);
     }
 
     #[test]

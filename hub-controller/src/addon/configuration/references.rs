@@ -7,7 +7,7 @@
 //! fill in what addon-framework fills in (generations, and hashes of the add-on's own configs).
 
 use crate::addon::lifecycle::install::Lifecycle;
-use crate::addon::names::{ADDON_DEPLOYMENT_CONFIG_RESOURCE, ADDON_GROUP};
+use crate::addon::names::{ADDON_DEPLOYMENT_CONFIG_RESOURCE, ADDON_GROUP, names_a_config};
 use kube::ResourceExt;
 use ocm_score_api::{
     AddOnConfig, ClusterManagementAddOn, ConfigGroupResource, ConfigReference, ConfigSpecHash,
@@ -55,6 +55,7 @@ pub fn desired_config(
             .flat_map(|s| &s.config_references)
             .filter(|r| is_deployment_config(&r.group, &r.resource))
             .find_map(|r| r.desired_config.as_ref())
+            .filter(|d| names_a_config(&d.name))
             .map(|d| ConfigKey {
                 namespace: d.namespace.clone(),
                 name: d.name.clone(),
@@ -65,7 +66,7 @@ pub fn desired_config(
         .spec
         .configs
         .iter()
-        .find(|c| is_deployment_config(&c.group, &c.resource))
+        .find(|c| is_deployment_config(&c.group, &c.resource) && names_a_config(&c.name))
         .map(|c| ConfigKey {
             // A config named without namespace in the add-on itself lives beside it.
             namespace: if c.namespace.is_empty() {
@@ -90,7 +91,7 @@ pub fn desired_config(
         .find_map(|p| {
             p.configs
                 .iter()
-                .find(|c| is_deployment_config(&c.group, &c.resource))
+                .find(|c| is_deployment_config(&c.group, &c.resource) && names_a_config(&c.name))
         })
         .map(key);
     let from_default = cma
@@ -99,6 +100,7 @@ pub fn desired_config(
         .iter()
         .filter(|c| is_deployment_config(&c.group, &c.resource))
         .find_map(|c| c.default_config.as_ref())
+        .filter(|d| names_a_config(&d.name))
         .map(|d| ConfigKey {
             namespace: d.namespace.clone(),
             name: d.name.clone(),
@@ -333,6 +335,48 @@ mod tests {
                 &addon(),
                 &placements(&[])
             ),
+            None
+        );
+    }
+
+    #[test]
+    fn ocms_no_default_sentinel_names_no_config_wherever_it_turns_up() {
+        use crate::addon::names::RESERVED_NO_DEFAULT_CONFIG as SENTINEL;
+        let mut c = cma();
+        if let Some(meta) = c.spec.supported_configs.first_mut() {
+            meta.default_config = Some(ConfigReferent {
+                namespace: String::new(),
+                name: SENTINEL.into(),
+            });
+        }
+        let mut m = addon();
+        m.spec.configs = vec![adc("", SENTINEL)];
+        // Neither the add-on's nor the default's sentinel counts: no config, not one named `__...`.
+        assert_eq!(
+            desired_config(Lifecycle::SelfManaged, &c, &m, &placements(&["all"])),
+            None
+        );
+        // The placement's real config still wins over them.
+        assert_eq!(
+            desired_config(Lifecycle::SelfManaged, &c, &m, &placements(&["gpu"])),
+            key("hub", "gpu")
+        );
+        // Under OCM's addon-manager, a leaked sentinel in status is no desired config either.
+        m.status = Some(ManagedClusterAddOnStatus {
+            config_references: vec![ConfigReference {
+                group: ADDON_GROUP.into(),
+                resource: ADDON_DEPLOYMENT_CONFIG_RESOURCE.into(),
+                desired_config: Some(ConfigSpecHash {
+                    namespace: String::new(),
+                    name: SENTINEL.into(),
+                    spec_hash: String::new(),
+                }),
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        assert_eq!(
+            desired_config(Lifecycle::AddonManager, &c, &m, &placements(&[])),
             None
         );
     }
