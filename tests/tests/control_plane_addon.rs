@@ -572,11 +572,55 @@ async fn addon_object_versions(hub: &kube::Client, clusters: &[&str]) -> BTreeMa
 }
 
 /// A ManagedClusterAddOn as a user creates it by hand when the install strategy is Manual.
-fn managed_cluster_addon(cluster: &str) -> String {
-    format!(
-        "apiVersion: addon.open-cluster-management.io/v1alpha1\nkind: ManagedClusterAddOn\n\
-         metadata:\n  name: {ADDON}\n  namespace: {cluster}\nspec:\n  installNamespace: {INSTALL_NAMESPACE}\n"
-    )
+/// The config each hand-made add-on names, in its cluster's namespace.
+const OWN_CONFIG: &str = "agent-config";
+/// The refresh interval that config sets: the agent's flags show that the config was read.
+const OWN_REFRESH: &str = "17s";
+
+/// An add-on made by hand with its own AddOnDeploymentConfig, through `version` of the add-on API:
+/// `v1alpha1`, or `v1beta1` as newer `clusteradm` writes it (the install namespace as an annotation;
+/// OCM's conversion webhook turns one into the other).
+fn managed_cluster_addon(cluster: &str, version: &str) -> String {
+    let config = format!(
+        "apiVersion: addon.open-cluster-management.io/v1alpha1\nkind: AddOnDeploymentConfig\n\
+         metadata:\n  name: {OWN_CONFIG}\n  namespace: {cluster}\nspec:\n  agentInstallNamespace: {INSTALL_NAMESPACE}\n\
+         \x20 customizedVariables:\n    - name: REFRESH_INTERVAL\n      value: \"{OWN_REFRESH}\"\n\
+         \x20   - name: SOURCES\n      value: cluster\n"
+    );
+    let configs = format!(
+        "  configs:\n    - group: addon.open-cluster-management.io\n      resource: addondeploymentconfigs\n\
+         \x20     namespace: {cluster}\n      name: {OWN_CONFIG}\n"
+    );
+    let addon = match version {
+        "v1alpha1" => format!(
+            "apiVersion: addon.open-cluster-management.io/v1alpha1\nkind: ManagedClusterAddOn\n\
+             metadata:\n  name: {ADDON}\n  namespace: {cluster}\nspec:\n  installNamespace: {INSTALL_NAMESPACE}\n{configs}"
+        ),
+        "v1beta1" => format!(
+            "apiVersion: addon.open-cluster-management.io/v1beta1\nkind: ManagedClusterAddOn\n\
+             metadata:\n  name: {ADDON}\n  namespace: {cluster}\n  annotations:\n\
+             \x20   addon.open-cluster-management.io/v1alpha1-install-namespace: {INSTALL_NAMESPACE}\nspec:\n{configs}"
+        ),
+        other => panic!("no add-on API version {other}"),
+    };
+    format!("{config}---\n{addon}")
+}
+
+/// What of a ManagedClusterAddOn our manager and OCM decide, with the cluster's name made generic so
+/// that two clusters' add-ons compare: the spec, the install namespace (v1alpha1 field or v1beta1
+/// annotation), and the status's config references, registrations and supported configs.
+fn addon_outcome(addon: &Value, cluster: &str) -> Value {
+    let pick = |pointer: &str| addon.pointer(pointer).cloned().unwrap_or(Value::Null);
+    let outcome = serde_json::json!({
+        "spec": pick("/spec"),
+        "installNamespaceAnnotation":
+            pick("/metadata/annotations/addon.open-cluster-management.io~1v1alpha1-install-namespace"),
+        "configReferences": pick("/status/configReferences"),
+        "registrations": pick("/status/registrations"),
+        "supportedConfigs": pick("/status/supportedConfigs"),
+        "namespace": pick("/status/namespace"),
+    });
+    serde_json::from_str(&outcome.to_string().replace(cluster, "<cluster>")).expect("JSON")
 }
 
 /// Whether the agent's score has expired: `validUntil` is in the past.
@@ -598,7 +642,9 @@ async fn two_clusters() -> ControlPlane {
 
 /// The Manual install strategy, an agent that dies, a cluster that leaves, and an uninstall after
 /// our manager is gone:
-/// - add-ons created by hand get the agent, as with the Placements strategy;
+/// - add-ons created by hand get the agent, as with the Placements strategy, each with the config it
+///   names; cluster1's is created through the v1alpha1 API, cluster2's through v1beta1 (OCM's
+///   conversion webhook between): both come out the same, read through either version;
 /// - a killed agent stops renewing its Lease: after the klusterlet's grace (5 × 60 s in OCM v1.2)
 ///   the add-on is `Available=False` (`ManagedClusterAddOnLeaseUpdateStopped`; `Unknown` is only
 ///   for a Lease that does not exist), and its score has expired by then;
@@ -616,9 +662,9 @@ async fn manual_install_dead_agent_detach_and_uninstall_without_our_manager() {
     let mut manager = install_from_and_start_manager(&cp, &overlay, dir.path())
         .await
         .expect("the add-on manager starts");
-    for cluster in clusters {
+    for (cluster, version) in [("cluster1", "v1alpha1"), ("cluster2", "v1beta1")] {
         let file = dir.path().join(format!("mca-{cluster}.yaml"));
-        std::fs::write(&file, managed_cluster_addon(cluster)).expect("writing the add-on");
+        std::fs::write(&file, managed_cluster_addon(cluster, version)).expect("writing the add-on");
         run(&hub_kc, &["apply", "-f", &file.display().to_string()]);
     }
     for cluster in clusters {
@@ -634,7 +680,14 @@ async fn manual_install_dead_agent_detach_and_uninstall_without_our_manager() {
             },
             || {
                 let managed = managed.clone();
-                async move { agent_deployment(&managed).await.ok()?.map(|_| ()) }
+                async move {
+                    let deployment = agent_deployment(&managed).await.ok()??;
+                    let args = deployment.spec?.template.spec?.containers.first()?.args.clone()?;
+                    // Rendered from the add-on's own config, not the default.
+                    args.iter()
+                        .any(|a| a == &format!("--refresh-interval={OWN_REFRESH}"))
+                        .then_some(())
+                }
             },
         )
         .await;
@@ -676,6 +729,46 @@ async fn manual_install_dead_agent_detach_and_uninstall_without_our_manager() {
             },
         )
         .await;
+    }
+
+    // Created through v1alpha1 or v1beta1, read through either: the same add-on, once both settled.
+    for version in ["v1alpha1", "v1beta1"] {
+        let outcome = |cluster: &'static str| {
+            let hub = hub.clone();
+            async move {
+                let addons = api(
+                    &hub,
+                    "addon.open-cluster-management.io",
+                    version,
+                    "ManagedClusterAddOn",
+                    Some(cluster),
+                )
+                .await;
+                let addon = addons.get(ADDON).await.ok()?;
+                Some(addon_outcome(&serde_json::to_value(addon).ok()?, cluster))
+            }
+        };
+        let (first, second) = wait_for(
+            &format!("the two add-ons alike through {version}"),
+            || manager.tail(),
+            || async {
+                let (first, second) = (outcome("cluster1").await?, outcome("cluster2").await?);
+                // Settled: the config applied on both.
+                let applied = |o: &Value| {
+                    o.pointer("/configReferences/0/lastAppliedConfig/specHash")
+                        .is_some()
+                };
+                (first == second && applied(&first)).then_some((first, second))
+            },
+        )
+        .await;
+        assert_eq!(first, second, "through {version}");
+        let desired = first
+            .pointer("/configReferences/0/desiredConfig")
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(desired["name"], OWN_CONFIG, "through {version}: {first:#}");
+        assert_eq!(desired["namespace"], "<cluster>", "through {version}: {first:#}");
     }
 
     // cluster1's agent dies as a crashed pod would: no goodbye, its Lease just stops.
