@@ -9,6 +9,9 @@
 //!   → a dry run is 403; an unknown placement → 404; DELETE → 405; JSON bodies throughout;
 //! - a dry run (POST of a YAML Placement) answers for a placement not applied and creates nothing;
 //! - the serving certificate replaced on disk is served at the next connection;
+//! - OCM's TLS profile: an `ocm-tls-profile` ConfigMap with `minTLSVersion: VersionTLS13` in the
+//!   server's namespace refuses TLS 1.2 handshakes from the next connection on, TLS 1.3 still
+//!   served; deleted, TLS 1.2 is served again (curl as the client, no restart);
 //! - `/metrics` counts the answers by method and code.
 
 use std::path::Path;
@@ -142,12 +145,22 @@ async fn explain_server_answers_as_ocm_for_the_callers_rbac_allows() {
         .iter()
         .filter(of_server)
         .filter(|o| {
-            ["ServiceAccount", "ClusterRole", "ClusterRoleBinding"]
-                .contains(&o["kind"].as_str().unwrap_or(""))
+            [
+                "ServiceAccount",
+                "ClusterRole",
+                "ClusterRoleBinding",
+                "Role",
+                "RoleBinding",
+            ]
+            .contains(&o["kind"].as_str().unwrap_or(""))
         })
         .cloned()
         .collect();
-    assert_eq!(rbac.len(), 3, "the chart's account, role and binding");
+    assert_eq!(
+        rbac.len(),
+        5,
+        "the chart's account, cluster role and binding, TLS profile role and binding"
+    );
     apply_all(&hub, &rbac).await.expect("the explain server's RBAC");
     let deployment = objects
         .iter()
@@ -532,6 +545,51 @@ async fn explain_server_answers_as_ocm_for_the_callers_rbac_allows() {
         .is_err(),
         "the old certificate is still served"
     );
+
+    // OCM's TLS profile, from the ConfigMap in the server's namespace: TLS 1.2 is served until a
+    // profile forbids it, and again once the profile is gone.
+    let tls12 = ["--tlsv1.2", "--tls-max", "1.2"];
+    let tls13 = ["--tlsv1.3"];
+    let url = format!("{base}{path}");
+    let get = |versions: &[&str]| curl(&url, Some(&ca_b_file), Some(&admin_token), versions);
+    assert_eq!(
+        get(&tls12).map(|g| g.status),
+        Ok(200),
+        "TLS 1.2 before any profile"
+    );
+    let profile = json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "ocm-tls-profile", "namespace": RELEASE_NS},
+        "data": {"minTLSVersion": "VersionTLS13"},
+    });
+    apply_all(&hub, &[profile])
+        .await
+        .expect("the TLS profile ConfigMap");
+    wait_until(
+        "TLS 1.2 refused under the profile",
+        Duration::from_secs(60),
+        async || match get(&tls12) {
+            Err(_) => Ok(()),
+            Ok(got) => Err(format!("TLS 1.2 still answered {}", got.status)),
+        },
+    )
+    .await;
+    assert_eq!(
+        get(&tls13).map(|g| g.status),
+        Ok(200),
+        "TLS 1.3 under the profile"
+    );
+    kubectl(
+        &admin,
+        &["delete", "configmap", "ocm-tls-profile", "-n", RELEASE_NS],
+    )
+    .expect("deleting the profile");
+    wait_until(
+        "TLS 1.2 served again without the profile",
+        Duration::from_secs(60),
+        async || get(&tls12).map(|g| assert_eq!(g.status, 200)),
+    )
+    .await;
 
     // The answers, counted.
     let metrics = curl(

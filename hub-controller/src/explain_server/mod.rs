@@ -8,7 +8,8 @@
 //!
 //! Callers are the hub's users: a bearer token is authenticated by a TokenReview and each request
 //! authorized by a SubjectAccessReview ([`access`], OCM's rule). TLS comes from a certificate and
-//! key file (a mounted Secret), re-read when they change ([`tls`]). Nothing is written to the hub,
+//! key file (a mounted Secret), re-read when they change ([`tls`]), under the hub's TLS profile
+//! ([`tls_profile`]: OCM's `ocm-tls-profile`). Nothing is written to the hub,
 //! so every replica serves and none is elected. `/metrics`, `/healthz` and `/readyz` come from the
 //! process shell; a replica is ready once its caches have synced.
 
@@ -19,6 +20,7 @@ pub mod handler;
 pub mod metrics;
 pub mod run;
 pub mod tls;
+pub mod tls_profile;
 
 pub use args::ExplainServerArgs;
 pub use run::run;

@@ -84,8 +84,8 @@ impl Probes for ServerProbes {
 /// Runs until `shutdown`. Exit code 2 for a bad configuration, 1 when the process cannot run, 0
 /// after a clean shutdown.
 pub async fn run(args: ExplainServerArgs, shutdown: CancellationToken) -> ExitCode {
-    let first_cert = match args.validate() {
-        Ok(cert) => cert,
+    let (first_cert, flag_profile) = match args.validate() {
+        Ok(validated) => validated,
         Err(error) => {
             eprintln!("error: invalid configuration: {error}");
             return ExitCode::from(EXIT_CONFIG);
@@ -103,11 +103,37 @@ pub async fn run(args: ExplainServerArgs, shutdown: CancellationToken) -> ExitCo
         let metrics = metrics.clone();
         move |ok| metrics.tls_reloaded(ok)
     }));
-    let tls = match cert.server_config() {
+    let first_profile = flag_profile.clone().unwrap_or_default();
+    let tls = match cert.clone().server_config(&first_profile) {
         Ok(config) => TlsAcceptor::from(Arc::new(config)),
         Err(error) => {
             eprintln!("error: TLS configuration: {error}");
             return ExitCode::FAILURE;
+        }
+    };
+    // Each connection takes the acceptor current at its accept: a new profile applies to the next
+    // handshake.
+    let (tls_updates, tls) = tokio::sync::watch::channel(tls);
+    let _profile_watch = match (&flag_profile, &args.tls_profile_namespace) {
+        (Some(profile), _) => {
+            tracing::info!(profile = %profile.describe(), "TLS profile from flags");
+            None
+        }
+        (None, None) => None,
+        (None, Some(namespace)) => {
+            let api = kube::Api::namespaced(client.clone(), namespace);
+            let cert = cert.clone();
+            let namespace = namespace.clone();
+            Some(AbortOnDrop(tokio::spawn(async move {
+                super::tls_profile::watch(api, move |profile| match cert.clone().server_config(&profile) {
+                    Ok(config) => {
+                        tracing::info!(%namespace, profile = %profile.describe(), "serving the TLS profile of ConfigMap ocm-tls-profile");
+                        tls_updates.send_replace(TlsAcceptor::from(Arc::new(config)));
+                    }
+                    Err(error) => tracing::error!(%error, "the TLS profile cannot be served; keeping the one served"),
+                })
+                .await
+            })))
         }
     };
     let listener = match TcpListener::bind(args.bind_address).await {
@@ -169,16 +195,26 @@ pub async fn run(args: ExplainServerArgs, shutdown: CancellationToken) -> ExitCo
     ExitCode::SUCCESS
 }
 
+/// Aborts a spawned task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 async fn serve(
     listener: TcpListener,
-    tls: TlsAcceptor,
+    tls: tokio::sync::watch::Receiver<TlsAcceptor>,
     access: Arc<HubAccess>,
     hub: Arc<CachedHub>,
     metrics: Arc<Metrics>,
     shutdown: CancellationToken,
 ) {
     ocm_score_shell::http::accept_until(listener, shutdown, "explain", |stream| {
-        let (tls, access, hub, metrics) = (tls.clone(), access.clone(), hub.clone(), metrics.clone());
+        let tls = tls.borrow().clone();
+        let (access, hub, metrics) = (access.clone(), hub.clone(), metrics.clone());
         async move {
             let stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.accept(stream)).await {
                 Ok(Ok(stream)) => stream,

@@ -3,6 +3,7 @@
 //! cert-manager, or a `kubectl create secret tls` edit) is served without a restart. A change that
 //! does not load keeps the last good certificate, with a warning.
 
+use super::tls_profile::TlsProfile;
 use ocm_score_shell::args::SettingError;
 use ocm_score_shell::sync::lock;
 use rustls::crypto::CryptoProvider;
@@ -143,10 +144,13 @@ impl ReloadingCert {
         current.key.clone()
     }
 
-    /// A rustls server configuration (HTTP/1.1) serving this certificate.
-    pub fn server_config(self: Arc<Self>) -> Result<rustls::ServerConfig, rustls::Error> {
-        let mut config = rustls::ServerConfig::builder_with_provider(provider())
-            .with_safe_default_protocol_versions()?
+    /// A rustls server configuration (HTTP/1.1) serving this certificate under `profile`.
+    pub fn server_config(
+        self: Arc<Self>,
+        profile: &TlsProfile,
+    ) -> Result<rustls::ServerConfig, rustls::Error> {
+        let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(profile.provider()))
+            .with_protocol_versions(&profile.versions())?
             .with_no_client_auth()
             .with_cert_resolver(self);
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
