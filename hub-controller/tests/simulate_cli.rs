@@ -299,6 +299,54 @@ fn a_file_without_objects_or_cases_is_bad_input() {
     }
 }
 
+/// A placement asking OCM api v1.3.0 for `sortBy: Score`, beside the snapshot's others.
+const SORT_BY_SCORE: &str = r#"
+---
+apiVersion: cluster.open-cluster-management.io/v1beta1
+kind: Placement
+metadata: {namespace: ns1, name: by-score}
+spec:
+  numberOfClusters: 2
+  sortBy: Score
+  scoreRateLimit: 30s
+  prioritizerPolicy:
+    mode: Exact
+    configurations:
+      - {scoreCoordinate: {type: AddOn, addOn: {resourceName: usage, scoreName: cpu}}, weight: 1}
+"#;
+
+/// A file is checked as api v1.3.0's CRD would check it: a `sortBy` or `scoreRateLimit` it
+/// refuses is bad input naming the object, the field and the value.
+#[test]
+fn a_sort_order_or_rate_limit_v1_3_refuses_is_bad_input() {
+    let dir = TempDir::new("bad-v1-3");
+    for (from, to, field, value) in [
+        ("sortBy: Score", "sortBy: Random", "spec.sortBy", "\"Random\""),
+        (
+            "scoreRateLimit: 30s",
+            "scoreRateLimit: 1m30s",
+            "spec.scoreRateLimit",
+            "\"1m30s\"",
+        ),
+    ] {
+        let file = dir.file(
+            "hub.yaml",
+            &format!("{OBJECTS}{}", SORT_BY_SCORE.replace(from, to)),
+        );
+        let out = simulate(&["-f", file.to_str().expect("utf-8 path"), "-o", "json"]);
+        assert_eq!(out.status.code(), Some(2), "{to}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        for want in [
+            "hub.yaml",
+            "Placement ns1/by-score",
+            &format!("field {field}"),
+            value,
+        ] {
+            assert!(stderr.contains(want), "{want} missing: {stderr}");
+        }
+    }
+}
+
 #[test]
 fn errors_name_their_cause_once() {
     let out = simulate(&["-f", "/nonexistent/hub.yaml"]);
