@@ -315,6 +315,70 @@ spec:
       - {scoreCoordinate: {type: AddOn, addOn: {resourceName: usage, scoreName: cpu}}, weight: 1}
 "#;
 
+/// Each decision is shown with its score, in the order of the PlacementDecisions: by cluster name
+/// (OCM v1.2's order, which the engine keeps even for `sortBy: Score`, docs/simulate.md).
+#[test]
+fn decisions_are_listed_with_their_scores_in_name_order() {
+    let dir = TempDir::new("decision-scores");
+    let file = dir.file("hub.yaml", &format!("{OBJECTS}{SORT_BY_SCORE}"));
+    let path = file.to_str().expect("utf-8 path");
+    let now = "2026-06-01T00:00:00Z";
+    let out = simulate(&["-f", path, "--now", now, "-p", "ns1/by-score"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let table = String::from_utf8(out.stdout).expect("utf-8 output");
+    let line = table
+        .lines()
+        .find(|l| l.starts_with("  decisions: "))
+        .unwrap_or_else(|| panic!("no decisions line: {table}"));
+    assert_eq!(line, "  decisions: east (score 10), west (score 50)");
+    // Ranked by score all the same: west first.
+    let rows: Vec<&str> = table
+        .lines()
+        .skip_while(|l| !l.contains("RANK"))
+        .skip(1)
+        .take(2)
+        .collect();
+    assert!(
+        rows[0].contains(" west ") && rows[1].contains(" east "),
+        "{table}"
+    );
+
+    let results = json(&simulate(&[
+        "-f",
+        path,
+        "--now",
+        now,
+        "-o",
+        "json",
+        "--explain",
+        "-p",
+        "ns1/by-score",
+    ]));
+    let result = by_name(&results, "ns1/by-score");
+    assert_eq!(result["decisions"], serde_json::json!(["east", "west"]));
+    assert_eq!(
+        result["explain"]["decisionScores"],
+        serde_json::json!([{"clusterName": "east", "score": 10}, {"clusterName": "west", "score": 50}])
+    );
+    // The conformance keys stay exactly FORMAT.md's without --explain.
+    let plain = json(&simulate(&[
+        "-f",
+        path,
+        "--now",
+        now,
+        "-o",
+        "json",
+        "-p",
+        "ns1/by-score",
+    ]));
+    assert!(plain[0].get("decisionScores").is_none() && plain[0].get("explain").is_none());
+
+    // The placement selecting one cluster: its one decision, with its score.
+    let out = simulate(&["-f", path, "--now", now, "-p", "ns1/p1"]);
+    let table = String::from_utf8(out.stdout).expect("utf-8 output");
+    assert!(table.contains("\n  decisions: west (score 50)\n"), "{table}");
+}
+
 /// A file is checked as api v1.3.0's CRD would check it: a `sortBy` or `scoreRateLimit` it
 /// refuses is bad input naming the object, the field and the value.
 #[test]
