@@ -369,6 +369,20 @@ mod tests {
     }
 
     #[test]
+    fn the_new_fields_serialize_where_the_sorted_extra_map_put_them() {
+        // Before they were typed they rode in `extra` (sorted, after the typed fields); a child
+        // Placement's plan hash is taken over this text, so it must not change.
+        let spec: PlacementSpec = serde_json::from_value(json!({
+            "decisionStrategy": {}, "spreadPolicy": {}, "sortBy": "Score", "scoreRateLimit": "1m"
+        }))
+        .unwrap();
+        assert_eq!(
+            serde_json::to_string(&spec).unwrap(),
+            r#"{"decisionStrategy":{},"scoreRateLimit":"1m","sortBy":"Score","spreadPolicy":{}}"#
+        );
+    }
+
+    #[test]
     fn a_spec_without_the_new_fields_writes_none_of_them() {
         let spec: PlacementSpec = serde_json::from_value(json!({"clusterSets": ["a"]})).unwrap();
         assert_eq!(spec.sort_by, None);
