@@ -483,3 +483,48 @@ async fn ocm_debug_endpoint_vectors() {
         failed.join("\n  ")
     );
 }
+
+/// Our `decisionScores` key: the clusters of `decisions`, in the same order, each with the total
+/// it was ranked by; and the placement is echoed with its api v1.3.0 `sortBy` unchanged.
+#[tokio::test]
+async fn decisions_come_with_their_scores() {
+    let mut objects = objects(&json!({
+        "placements": [{"namespace": "test-ns", "name": "by-score", "spec": {
+            "clusterSets": ["test-set"], "numberOfClusters": 2, "sortBy": "Score",
+            "prioritizerPolicy": {"mode": "Exact", "configurations": [{"scoreCoordinate": {
+                "type": "AddOn", "addOn": {"resourceName": "usage", "scoreName": "cpu"}}, "weight": 2}]}}}],
+        "clusters": [
+            {"name": "cluster-a", "labels": {"clusterset": "test-set"}},
+            {"name": "cluster-b", "labels": {"clusterset": "test-set"}},
+            {"name": "cluster-c", "labels": {"clusterset": "test-set"}},
+        ],
+        "clusterSets": [{"name": "test-set", "clusterSelector": {"selectorType": "LabelSelector",
+                          "labelSelector": {"matchLabels": {"clusterset": "test-set"}}}}],
+        "bindings": [{"namespace": "test-ns", "name": "test-set", "clusterSet": "test-set"}],
+    }));
+    for (cluster, cpu) in [("cluster-a", 10), ("cluster-b", 40), ("cluster-c", -30)] {
+        objects.scores.push(
+            serde_json::from_value(json!({"metadata": {"namespace": cluster, "name": "usage"},
+                "status": {"scores": [{"name": "cpu", "value": cpu}]}}))
+            .expect("score"),
+        );
+    }
+    let hub = Hub {
+        objects,
+        failure: Value::Null,
+    };
+    let reply = run(
+        &Auth::of(None),
+        &hub,
+        &json!({"method": "GET", "path": "/debug/placements/test-ns/by-score"}),
+    )
+    .await;
+    let body = json_of(&reply.answer);
+    assert_eq!(reply.status, hyper::StatusCode::OK, "{body}");
+    assert_eq!(body["decisions"], json!(["cluster-b", "cluster-a"]));
+    assert_eq!(
+        body["decisionScores"],
+        json!([{"clusterName": "cluster-b", "score": 80}, {"clusterName": "cluster-a", "score": 20}])
+    );
+    assert_eq!(body["placement"]["spec"]["sortBy"], "Score");
+}

@@ -299,6 +299,118 @@ fn a_file_without_objects_or_cases_is_bad_input() {
     }
 }
 
+/// A placement asking OCM api v1.3.0 for `sortBy: Score`, beside the snapshot's others.
+const SORT_BY_SCORE: &str = r#"
+---
+apiVersion: cluster.open-cluster-management.io/v1beta1
+kind: Placement
+metadata: {namespace: ns1, name: by-score}
+spec:
+  numberOfClusters: 2
+  sortBy: Score
+  scoreRateLimit: 30s
+  prioritizerPolicy:
+    mode: Exact
+    configurations:
+      - {scoreCoordinate: {type: AddOn, addOn: {resourceName: usage, scoreName: cpu}}, weight: 1}
+"#;
+
+/// Each decision is shown with its score, in the order of the PlacementDecisions: by cluster name
+/// (OCM v1.2's order, which the engine keeps even for `sortBy: Score`, docs/simulate.md).
+#[test]
+fn decisions_are_listed_with_their_scores_in_name_order() {
+    let dir = TempDir::new("decision-scores");
+    let file = dir.file("hub.yaml", &format!("{OBJECTS}{SORT_BY_SCORE}"));
+    let path = file.to_str().expect("utf-8 path");
+    let now = "2026-06-01T00:00:00Z";
+    let out = simulate(&["-f", path, "--now", now, "-p", "ns1/by-score"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let table = String::from_utf8(out.stdout).expect("utf-8 output");
+    let line = table
+        .lines()
+        .find(|l| l.starts_with("  decisions: "))
+        .unwrap_or_else(|| panic!("no decisions line: {table}"));
+    assert_eq!(line, "  decisions: east (score 10), west (score 50)");
+    // Ranked by score all the same: west first.
+    let rows: Vec<&str> = table
+        .lines()
+        .skip_while(|l| !l.contains("RANK"))
+        .skip(1)
+        .take(2)
+        .collect();
+    assert!(
+        rows[0].contains(" west ") && rows[1].contains(" east "),
+        "{table}"
+    );
+
+    let results = json(&simulate(&[
+        "-f",
+        path,
+        "--now",
+        now,
+        "-o",
+        "json",
+        "--explain",
+        "-p",
+        "ns1/by-score",
+    ]));
+    let result = by_name(&results, "ns1/by-score");
+    assert_eq!(result["decisions"], serde_json::json!(["east", "west"]));
+    assert_eq!(
+        result["explain"]["decisionScores"],
+        serde_json::json!([{"clusterName": "east", "score": 10}, {"clusterName": "west", "score": 50}])
+    );
+    // The conformance keys stay exactly FORMAT.md's without --explain.
+    let plain = json(&simulate(&[
+        "-f",
+        path,
+        "--now",
+        now,
+        "-o",
+        "json",
+        "-p",
+        "ns1/by-score",
+    ]));
+    assert!(plain[0].get("decisionScores").is_none() && plain[0].get("explain").is_none());
+
+    // The placement selecting one cluster: its one decision, with its score.
+    let out = simulate(&["-f", path, "--now", now, "-p", "ns1/p1"]);
+    let table = String::from_utf8(out.stdout).expect("utf-8 output");
+    assert!(table.contains("\n  decisions: west (score 50)\n"), "{table}");
+}
+
+/// A file is checked as api v1.3.0's CRD would check it: a `sortBy` or `scoreRateLimit` it
+/// refuses is bad input naming the object, the field and the value.
+#[test]
+fn a_sort_order_or_rate_limit_v1_3_refuses_is_bad_input() {
+    let dir = TempDir::new("bad-v1-3");
+    for (from, to, field, value) in [
+        ("sortBy: Score", "sortBy: Random", "spec.sortBy", "\"Random\""),
+        (
+            "scoreRateLimit: 30s",
+            "scoreRateLimit: 1m30s",
+            "spec.scoreRateLimit",
+            "\"1m30s\"",
+        ),
+    ] {
+        let file = dir.file(
+            "hub.yaml",
+            &format!("{OBJECTS}{}", SORT_BY_SCORE.replace(from, to)),
+        );
+        let out = simulate(&["-f", file.to_str().expect("utf-8 path"), "-o", "json"]);
+        assert_eq!(out.status.code(), Some(2), "{to}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        for want in [
+            "hub.yaml",
+            "Placement ns1/by-score",
+            &format!("field {field}"),
+            value,
+        ] {
+            assert!(stderr.contains(want), "{want} missing: {stderr}");
+        }
+    }
+}
+
 #[test]
 fn errors_name_their_cause_once() {
     let out = simulate(&["-f", "/nonexistent/hub.yaml"]);

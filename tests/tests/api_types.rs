@@ -671,6 +671,209 @@ fn what_a_v1_3_hub_adds_validates_and_survives_our_models() {
     assert_eq!(typed.status.unwrap().decisions[0].score, Some(87));
 }
 
+/// The fields api v1.3.0 added are typed exactly as its Placement CRD declares them: `sortBy`'s
+/// enum is our [`SortBy`]'s known orders and its default one of them, `scoreRateLimit`'s pattern
+/// is ours (checked on values the schema accepts and refuses alike) with its default inside it,
+/// and `status.lastScoreUpdateTime` is a date-time, as our `Time` writes it. Against v1.2.0,
+/// which declares none of them, a typed object that sets them is refused by name, which is why
+/// every one of them is written only when set.
+#[test]
+fn the_typed_v1_3_fields_match_the_v1_3_schema() {
+    let next = next_release_crds().unwrap_or_else(|e| panic!("{e}"));
+    let schema = &next
+        .iter()
+        .find(|c| c.kind == "Placement")
+        .and_then(|c| c.version("v1beta1"))
+        .expect("api v1.3.0 serves Placement v1beta1")
+        .schema;
+    let spec = &schema["properties"]["spec"]["properties"];
+    let sort_by = &spec["sortBy"];
+    assert_eq!(sort_by["type"], "string");
+    let orders: Vec<&str> = sort_by["enum"]
+        .as_array()
+        .expect("sortBy is an enum")
+        .iter()
+        .map(|v| v.as_str().expect("a string"))
+        .collect();
+    assert_eq!(orders, [SortBy::CLUSTER_NAME, SortBy::SCORE]);
+    for order in &orders {
+        let typed: SortBy = serde_json::from_value(json!(order)).unwrap();
+        assert!(
+            !matches!(typed, SortBy::Other(_)),
+            "{order} is not typed: {typed:?}"
+        );
+        assert_eq!(serde_json::to_value(&typed).unwrap(), json!(order));
+    }
+    assert_eq!(
+        SortBy::from(sort_by["default"].as_str().expect("a default")),
+        SortBy::ClusterName
+    );
+
+    let rate = &spec["scoreRateLimit"];
+    assert_eq!(rate["type"], "string");
+    assert_eq!(rate["pattern"], SCORE_RATE_LIMIT_PATTERN);
+    assert!(is_score_rate_limit(rate["default"].as_str().expect("a default")));
+    let v = validator_for(&next, "cluster.open-cluster-management.io/v1beta1", "Placement");
+    for value in [
+        "1m", "30s", "24h", "0s", "007m", "1", "m", "1d", "1M", "1m30s", "500ms", "1.5h", "-1m", " 1m",
+        "1m ", "1m\n", "",
+    ] {
+        let object = json!({"apiVersion": "cluster.open-cluster-management.io/v1beta1", "kind": "Placement",
+            "metadata": {"name": "p", "namespace": "ns"}, "spec": {"scoreRateLimit": value}});
+        let accepted = v.errors(&object).is_empty();
+        assert_eq!(
+            is_score_rate_limit(value),
+            accepted,
+            "scoreRateLimit {value:?}: the CRD {} it, our check does not agree",
+            if accepted { "accepts" } else { "refuses" }
+        );
+        let typed: Placement = serde_json::from_value(object).unwrap();
+        assert_eq!(
+            typed.spec.v1_3_field_errors("spec").is_empty(),
+            accepted,
+            "{value:?}"
+        );
+    }
+
+    let time = &schema["properties"]["status"]["properties"]["lastScoreUpdateTime"];
+    assert_eq!(
+        (&time["type"], &time["format"]),
+        (&json!("string"), &json!("date-time"))
+    );
+
+    let typed = Placement {
+        metadata: meta(Some("ns1"), "p1"),
+        spec: PlacementSpec {
+            cluster_sets: vec!["global".into()],
+            sort_by: Some(SortBy::Score),
+            score_rate_limit: Some("5m".into()),
+            ..Default::default()
+        },
+        status: Some(PlacementStatus {
+            number_of_selected_clusters: 2,
+            last_score_update_time: Some(Time(
+                k8s_openapi::jiff::Timestamp::from_second(1_800_000_000).unwrap(),
+            )),
+            ..Default::default()
+        }),
+    };
+    let json = assert_valid(&next, &typed);
+    assert_eq!(json["spec"]["sortBy"], "Score");
+    assert_eq!(json["spec"]["scoreRateLimit"], "5m");
+    assert_eq!(json["status"]["lastScoreUpdateTime"], "2027-01-15T08:00:00Z");
+    assert_eq!(serde_json::from_value::<Placement>(json.clone()).unwrap(), typed);
+    let errors = validator_for(&crds(), Placement::API_VERSION, Placement::KIND).errors(&json);
+    for field in ["spec.sortBy", "spec.scoreRateLimit", "status.lastScoreUpdateTime"] {
+        let (parent, name) = field.split_once('.').unwrap();
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.field == parent && e.message.contains(name)),
+            "api v1.2.0 declares no {field}, yet does not refuse it: {errors:?}"
+        );
+    }
+}
+
+/// A Placement as a v1.2 hub stores it (none of the v1.3 fields) reads into our models and is
+/// written back unchanged, byte for byte: no new field appears, not even a default.
+#[test]
+fn a_v1_2_placement_round_trips_unchanged() {
+    let pinned = crds();
+    let stored = r#"{"apiVersion":"cluster.open-cluster-management.io/v1beta1","kind":"Placement","metadata":{"name":"p","namespace":"ns"},"spec":{"clusterSets":["global"],"numberOfClusters":2,"prioritizerPolicy":{"mode":"Additive"},"spreadPolicy":{"spreadConstraints":[]}},"status":{"conditions":[{"lastTransitionTime":"2026-12-03T00:00:00Z","message":"All cluster decisions scheduled","reason":"AllDecisionsScheduled","status":"True","type":"PlacementSatisfied"}],"decisionGroups":[{"clusterCount":2,"decisionGroupIndex":0,"decisionGroupName":"","decisions":["p-decision-1"]}],"numberOfSelectedClusters":2}}"#;
+    let value: Value = serde_json::from_str(stored).unwrap();
+    let v = validator_for(&pinned, Placement::API_VERSION, Placement::KIND);
+    assert!(v.errors(&value).is_empty(), "{:?}", v.errors(&value));
+    let typed: Placement = serde_json::from_str(stored).unwrap();
+    assert_eq!(typed.spec.sort_by, None);
+    assert_eq!(typed.spec.score_rate_limit, None);
+    assert_eq!(typed.status.as_ref().unwrap().last_score_update_time, None);
+    let written = serde_json::to_value(&typed).unwrap();
+    // serde_json's maps are sorted, so equal values print the same bytes.
+    assert_eq!(written.to_string(), value.to_string());
+    assert_eq!(written.to_string(), stored);
+
+    // The same for every Placement of the conformance cases, taken back to what v1.2 stores.
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/conformance/placement/ocm-coverage.yaml"
+    );
+    let cases: Vec<Value> = serde_norway::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let mut checked = 0;
+    for case in &cases {
+        for object in case["objects"].as_array().unwrap() {
+            if object["kind"] != "Placement" {
+                continue;
+            }
+            let mut old = pruned(object, false);
+            if let Some(spec) = old["spec"].as_object_mut() {
+                NEWER_PLACEMENT_FIELDS.iter().for_each(|f| {
+                    spec.remove(*f);
+                });
+            }
+            if let Some(status) = old.get_mut("status").and_then(Value::as_object_mut) {
+                status.remove("lastScoreUpdateTime");
+            }
+            let back = round_trip::<Placement>(&old);
+            for field in NEWER_PLACEMENT_FIELDS {
+                assert!(
+                    back["spec"].get(field).is_none(),
+                    "case {}: {field} appeared",
+                    case["name"]
+                );
+            }
+            assert!(
+                back["status"].get("lastScoreUpdateTime").is_none(),
+                "case {}",
+                case["name"]
+            );
+            assert_eq!(pruned(&back, true), pruned(&old, true), "case {}", case["name"]);
+            checked += 1;
+        }
+    }
+    assert!(
+        checked > 100,
+        "only {checked} Placements in the conformance cases"
+    );
+}
+
+/// The v1.3 fields the conformance cases carry land in the typed fields, not in `extra`.
+#[test]
+fn the_v1_3_fields_of_the_conformance_cases_are_typed() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/conformance/placement/ocm-coverage.yaml"
+    );
+    let cases: Vec<Value> = serde_norway::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let mut typed = 0;
+    for case in &cases {
+        for object in case["objects"].as_array().unwrap() {
+            if object["kind"] != "Placement" {
+                continue;
+            }
+            let p: Placement = serde_json::from_value(pruned(object, false)).unwrap();
+            for field in NEWER_PLACEMENT_FIELDS {
+                assert!(
+                    !p.spec.extra.contains_key(field),
+                    "case {}: {field} untyped",
+                    case["name"]
+                );
+            }
+            assert_eq!(p.spec.sort_by.is_some(), object["spec"].get("sortBy").is_some());
+            assert_eq!(
+                p.spec.score_rate_limit.as_deref(),
+                object["spec"]["scoreRateLimit"].as_str()
+            );
+            assert!(
+                p.spec.v1_3_field_errors("spec").is_empty(),
+                "case {}",
+                case["name"]
+            );
+            typed += usize::from(p.spec.sort_by.is_some());
+        }
+    }
+    assert!(typed > 100, "only {typed} Placements carry sortBy");
+}
+
 /// Status conditions and fields written by other controllers survive our read-modify-write.
 #[test]
 fn unknown_fields_and_foreign_conditions_survive_a_read_modify_write() {

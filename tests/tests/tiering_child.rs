@@ -6,10 +6,10 @@
 use ocm_score_api::crd::tiered_placement::{FailbackMode, TieredPlacement, TieredPlacementSpec, TieringMode};
 use ocm_score_api::{
     AddOnPlacementScore, AddOnPlacementScoreItem, AddOnPlacementScoreStatus, ManagedCluster,
-    ManagedClusterSet, ManagedClusterSetBinding, ManagedClusterSetBindingSpec, ObjectMeta, Taint, Time,
-    well_known,
+    ManagedClusterSet, ManagedClusterSetBinding, ManagedClusterSetBindingSpec, ObjectMeta, SortBy, Taint,
+    Time, well_known,
 };
-use ocm_score_kube_double::crd::{Crd, SchemaValidator, upstream_crds};
+use ocm_score_kube_double::crd::{Crd, SchemaValidator, next_release_crds, upstream_crds};
 use ocm_score_scheduler::placement::{HubObjects, HubSnapshot};
 use ocm_score_scheduler::tiering::{WorkIndex, plan};
 use serde_json::Value;
@@ -181,4 +181,100 @@ fn rendered_children_and_statuses_pass_their_crds() {
         }
     }
     assert!(children > 200, "only {children} cases rendered a child");
+}
+
+fn placement_validator(crds: &[Crd]) -> SchemaValidator {
+    validator(
+        crds.iter()
+            .find(|c| c.kind == "Placement")
+            .expect("the Placement CRD"),
+    )
+}
+
+/// `sortBy` and `scoreRateLimit` of the template (api v1.3.0) reach the child as they are when set,
+/// and the child validates against v1.3.0; unset, the child carries neither key, so a v1.2 hub
+/// (whose CRD refuses both, as checked here) receives exactly what it received before.
+#[test]
+fn the_template_sort_order_and_rate_limit_reach_the_child_only_when_set() {
+    let v1_2 = placement_validator(&upstream_crds().expect("upstream CRDs"));
+    let v1_3 = placement_validator(&next_release_crds().expect("api v1.3.0 CRDs"));
+    let now = "2026-11-22T10:00:00Z".parse().expect("time");
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let mut children = 0;
+    for case in 0..60 {
+        let (tp, objects) = random_case(&mut rng);
+        let snapshot = HubSnapshot::new(objects).expect("snapshot");
+        let Some(plain) = plan(&tp, &snapshot, &WorkIndex::default(), now).child else {
+            continue;
+        };
+        let plain = serde_json::to_value(&plain).expect("json");
+        for field in ["sortBy", "scoreRateLimit"] {
+            assert!(
+                plain["spec"].get(field).is_none(),
+                "case {case}: {field} set: {plain:#}"
+            );
+        }
+        assert_eq!(v1_2.errors(&plain), [], "case {case}");
+
+        let mut set = tp.clone();
+        set.spec.template.sort_by = Some(SortBy::Score);
+        set.spec.template.score_rate_limit = Some("30s".into());
+        let child = plan(&set, &snapshot, &WorkIndex::default(), now)
+            .child
+            .unwrap_or_else(|| panic!("case {case}: no child once sortBy is set"));
+        assert_eq!(child.spec.sort_by, Some(SortBy::Score), "case {case}");
+        assert_eq!(child.spec.score_rate_limit.as_deref(), Some("30s"), "case {case}");
+        let child = serde_json::to_value(&child).expect("json");
+        assert_eq!(v1_3.errors(&child), [], "case {case}: {child:#}");
+        let refused = v1_2.errors(&child);
+        assert!(
+            ["sortBy", "scoreRateLimit"]
+                .iter()
+                .all(|f| refused.iter().any(|e| e.field == "spec" && e.message.contains(f))),
+            "case {case}: api v1.2.0 should refuse both: {refused:?}"
+        );
+        // Nothing else of the child changes.
+        let mut without = child["spec"].clone();
+        let spec = without.as_object_mut().expect("spec is an object");
+        spec.remove("sortBy");
+        spec.remove("scoreRateLimit");
+        assert_eq!(without, plain["spec"], "case {case}");
+        children += 1;
+    }
+    assert!(children > 30, "only {children} cases rendered a child");
+}
+
+/// A template value api v1.3.0 would refuse stops the plan, naming the field and the value,
+/// instead of a child every apply of which fails.
+#[test]
+fn a_template_sort_order_or_rate_limit_v1_3_refuses_is_an_invalid_spec() {
+    let now = "2026-11-22T10:00:00Z".parse().expect("time");
+    let (mut tp, objects) = random_case(&mut Rng(7));
+    tp.spec.template.sort_by = Some(SortBy::from("Random"));
+    tp.spec.template.score_rate_limit = Some("1d".into());
+    let snapshot = HubSnapshot::new(objects).expect("snapshot");
+    let plan = plan(&tp, &snapshot, &WorkIndex::default(), now);
+    assert!(plan.child.is_none(), "{:?}", plan.child);
+    let ready = plan
+        .status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .expect("a Ready condition");
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "InvalidSpec")
+    );
+    for want in [
+        "spec.template.sortBy",
+        "\"Random\"",
+        "spec.template.scoreRateLimit",
+        "\"1d\"",
+    ] {
+        assert!(
+            ready.message.contains(want),
+            "{want} missing from {:?}",
+            ready.message
+        );
+    }
 }

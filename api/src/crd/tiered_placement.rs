@@ -74,8 +74,9 @@ pub struct TieredPlacementSpec {
     /// and a `fits` rule on the same shape credits it back on clusters already running it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workload: Option<WorkloadFootprint>,
-    /// Copied into the child Placement: tolerations, prioritizerPolicy, decisionStrategy. It may
-    /// not set clusterSets, predicates or numberOfClusters.
+    /// Copied into the child Placement: tolerations, prioritizerPolicy, decisionStrategy, and
+    /// sortBy and scoreRateLimit (OCM api v1.3.0 hubs only) when set. It may not set clusterSets,
+    /// predicates or numberOfClusters.
     #[serde(default)]
     #[schemars(schema_with = "placement_template_schema")]
     pub template: PlacementSpec,
@@ -611,7 +612,8 @@ fn preserved_object(description: &str) -> schemars::Schema {
 fn placement_template_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     preserved_object(
         "Fields copied into the child Placement's spec (tolerations, prioritizerPolicy, \
-         decisionStrategy), as in Placement.spec of cluster.open-cluster-management.io/v1beta1.",
+         decisionStrategy; sortBy and scoreRateLimit when set), as in Placement.spec of \
+         cluster.open-cluster-management.io/v1beta1.",
     )
 }
 

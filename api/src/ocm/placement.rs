@@ -1,5 +1,7 @@
-use crate::{Condition, Extra, IntOrString, LabelSelector, LabelSelectorRequirement, ocm_root};
-use serde::{Deserialize, Serialize};
+use crate::crd::tiered_placement::SpecError;
+use crate::{Condition, Extra, IntOrString, LabelSelector, LabelSelectorRequirement, Time, ocm_root};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::fmt;
 
 ocm_root! {
     /// Selects a set of ManagedClusters from the cluster sets bound to its namespace.
@@ -23,8 +25,122 @@ pub struct PlacementSpec {
     pub tolerations: Vec<Toleration>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decision_strategy: Option<DecisionStrategy>,
+    /// How often score changes alone may rewrite the decisions (api v1.3.0; pattern
+    /// `^[0-9]+[hms]$`, its CRD defaults it to `1m`). Absent on objects from v1.2 hubs, whose CRD
+    /// does not declare it, and then never written. Kept verbatim;
+    /// [`PlacementSpec::v1_3_field_errors`] checks the pattern.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub score_rate_limit: Option<String>,
+    /// The order of the decisions (api v1.3.0; its CRD defaults it to `ClusterName`); absent and
+    /// never written for v1.2 hubs, as `scoreRateLimit`. Declared after `scoreRateLimit`: the two then serialize in the order they had while they
+    /// were kept in `extra` (sorted by name), so a child Placement's plan hash does not change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sort_by: Option<SortBy>,
     #[serde(flatten)]
     pub extra: Extra,
+}
+
+/// The pattern api v1.3.0's Placement CRD gives `spec.scoreRateLimit`.
+pub const SCORE_RATE_LIMIT_PATTERN: &str = "^[0-9]+[hms]$";
+
+/// Whether `text` matches [`SCORE_RATE_LIMIT_PATTERN`]: one or more ASCII digits, then exactly one
+/// of `h`, `m`, `s` (so `1m` and `90s`, but not `1m30s`, `500ms`, `1d` or ` 1m`).
+pub fn is_score_rate_limit(text: &str) -> bool {
+    match text.as_bytes().split_last() {
+        Some((unit, digits)) => {
+            matches!(unit, b'h' | b'm' | b's') && !digits.is_empty() && digits.iter().all(u8::is_ascii_digit)
+        }
+        None => false,
+    }
+}
+
+impl PlacementSpec {
+    /// Every value of the fields api v1.3.0 added (`sortBy`, `scoreRateLimit`) that its CRD
+    /// would refuse, each naming the field under `path` (`spec`, `spec.template`) and the value.
+    /// Our models keep such values (as they keep every other OCM enum), so reading an object
+    /// never fails on them; inputs that no API server checked (files given to `simulate`,
+    /// TieredPlacement templates) are checked with this.
+    pub fn v1_3_field_errors(&self, path: &str) -> Vec<SpecError> {
+        let mut errors = Vec::new();
+        if let Some(SortBy::Other(value)) = &self.sort_by {
+            errors.push(SpecError::new(
+                format!("{path}.sortBy"),
+                format!(
+                    "{value:?} is not a sort order; expected {:?} or {:?}",
+                    SortBy::CLUSTER_NAME,
+                    SortBy::SCORE
+                ),
+            ));
+        }
+        if let Some(value) = &self.score_rate_limit
+            && !is_score_rate_limit(value)
+        {
+            errors.push(SpecError::new(
+                format!("{path}.scoreRateLimit"),
+                format!(
+                    "{value:?} does not match {SCORE_RATE_LIMIT_PATTERN} (whole number of hours, minutes or seconds, e.g. 1m or 90s)"
+                ),
+            ));
+        }
+        errors
+    }
+}
+
+/// `spec.sortBy`: the order OCM writes a placement's decisions in.
+///
+/// A value outside the CRD's enum is kept as [`SortBy::Other`] and written back unchanged, as the
+/// models keep every other OCM enum (`prioritizerPolicy.mode`, toleration operators) verbatim:
+/// a later OCM may add an order, and reading its objects must not fail.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum SortBy {
+    /// Alphanumerically by cluster name (the CRD default, and OCM v1.2's only order).
+    ClusterName,
+    /// By score, highest first, then by cluster name.
+    Score,
+    /// A value the v1.3.0 CRD does not declare, verbatim.
+    Other(String),
+}
+
+impl SortBy {
+    pub const CLUSTER_NAME: &'static str = "ClusterName";
+    pub const SCORE: &'static str = "Score";
+
+    pub fn as_str(&self) -> &str {
+        match self {
+            SortBy::ClusterName => Self::CLUSTER_NAME,
+            SortBy::Score => Self::SCORE,
+            SortBy::Other(value) => value,
+        }
+    }
+}
+
+impl From<&str> for SortBy {
+    fn from(value: &str) -> Self {
+        match value {
+            Self::CLUSTER_NAME => SortBy::ClusterName,
+            Self::SCORE => SortBy::Score,
+            other => SortBy::Other(other.to_string()),
+        }
+    }
+}
+
+impl fmt::Display for SortBy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for SortBy {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for SortBy {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = String::deserialize(deserializer)?;
+        Ok(SortBy::from(value.as_str()))
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -155,6 +271,9 @@ pub struct PlacementStatus {
     pub decision_groups: Vec<DecisionGroupStatus>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+    /// When OCM last wrote scores into the decisions (api v1.3.0); v1.2 hubs never set it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_score_update_time: Option<Time>,
     #[serde(flatten)]
     pub extra: Extra,
 }
@@ -198,4 +317,85 @@ pub struct ClusterDecision {
     /// The cluster's final score (newer OCM versions write it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub score: Option<i64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn score_rate_limit_follows_the_crd_pattern() {
+        for good in ["1m", "0s", "30s", "24h", "0001m"] {
+            assert!(
+                is_score_rate_limit(good),
+                "{good:?} matches {SCORE_RATE_LIMIT_PATTERN}"
+            );
+        }
+        for bad in [
+            "", "m", "1", "1d", "1m30s", "500ms", "1.5m", "-1m", " 1m", "1m ", "1M", "１m",
+        ] {
+            assert!(
+                !is_score_rate_limit(bad),
+                "{bad:?} does not match {SCORE_RATE_LIMIT_PATTERN}"
+            );
+        }
+    }
+
+    #[test]
+    fn sort_by_keeps_an_unknown_order_and_the_check_names_it() {
+        let spec: PlacementSpec =
+            serde_json::from_value(json!({"sortBy": "Random", "scoreRateLimit": "1d"})).unwrap();
+        assert_eq!(spec.sort_by, Some(SortBy::Other("Random".into())));
+        assert_eq!(
+            serde_json::to_value(&spec).unwrap(),
+            json!({"sortBy": "Random", "scoreRateLimit": "1d"})
+        );
+        let errors = spec.v1_3_field_errors("spec.template");
+        let fields: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(fields, ["spec.template.sortBy", "spec.template.scoreRateLimit"]);
+        assert!(errors[0].message.contains("\"Random\""), "{}", errors[0]);
+        assert!(errors[1].message.contains("\"1d\""), "{}", errors[1]);
+
+        let known: PlacementSpec =
+            serde_json::from_value(json!({"sortBy": "Score", "scoreRateLimit": "30s"})).unwrap();
+        assert_eq!(known.sort_by, Some(SortBy::Score));
+        assert_eq!(known.score_rate_limit.as_deref(), Some("30s"));
+        assert!(known.v1_3_field_errors("spec").is_empty());
+        assert_eq!(
+            serde_json::from_value::<SortBy>(json!("ClusterName")).unwrap(),
+            SortBy::ClusterName
+        );
+    }
+
+    #[test]
+    fn the_new_fields_serialize_where_the_sorted_extra_map_put_them() {
+        // Before they were typed they rode in `extra` (sorted, after the typed fields); a child
+        // Placement's plan hash is taken over this text, so it must not change.
+        let spec: PlacementSpec = serde_json::from_value(json!({
+            "decisionStrategy": {}, "spreadPolicy": {}, "sortBy": "Score", "scoreRateLimit": "1m"
+        }))
+        .unwrap();
+        assert_eq!(
+            serde_json::to_string(&spec).unwrap(),
+            r#"{"decisionStrategy":{},"scoreRateLimit":"1m","sortBy":"Score","spreadPolicy":{}}"#
+        );
+    }
+
+    #[test]
+    fn a_spec_without_the_new_fields_writes_none_of_them() {
+        let spec: PlacementSpec = serde_json::from_value(json!({"clusterSets": ["a"]})).unwrap();
+        assert_eq!(spec.sort_by, None);
+        assert_eq!(spec.score_rate_limit, None);
+        assert_eq!(
+            serde_json::to_value(&spec).unwrap(),
+            json!({"clusterSets": ["a"]})
+        );
+        let status: PlacementStatus = serde_json::from_value(json!({"numberOfSelectedClusters": 1})).unwrap();
+        assert_eq!(status.last_score_update_time, None);
+        assert_eq!(
+            serde_json::to_value(&status).unwrap(),
+            json!({"numberOfSelectedClusters": 1})
+        );
+    }
 }

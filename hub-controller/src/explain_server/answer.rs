@@ -10,10 +10,12 @@
 //! - `aggregatedScores`: the weighted sum per feasible cluster, highest first, then by name;
 //! - `error`: why the request failed (then nothing else is set).
 //!
-//! Two keys are ours, where OCM's endpoint leaves a user guessing: `decisions` (the clusters the
-//! placement would be given now, in order) and `status` (the scheduling outcome: `Success`,
-//! `Warning` with expired scores, `Misconfigured` with the field at fault). OCM's endpoint drops
-//! that outcome, so a misconfigured placement looks like one that matched nothing.
+//! Three keys are ours, where OCM's endpoint leaves a user guessing: `decisions` (the clusters the
+//! placement would be given now, in order), `decisionScores` (the same clusters in the same order,
+//! each `{clusterName, score}` with its total, as OCM api v1.3.0 writes a decision's score) and
+//! `status` (the scheduling outcome: `Success`, `Warning` with expired scores, `Misconfigured`
+//! with the field at fault). OCM's endpoint drops that outcome, so a misconfigured placement looks
+//! like one that matched nothing.
 
 use ocm_score_api::Placement;
 use ocm_score_scheduler::placement::{HubSnapshot, ScheduleResult};
@@ -64,6 +66,9 @@ pub struct DebugAnswer {
     pub prioritize_results: Vec<PrioritizerResult>,
     pub aggregated_scores: Vec<ClusterScore>,
     pub decisions: Option<Vec<String>>,
+    /// `decisions` with each cluster's total (a cluster without one is left out, which only a
+    /// misconfigured placement, which has no decisions, could cause).
+    pub decision_scores: Option<Vec<ClusterScore>>,
     pub status: Option<Outcome>,
     pub error: String,
 }
@@ -109,12 +114,24 @@ impl DebugAnswer {
                 .zip(&result.totals)
                 .map(|(&id, &total)| (name(id), total)),
         );
+        let decision_scores = result
+            .selected
+            .iter()
+            .zip(result.totals_of(result.selected.iter().copied()))
+            .filter_map(|(&id, total)| {
+                total.map(|score| ClusterScore {
+                    cluster_name: name(id),
+                    score,
+                })
+            })
+            .collect();
         DebugAnswer {
             placement: Some(placement_as_shown(placement)),
             filter_results,
             prioritize_results,
             aggregated_scores,
             decisions: Some(result.selected.iter().copied().map(name).collect()),
+            decision_scores: Some(decision_scores),
             status: Some(Outcome {
                 code: result.status.code.to_string(),
                 plugin: result.status.plugin.clone(),
@@ -173,6 +190,9 @@ impl Serialize for DebugAnswer {
         }
         if let Some(decisions) = &self.decisions {
             map.serialize_entry("decisions", decisions)?;
+        }
+        if let Some(scores) = &self.decision_scores {
+            map.serialize_entry("decisionScores", scores)?;
         }
         if let Some(status) = &self.status {
             map.serialize_entry("status", status)?;

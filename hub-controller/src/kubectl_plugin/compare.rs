@@ -5,13 +5,16 @@ use jiff::Timestamp;
 use ocm_score_api::{ObjectMeta, Placement, PlacementDecision};
 use ocm_score_scheduler::placement::HubObjects;
 use serde_json::{Value, json};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The comparison for one placement.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Comparison {
     /// Clusters in OCM's PlacementDecisions, sorted.
     pub ocm: Vec<String>,
+    /// The scores OCM wrote into those decisions (`decisions[].score`, api v1.3.0; a v1.2 hub
+    /// writes none), by cluster.
+    pub ocm_scores: BTreeMap<String, i64>,
     /// Clusters the engine selects now, sorted.
     pub now: Vec<String>,
     /// The last time OCM wrote one of the placement's PlacementDecisions.
@@ -50,6 +53,7 @@ impl Comparison {
     pub fn json(&self) -> Value {
         json!({
             "ocmDecisions": self.ocm,
+            "ocmDecisionScores": self.ocm_scores,
             "decidedAt": self.decided_at.map(|t| t.to_string()),
             "stale": self.stale(),
             "onlyInOcm": self.only_ocm(),
@@ -64,7 +68,15 @@ impl Comparison {
         let decided = self
             .decided_at
             .map_or_else(|| "never".to_owned(), |t| t.to_string());
-        let mut out = format!("OCM's decisions (last written {decided}): {}\n", list(&self.ocm));
+        let ocm: Vec<String> = self
+            .ocm
+            .iter()
+            .map(|c| match self.ocm_scores.get(c) {
+                Some(score) => format!("{c} (score {score})"),
+                None => c.clone(),
+            })
+            .collect();
+        let mut out = format!("OCM's decisions (last written {decided}): {}\n", list(&ocm));
         if let Some(why) = self.skipped {
             out.push_str(&format!(
                 "OCM does not schedule this placement ({why}): its decisions stay as they are.\n"
@@ -168,12 +180,15 @@ pub fn compare(
                     == Some(name)
         })
         .collect();
-    let mut ocm: Vec<String> = mine
-        .iter()
-        .flat_map(|d| d.status.iter().flat_map(|s| s.decisions.iter()))
-        .map(|d| d.cluster_name.clone())
-        .collect();
+    let written = || {
+        mine.iter()
+            .flat_map(|d| d.status.iter().flat_map(|s| s.decisions.iter()))
+    };
+    let mut ocm: Vec<String> = written().map(|d| d.cluster_name.clone()).collect();
     ocm.sort();
+    let ocm_scores = written()
+        .filter_map(|d| d.score.map(|s| (d.cluster_name.clone(), s)))
+        .collect();
     let skipped = now_selected.as_ref().err().copied();
     let mut now = now_selected.unwrap_or_else(|_| ocm.clone());
     now.sort();
@@ -267,6 +282,7 @@ pub fn compare(
     }
     Comparison {
         ocm,
+        ocm_scores,
         now,
         decided_at,
         causes,
@@ -359,6 +375,49 @@ mod tests {
             "{}",
             skipped.text()
         );
+    }
+
+    #[test]
+    fn scores_ocm_wrote_into_its_decisions_are_shown_beside_them() {
+        // A v1.3 hub writes `decisions[].score`; a v1.2 hub writes none, and nothing changes.
+        let mut scored = decision(&["b", "a"], "2026-11-26T10:00:00Z");
+        for d in scored.status.iter_mut().flat_map(|s| s.decisions.iter_mut()) {
+            d.score = (d.cluster_name == "b").then_some(87);
+        }
+        let objects = HubObjects {
+            decisions: vec![scored],
+            ..Default::default()
+        };
+        let c = compare(
+            &objects,
+            &placement_reading("r"),
+            Ok(vec!["a".into(), "b".into()]),
+        );
+        assert!(
+            c.text()
+                .starts_with("OCM's decisions (last written 2026-11-26T10:00:00Z): a, b (score 87)\n"),
+            "{}",
+            c.text()
+        );
+        assert_eq!(c.json()["ocmDecisionScores"], json!({"b": 87}));
+        assert_eq!(c.json()["ocmDecisions"], json!(["a", "b"]));
+
+        let unscored = HubObjects {
+            decisions: vec![decision(&["b", "a"], "2026-11-26T10:00:00Z")],
+            ..Default::default()
+        };
+        let c = compare(
+            &unscored,
+            &placement_reading("r"),
+            Ok(vec!["a".into(), "b".into()]),
+        );
+        assert!(
+            c.text()
+                .starts_with("OCM's decisions (last written 2026-11-26T10:00:00Z): a, b\n"),
+            "{}",
+            c.text()
+        );
+        assert_eq!(c.json()["ocmDecisionScores"], json!({}));
     }
 
     #[test]

@@ -317,7 +317,14 @@ fn add_object(
         "ManagedClusterSetBinding" => objects
             .bindings
             .push(decode::<ManagedClusterSetBinding>(v).map_err(err)?),
-        "Placement" => objects.placements.push(decode::<Placement>(v).map_err(err)?),
+        "Placement" => {
+            let placement = decode::<Placement>(v).map_err(err)?;
+            // No API server checked a file: refuse what api v1.3.0's CRD would (the models keep it).
+            if let Some(e) = placement.spec.v1_3_field_errors("spec").into_iter().next() {
+                return Err(err((e.field, e.message)));
+            }
+            objects.placements.push(placement);
+        }
         "PlacementDecision" => objects
             .decisions
             .push(decode::<PlacementDecision>(v).map_err(err)?),

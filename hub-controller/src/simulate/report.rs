@@ -68,6 +68,42 @@ pub fn expect_keys(
     out
 }
 
+/// Each decision's cluster, in the order of the PlacementDecisions, with its total (the score it
+/// was ranked by; `None` if it has none). The engine keeps OCM v1.2's order whatever
+/// `spec.sortBy` says (docs/simulate.md); the score is shown so the order can be judged.
+pub fn decision_scores(snapshot: &HubSnapshot, result: &PlacementResult) -> Vec<(String, Option<i64>)> {
+    let names: Vec<&str> = result
+        .decisions
+        .iter()
+        .flat_map(|pd| pd.status.iter().flat_map(|s| s.decisions.iter()))
+        .map(|d| d.cluster_name.as_str())
+        .collect();
+    let ids: Vec<_> = names.iter().map(|n| snapshot.cluster_id(n)).collect();
+    // One total per known cluster, in order; a name the snapshot lacks has none.
+    let mut totals = result
+        .schedule
+        .totals_of(ids.iter().flatten().copied())
+        .into_iter();
+    names
+        .iter()
+        .zip(ids)
+        .map(|(name, id)| (name.to_string(), id.and_then(|_| totals.next().flatten())))
+        .collect()
+}
+
+/// `[{clusterName, score}]`, as OCM api v1.3.0 writes `status.decisions[]` (no `score`: none).
+pub fn decision_scores_json(scores: &[(String, Option<i64>)]) -> Value {
+    Value::Array(
+        scores
+            .iter()
+            .map(|(cluster, score)| match score {
+                Some(score) => json!({"clusterName": cluster, "score": score}),
+                None => json!({"clusterName": cluster}),
+            })
+            .collect(),
+    )
+}
+
 /// Per-cluster explanations and warnings, for `--explain`.
 pub fn explanation_json(snapshot: &HubSnapshot, placement: &Placement, result: &PlacementResult) -> Value {
     let clusters: Vec<Value> = explain::clusters(&result.candidates.clusters, &result.schedule)
@@ -92,6 +128,7 @@ pub fn explanation_json(snapshot: &HubSnapshot, placement: &Placement, result: &
     let warnings: Vec<String> = result.warnings.iter().map(|w| w.describe(snapshot)).collect();
     json!({
         "clusters": clusters,
+        "decisionScores": decision_scores_json(&decision_scores(snapshot, result)),
         "warnings": warnings,
         "conditions": [
             {"type": result.misconfigured.type_, "status": result.misconfigured.status,
@@ -242,6 +279,22 @@ pub fn table(
             let _ = writeln!(out, "    [{}] {:?}: {names}", g.index, g.name);
         }
     }
+    let decisions: Vec<String> = decision_scores(snapshot, result)
+        .into_iter()
+        .map(|(cluster, score)| match score {
+            Some(score) => format!("{cluster} (score {score})"),
+            None => format!("{cluster} (no score)"),
+        })
+        .collect();
+    let _ = writeln!(
+        out,
+        "  decisions: {}",
+        if decisions.is_empty() {
+            "(none)".to_string()
+        } else {
+            decisions.join(", ")
+        }
+    );
     let pd_names: Vec<&str> = result
         .decisions
         .iter()

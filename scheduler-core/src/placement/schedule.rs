@@ -91,6 +91,19 @@ impl ScheduleResult {
             .iter()
             .map(|&p| (self.feasible[p as usize], self.totals[p as usize]))
     }
+
+    /// The total (the weighted sum the clusters are ranked by) of each of `clusters`, in their
+    /// order, as a list of decisions shows beside each cluster; `None` for a cluster without one
+    /// (not feasible, or scoring stopped at a misconfiguration).
+    pub fn totals_of(&self, clusters: impl IntoIterator<Item = ClusterId>) -> Vec<Option<i64>> {
+        let totals: std::collections::HashMap<ClusterId, i64> = self
+            .feasible
+            .iter()
+            .copied()
+            .zip(self.totals.iter().copied())
+            .collect();
+        clusters.into_iter().map(|id| totals.get(&id).copied()).collect()
+    }
 }
 
 /// Which clusters (by id) appear in the placement's existing PlacementDecisions, and the

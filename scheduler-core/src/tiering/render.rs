@@ -221,6 +221,10 @@ pub fn child(
         prioritizer_policy: template.prioritizer_policy.clone(),
         tolerations: template.tolerations.clone(),
         decision_strategy,
+        // api v1.3.0's fields, only when the template sets them: a v1.2 hub's CRD does not declare
+        // them, and without them the child is exactly what it was before they were typed.
+        score_rate_limit: template.score_rate_limit.clone(),
+        sort_by: template.sort_by.clone(),
         extra: template.extra.clone(),
     };
     let active_names: Vec<&str> = active.iter().map(|a| spec.tiers[a.index].name.as_str()).collect();

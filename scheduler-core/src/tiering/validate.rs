@@ -81,6 +81,9 @@ pub fn validate(spec: &TieredPlacementSpec) -> Vec<SpecError> {
             ));
         }
     }
+    // Copied into the child as they are: a value api v1.3.0's Placement CRD refuses would make
+    // every apply of the child fail, so it is refused here, naming the field and the value.
+    errors.extend(t.v1_3_field_errors("spec.template"));
     if let Some(cap) = &spec.capacity {
         for (i, rule) in cap.rules.iter().enumerate() {
             let base = format!("spec.capacity.rules[{i}]");
@@ -324,7 +327,7 @@ fn validate_workload_health(w: &WorkloadHealthPolicy, errors: &mut Vec<SpecError
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use ocm_score_api::ClusterPredicate;
+    use ocm_score_api::{ClusterPredicate, SortBy};
     use std::time::Duration;
 
     fn tier(name: &str) -> Tier {
@@ -431,6 +434,23 @@ mod tests {
                 "spec.template.numberOfClusters"
             ]
         );
+    }
+
+    #[test]
+    fn template_sort_and_rate_limit_must_be_what_api_v1_3_accepts() {
+        let mut s = valid();
+        s.template.sort_by = Some(SortBy::Score);
+        s.template.score_rate_limit = Some("30s".into());
+        assert!(fields(&s).is_empty(), "{:?}", validate(&s));
+        s.template.sort_by = Some(SortBy::from("Random"));
+        s.template.score_rate_limit = Some("1m30s".into());
+        let e = validate(&s);
+        assert_eq!(
+            e.iter().map(|e| e.field.as_str()).collect::<Vec<_>>(),
+            ["spec.template.sortBy", "spec.template.scoreRateLimit"]
+        );
+        assert!(e[0].to_string().contains("\"Random\""), "{}", e[0]);
+        assert!(e[1].to_string().contains("\"1m30s\""), "{}", e[1]);
     }
 
     #[test]
