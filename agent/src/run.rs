@@ -32,6 +32,7 @@ use ocm_score_api::duration::format as fmt_duration;
 use ocm_score_shell::CancellationToken;
 use ocm_score_shell::jitter::spread;
 use ocm_score_shell::probes::Heartbeat;
+use ocm_score_shell::task::AbortOnDrop;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
@@ -572,13 +573,4 @@ pub(crate) fn node_requests(ledger: &crate::accounting::Ledger) -> Vec<NodeReque
             requested_memory: n.requested[memory],
         })
         .collect()
-}
-
-/// Aborts a spawned task when dropped, so shutdown leaves nothing running.
-struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
-
-impl<T> Drop for AbortOnDrop<T> {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }

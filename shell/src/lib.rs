@@ -16,6 +16,7 @@
 //!   a mode's controllers (a store and a trigger channel per controller);
 //! - [`controller`]: what every controller shares (per-object backoff, one reconcile metrics shape,
 //!   the wait for synced caches); [`sync`]: the poison-tolerant lock every shared state uses;
+//! - [`task`]: background tasks aborted with the value that owns them;
 //! - [`client`]: the Kubernetes client from a kubeconfig flag or the environment (object-name
 //!   rules are `ocm_score_api::names`).
 
@@ -32,6 +33,7 @@ pub mod probes;
 pub mod shutdown;
 pub mod supervise;
 pub mod sync;
+pub mod task;
 pub mod watch;
 
 pub use tokio_util::sync::CancellationToken;

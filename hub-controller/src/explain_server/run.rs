@@ -15,6 +15,7 @@ use ocm_score_api::Placement;
 use ocm_score_scheduler::placement::HubSnapshot;
 use ocm_score_shell::CancellationToken;
 use ocm_score_shell::probes::{ProbeServer, Probes};
+use ocm_score_shell::task::AbortOnDrop;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -124,7 +125,7 @@ pub async fn run(args: ExplainServerArgs, shutdown: CancellationToken) -> ExitCo
             let api = kube::Api::namespaced(client.clone(), namespace);
             let cert = cert.clone();
             let namespace = namespace.clone();
-            Some(AbortOnDrop(tokio::spawn(async move {
+            Some(AbortOnDrop::spawn(async move {
                 super::tls_profile::watch(api, move |profile| match cert.clone().server_config(&profile) {
                     Ok(config) => {
                         tracing::info!(%namespace, profile = %profile.describe(), "serving the TLS profile of ConfigMap ocm-tls-profile");
@@ -133,7 +134,7 @@ pub async fn run(args: ExplainServerArgs, shutdown: CancellationToken) -> ExitCo
                     Err(error) => tracing::error!(%error, "the TLS profile cannot be served; keeping the one served"),
                 })
                 .await
-            })))
+            }))
         }
     };
     let listener = match TcpListener::bind(args.bind_address).await {
@@ -193,15 +194,6 @@ pub async fn run(args: ExplainServerArgs, shutdown: CancellationToken) -> ExitCo
     serve(listener, tls, access, hub, metrics, shutdown).await;
     probe_server.stopped().await;
     ExitCode::SUCCESS
-}
-
-/// Aborts a spawned task when dropped.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }
 
 async fn serve(
