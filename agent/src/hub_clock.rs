@@ -95,14 +95,6 @@ impl HubClock {
     pub fn offset(&self) -> Option<SignedDuration> {
         lock(&self.bounds).estimate()
     }
-
-    /// `local` (a time on our clock) on the hub's clock.
-    pub fn on_hub(&self, local: Timestamp) -> Timestamp {
-        match self.offset() {
-            Some(offset) => local.checked_add(offset).unwrap_or(local),
-            None => local,
-        }
-    }
 }
 
 /// The `Date` header of a response, if it has a readable one.
@@ -172,10 +164,8 @@ mod tests {
     }
 
     #[test]
-    fn nothing_observed_means_no_offset_and_local_time() {
-        let clock = HubClock::default();
-        assert_eq!(clock.offset(), None);
-        assert_eq!(clock.on_hub(at(1_000, 0)), at(1_000, 0));
+    fn nothing_observed_means_no_offset() {
+        assert_eq!(HubClock::default().offset(), None);
     }
 
     #[test]

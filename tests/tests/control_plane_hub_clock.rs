@@ -15,9 +15,9 @@ use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::Api;
 use ocm_score_control_plane::addon::{dynamic, workspace_binary};
+use ocm_score_control_plane::observe::scrape;
 use ocm_score_control_plane::process::{Component, Tier};
 use ocm_score_control_plane::{ControlPlane, free_port};
-use ocm_score_tests::support::{Exposition, http_get};
 use serde_json::{Value, json};
 
 const SHIFT_SECONDS: i64 = 300;
@@ -122,19 +122,6 @@ fn last_write(object: &Value) -> Option<Write> {
     })
 }
 
-async fn metric(agent: &Component, name: &str) -> Option<f64> {
-    let address = agent
-        .args()
-        .iter()
-        .find_map(|a| a.strip_prefix("--metrics-bind-address="))?
-        .to_owned();
-    let (code, body) = http_get(&address, "/metrics").await.ok()?;
-    if code != 200 {
-        return None;
-    }
-    Exposition::parse(&body).ok()?.value(name, &[])
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn validity_counts_on_the_hubs_clock_whatever_the_clusters_clock_says() {
     let faketime = faketime();
@@ -228,8 +215,9 @@ async fn validity_counts_on_the_hubs_clock_whatever_the_clusters_clock_says() {
             );
         }
 
-        let offset = metric(agent, "ocm_score_agent_hub_clock_offset_seconds")
+        let offset = scrape(agent)
             .await
+            .and_then(|m| m.value("ocm_score_agent_hub_clock_offset_seconds", &[]))
             .unwrap_or_else(|| panic!("{cluster}: no hub_clock_offset_seconds"));
         assert!(
             (offset + *shift as f64).abs() <= 1.5,

@@ -68,9 +68,16 @@ impl TlsProfile {
                     .filter(|s| !s.is_empty())
                     .map(str::to_owned)
                     .collect();
-                let (known, unknown): (Vec<String>, Vec<String>) = named
-                    .into_iter()
-                    .partition(|name| suite(name).is_some() || is_tls13_suite_name(name));
+                let (mut tls12, mut unknown) = (Vec::new(), Vec::new());
+                for name in named {
+                    match suite(&name) {
+                        Some(SupportedCipherSuite::Tls12(_)) => tls12.push(name),
+                        // TLS 1.3's suites are fixed (Go ignores them in the list too): naming one
+                        // is no mistake, and changes nothing.
+                        Some(SupportedCipherSuite::Tls13(_)) => {}
+                        None => unknown.push(name),
+                    }
+                }
                 if !unknown.is_empty() {
                     tracing::warn!(
                         field = fields.1,
@@ -78,7 +85,7 @@ impl TlsProfile {
                         "cipher suites this server cannot serve are left out"
                     );
                 }
-                Some(known.into_iter().filter(|n| !is_tls13_suite_name(n)).collect())
+                Some(tls12)
             }
         };
         Ok(TlsProfile {
@@ -135,20 +142,12 @@ impl TlsProfile {
     }
 }
 
-/// A TLS 1.2 suite rustls serves, by IANA name.
+/// A suite rustls serves (TLS 1.2 or 1.3), by IANA name.
 fn suite(name: &str) -> Option<SupportedCipherSuite> {
     rustls::crypto::ring::default_provider()
         .cipher_suites
         .into_iter()
-        .find(|s| matches!(s, SupportedCipherSuite::Tls12(_)) && s.suite().as_str() == Some(name))
-}
-
-/// TLS 1.3 suites are fixed (Go ignores them in the list too), but naming one is no mistake.
-fn is_tls13_suite_name(name: &str) -> bool {
-    matches!(
-        name,
-        "TLS_AES_128_GCM_SHA256" | "TLS_AES_256_GCM_SHA384" | "TLS_CHACHA20_POLY1305_SHA256"
-    )
+        .find(|s| s.suite().as_str() == Some(name))
 }
 
 /// Watches the profile ConfigMap in `namespace` and calls `apply` with each new profile (defaults
