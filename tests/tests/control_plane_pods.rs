@@ -3,18 +3,22 @@
 //! controller as pods on the hub's node; OCM registers the add-on and its work agent applies our
 //! agent's Deployment on each managed cluster, where the kubelet runs it with the hub kubeconfig
 //! OCM's registration wrote; the agents' scores reach the hub and are renewed; OCM's placement
-//! controller decides by them. The kubelet restarts a killed agent, and uninstalling removes
+//! controller decides by them. The agent's namespace follows OCM's add-on convention (the
+//! klusterlet operator's controller copies the pull secret into it) and an annotation-driven
+//! Prometheus scrapes the agents. The kubelet restarts a killed agent, and uninstalling removes
 //! every pod of ours.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::api::{Api, ListParams};
 use ocm_score_control_plane::ControlPlane;
 use ocm_score_control_plane::addon::{HUB_NAMESPACE, INSTALL_NAMESPACE, decided, kubectl, score_object};
+use ocm_score_control_plane::ocm::OPERATOR_NAMESPACE;
 use ocm_score_control_plane::pods::{is_ready, ready_pods, restarts};
 use ocm_score_tests::support::eventually;
+use ocm_score_tests::thanos_scorer::{Prometheus, require_prometheus};
 use serde_json::Value;
 
 /// Patience for one convergence on a loaded 2-core machine (pods start, images unpack, OCM syncs).
@@ -35,8 +39,49 @@ async fn valid_until(hub: &kube::Client, cluster: &str) -> Option<String> {
         .map(str::to_owned)
 }
 
+/// The pull secret a hub admin gives the klusterlet operator, which copies it into add-on namespaces.
+const PULL_SECRET: &str = "open-cluster-management-image-pull-credentials";
+/// OCM's mark of an add-on agent namespace.
+const ADDON_NAMESPACE_LABEL: &str = "addon.open-cluster-management.io/namespace";
+
+/// A Prometheus configuration as annotation-driven installs scrape pods: Kubernetes service discovery
+/// (role pod, through each cluster's kubeconfig) keeps the pods annotated `prometheus.io/scrape`
+/// and takes their port and path from `prometheus.io/port` and `prometheus.io/path`. The relabelling
+/// is the `kubernetes-pods` job of Prometheus's example configuration; nothing here names our agent.
+fn annotation_scrape_config(cp: &ControlPlane, clusters: &[&str]) -> String {
+    let mut config = "global:\n  scrape_interval: 2s\n  scrape_timeout: 1s\nscrape_configs:\n".to_owned();
+    for cluster in clusters {
+        config.push_str(&format!(
+            "  - job_name: pods-{cluster}\n\
+             \x20   kubernetes_sd_configs:\n\
+             \x20     - role: pod\n\
+             \x20       kubeconfig_file: {kubeconfig}\n\
+             \x20   relabel_configs:\n\
+             \x20     - source_labels: [__meta_kubernetes_pod_annotation_prometheus_io_scrape]\n\
+             \x20       action: keep\n\
+             \x20       regex: \"true\"\n\
+             \x20     - source_labels: [__meta_kubernetes_pod_annotation_prometheus_io_path]\n\
+             \x20       regex: (.+)\n\
+             \x20       target_label: __metrics_path__\n\
+             \x20     - source_labels: [__address__, __meta_kubernetes_pod_annotation_prometheus_io_port]\n\
+             \x20       regex: '([^:]+)(?::\\d+)?;(\\d+)'\n\
+             \x20       replacement: '$1:$2'\n\
+             \x20       target_label: __address__\n\
+             \x20     - source_labels: [__meta_kubernetes_namespace]\n\
+             \x20       target_label: namespace\n\
+             \x20     - source_labels: [__meta_kubernetes_pod_name]\n\
+             \x20       target_label: pod\n\
+             \x20     - target_label: cluster\n\
+             \x20       replacement: {cluster}\n",
+            kubeconfig = cp.kubeconfig(cluster).display(),
+        ));
+    }
+    config
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn installed_as_shipped_the_addon_runs_as_pods_on_real_kubelets() {
+    require_prometheus();
     let cp = ControlPlane::builder()
         .clusters(2)
         .nodes(true)
@@ -70,6 +115,27 @@ async fn installed_as_shipped_the_addon_runs_as_pods_on_real_kubelets() {
                 "namespace",
                 INSTALL_NAMESPACE,
                 "pod-security.kubernetes.io/enforce=restricted",
+            ],
+        );
+    }
+
+    // The pull secret a hub admin gave each klusterlet operator (the registry is a made-up one: the
+    // nodes hold our image and pull nothing).
+    for cluster in clusters {
+        let kc = cp.kubeconfig(cluster);
+        run(&kc, &["create", "namespace", OPERATOR_NAMESPACE]);
+        run(
+            &kc,
+            &[
+                "create",
+                "secret",
+                "docker-registry",
+                PULL_SECRET,
+                "-n",
+                OPERATOR_NAMESPACE,
+                "--docker-server=registry.example.com",
+                "--docker-username=ocm",
+                "--docker-password=not-a-real-password",
             ],
         );
     }
@@ -155,6 +221,98 @@ async fn installed_as_shipped_the_addon_runs_as_pods_on_real_kubelets() {
         "from `kubectl apply -k manifests/hub` to every cluster's first score: {:.1} s",
         started.elapsed().as_secs_f64()
     );
+
+    // 2b. OCM's conventions for an add-on agent: its namespace carries OCM's add-on label, so the
+    //     klusterlet operator's controller (OCM's own code, run as the operator runs it) copies the
+    //     admin's pull secret into it, and the agent pod pulls with that secret; an annotation-driven
+    //     Prometheus finds and scrapes every agent.
+    for cluster in clusters {
+        let kc = cp.kubeconfig(cluster);
+        let label = run(
+            &kc,
+            &[
+                "get",
+                "namespace",
+                INSTALL_NAMESPACE,
+                "-o",
+                &format!(
+                    "jsonpath={{.metadata.labels.{}}}",
+                    ADDON_NAMESPACE_LABEL.replace('.', "\\.")
+                ),
+            ],
+        );
+        assert_eq!(
+            label.trim(),
+            "true",
+            "{cluster}: {INSTALL_NAMESPACE}'s {ADDON_NAMESPACE_LABEL} label"
+        );
+        let managed = cp.cluster_client(cluster).await.expect("managed client");
+        let source = Api::<Secret>::namespaced(managed.clone(), OPERATOR_NAMESPACE)
+            .get(PULL_SECRET)
+            .await
+            .unwrap_or_else(|e| panic!("{cluster}: reading {OPERATOR_NAMESPACE}/{PULL_SECRET}: {e}"));
+        eventually(
+            &format!("{cluster}: OCM copies the pull secret into {INSTALL_NAMESPACE}"),
+            WAIT,
+            || cp.log_tail(&format!("{cluster}-addon-namespaces"), 20),
+            || {
+                let managed = managed.clone();
+                let data = source.data.clone();
+                async move {
+                    let copy = Api::<Secret>::namespaced(managed, INSTALL_NAMESPACE)
+                        .get_opt(PULL_SECRET)
+                        .await
+                        .ok()??;
+                    (copy.data == data).then_some(())
+                }
+            },
+        )
+        .await;
+        let agent = ready_pods(&managed, INSTALL_NAMESPACE, "").await.remove(0);
+        let pull_secrets: Vec<String> = agent
+            .spec
+            .and_then(|s| s.image_pull_secrets)
+            .into_iter()
+            .flatten()
+            .map(|r| r.name)
+            .collect();
+        assert_eq!(
+            pull_secrets,
+            [PULL_SECRET],
+            "{cluster}: the agent pod's imagePullSecrets"
+        );
+    }
+    let prometheus = Prometheus::start_with_config(&annotation_scrape_config(&cp, &clusters)).await;
+    let scraped = eventually(
+        "an annotation-driven Prometheus scrapes both agents",
+        WAIT,
+        || prometheus.log(),
+        || {
+            let prometheus = &prometheus;
+            async move {
+                let up = prometheus.query("up == 1").await.ok()?;
+                let nodes = prometheus.query("ocm_score_agent_eligible_nodes").await.ok()?;
+                let clusters_of = |series: &[Value]| -> Vec<String> {
+                    let mut names: Vec<String> = series
+                        .iter()
+                        .filter_map(|s| s.pointer("/metric/cluster")?.as_str().map(str::to_owned))
+                        .collect();
+                    names.sort();
+                    names
+                };
+                (clusters_of(&up) == clusters && clusters_of(&nodes) == clusters).then_some(up)
+            }
+        },
+    )
+    .await;
+    for series in &scraped {
+        assert_eq!(
+            series.pointer("/metric/namespace"),
+            Some(&Value::from(INSTALL_NAMESPACE)),
+            "{series}"
+        );
+    }
+    drop(prometheus);
 
     // 3. Renewed at every 60 s refresh, as shipped: three renewals, each 45-80 s after the one
     //    before (the refresh spreads ±10 %, and the agent's write takes a moment). The gaps are the

@@ -26,6 +26,13 @@ pub const CONFIG_SPEC_HASH_ANNOTATION: &str = "open-cluster-management.io/config
 pub const RENDERED_DIGEST_ANNOTATION: &str = "ocm-score.io/rendered-sha256";
 /// A manifest carrying this annotation is left on the managed cluster when the work is deleted.
 pub const DELETION_ORPHAN_ANNOTATION: &str = "addon.open-cluster-management.io/deletion-orphan";
+/// OCM's mark of an add-on agent's namespace (`"true"`): the klusterlet operator copies its image
+/// pull secret ([`IMAGE_PULL_SECRET`]) into every namespace so labelled, and newer klusterlets their
+/// TLS profile too.
+pub const AGENT_NAMESPACE_LABEL: &str = "addon.open-cluster-management.io/namespace";
+/// The pull secret the klusterlet operator copies into labelled add-on namespaces: what a hub
+/// admin sets once for the klusterlet's private registry, our agent pulls its image with.
+pub const IMAGE_PULL_SECRET: &str = "open-cluster-management-image-pull-credentials";
 /// The finalizer earlier builds of this controller put on ManagedClusterAddOns. It held a deletion until our
 /// controller had cleaned up, so without the controller it blocked uninstall and cluster detach;
 /// owner references do that job now, and the controller removes this finalizer wherever it finds it.

@@ -15,6 +15,9 @@ use super::process::{Component, Tier};
 pub const HUB_NAMESPACE: &str = "open-cluster-management-hub";
 /// The namespace the klusterlet agent runs in on a managed cluster.
 pub const AGENT_NAMESPACE: &str = "open-cluster-management-agent";
+/// The klusterlet operator's namespace: it holds the image pull secret the operator copies into
+/// labelled add-on namespaces.
+pub const OPERATOR_NAMESPACE: &str = "open-cluster-management";
 /// The klusterlet's default namespace for add-on agents.
 pub const ADDON_NAMESPACE: &str = "open-cluster-management-agent-addon";
 /// The group of the bootstrap identity a joining klusterlet uses, as in OCM's cluster-manager chart.
@@ -191,6 +194,19 @@ pub fn start_klusterlet(
                 "--workload-source-config={}",
                 hub_kubeconfig_dir.join("kubeconfig").display()
             ),
+        ],
+        &[],
+        log_dir,
+    )?);
+    // What a klusterlet operator runs beside its agents for add-ons: OCM's controller copying the
+    // operator namespace's image pull secret into labelled add-on namespaces.
+    started.push(Component::spawn(
+        &format!("{cluster_name}-addon-namespaces"),
+        Tier::Client,
+        &components.bin("addon-namespaces"),
+        &[
+            format!("--kubeconfig={}", managed.admin_kubeconfig.display()),
+            format!("--operator-namespace={OPERATOR_NAMESPACE}"),
         ],
         &[],
         log_dir,

@@ -32,6 +32,8 @@ pub const COMMANDS: &[&str] = &[
     "kube-proxy",
     // Our sandbox image's one binary (no registry to pull registry.k8s.io/pause from).
     "pause",
+    // The klusterlet operator's add-on namespace controller, alone (see its main.go).
+    "addon-namespaces",
     // The chart's client, at a release built against the same Kubernetes libraries.
     "helm",
 ];
@@ -43,7 +45,7 @@ pub fn module() -> GoModule {
         first_build_note: "a first build compiles Kubernetes and OCM and takes minutes",
         dir: module_dir(),
         cache: "control-plane",
-        packages: &["./etcd", "./pause"],
+        packages: &["./etcd", "./pause", "./addon-namespaces"],
         tags: &[],
         commands: COMMANDS,
         recipe: "3: -trimpath, stripped, release versions stamped, CRDs of hub and klusterlet",

@@ -323,6 +323,34 @@ impl Prometheus {
         Self::launch(dir, &config, "5m", None).await
     }
 
+    /// Starts Prometheus with no data on `config`, a whole `prometheus.yml` the test wrote (its own
+    /// scrape configs, service discovery included).
+    pub async fn start_with_config(config: &str) -> Prometheus {
+        Self::launch(TempDir::new("prometheus"), config, "5m", None).await
+    }
+
+    /// The result of an instant query (`data.result`), or why it could not be had: an error is the
+    /// caller's to retry or fail on, never an empty result.
+    pub async fn query(&self, promql: &str) -> Result<Vec<Value>, String> {
+        let url = format!(
+            "{}/api/v1/query?{}",
+            self.url(),
+            form_urlencoded::Serializer::new(String::new())
+                .append_pair("query", promql)
+                .finish()
+        );
+        let answer = reqwest::get(&url).await.map_err(|e| format!("GET {url}: {e}"))?;
+        let status = answer.status();
+        let body: Value = answer
+            .json()
+            .await
+            .map_err(|e| format!("GET {url}: {status}: {e}"))?;
+        match body.pointer("/data/result").and_then(Value::as_array) {
+            Some(result) if status.is_success() => Ok(result.clone()),
+            _ => Err(format!("GET {url}: {status}: {body}")),
+        }
+    }
+
     async fn launch(dir: TempDir, config: &str, lookback: &str, tls: Option<&TestPki>) -> Prometheus {
         let config_path = dir.path().join("prometheus.yml");
         std::fs::write(&config_path, config).expect("writing prometheus.yml");

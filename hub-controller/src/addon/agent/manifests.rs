@@ -11,9 +11,9 @@ use crate::addon::configuration::deployment_config::{AgentConfig, override_image
 use crate::addon::names;
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, DeploymentStrategy};
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, ContainerPort, EnvVar, HTTPGetAction, Namespace, PodSecurityContext, PodSpec,
-    PodTemplateSpec, Probe, ResourceRequirements, SeccompProfile, SecretVolumeSource, SecurityContext,
-    ServiceAccount, Volume, VolumeMount,
+    Capabilities, Container, ContainerPort, EnvVar, HTTPGetAction, LocalObjectReference, Namespace,
+    PodSecurityContext, PodSpec, PodTemplateSpec, Probe, ResourceRequirements, SeccompProfile,
+    SecretVolumeSource, SecurityContext, ServiceAccount, Volume, VolumeMount,
 };
 use k8s_openapi::api::rbac::v1::{
     ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject,
@@ -81,6 +81,10 @@ fn namespace(input: &RenderInput<'_>) -> Namespace {
     Namespace {
         metadata: ObjectMeta {
             name: Some(input.namespace.to_string()),
+            labels: Some(BTreeMap::from([(
+                names::AGENT_NAMESPACE_LABEL.to_string(),
+                "true".to_string(),
+            )])),
             annotations: Some(BTreeMap::from([(
                 names::DELETION_ORPHAN_ANNOTATION.to_string(),
                 "true".to_string(),
@@ -227,6 +231,17 @@ fn http_probe(path: &str, period: i32) -> Probe {
     }
 }
 
+/// The pod annotations annotation-driven Prometheus scrape configs select by (the `kubernetes-pods`
+/// job of Prometheus's example configuration and of its community chart): OCM's managed clusters
+/// carry no scrape convention of their own for add-on agents.
+fn scrape_annotations() -> BTreeMap<String, String> {
+    BTreeMap::from([
+        ("prometheus.io/scrape".to_string(), "true".to_string()),
+        ("prometheus.io/port".to_string(), cli::METRICS_PORT.to_string()),
+        ("prometheus.io/path".to_string(), "/metrics".to_string()),
+    ])
+}
+
 fn deployment(input: &RenderInput<'_>) -> Deployment {
     let name = names::agent_name(input.addon);
     let selector = BTreeMap::from([("app.kubernetes.io/name".to_string(), name.clone())]);
@@ -285,10 +300,16 @@ fn deployment(input: &RenderInput<'_>) -> Deployment {
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta {
                     labels: Some(labels(input.addon)),
+                    annotations: Some(scrape_annotations()),
                     ..Default::default()
                 }),
                 spec: Some(PodSpec {
                     service_account_name: Some(name),
+                    // Copied into the labelled namespace by the klusterlet operator when the hub
+                    // admin set one; a missing pull secret only costs the kubelet a warning.
+                    image_pull_secrets: Some(vec![LocalObjectReference {
+                        name: names::IMAGE_PULL_SECRET.to_string(),
+                    }]),
                     containers: vec![container],
                     // Non-root, as the image's numeric USER; no fixed ids: OpenShift's restricted
                     // SCC assigns each namespace its own range and refuses pods that pin one.
@@ -392,10 +413,19 @@ mod tests {
                 assert_eq!(m["metadata"]["namespace"], "agents");
             }
         }
+        let namespace = &find(&manifests, "Namespace")["metadata"];
         assert_eq!(
-            find(&manifests, "Namespace")["metadata"]["annotations"][names::DELETION_ORPHAN_ANNOTATION],
+            namespace["annotations"][names::DELETION_ORPHAN_ANNOTATION],
             "true"
         );
+        // OCM's add-on namespace mark, on whatever namespace the agent is installed in.
+        assert_eq!(namespace["labels"][names::AGENT_NAMESPACE_LABEL], "true");
+        let pod = &find(&manifests, "Deployment")["spec"]["template"];
+        assert_eq!(
+            pod["spec"]["imagePullSecrets"][0]["name"],
+            names::IMAGE_PULL_SECRET
+        );
+        assert_eq!(pod["metadata"]["annotations"]["prometheus.io/port"], "8080");
     }
 
     #[test]
