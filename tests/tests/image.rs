@@ -102,7 +102,13 @@ fn the_dockerfile_builds_what_the_image_builder_builds() {
         .recipe_call
         .expect("the build stage runs scripts/image-rootfs.sh");
     let words: Vec<&str> = call.split_whitespace().collect();
-    let (out_dir, binaries) = (words[1], &words[2..]);
+    // The recipe is told the triple it lays out (it cross-compiles for another platform).
+    assert_eq!(
+        words.get(1..3),
+        Some(&["--target", "\"$triple\""][..]),
+        "the recipe is told the target: {call}"
+    );
+    let (out_dir, binaries) = (words[3], &words[4..]);
     let names: Vec<&str> = binaries
         .iter()
         .take_while(|w| !w.starts_with("&&"))

@@ -56,41 +56,15 @@ pub fn workspace_dir() -> PathBuf {
 /// again for each (minutes, and gigabytes of disk, on a CI machine). `scripts/test.sh` starts the
 /// same build, so here it is usually a no-op.
 pub fn workspace_binary(name: &str) -> Result<PathBuf, Error> {
-    let exe = std::env::current_exe().map_err(|source| Error::Io {
-        what: "locating this executable".into(),
-        source,
-    })?;
-    // target/<profile>/<exe> or target/<profile>/deps/<test exe>
-    let mut dir = exe.parent().map(Path::to_path_buf).unwrap_or_default();
-    if dir.ends_with("deps") {
-        dir.pop();
-    }
-    let profile = match dir.file_name().and_then(|n| n.to_str()) {
-        Some("debug") | None => "dev".to_owned(),
-        Some(other) => other.to_owned(),
-    };
-    let target_dir = dir.parent().map(Path::to_path_buf).unwrap_or_else(|| dir.clone());
-    let path = dir.join(name);
+    let build = NestedBuild::of_this_executable()?;
+    let path = build.profile_dir.join(name);
     // One build per process builds every binary of the workspace: later calls (a harness that starts
     // a process per test) reuse it instead of running cargo, and its lock, again.
     static BUILT: std::sync::OnceLock<Result<std::process::ExitStatus, String>> = std::sync::OnceLock::new();
     let built = BUILT.get_or_init(|| {
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let mut build = Command::new(cargo);
-        // A test process carries the variables cargo sets for its crate (CARGO_PKG_NAME, ...). Build
-        // scripts watch some of them (ring's `rerun-if-env-changed=CARGO_PKG_NAME`), so passing them on
-        // rebuilt ring, rustls, kube and our crates whenever the caller's package differed from the last
-        // build's: minutes per switch on two cores.
-        for (key, _) in std::env::vars_os() {
-            if key.to_str().is_some_and(set_by_cargo_for_a_crate) {
-                build.env_remove(key);
-            }
-        }
         build
-            .args(["build", "--quiet", "--workspace", "--bins", "--profile", &profile])
-            .arg("--target-dir")
-            .arg(&target_dir)
-            .current_dir(workspace_dir())
+            .cargo("build")
+            .args(["--quiet", "--workspace", "--bins"])
             .status()
             .map_err(|e| e.to_string())
     });
@@ -100,11 +74,70 @@ pub fn workspace_binary(name: &str) -> Result<PathBuf, Error> {
     })?;
     if !status.success() || !path.is_file() {
         return Err(Error::Options(format!(
-            "cargo build --workspace --bins --profile {profile} did not produce {}",
+            "cargo build --workspace --bins --profile {} did not produce {}",
+            build.profile,
             path.display()
         )));
     }
     Ok(path)
+}
+
+/// Where the running executable was built, so that a build it starts lands beside it.
+pub(crate) struct NestedBuild {
+    /// `target/<profile>`: the running executable's directory (`deps` dropped).
+    pub profile_dir: PathBuf,
+    /// `target`.
+    pub target_dir: PathBuf,
+    /// The cargo profile (`dev` for `target/debug`).
+    pub profile: String,
+}
+
+impl NestedBuild {
+    pub(crate) fn of_this_executable() -> Result<Self, Error> {
+        let exe = std::env::current_exe().map_err(|source| Error::Io {
+            what: "locating this executable".into(),
+            source,
+        })?;
+        // target/<profile>/<exe> or target/<profile>/deps/<test exe>
+        let mut dir = exe.parent().map(Path::to_path_buf).unwrap_or_default();
+        if dir.ends_with("deps") {
+            dir.pop();
+        }
+        let profile = match dir.file_name().and_then(|n| n.to_str()) {
+            Some("debug") | None => "dev".to_owned(),
+            Some(other) => other.to_owned(),
+        };
+        let target_dir = dir.parent().map(Path::to_path_buf).unwrap_or_else(|| dir.clone());
+        Ok(Self {
+            profile_dir: dir,
+            target_dir,
+            profile,
+        })
+    }
+
+    /// `cargo <subcommand>` in the workspace, with this build's profile and target directory; the
+    /// caller adds the rest of the arguments.
+    pub(crate) fn cargo(&self, subcommand: &str) -> Command {
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let mut command = Command::new(cargo);
+        // A test process carries the variables cargo sets for its crate (CARGO_PKG_NAME, ...). Build
+        // scripts watch some of them (ring's `rerun-if-env-changed=CARGO_PKG_NAME`), so passing them on
+        // rebuilt ring, rustls, kube and our crates whenever the caller's package differed from the last
+        // build's: minutes per switch on two cores.
+        for (key, _) in std::env::vars_os() {
+            if key.to_str().is_some_and(set_by_cargo_for_a_crate) {
+                command.env_remove(key);
+            }
+        }
+        command
+            .arg(subcommand)
+            .arg("--profile")
+            .arg(&self.profile)
+            .arg("--target-dir")
+            .arg(&self.target_dir)
+            .current_dir(workspace_dir());
+        command
+    }
 }
 
 /// Whether cargo sets `name` for the crate it builds or runs (not configuration of cargo itself,

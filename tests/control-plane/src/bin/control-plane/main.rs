@@ -55,6 +55,12 @@ enum Command {
         /// Where to write the archive.
         #[arg(long, value_name = "FILE", default_value = "target/ocm-score-image.tar")]
         out: PathBuf,
+        /// Platforms to build it for, comma-separated (linux/amd64, linux/arm64); two make one
+        /// archive of both (an OCI image index). A platform other than this machine's is
+        /// cross-compiled with Debian's cross toolchain (gcc-aarch64-linux-gnu and
+        /// libc6-dev-arm64-cross for arm64). Default: this machine's.
+        #[arg(long, value_name = "OS/ARCH,...", value_delimiter = ',')]
+        platforms: Vec<String>,
     },
     /// Start a hub with two clusters, install the add-on from manifests/hub, load one cluster,
     /// place the example Placements, print scores, OCM's decisions and simulate's explanation, stop.
@@ -93,22 +99,42 @@ async fn run(args: Args) -> anyhow::Result<()> {
             print!("{}", components.versions());
             Ok(())
         }
-        Command::Image { out } => {
-            let binaries = ocm_score_control_plane::image::OCM_SCORE_BINARIES
-                .iter()
-                .map(|name| ocm_score_control_plane::addon::workspace_binary(name))
-                .collect::<Result<Vec<_>, _>>()?;
-            let image = ocm_score_control_plane::image::ocm_score_image(&binaries, &out)?;
-            println!("{}", image.path.display());
+        Command::Image { out, platforms } => {
+            use ocm_score_control_plane::image::{self, Platform};
+            let platforms = if platforms.is_empty() {
+                vec![Platform::host().ok_or_else(|| {
+                    anyhow::anyhow!("this machine's architecture is not one the image is built for; name one with --platforms")
+                })?]
+            } else {
+                platforms
+                    .iter()
+                    .map(|p| Platform::parse(p))
+                    .collect::<Result<Vec<_>, _>>()?
+            };
+            let image = image::ocm_score_platforms_image(&platforms, &out)?;
+            let path = image.path.display();
+            println!("{path}");
+            let names: Vec<String> = platforms.iter().map(Platform::to_string).collect();
             eprintln!(
-                "{} ({}, {:.1} MiB); load it with `docker load -i {}`, `kind load image-archive {}` or `ctr -n k8s.io images import {}`",
+                "{} for {} ({}, {:.1} MiB)",
                 image.reference,
+                names.join(", "),
                 image.id,
                 image.size as f64 / 1048576.0,
-                image.path.display(),
-                image.path.display(),
-                image.path.display()
             );
+            if let [_] = platforms.as_slice() {
+                eprintln!(
+                    "load it with `docker load -i {path}`, `kind load image-archive {path}` or `ctr -n k8s.io images import {path}`"
+                );
+            } else {
+                // Only containerd-based loaders read the index; `docker load` without Docker's
+                // containerd image store reads manifest.json, which holds the first platform.
+                eprintln!(
+                    "load one platform with `ctr -n k8s.io images import --platform {} {path}` (or `podman load -i {path}`: this machine's); `docker load -i {path}` loads {} unless Docker keeps its images in containerd",
+                    names[names.len() - 1],
+                    names[0]
+                );
+            }
             Ok(())
         }
         Command::Demo { dir } => {
