@@ -4,9 +4,9 @@
 //! agent's Deployment on each managed cluster, where the kubelet runs it with the hub kubeconfig
 //! OCM's registration wrote; the agents' scores reach the hub and are renewed; OCM's placement
 //! controller decides by them. The agent's namespace follows OCM's add-on convention (the
-//! klusterlet operator's controller copies the pull secret into it) and an annotation-driven
-//! Prometheus scrapes the agents. The kubelet restarts a killed agent, and uninstalling removes
-//! every pod of ours.
+//! klusterlet operator's controller copies the pull secret into it) and Prometheus scrapes the
+//! agents where their pods' scrape annotations point. The kubelet restarts a killed agent, and
+//! uninstalling removes every pod of ours.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -44,37 +44,37 @@ const PULL_SECRET: &str = "open-cluster-management-image-pull-credentials";
 /// OCM's mark of an add-on agent namespace.
 const ADDON_NAMESPACE_LABEL: &str = "addon.open-cluster-management.io/namespace";
 
-/// A Prometheus configuration as annotation-driven installs scrape pods: Kubernetes service discovery
-/// (role pod, through each cluster's kubeconfig) keeps the pods annotated `prometheus.io/scrape`
-/// and takes their port and path from `prometheus.io/port` and `prometheus.io/path`. The relabelling
-/// is the `kubernetes-pods` job of Prometheus's example configuration; nothing here names our agent.
-fn annotation_scrape_config(cp: &ControlPlane, clusters: &[&str]) -> String {
+/// A Prometheus configuration scraping each cluster's agent pods where their `prometheus.io/*`
+/// annotations say: what the relabelling of an annotation-driven `kubernetes-pods` job makes of
+/// them (keep `scrape: "true"`, the pod's IP with the `port` annotation, the `path` annotation).
+/// Debian's Prometheus is built without Kubernetes service discovery, so the test reads the pods
+/// and gives Prometheus their targets; the scrape itself is Prometheus's.
+async fn annotation_scrape_config(cp: &ControlPlane, clusters: &[&str]) -> String {
     let mut config = "global:\n  scrape_interval: 2s\n  scrape_timeout: 1s\nscrape_configs:\n".to_owned();
     for cluster in clusters {
-        config.push_str(&format!(
-            "  - job_name: pods-{cluster}\n\
-             \x20   kubernetes_sd_configs:\n\
-             \x20     - role: pod\n\
-             \x20       kubeconfig_file: {kubeconfig}\n\
-             \x20   relabel_configs:\n\
-             \x20     - source_labels: [__meta_kubernetes_pod_annotation_prometheus_io_scrape]\n\
-             \x20       action: keep\n\
-             \x20       regex: \"true\"\n\
-             \x20     - source_labels: [__meta_kubernetes_pod_annotation_prometheus_io_path]\n\
-             \x20       regex: (.+)\n\
-             \x20       target_label: __metrics_path__\n\
-             \x20     - source_labels: [__address__, __meta_kubernetes_pod_annotation_prometheus_io_port]\n\
-             \x20       regex: '([^:]+)(?::\\d+)?;(\\d+)'\n\
-             \x20       replacement: '$1:$2'\n\
-             \x20       target_label: __address__\n\
-             \x20     - source_labels: [__meta_kubernetes_namespace]\n\
-             \x20       target_label: namespace\n\
-             \x20     - source_labels: [__meta_kubernetes_pod_name]\n\
-             \x20       target_label: pod\n\
-             \x20     - target_label: cluster\n\
-             \x20       replacement: {cluster}\n",
-            kubeconfig = cp.kubeconfig(cluster).display(),
-        ));
+        let managed = cp.cluster_client(cluster).await.expect("managed client");
+        for pod in ready_pods(&managed, INSTALL_NAMESPACE, "").await {
+            let annotation = |key: &str| -> String {
+                pod.metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(&format!("prometheus.io/{key}")))
+                    .cloned()
+                    .unwrap_or_else(|| panic!("{cluster}: the agent pod has no prometheus.io/{key}"))
+            };
+            assert_eq!(annotation("scrape"), "true", "{cluster}: prometheus.io/scrape");
+            let ip = pod
+                .status
+                .as_ref()
+                .and_then(|s| s.pod_ip.clone())
+                .unwrap_or_else(|| panic!("{cluster}: a Ready agent pod without an IP"));
+            config.push_str(&format!(
+                "  - job_name: pods-{cluster}\n    metrics_path: '{path}'\n    static_configs:\n\
+                 \x20     - targets: ['{ip}:{port}']\n        labels: {{cluster: {cluster}, namespace: {INSTALL_NAMESPACE}}}\n",
+                path = annotation("path"),
+                port = annotation("port"),
+            ));
+        }
     }
     config
 }
@@ -224,8 +224,8 @@ async fn installed_as_shipped_the_addon_runs_as_pods_on_real_kubelets() {
 
     // 2b. OCM's conventions for an add-on agent: its namespace carries OCM's add-on label, so the
     //     klusterlet operator's controller (OCM's own code, run as the operator runs it) copies the
-    //     admin's pull secret into it, and the agent pod pulls with that secret; an annotation-driven
-    //     Prometheus finds and scrapes every agent.
+    //     admin's pull secret into it, and the agent pod pulls with that secret; Prometheus scrapes
+    //     every agent where its pod's scrape annotations point.
     for cluster in clusters {
         let kc = cp.kubeconfig(cluster);
         let label = run(
@@ -282,9 +282,9 @@ async fn installed_as_shipped_the_addon_runs_as_pods_on_real_kubelets() {
             "{cluster}: the agent pod's imagePullSecrets"
         );
     }
-    let prometheus = Prometheus::start_with_config(&annotation_scrape_config(&cp, &clusters)).await;
+    let prometheus = Prometheus::start_with_config(&annotation_scrape_config(&cp, &clusters).await).await;
     let scraped = eventually(
-        "an annotation-driven Prometheus scrapes both agents",
+        "Prometheus scrapes both agents where their annotations say",
         WAIT,
         || prometheus.log(),
         || {
