@@ -171,11 +171,8 @@ pub fn ocm_score_platforms_image(platforms: &[Platform], out: &Path) -> Result<I
     if platforms.is_empty() {
         return Err(Error::Options("no platform to build the image for".into()));
     }
-    for (i, platform) in platforms.iter().enumerate() {
-        if platforms[..i].contains(platform) {
-            return Err(Error::Options(format!("platform {platform} is named twice")));
-        }
-    }
+    // Before any cross build: a repeated platform would fail only once the binaries are built.
+    distinct(platforms.iter())?;
     if platforms == host.as_slice() {
         return ocm_score_image(&host_binaries()?, out);
     }
@@ -420,16 +417,24 @@ pub fn write_platforms_archive(
     out: &Path,
     scratch: &Path,
 ) -> Result<(), Error> {
-    for (i, (platform, _)) in images.iter().enumerate() {
-        if images[..i].iter().any(|(p, _)| p == platform) {
-            return Err(Error::Options(format!("platform {platform} is named twice")));
-        }
-    }
+    distinct(images.iter().map(|(platform, _)| platform))?;
     let images: Vec<(&str, &str, &Path)> = images
         .iter()
         .map(|(p, rootfs)| (p.os, p.architecture, *rootfs))
         .collect();
     write_images(config, &images, out, scratch)
+}
+
+/// An archive holds one image per platform: a platform named twice is an error naming it.
+fn distinct<'a>(platforms: impl Iterator<Item = &'a Platform>) -> Result<(), Error> {
+    let mut seen = Vec::new();
+    for platform in platforms {
+        if seen.contains(platform) {
+            return Err(Error::Options(format!("platform {platform} is named twice")));
+        }
+        seen.push(*platform);
+    }
+    Ok(())
 }
 
 /// One platform's image: its layer (a file in the scratch directory), config and manifest.
