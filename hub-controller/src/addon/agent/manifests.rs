@@ -306,7 +306,7 @@ fn deployment(input: &RenderInput<'_>) -> Deployment {
                 spec: Some(PodSpec {
                     service_account_name: Some(name),
                     // Copied into the labelled namespace by the klusterlet operator when the hub
-                    // admin set one; a missing pull secret only costs the kubelet a warning.
+                    // admin set one; a pod naming a pull secret that does not exist still starts.
                     image_pull_secrets: Some(vec![LocalObjectReference {
                         name: names::IMAGE_PULL_SECRET.to_string(),
                     }]),
