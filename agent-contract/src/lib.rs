@@ -45,6 +45,8 @@ pub mod flag {
     pub const ADDON_NAME: &str = "--addon-name";
     pub const ADDON_NAMESPACE: &str = "--addon-namespace";
     pub const LEASE_INTERVAL: &str = "--lease-interval";
+    /// Whether the score object the agent creates is owned by its ManagedClusterAddOn.
+    pub const OWNED_BY_ADDON: &str = "--owned-by-addon";
     pub const PUBLISH: &str = "--publish";
     /// WorkloadShapes from a file instead of the hub (standalone runs and `once`).
     pub const SHAPES: &str = "--shapes";

@@ -176,6 +176,13 @@ pub struct RunArgs {
     #[arg(long, env = "OCM_SCORE_LEASE", default_value_t = true, action = ArgAction::Set)]
     pub lease: bool,
 
+    /// Create the score object owned by the ManagedClusterAddOn `--addon-name` of the cluster
+    /// namespace, and only while that add-on exists, so removing the add-on removes the score. For
+    /// installs where no add-on manager of ours adopts the score (the AddOnTemplate install); needs
+    /// `get` on that add-on on the hub.
+    #[arg(long = flag::long(flag::OWNED_BY_ADDON), env = "OCM_SCORE_OWNED_BY_ADDON", default_value_t = false, action = ArgAction::Set)]
+    pub owned_by_addon: bool,
+
     /// How often the Lease is renewed.
     #[arg(long = flag::long(flag::LEASE_INTERVAL), env = "OCM_SCORE_LEASE_INTERVAL", default_value = "60s", value_parser = duration_arg)]
     pub lease_interval: DurationArg,
@@ -216,10 +223,65 @@ pub fn with_default_subcommand<I: IntoIterator<Item = std::ffi::OsString>>(
     args
 }
 
+/// The arguments without the `--flag=` ones that give no value: such a flag counts as not given,
+/// so its default applies. OCM's AddOnTemplate install writes `--flag={{VARIABLE}}` for every
+/// variable the agent reads and substitutes an empty string for each one the AddOnDeploymentConfig
+/// leaves out (charts/ocm-score/templates/addon-template.yaml).
+pub fn without_empty_values<I: IntoIterator<Item = std::ffi::OsString>>(args: I) -> Vec<std::ffi::OsString> {
+    args.into_iter()
+        .enumerate()
+        .filter(|(i, arg)| {
+            let empty = arg
+                .to_str()
+                .and_then(|a| a.strip_prefix("--"))
+                .is_some_and(|a| a.len() > 1 && a.find('=') == Some(a.len() - 1));
+            *i == 0 || !empty
+        })
+        .map(|(_, arg)| arg)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use clap::CommandFactory;
+
+    #[test]
+    fn an_empty_flag_value_is_the_flag_not_given() {
+        let args = without_empty_values(
+            [
+                "ocm-score-agent",
+                "run",
+                "--source=",
+                "--refresh-interval=30s",
+                "--validity=",
+                "--scores==x",
+                "--",
+                "-=",
+            ]
+            .map(Into::into),
+        );
+        assert_eq!(
+            args,
+            [
+                "ocm-score-agent",
+                "run",
+                "--refresh-interval=30s",
+                "--scores==x",
+                "--",
+                "-="
+            ]
+            .map(std::ffi::OsString::from)
+        );
+        let cli = Cli::try_parse_from(with_default_subcommand(without_empty_values(
+            ["ocm-score-agent", "--source=", "--validity=", "--source=host"].map(Into::into),
+        )))
+        .expect("parses");
+        let Command::Run(run) = cli.command else {
+            panic!("run is the default subcommand")
+        };
+        assert!(run.scoring.validity.is_none());
+    }
 
     #[test]
     fn clap_definition_is_consistent() {

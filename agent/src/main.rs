@@ -4,14 +4,16 @@
 
 use anyhow::Context;
 use clap::CommandFactory;
-use ocm_score_agent::cli::{Cli, Command, LogFormat, with_default_subcommand};
+use ocm_score_agent::cli::{Cli, Command, LogFormat, with_default_subcommand, without_empty_values};
 use ocm_score_agent::config::{ConfigError, OnceConfig, RunConfig};
 use ocm_score_shell::logging::{self, LogArgs};
 use std::process::ExitCode;
 use std::time::Duration;
 
 fn main() -> ExitCode {
-    let (cli, deprecated) = ocm_score_shell::cli::parse::<Cli>(with_default_subcommand(std::env::args_os()));
+    let (cli, deprecated) = ocm_score_shell::cli::parse::<Cli>(with_default_subcommand(
+        without_empty_values(std::env::args_os()),
+    ));
     let start_logging = |format: LogFormat| {
         logging::init(&LogArgs { format });
         ocm_score_shell::cli::warn_deprecated(&deprecated);

@@ -11,9 +11,11 @@ use crate::hub::{HubConnection, HubError};
 use crate::scores::ScoreValue;
 use crate::shapes::{self, ShapesCondition};
 use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, PostParams};
 use ocm_score_api::{
-    AddOnPlacementScore, AddOnPlacementScoreItem, AddOnPlacementScoreStatus, Condition, ObjectMeta, Time,
+    AddOnPlacementScore, AddOnPlacementScoreItem, AddOnPlacementScoreStatus, Condition, ManagedClusterAddOn,
+    ObjectMeta, Time,
 };
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -269,6 +271,16 @@ pub enum PublishError {
         name: String,
         timeout: Duration,
     },
+    #[error(
+        "creating {namespace}/{name} on the hub: the ManagedClusterAddOn {namespace}/{addon} that owns it \
+         is {state}, and the score lives only while it does (--owned-by-addon)"
+    )]
+    NoOwner {
+        namespace: String,
+        name: String,
+        addon: String,
+        state: &'static str,
+    },
     #[error("writing {namespace}/{name} on the hub: still conflicting after {attempts} attempts")]
     Conflicts {
         namespace: String,
@@ -298,6 +310,8 @@ pub struct Publisher {
     known: bool,
     /// The object as last read or written, for the next replace.
     cached: Option<AddOnPlacementScore>,
+    /// The ManagedClusterAddOn the object is created owned by, and only while it exists.
+    owner: Option<String>,
 }
 
 const WRITE_ATTEMPTS: u32 = 4;
@@ -319,7 +333,16 @@ impl Publisher {
             last: None,
             known: false,
             cached: None,
+            owner: None,
         }
+    }
+
+    /// Creates the score object owned by the ManagedClusterAddOn `addon` of its namespace, and
+    /// not at all while that add-on is missing or being deleted: its removal then removes the
+    /// score, and an agent outliving its add-on does not bring the score back.
+    pub fn owned_by(mut self, addon: Option<String>) -> Self {
+        self.owner = addon;
+        self
     }
 
     pub fn last(&self) -> Option<&Published> {
@@ -521,10 +544,15 @@ impl Publisher {
         if let Some(object) = self.bounded("reading", api.get_opt(&name)).await? {
             return Ok(object);
         }
+        let owner_references = match self.owner.clone() {
+            Some(addon) => Some(vec![self.owner_reference(api, addon).await?]),
+            None => None,
+        };
         let fresh = AddOnPlacementScore {
             metadata: ObjectMeta {
                 name: Some(self.name.clone()),
                 namespace: Some(self.namespace.clone()),
+                owner_references,
                 ..Default::default()
             },
             status: None,
@@ -541,6 +569,32 @@ impl Publisher {
             Ok(Err(source)) => Err(self.api_error("creating", source)),
             Err(_) => Err(self.timeout_error("creating")),
         }
+    }
+}
+
+impl Publisher {
+    /// The reference to the add-on `addon` the object is created with; an error while the add-on
+    /// is missing or being deleted.
+    async fn owner_reference(
+        &mut self,
+        scores: &Api<AddOnPlacementScore>,
+        addon: String,
+    ) -> Result<OwnerReference, PublishError> {
+        let addons: Api<ManagedClusterAddOn> = Api::namespaced(scores.clone().into_client(), &self.namespace);
+        let found = self
+            .bounded("reading the add-on that owns", addons.get_opt(&addon))
+            .await?;
+        let state = match &found {
+            None => "missing",
+            Some(a) if a.metadata.deletion_timestamp.is_some() => "being deleted",
+            Some(a) => return Ok(a.score_owner_reference()),
+        };
+        Err(PublishError::NoOwner {
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+            addon,
+            state,
+        })
     }
 }
 

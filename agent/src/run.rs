@@ -325,6 +325,7 @@ fn publisher(cfg: &RunConfig, hub: HubConnection) -> Publisher {
         },
         cfg.scoring.hub_timeout,
     )
+    .owned_by(cfg.score_owner.clone())
 }
 
 impl<S: ReadSources> Agent<S> {

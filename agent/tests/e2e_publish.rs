@@ -223,3 +223,102 @@ async fn nothing_is_written_when_nothing_moved_by_a_step_not_even_after_a_restar
     assert_eq!(clusters.score(), Some(first));
     agent.stop().await;
 }
+
+/// `--owned-by-addon` (the AddOnTemplate install, where no add-on manager of ours adopts the score):
+/// the score object is created owned by the cluster's ManagedClusterAddOn, so removing the add-on
+/// removes it, and never while that add-on is missing: an agent outliving its add-on does not bring
+/// the score back after the garbage collector removed it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owned_score_exists_only_with_its_addon_and_names_it_owner() {
+    let clusters = Clusters::start("owned").await;
+    // What the AddOnTemplate install's hub ClusterRole adds for the agent, bound in its namespace.
+    let (user, _) = hub_user();
+    for object in [
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+               "metadata": {"name": "addon-reader", "namespace": CLUSTER},
+               "rules": [{"apiGroups": ["addon.open-cluster-management.io"], "resources": ["managedclusteraddons"],
+                          "resourceNames": [ADDON], "verbs": ["get"]}]}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": {"name": "addon-reader", "namespace": CLUSTER},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "addon-reader"},
+               "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]}),
+    ] {
+        clusters
+            .hub
+            .create(object)
+            .expect("creating the agent's add-on read access");
+    }
+    let agent = clusters
+        .agent(
+            "owned",
+            &[
+                "--refresh-interval=2s",
+                "--debounce=500ms",
+                "--owned-by-addon=true",
+            ],
+        )
+        .await;
+    let refusals = || {
+        agent
+            .logged("hub write failed")
+            .into_iter()
+            .filter(|l| {
+                l["fields"]["error"].as_str().is_some_and(|e| {
+                    e.contains(&format!("ManagedClusterAddOn {CLUSTER}/{ADDON}")) && e.contains("is missing")
+                })
+            })
+            .count()
+    };
+    eventually("the agent to name the missing add-on", STARTUP, async || {
+        (refusals() > 0).then_some(())
+    })
+    .await;
+    assert!(clusters.score().is_none(), "a score without its add-on");
+
+    let addon = clusters
+        .hub
+        .create(
+            json!({"apiVersion": "addon.open-cluster-management.io/v1alpha1", "kind": "ManagedClusterAddOn",
+                       "metadata": {"name": ADDON, "namespace": CLUSTER}, "spec": {}}),
+        )
+        .expect("creating the add-on");
+    let status = clusters
+        .wait_published("the first publication once the add-on exists", -26, STARTUP)
+        .await;
+    assert!(status.valid_until.is_some());
+    let score = clusters.score().expect("published");
+    let owners = score.metadata.owner_references.clone().unwrap_or_default();
+    assert_eq!(owners.len(), 1, "{owners:?}");
+    assert_eq!(owners[0].kind, "ManagedClusterAddOn");
+    assert_eq!(owners[0].api_version, "addon.open-cluster-management.io/v1alpha1");
+    assert_eq!(owners[0].name, ADDON);
+    assert_eq!(Some(owners[0].uid.as_str()), addon["metadata"]["uid"].as_str());
+    assert_eq!(
+        owners[0].controller, None,
+        "the agent writes the score, the add-on does not"
+    );
+
+    // The add-on goes, and the garbage collector takes the score with it (the double's collector
+    // does it before the DELETE returns). The agent, still running, writes again at its next
+    // refreshes and refuses to create the score.
+    let addons: Api<ocm_score_api::ManagedClusterAddOn> =
+        Api::namespaced(clusters.hub.admin_client(), CLUSTER);
+    addons
+        .delete(ADDON, &Default::default())
+        .await
+        .expect("deleting the add-on");
+    assert!(clusters.score().is_none(), "the score outlived its owner");
+    let before = refusals();
+    // A new pod moves the scores, so the agent has something to write.
+    clusters.create(pod("late", Some("node-a"), json!({"cpu": "4", "memory": "64Mi"})));
+    eventually(
+        "the agent to refuse again without its add-on",
+        STARTUP,
+        async || (refusals() > before).then_some(()),
+    )
+    .await;
+    assert!(
+        clusters.score().is_none(),
+        "the score came back without its add-on"
+    );
+}

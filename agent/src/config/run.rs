@@ -32,6 +32,8 @@ pub struct RunConfig {
     /// Where `/metrics`, `/healthz` and `/readyz` are served.
     pub metrics_bind_address: SocketAddr,
     pub lease: Option<LeaseConfig>,
+    /// `--owned-by-addon`: the ManagedClusterAddOn the score object is created owned by.
+    pub score_owner: Option<String>,
     /// `--shapes-recheck-interval`: how often a hub without the WorkloadShape CRD is asked again.
     pub shapes_recheck: Duration,
 }
@@ -65,6 +67,7 @@ impl RunConfig {
             addon_name,
             addon_namespace,
             lease,
+            owned_by_addon,
             lease_interval,
             shapes_recheck_interval,
         } = args;
@@ -81,8 +84,11 @@ impl RunConfig {
         .check()?;
         let scoring = ScoringConfig::from_args(scoring, renewal.validity)?;
         let hub = scoring.require_hub()?;
-        let lease = if lease {
+        if lease || owned_by_addon {
             check_dns_subdomain(flag::ADDON_NAME, &addon_name)?;
+        }
+        let score_owner = owned_by_addon.then(|| addon_name.clone());
+        let lease = if lease {
             check_dns_label(flag::ADDON_NAMESPACE, &addon_namespace)?;
             if lease_interval.0 < Duration::from_secs(1) {
                 return Err(ConfigError::new(
@@ -121,6 +127,7 @@ impl RunConfig {
             renew_every: renewal.renew_every,
             metrics_bind_address: probes.address(),
             lease,
+            score_owner,
             shapes_recheck: shapes_recheck_interval.0,
         })
     }

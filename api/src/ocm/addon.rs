@@ -100,6 +100,23 @@ ocm_root! {
     scope k8s_openapi::NamespaceResourceScope, namespaced true, status_subresource true
 }
 
+impl ManagedClusterAddOn {
+    /// The owner reference of the cluster's score object to this add-on, so that removing the add-on
+    /// removes the score. Neither a controller reference (the agent writes the score, the add-on's
+    /// manager does not) nor blocking: `blockOwnerDeletion` would need the add-on's `finalizers`
+    /// subresource where the API server enforces OwnerReferencesPermissionEnforcement.
+    pub fn score_owner_reference(&self) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+            api_version: <Self as crate::OcmKind>::API_VERSION.into(),
+            kind: <Self as crate::OcmKind>::KIND.into(),
+            name: self.metadata.name.clone().unwrap_or_default(),
+            uid: self.metadata.uid.clone().unwrap_or_default(),
+            controller: None,
+            block_owner_deletion: None,
+        }
+    }
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ManagedClusterAddOnSpec {

@@ -6,27 +6,14 @@
 //! by the install strategy, by deleting the ClusterManagementAddOn, or by OCM detaching the cluster)
 //! lets the garbage collector remove everything, whether or not our controller runs.
 //!
-//! The reference on the score is neither a controller reference (the agent writes the score) nor
-//! blocking (no foreground deletion waits for it, and setting `blockOwnerDeletion` would need the
-//! add-on's `finalizers` subresource where OwnerReferencesPermissionEnforcement is on).
+//! The reference on the score is `ManagedClusterAddOn::score_owner_reference`, which the agent sets
+//! itself where no manager of ours runs (the AddOnTemplate install, `--owned-by-addon`).
 
 use crate::addon::names;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::ResourceExt;
 use ocm_score_api::{ManagedClusterAddOn, OcmKind};
 use serde_json::{Value, json};
-
-/// The owner reference a score gets to its add-on.
-pub fn score_owner_reference(addon: &ManagedClusterAddOn) -> OwnerReference {
-    OwnerReference {
-        api_version: ManagedClusterAddOn::API_VERSION.into(),
-        kind: ManagedClusterAddOn::KIND.into(),
-        name: addon.name_any(),
-        uid: addon.metadata.uid.clone().unwrap_or_default(),
-        controller: None,
-        block_owner_deletion: None,
-    }
-}
 
 /// Whether an object names some ManagedClusterAddOn called `addon` as owner (whatever its uid: a
 /// reference to a deleted add-on is the garbage collector's to resolve, not ours).
@@ -52,7 +39,7 @@ pub fn score_adoption_patch(score: &ObjectMeta, addon: &ManagedClusterAddOn) -> 
         .filter(|o| !(o.kind == ManagedClusterAddOn::KIND && o.name == name))
         .cloned()
         .collect();
-    adopted.push(score_owner_reference(addon));
+    adopted.push(addon.score_owner_reference());
     Some(json!({"metadata": {"ownerReferences": adopted, "resourceVersion": score.resource_version}}))
 }
 
