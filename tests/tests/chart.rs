@@ -218,6 +218,231 @@ fn a_rollout_strategy_hands_the_addon_to_ocms_addon_manager() {
     );
 }
 
+/// The add-on manager's defaults for the agents it renders, as the chart's manager Deployment runs it.
+fn manager_agent_defaults(objects: &[Value]) -> ocm_score_hub::addon::agent::manifests::AgentDefaults {
+    #[derive(clap::Parser, Debug)]
+    struct AddonManagerCommand {
+        #[command(flatten)]
+        args: ocm_score_hub::addon::AddonManagerArgs,
+    }
+    let manager = find(objects, "Deployment", "ocm-score-addon-manager").expect("manager");
+    let args: Vec<&str> = manager["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(args.first(), Some(&"addon-manager"));
+    <AddonManagerCommand as clap::Parser>::try_parse_from(
+        std::iter::once("ocm-score-hub").chain(args[1..].iter().copied()),
+    )
+    .unwrap_or_else(|e| panic!("the manager's args do not parse: {e}"))
+    .args
+    .settings()
+    .agent
+}
+
+/// The AddOnTemplate's manifests as OCM renders them for a cluster, short of its own decorations:
+/// each `{{NAME}}` a variable of the AddOnDeploymentConfig `adc` replaced by its value, or by
+/// nothing when the config leaves it out (as OCM's template renderer does), `{{CLUSTER_NAME}}` kept.
+fn template_manifests(template: &Value, adc: &Value) -> Vec<Value> {
+    let mut text =
+        serde_json::to_string(&template["spec"]["agentSpec"]["workload"]["manifests"]).expect("serializes");
+    let set: Vec<(String, String)> = adc["spec"]["customizedVariables"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|v| {
+            let text = |key: &str| v[key].as_str().unwrap_or_default().to_owned();
+            (text("name"), text("value"))
+        })
+        .collect();
+    for (name, _) in ocm_score_hub::addon::configuration::deployment_config::variable_flags() {
+        let value = set
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+            .unwrap_or_default();
+        text = text.replace(&format!("{{{{{name}}}}}"), value);
+    }
+    serde_json::from_str(&text).expect("still JSON")
+}
+
+#[test]
+fn the_template_install_policy_needs_kubernetes_1_30_and_can_be_turned_off() {
+    let off = objects(&[
+        "install.mode=template",
+        "install.template.ownClusterScoresOnly=false",
+    ]);
+    assert!(!off.iter().any(|o| o["kind"] == "ValidatingAdmissionPolicy"));
+    let old = chart::helm(&[
+        "template",
+        chart::RELEASE,
+        chart::CHART,
+        "--namespace",
+        "ocm-score",
+        "--kube-version",
+        "1.29.0",
+        "--set",
+        "install.mode=template",
+    ])
+    .err()
+    .expect("a 1.29 hub is refused the policy")
+    .to_string();
+    assert!(
+        old.contains("install.template.ownClusterScoresOnly=true needs Kubernetes 1.30"),
+        "{old}"
+    );
+}
+
+#[test]
+fn the_template_install_deploys_the_agent_the_add_on_manager_renders() {
+    use ocm_score_hub::addon::agent::manifests::{RenderInput, render};
+    use ocm_score_hub::addon::configuration::deployment_config::{agent_config, variable_flags};
+    let defaults = manager_agent_defaults(&objects(&[]));
+    for values in [
+        &["install.mode=template"][..],
+        &[
+            "install.mode=template",
+            "agent.variables.SOURCES=cluster\\,kubelet",
+            "agent.variables.SCORE_STEP=5",
+        ][..],
+        &["install.mode=template", "agent.variables.SOURCES=host"][..],
+    ] {
+        let objects = objects(values);
+        // No pod of ours on the hub for the add-on.
+        for kind in ["Deployment", "ServiceAccount", "PodDisruptionBudget"] {
+            assert!(
+                find(&objects, kind, "ocm-score-addon-manager").is_none(),
+                "{values:?}: the add-on manager's {kind}"
+            );
+        }
+        let cma = find(&objects, "ClusterManagementAddOn", "resource-usage-collect").expect("CMA");
+        assert_eq!(
+            cma["metadata"]["annotations"],
+            Value::Null,
+            "{values:?}: OCM's addon-manager runs the lifecycle"
+        );
+        assert_eq!(
+            cma["spec"]["supportedConfigs"][0],
+            serde_json::json!({"group": "addon.open-cluster-management.io", "resource": "addontemplates",
+                               "defaultConfig": {"name": "ocm-score-agent"}})
+        );
+        let template = find(&objects, "AddOnTemplate", "ocm-score-agent").expect("AddOnTemplate");
+        assert_eq!(template["spec"]["addonName"], "resource-usage-collect");
+        // Agents write scores in their own cluster namespace only (OCM's binding alone lets any
+        // agent of the add-on write any cluster's), unless the value turns the policy off.
+        let policy = "ocm-score-resource-usage-collect-own-cluster-scores";
+        assert!(
+            find(&objects, "ValidatingAdmissionPolicy", policy).is_some(),
+            "{values:?}"
+        );
+        let binding =
+            find(&objects, "ValidatingAdmissionPolicyBinding", policy).expect("the policy's binding");
+        assert_eq!(binding["spec"]["validationActions"], serde_json::json!(["Deny"]));
+        let adc = find(&objects, "AddOnDeploymentConfig", "resource-usage-collect").expect("ADC");
+        let spec: ocm_score_api::AddOnDeploymentConfigSpec =
+            serde_json::from_value(adc["spec"].clone()).expect("ADC spec");
+        let config = agent_config(&spec).unwrap_or_else(|e| panic!("{values:?}: {e}"));
+        let namespace = spec
+            .agent_install_namespace
+            .clone()
+            .expect("the chart sets agentInstallNamespace");
+
+        // The template reads every variable the add-on manager understands, into the same flag.
+        let manifests = template["spec"]["agentSpec"]["workload"]["manifests"]
+            .as_array()
+            .expect("manifests");
+        let deployment = manifests
+            .iter()
+            .find(|m| m["kind"] == "Deployment")
+            .expect("Deployment");
+        let args: Vec<&str> = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+            .as_array()
+            .expect("args")
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        let variable_args: Vec<String> = args
+            .iter()
+            .filter(|a| {
+                a.contains("={{") && !a.contains("{{HUB_KUBECONFIG}}") && !a.contains("{{CLUSTER_NAME}}")
+            })
+            .map(|a| a.to_string())
+            .collect();
+        let expected: Vec<String> = variable_flags()
+            .map(|(name, flag)| format!("{flag}={{{{{name}}}}}"))
+            .collect();
+        assert_eq!(variable_args, expected, "{values:?}");
+
+        // Rendered for a cluster, the template is the add-on manager's agent but for what OCM
+        // does its own way: its hub kubeconfig volume, its health check (no Lease), and the
+        // agent's install namespace, which OCM sets on every object rather than as a flag.
+        let input = RenderInput {
+            addon: "resource-usage-collect",
+            cluster: "{{CLUSTER_NAME}}",
+            namespace: &namespace,
+            defaults: &defaults,
+            config: &config,
+        };
+        let mut want = render(&input).expect("renders");
+        want.retain(|m| !(["Role", "RoleBinding"].contains(&m["kind"].as_str().unwrap_or_default())));
+        let manager_only =
+            |arg: &str| arg.starts_with("--hub-kubeconfig=") || arg.starts_with("--addon-namespace=");
+        let template_only = |arg: &str| {
+            arg == "--hub-kubeconfig={{HUB_KUBECONFIG}}"
+                || arg == "--lease=false"
+                || arg == "--owned-by-addon=true"
+                || arg.ends_with('=')
+        };
+        let mut got = template_manifests(template, adc);
+        // The agent takes the command line OCM gives it: the config's values in, the empty ones
+        // read as not given.
+        let deployment = got
+            .iter()
+            .find(|m| m["kind"] == "Deployment")
+            .expect("Deployment");
+        let argv = std::iter::once("ocm-score-agent".to_owned()).chain(
+            deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+                .as_array()
+                .expect("args")
+                .iter()
+                .filter_map(Value::as_str)
+                .map(|a| a.replace("{{HUB_KUBECONFIG}}", "/managed/hub-kubeconfig/kubeconfig"))
+                .map(|a| a.replace("{{CLUSTER_NAME}}", "cluster1")),
+        );
+        let argv = ocm_score_agent::cli::with_default_subcommand(ocm_score_agent::cli::without_empty_values(
+            argv.map(std::ffi::OsString::from),
+        ));
+        if let Err(e) = <ocm_score_agent::cli::Cli as clap::Parser>::try_parse_from(&argv) {
+            panic!("{values:?}: the agent refuses the template's command line {argv:?}: {e}");
+        }
+        for (objects, drop) in [
+            (&mut want, &manager_only as &dyn Fn(&str) -> bool),
+            (&mut got, &template_only),
+        ] {
+            for object in objects.iter_mut().filter(|m| m["kind"] == "Deployment") {
+                let pod = &mut object["spec"]["template"]["spec"];
+                if let Some(pod) = pod.as_object_mut() {
+                    pod.remove("volumes");
+                }
+                let container = &mut pod["containers"][0];
+                if let Some(container) = container.as_object_mut() {
+                    container.remove("volumeMounts");
+                }
+                let args = container["args"].as_array_mut().expect("args");
+                args.retain(|a| !drop(a.as_str().unwrap_or_default()));
+            }
+        }
+        let json = |objects: &[Value]| serde_json::to_string_pretty(objects).unwrap_or_default();
+        assert_eq!(
+            json(&got),
+            json(&want),
+            "{values:?}: the template's agent differs from the add-on manager's"
+        );
+    }
+}
+
 /// `--set` arguments that give `prefix` the value `value` (an object of scalars, at any depth).
 fn set_arguments(prefix: &str, value: &Value, out: &mut Vec<String>) {
     match value {
@@ -355,6 +580,10 @@ fn values_the_schema_refuses_are_named() {
         (
             "install.strategy=Sometimes",
             "at '/install/strategy': value must be one of 'Placements', 'Manual'",
+        ),
+        (
+            "install.mode=both",
+            "at '/install/mode': value must be one of 'manager', 'template'",
         ),
         // Below a minimum.
         (

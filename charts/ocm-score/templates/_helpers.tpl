@@ -10,6 +10,14 @@ app.kubernetes.io/part-of: ocm-score
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
 {{- end -}}
 
+{{/*
+"true" when ocm-score-hub addon-manager runs: the add-on is on and its mode is `manager` (empty
+otherwise, so `if include` reads it). The mode is checked where the ClusterManagementAddOn is made.
+*/}}
+{{- define "ocm-score.runsAddonManager" -}}
+{{- if and .Values.addonManager.enabled (eq .Values.install.mode "manager") }}true{{ end -}}
+{{- end -}}
+
 {{/* The agents' image: agent.image, or the controllers' image. */}}
 {{- define "ocm-score.agentImage" -}}
 {{- default (include "ocm-score.image" .) .Values.agent.image -}}

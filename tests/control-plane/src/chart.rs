@@ -1,10 +1,11 @@
 //! The Helm chart `charts/ocm-score` and the manifests rendered from it.
 //!
-//! The chart is the one source of the hub install. `manifests/hub` (the kustomize install) and
-//! `manifests/thanos-scorer` are `helm template` of it with fixed values ([`RENDERINGS`]), one file
-//! per template as the chart names them; `tests/tests/chart.rs` checks they are equal and rewrites
-//! them with `UPDATE_MANIFESTS=1`. `helm` is the one built with the control plane from its Go module
-//! (`go_components`), so rendering needs nothing downloaded from elsewhere.
+//! The chart is the one source of the hub install. `manifests/hub` (the kustomize install),
+//! `manifests/addon-template` and `manifests/thanos-scorer` are `helm template` of it with fixed
+//! values ([`RENDERINGS`]), one file per template as the chart names them; `tests/tests/chart.rs`
+//! checks they are equal and rewrites them with `UPDATE_MANIFESTS=1`. `helm` is the one built with
+//! the control plane from its Go module (`go_components`), so rendering needs nothing downloaded
+//! from elsewhere.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -31,13 +32,25 @@ pub struct Rendering {
 }
 
 /// Every rendering kept in the repository.
-pub const RENDERINGS: [Rendering; 2] = [
+pub const RENDERINGS: [Rendering; 3] = [
     // The kustomize install: the chart's defaults, and the namespace itself (kubectl has no
     // `--create-namespace`).
     Rendering {
         dir: "manifests/hub",
         values: &["createNamespace=true"],
         crds: true,
+    },
+    // The agent as an AddOnTemplate that OCM's addon-manager deploys: no pod of ours on the hub.
+    // Instead of `manifests/hub`, never beside it (both are the add-on `resource-usage-collect`).
+    Rendering {
+        dir: "manifests/addon-template",
+        values: &[
+            "createNamespace=true",
+            "install.mode=template",
+            "tiering.enabled=false",
+        ],
+        // Its kustomization lists manifests/hub/crds.
+        crds: false,
     },
     // The Thanos scorer alone, beside `manifests/hub` or without it.
     Rendering {

@@ -157,6 +157,12 @@ pub fn variable_names() -> impl Iterator<Item = &'static str> {
     VARIABLES.iter().map(|v| v.name)
 }
 
+/// Every variable we understand with the agent flag it sets, in rendering order (the AddOnTemplate
+/// install writes the same flags from the same variables; tests/tests/chart.rs holds it to this).
+pub fn variable_flags() -> impl Iterator<Item = (&'static str, &'static str)> {
+    VARIABLES.iter().map(|v| (v.name, v.flag))
+}
+
 /// Validates a config spec. The first problem found is returned; a config is used whole or not at all.
 pub fn agent_config(spec: &AddOnDeploymentConfigSpec) -> Result<AgentConfig, ConfigError> {
     let mut config = AgentConfig::default();
