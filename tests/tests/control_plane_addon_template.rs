@@ -113,7 +113,8 @@ async fn ocms_addon_manager_runs_the_agent_from_the_template_and_uninstall_leave
         first_scores.push(score);
     }
 
-    // No pod of ours on the hub: the release namespace holds none, and no Deployment either.
+    // No pod of ours on the hub: the release namespace holds none, and no Deployment either but
+    // cluster1's agent (cluster1 is the hub's own cluster, its agent in the install namespace).
     let pods: Api<Pod> = Api::namespaced(hub.clone(), HUB_NAMESPACE);
     let hub_pods = pods
         .list(&ListParams::default())
@@ -127,6 +128,7 @@ async fn ocms_addon_manager_runs_the_agent_from_the_template_and_uninstall_leave
         .expect("listing the hub's Deployments")
         .items
         .into_iter()
+        .filter(|d| d.metadata.namespace.as_deref() != Some(INSTALL_NAMESPACE))
         .filter_map(|d| d.metadata.name)
         .filter(|n| n.contains("ocm-score") || n.contains(ADDON))
         .collect();
