@@ -200,6 +200,11 @@ fn a_rollout_strategy_hands_the_addon_to_ocms_addon_manager() {
         "self",
         "we run the install strategy by default"
     );
+    assert_eq!(
+        lifecycle(&objects(&["install.lifecycle=addon-manager"])),
+        Value::Null,
+        "OCM's addon-manager runs it when asked, with or without a rollout strategy"
+    );
     let objects = objects(&[
         "install.rolloutStrategy.type=Progressive",
         "install.rolloutStrategy.progressive.maxConcurrency=1",
@@ -585,6 +590,10 @@ fn values_the_schema_refuses_are_named() {
             "install.mode=both",
             "at '/install/mode': value must be one of 'manager', 'template'",
         ),
+        (
+            "install.lifecycle=ocm",
+            "at '/install/lifecycle': value must be one of '', 'self', 'addon-manager'",
+        ),
         // Below a minimum.
         (
             "explainServer.replicas=0",
@@ -635,6 +644,23 @@ fn bad_values_are_refused_naming_the_value() {
         error.contains("install.rolloutStrategy") && error.contains("Manual"),
         "{error}"
     );
+    // OCM's addon-manager runs rollouts and the template install: `self` cannot have them.
+    for (values, says) in [
+        (
+            &["install.lifecycle=self", "install.rolloutStrategy.type=All"][..],
+            "install.rolloutStrategy",
+        ),
+        (
+            &["install.lifecycle=self", "install.mode=template"][..],
+            "install.lifecycle=self",
+        ),
+    ] {
+        let error = chart::template(values, false)
+            .err()
+            .unwrap_or_else(|| panic!("{values:?} was accepted"))
+            .to_string();
+        assert!(error.contains(says), "{values:?}: {error}");
+    }
     let error = chart::template(&["thanosScorer.enabled=true", "thanosScorer.config="], false)
         .expect_err("an empty scorer config was accepted")
         .to_string();
