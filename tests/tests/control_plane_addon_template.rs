@@ -34,9 +34,10 @@ fn run(kubeconfig: &Path, args: &[&str]) -> String {
     kubectl(kubeconfig, args).unwrap_or_else(|e| panic!("{e}"))
 }
 
-/// A cluster's score object on the hub, once it exists (a failed read is retried, never "none").
+/// A cluster's score object on the hub, whole, once it exists (a failed read is retried, never
+/// taken for "none").
 async fn score(hub: &kube::Client, cluster: &str) -> Option<Value> {
-    Some(score_object(hub, cluster).await.ok()??.data)
+    serde_json::to_value(score_object(hub, cluster).await.ok()??).ok()
 }
 
 fn valid_until(score: &Value) -> Option<String> {

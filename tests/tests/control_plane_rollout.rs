@@ -12,6 +12,9 @@
 //! - `ProgressivePerGroup` with the fix: the Placement's decision groups one after the other, the
 //!   canary group first although its cluster sorts last.
 //!
+//! Handed over, a quiet minute writes nothing: no object of the add-on gets a new resourceVersion
+//! from us or from OCM's controllers (no field fights between the two managers).
+//!
 //! OCM v1.2 reports a rollout only through `Progressing` conditions (the add-ons' and each
 //! `installProgressions[]` entry's of the ClusterManagementAddOn); there is no `RolloutSucceeded`
 //! condition type, and the test checks that none appears.
@@ -25,8 +28,8 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DynamicObject, ListParams};
 use ocm_score_control_plane::ControlPlane;
 use ocm_score_control_plane::addon::{
-    ADDON, HUB_NAMESPACE, INSTALL_NAMESPACE, agent_deployment, condition_true, dynamic, kubectl,
-    patch_agent_config,
+    ADDON, HUB_NAMESPACE, INSTALL_NAMESPACE, addon_objects, agent_deployment, condition_true, dynamic,
+    kubectl, patch_agent_config, writes_between,
 };
 use ocm_score_control_plane::pods::{ready_pods, ready_since};
 use ocm_score_hub::addon::agent::spec_hash::spec_hash_of_object;
@@ -648,6 +651,20 @@ async fn ocm_rolls_config_changes_out_cluster_by_cluster_group_by_group_and_stop
             "{cluster}: the agent was restarted by the decision groups' change or the hand-over to OCM"
         );
     }
+    // Under OCM's lifecycle nothing we write is also written by OCM's controllers: over a quiet
+    // minute no object of the add-on (the ClusterManagementAddOn, the add-ons, their works, hub
+    // Roles and RoleBindings, cluster RBAC) gets a new resourceVersion, from us or from OCM.
+    let since = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Timestamp::now());
+    let before = addon_objects(&cp, &CLUSTERS).await.expect("the add-on's objects");
+    tokio::time::sleep(Duration::from_secs(65)).await;
+    let after = addon_objects(&cp, &CLUSTERS).await.expect("the add-on's objects");
+    let writes = writes_between(&before, &after, &since);
+    assert!(
+        writes.is_empty(),
+        "writes over a quiet minute under OCM's lifecycle:\n{}\n{}",
+        writes.join("\n"),
+        fleet.context()
+    );
 
     // 1. Progressive, one cluster at a time, each held `minSuccessTime` after the previous
     //    completed. The clusters OCM has not reached keep the old config in their work and the same

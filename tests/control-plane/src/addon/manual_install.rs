@@ -93,6 +93,49 @@ pub async fn leftovers(cp: &ControlPlane, clusters: &[&str]) -> Result<Vec<Strin
         .collect())
 }
 
+/// The add-on's objects (see [`addon_objects`]) that were written between `before` and `after`, each
+/// with the writers (field manager, operation, subresource) its managedFields record since `since`:
+/// empty when none changed. The cluster's score, which its agent renews every refresh, is left out.
+pub fn writes_between(
+    before: &[(String, ObjectMeta)],
+    after: &[(String, ObjectMeta)],
+    since: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+) -> Vec<String> {
+    let version = |objects: &[(String, ObjectMeta)], what: &str| {
+        objects
+            .iter()
+            .find(|(w, _)| w == what)
+            .map(|(_, m)| m.resource_version.clone().unwrap_or_default())
+    };
+    let mut out = Vec::new();
+    for (what, meta) in after.iter().filter(|(w, _)| !w.contains("AddOnPlacementScore")) {
+        if version(before, what) == meta.resource_version.clone() {
+            continue;
+        }
+        let writers: Vec<String> = meta
+            .managed_fields
+            .iter()
+            .flatten()
+            .filter(|f| f.time.as_ref().is_some_and(|t| t.0 >= since.0))
+            .map(|f| {
+                format!(
+                    "{} {} {}",
+                    f.manager.as_deref().unwrap_or("?"),
+                    f.operation.as_deref().unwrap_or("?"),
+                    f.subresource.as_deref().unwrap_or("")
+                )
+            })
+            .collect();
+        out.push(format!("{what}: written by {writers:?}"));
+    }
+    for (what, _) in before.iter().filter(|(w, _)| !w.contains("AddOnPlacementScore")) {
+        if version(after, what).is_none() {
+            out.push(format!("{what}: gone"));
+        }
+    }
+    out
+}
+
 /// The add-on's objects (see [`leftovers`]), each named by a line that says what it is and where
 /// (`cluster2: ManifestWork addon-resource-usage-collect-deploy-0`), with its metadata.
 pub async fn addon_objects(cp: &ControlPlane, clusters: &[&str]) -> Result<Vec<(String, ObjectMeta)>, Error> {
