@@ -291,8 +291,7 @@ fn the_template_install_policy_needs_kubernetes_1_30_and_can_be_turned_off() {
         "--set",
         "install.mode=template",
     ])
-    .err()
-    .expect("a 1.29 hub is refused the policy")
+    .expect_err("a 1.29 hub is refused the policy")
     .to_string();
     assert!(
         old.contains("install.template.ownClusterScoresOnly=true needs Kubernetes 1.30"),
