@@ -225,26 +225,16 @@ fn a_rollout_strategy_hands_the_addon_to_ocms_addon_manager() {
 
 /// The add-on manager's defaults for the agents it renders, as the chart's manager Deployment runs it.
 fn manager_agent_defaults(objects: &[Value]) -> ocm_score_hub::addon::agent::manifests::AgentDefaults {
-    #[derive(clap::Parser, Debug)]
-    struct AddonManagerCommand {
-        #[command(flatten)]
-        args: ocm_score_hub::addon::AddonManagerArgs,
-    }
     let manager = find(objects, "Deployment", "ocm-score-addon-manager").expect("manager");
-    let args: Vec<&str> = manager["spec"]["template"]["spec"]["containers"][0]["args"]
+    let args = manager["spec"]["template"]["spec"]["containers"][0]["args"]
         .as_array()
         .expect("args")
         .iter()
-        .filter_map(Value::as_str)
-        .collect();
-    assert_eq!(args.first(), Some(&"addon-manager"));
-    <AddonManagerCommand as clap::Parser>::try_parse_from(
-        std::iter::once("ocm-score-hub").chain(args[1..].iter().copied()),
-    )
-    .unwrap_or_else(|e| panic!("the manager's args do not parse: {e}"))
-    .args
-    .settings()
-    .agent
+        .filter_map(Value::as_str);
+    ocm_score_hub::addon::AddonManagerArgs::from_container_args(args)
+        .unwrap_or_else(|e| panic!("the manager's args do not parse: {e}"))
+        .settings()
+        .agent
 }
 
 /// The AddOnTemplate's manifests as OCM renders them for a cluster, short of its own decorations:

@@ -18,7 +18,8 @@ use k8s_openapi::api::rbac::v1::ClusterRole;
 use kube::api::{Api, ListParams};
 use ocm_score_control_plane::ControlPlane;
 use ocm_score_control_plane::addon::{
-    ADDON, HUB_NAMESPACE, INSTALL_NAMESPACE, dynamic, kubectl, leftovers, score_object,
+    ADDON, HUB_NAMESPACE, INSTALL_NAMESPACE, dynamic, expect_renewals_a_minute_apart, kubectl, leftovers,
+    score_object,
 };
 use ocm_score_control_plane::chart;
 use ocm_score_control_plane::pods::ready_pods;
@@ -158,33 +159,8 @@ async fn ocms_addon_manager_runs_the_agent_from_the_template_and_uninstall_leave
 
     // 4. Renewed about every 60 s (the shipped REFRESH_INTERVAL): two renewals in a row move
     //    validUntil by a refresh interval, give or take the 10 % jitter and a slow write.
-    let mut previous = valid_until(&first_scores[0]).expect("validUntil");
-    for renewal in 1..=2 {
-        let last = eventually(
-            &format!("cluster1's renewal {renewal}"),
-            Duration::from_secs(100),
-            logs,
-            || {
-                let hub = hub.clone();
-                let previous = previous.clone();
-                async move {
-                    let score = score(&hub, "cluster1").await?;
-                    valid_until(&score).filter(|v| *v > previous)
-                }
-            },
-        )
-        .await;
-        let instant = |text: &str| -> jiff::Timestamp {
-            text.parse()
-                .unwrap_or_else(|e| panic!("validUntil {text:?}: {e}"))
-        };
-        let gap = instant(&last).duration_since(instant(&previous));
-        assert!(
-            (jiff::SignedDuration::from_secs(45)..=jiff::SignedDuration::from_secs(80)).contains(&gap),
-            "renewal {renewal} moved validUntil by {gap:?} ({previous} to {last})"
-        );
-        previous = last;
-    }
+    let first = valid_until(&first_scores[0]).expect("validUntil");
+    expect_renewals_a_minute_apart(&hub, "cluster1", first, 2, logs).await;
 
     // 5. The agents read WorkloadShapes: a new shape's fits score appears on every cluster.
     let shape = r#"{"apiVersion": "tiering.ocm-score.io/v1alpha1", "kind": "WorkloadShape",

@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::api::{Api, ListParams};
 use ocm_score_control_plane::ControlPlane;
-use ocm_score_control_plane::addon::{HUB_NAMESPACE, INSTALL_NAMESPACE, decided, kubectl, score_object};
+use ocm_score_control_plane::addon::{
+    HUB_NAMESPACE, INSTALL_NAMESPACE, decided, expect_renewals_a_minute_apart, kubectl, score_valid_until,
+};
 use ocm_score_control_plane::ocm::OPERATOR_NAMESPACE;
 use ocm_score_control_plane::pods::{is_ready, ready_pods, restarts};
 use ocm_score_tests::support::eventually;
@@ -26,17 +28,6 @@ const WAIT: Duration = Duration::from_secs(300);
 
 fn run(kubeconfig: &Path, args: &[&str]) -> String {
     kubectl(kubeconfig, args).unwrap_or_else(|e| panic!("{e}"))
-}
-
-/// `status.validUntil` of a cluster's score object.
-async fn valid_until(hub: &kube::Client, cluster: &str) -> Option<String> {
-    score_object(hub, cluster)
-        .await
-        .ok()??
-        .data
-        .pointer("/status/validUntil")
-        .and_then(Value::as_str)
-        .map(str::to_owned)
 }
 
 /// The pull secret a hub admin gives the klusterlet operator, which copies it into add-on namespaces.
@@ -213,7 +204,7 @@ async fn installed_as_shipped_the_addon_runs_as_pods_on_real_kubelets() {
         .await;
         eventually(&format!("{cluster}'s score on the hub"), WAIT, logs, || {
             let hub = hub.clone();
-            async move { valid_until(&hub, cluster).await }
+            async move { score_valid_until(&hub, cluster).await }
         })
         .await;
     }
@@ -318,30 +309,8 @@ async fn installed_as_shipped_the_addon_runs_as_pods_on_real_kubelets() {
     //    before (the refresh spreads ±10 %, and the agent's write takes a moment). The gaps are the
     //    differences of the validUntil the agent wrote (each is its write time plus the same
     //    validity), not of when this test happened to poll.
-    let mut last = valid_until(&hub, "cluster2").await.expect("validUntil");
-    for renewal in 1..=3 {
-        let previous = last.clone();
-        last = eventually(
-            &format!("renewal {renewal} of cluster2's validUntil (was {previous})"),
-            Duration::from_secs(100),
-            logs,
-            || {
-                let hub = hub.clone();
-                let previous = previous.clone();
-                async move { valid_until(&hub, "cluster2").await.filter(|v| *v > previous) }
-            },
-        )
-        .await;
-        let instant = |text: &str| -> jiff::Timestamp {
-            text.parse()
-                .unwrap_or_else(|e| panic!("validUntil {text:?}: {e}"))
-        };
-        let gap = instant(&last).duration_since(instant(&previous));
-        assert!(
-            (jiff::SignedDuration::from_secs(45)..=jiff::SignedDuration::from_secs(80)).contains(&gap),
-            "renewal {renewal} moved validUntil by {gap:?} ({previous} to {last})"
-        );
-    }
+    let first = score_valid_until(&hub, "cluster2").await.expect("validUntil");
+    expect_renewals_a_minute_apart(&hub, "cluster2", first, 3, logs).await;
 
     // 4. OCM's placement controller decides by the agents' scores.
     run(&hub_kc, &["apply", "-k", "manifests/examples"]);
@@ -370,7 +339,7 @@ async fn installed_as_shipped_the_addon_runs_as_pods_on_real_kubelets() {
         .find(|n| n.cluster == "cluster2")
         .expect("cluster2's node");
     // Read before the kill: a validUntil past it was written by the agent that came back.
-    let before_kill = valid_until(&hub, "cluster2").await.expect("validUntil");
+    let before_kill = score_valid_until(&hub, "cluster2").await.expect("validUntil");
     node.ctr(&[
         "tasks",
         "kill",
@@ -398,7 +367,11 @@ async fn installed_as_shipped_the_addon_runs_as_pods_on_real_kubelets() {
         || {
             let hub = hub.clone();
             let before_kill = before_kill.clone();
-            async move { valid_until(&hub, "cluster2").await.filter(|v| *v > before_kill) }
+            async move {
+                score_valid_until(&hub, "cluster2")
+                    .await
+                    .filter(|v| *v > before_kill)
+            }
         },
     )
     .await;

@@ -103,6 +103,24 @@ pub struct Settings {
 }
 
 impl AddonManagerArgs {
+    /// The flags of a container's `args` that run `ocm-score-hub addon-manager` (the mode first),
+    /// parsed as the binary parses them: for checks of what the shipped manifests run.
+    pub fn from_container_args<'a>(args: impl IntoIterator<Item = &'a str>) -> Result<Self, String> {
+        #[derive(clap::Parser, Debug)]
+        struct AddonManagerCommand {
+            #[command(flatten)]
+            args: AddonManagerArgs,
+        }
+        let mut args = args.into_iter();
+        match args.next() {
+            Some("addon-manager") => {}
+            other => return Err(format!("the first argument is {other:?}, not addon-manager")),
+        }
+        <AddonManagerCommand as clap::Parser>::try_parse_from(std::iter::once("ocm-score-hub").chain(args))
+            .map(|command| command.args)
+            .map_err(|e| e.to_string())
+    }
+
     pub fn settings(&self) -> Settings {
         let list = |r: &ResourceList| (!r.0.is_empty()).then(|| r.0.clone());
         Settings {

@@ -602,21 +602,11 @@ impl Drop for TempDir {
 /// The add-on manager's command line as its Deployment's container gives it: the first argument
 /// must be `addon-manager`, the rest must parse as its flags.
 pub fn manager_args_of(container: &Value) -> ocm_score_hub::addon::AddonManagerArgs {
-    #[derive(clap::Parser, Debug)]
-    struct AddonManagerCommand {
-        #[command(flatten)]
-        args: ocm_score_hub::addon::AddonManagerArgs,
-    }
-    let args: Vec<&str> = container["args"]
+    let args = container["args"]
         .as_array()
         .expect("args")
         .iter()
-        .filter_map(Value::as_str)
-        .collect();
-    assert_eq!(args.first(), Some(&"addon-manager"));
-    <AddonManagerCommand as clap::Parser>::try_parse_from(
-        std::iter::once("ocm-score-hub").chain(args[1..].iter().copied()),
-    )
-    .unwrap_or_else(|e| panic!("the Deployment's args do not parse: {e}"))
-    .args
+        .filter_map(Value::as_str);
+    ocm_score_hub::addon::AddonManagerArgs::from_container_args(args)
+        .unwrap_or_else(|e| panic!("the Deployment's args do not parse: {e}"))
 }

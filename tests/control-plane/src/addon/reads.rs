@@ -87,3 +87,52 @@ pub fn condition_true(conditions: Option<&Value>, kind: &str) -> bool {
         .and_then(Value::as_array)
         .is_some_and(|cs| cs.iter().any(|c| c["type"] == kind && c["status"] == "True"))
 }
+
+/// `status.validUntil` of a cluster's score object, once it has one (a failed read counts as not
+/// yet, for a caller that polls).
+pub async fn score_valid_until(hub: &kube::Client, cluster: &str) -> Option<String> {
+    score_object(hub, cluster)
+        .await
+        .ok()??
+        .data
+        .pointer("/status/validUntil")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+}
+
+/// Waits for `renewals` renewals of `cluster`'s score after the validUntil `from` and panics unless
+/// each moved validUntil by 45-80 s: what the shipped 60 s refresh gives (it spreads ±10 %, and a
+/// write takes a moment). The gaps are those of the validUntil the agent wrote (its write time plus
+/// the same validity), not of when the caller happened to poll. Returns the last validUntil.
+pub async fn expect_renewals_a_minute_apart(
+    hub: &kube::Client,
+    cluster: &str,
+    from: String,
+    renewals: usize,
+    context: impl Fn() -> String,
+) -> String {
+    let instant = |text: &str| -> jiff::Timestamp {
+        text.parse()
+            .unwrap_or_else(|e| panic!("{cluster}: validUntil {text:?}: {e}"))
+    };
+    let mut last = from;
+    for renewal in 1..=renewals {
+        let previous = last.clone();
+        last = crate::support::eventually(
+            &format!("renewal {renewal} of {cluster}'s validUntil (was {previous})"),
+            Duration::from_secs(100),
+            &context,
+            || {
+                let previous = previous.clone();
+                async move { score_valid_until(hub, cluster).await.filter(|v| *v > previous) }
+            },
+        )
+        .await;
+        let gap = instant(&last).duration_since(instant(&previous));
+        assert!(
+            (jiff::SignedDuration::from_secs(45)..=jiff::SignedDuration::from_secs(80)).contains(&gap),
+            "{cluster}: renewal {renewal} moved validUntil by {gap:?} ({previous} to {last})"
+        );
+    }
+    last
+}
