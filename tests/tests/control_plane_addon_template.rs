@@ -227,16 +227,17 @@ async fn ocms_addon_manager_runs_the_agent_from_the_template_and_uninstall_leave
         "yes",
         "OCM's RBAC for cluster2's agent identity ({subject}) on cluster1's score"
     );
+    // A patch of the object itself (kubectl reads a status subresource first, which the role does
+    // not grant; the policy covers both).
     let write = with_identity(&[
         "patch",
         "addonplacementscores.cluster.open-cluster-management.io",
         "resource-usage-score",
         "-n",
         "cluster1",
-        "--subresource=status",
         "--type=merge",
         "-p",
-        r#"{"status":{"scores":[{"name":"cpuClusterAvailable","value":100}]}}"#,
+        r#"{"metadata":{"labels":{"written-by":"cluster2"}}}"#,
     ]);
     let write: Vec<&str> = write.iter().map(String::as_str).collect();
     match kubectl(&hub_kc, &write) {
