@@ -93,44 +93,38 @@ pub async fn leftovers(cp: &ControlPlane, clusters: &[&str]) -> Result<Vec<Strin
         .collect())
 }
 
-/// The add-on's objects (see [`addon_objects`]) that were written between `before` and `after`, each
-/// with the writers (field manager, operation, subresource) its managedFields record since `since`:
-/// empty when none changed. The cluster's score, which its agent renews every refresh, is left out.
+/// The add-on's objects (see [`addon_objects`]) written between the snapshots `before` and `after`,
+/// each with the field managers its managedFields name as writing since `since`; an object gone by
+/// `after` has `None`. The cluster's score, which its agent renews every refresh, is left out.
 pub fn writes_between(
     before: &[(String, ObjectMeta)],
     after: &[(String, ObjectMeta)],
     since: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
-) -> Vec<String> {
+) -> Vec<(String, Option<BTreeSet<String>>)> {
     let version = |objects: &[(String, ObjectMeta)], what: &str| {
         objects
             .iter()
             .find(|(w, _)| w == what)
             .map(|(_, m)| m.resource_version.clone().unwrap_or_default())
     };
+    let scored = |what: &str| what.contains("AddOnPlacementScore");
     let mut out = Vec::new();
-    for (what, meta) in after.iter().filter(|(w, _)| !w.contains("AddOnPlacementScore")) {
+    for (what, meta) in after.iter().filter(|(w, _)| !scored(w)) {
         if version(before, what) == meta.resource_version.clone() {
             continue;
         }
-        let writers: Vec<String> = meta
+        let writers = meta
             .managed_fields
             .iter()
             .flatten()
             .filter(|f| f.time.as_ref().is_some_and(|t| t.0 >= since.0))
-            .map(|f| {
-                format!(
-                    "{} {} {}",
-                    f.manager.as_deref().unwrap_or("?"),
-                    f.operation.as_deref().unwrap_or("?"),
-                    f.subresource.as_deref().unwrap_or("")
-                )
-            })
+            .map(|f| f.manager.clone().unwrap_or_default())
             .collect();
-        out.push(format!("{what}: written by {writers:?}"));
+        out.push((what.clone(), Some(writers)));
     }
-    for (what, _) in before.iter().filter(|(w, _)| !w.contains("AddOnPlacementScore")) {
+    for (what, _) in before.iter().filter(|(w, _)| !scored(w)) {
         if version(after, what).is_none() {
-            out.push(format!("{what}: gone"));
+            out.push((what.clone(), None));
         }
     }
     out

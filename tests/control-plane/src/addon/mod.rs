@@ -7,6 +7,7 @@
 //! agent (same args and env, the mounted Secret copied to a directory, the pod's ServiceAccount as
 //! a token), and [`add_nodes`] / [`add_pod`] create the API objects the agent counts.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
