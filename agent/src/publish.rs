@@ -570,9 +570,7 @@ impl Publisher {
             Err(_) => Err(self.timeout_error("creating")),
         }
     }
-}
 
-impl Publisher {
     /// The reference to the add-on `addon` the object is created with; an error while the add-on
     /// is missing or being deleted.
     async fn owner_reference(
