@@ -160,6 +160,37 @@ fn tier_index(spec: &TieredPlacementSpec, name: &str) -> usize {
     spec.tiers.iter().position(|t| t.name == name).unwrap()
 }
 
+/// Whether tier `i` may be entered: one of its qualifying clusters also meets the capacity rule's
+/// enter threshold (`atLeast`) on fresh data. A cluster qualifying only inside the hysteresis band
+/// (below `atLeast`, not below `exitBelow`) keeps the tier it serves, but is no reason to move into
+/// a tier (docs/tiering.md, the failover rules).
+fn may_enter(s: &Scenario, p: &Plan, i: usize, now: Timestamp) -> bool {
+    let qualifying = &p.tiers[i].qualifying;
+    let rule =
+        s.tp.spec
+            .capacity
+            .as_ref()
+            .and_then(|c| c.rules.first())
+            .and_then(|r| r.score.as_ref());
+    let Some(rule) = rule else {
+        return !qualifying.is_empty();
+    };
+    qualifying.iter().any(|cluster| {
+        let status = s
+            .world
+            .scores
+            .get(cluster.as_str())
+            .and_then(|aps| aps.status.as_ref());
+        status.is_some_and(|st| {
+            st.valid_until.as_ref().is_some_and(|v| v.0 > now)
+                && st
+                    .scores
+                    .iter()
+                    .any(|x| x.name == rule.score_name && x.value >= rule.at_least)
+        })
+    })
+}
+
 fn check_step(s: &Scenario, p: &Plan, prior: Option<&TieredPlacementStatus>, now: Timestamp) {
     let spec = &s.tp.spec;
     let status = &p.status;
@@ -186,8 +217,9 @@ fn check_step(s: &Scenario, p: &Plan, prior: Option<&TieredPlacementStatus>, now
         TieringMode::Failover => {
             assert_eq!(status.active_tiers.len(), 1);
             let a = tier_index(spec, &status.active_tiers[0]);
-            // 3. If any tier is satisfied (with fresh data), the active one is.
-            if !stale && status.tiers.iter().any(satisfied) {
+            // 3. If any tier may be entered (with fresh data), the active one is satisfied.
+            let enterable: Vec<bool> = (0..status.tiers.len()).map(|i| may_enter(s, p, i, now)).collect();
+            if !stale && enterable.iter().any(|e| *e) {
                 assert!(
                     satisfied(&status.tiers[a]),
                     "active {a} unsatisfied: {:?}",
@@ -197,7 +229,7 @@ fn check_step(s: &Scenario, p: &Plan, prior: Option<&TieredPlacementStatus>, now
             // 5. An infeasible active tier is left whenever another tier can take over.
             if status.tiers[a].feasible == 0 && !stale {
                 assert!(
-                    status.tiers.iter().all(|t| t.qualifying == 0),
+                    !enterable.iter().enumerate().any(|(i, e)| *e && i != a),
                     "stuck on an infeasible tier: {:?}",
                     status.tiers
                 );
