@@ -59,11 +59,10 @@ async fn ocms_addon_manager_runs_the_agent_from_the_template_and_uninstall_leave
     let hub = cp.hub_client().await.expect("hub client");
     let hub_kc = cp.hub_kubeconfig();
     let logs = || {
-        let mut out = String::new();
-        for c in ["hub-addon-manager", "cluster2-klusterlet", "cluster2-kubelet"] {
-            out.push_str(&format!("--- {c}\n{}\n", cp.log_tail(c, 15)));
-        }
-        out
+        cp.log_tails(
+            &["hub-addon-manager", "cluster2-klusterlet", "cluster2-kubelet"],
+            15,
+        )
     };
 
     // 1. The install a user runs, as shipped: nothing edited, the image is the one the nodes hold.

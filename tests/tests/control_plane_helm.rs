@@ -87,11 +87,10 @@ async fn helm_installs_upgrades_and_uninstalls_the_addon_on_real_kubelets() {
     let hub = cp.hub_client().await.expect("hub client");
     let hub_kc = cp.hub_kubeconfig();
     let logs = || {
-        let mut out = String::new();
-        for c in ["hub-addon-manager", "cluster1-kubelet", "cluster2-klusterlet"] {
-            out.push_str(&format!("--- {c}\n{}\n", cp.log_tail(c, 15)));
-        }
-        out
+        cp.log_tails(
+            &["hub-addon-manager", "cluster1-kubelet", "cluster2-klusterlet"],
+            15,
+        )
     };
 
     step("server-side dry run");

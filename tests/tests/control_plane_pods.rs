@@ -83,16 +83,15 @@ async fn installed_as_shipped_the_addon_runs_as_pods_on_real_kubelets() {
     let hub_kc = cp.hub_kubeconfig();
     let clusters = ["cluster1", "cluster2"];
     let logs = || {
-        let mut out = String::new();
-        for c in [
-            "cluster1-kubelet",
-            "cluster2-kubelet",
-            "hub-addon-manager",
-            "cluster2-klusterlet",
-        ] {
-            out.push_str(&format!("--- {c}\n{}\n", cp.log_tail(c, 15)));
-        }
-        out
+        cp.log_tails(
+            &[
+                "cluster1-kubelet",
+                "cluster2-kubelet",
+                "hub-addon-manager",
+                "cluster2-klusterlet",
+            ],
+            15,
+        )
     };
 
     // Our agents' namespace on every managed cluster enforces the restricted Pod Security level,

@@ -656,7 +656,9 @@ async fn ocm_rolls_config_changes_out_cluster_by_cluster_group_by_group_and_stop
     // RBAC) is written by two field managers, ours and OCM's or two of OCM's, and none goes. A
     // writer alone is shown, not failed: in the first run of this check the klusterlet
     // (`registration-operator`) patched each add-on's status within the minute, and nobody else.
-    let since = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Timestamp::now());
+    // managedFields keep whole seconds: from the start of this one, so a write in it counts.
+    let since = Timestamp::from_second(Timestamp::now().as_second()).expect("a whole second");
+    let since = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(since);
     let before = addon_objects(&cp, &CLUSTERS).await.expect("the add-on's objects");
     tokio::time::sleep(Duration::from_secs(65)).await;
     let after = addon_objects(&cp, &CLUSTERS).await.expect("the add-on's objects");

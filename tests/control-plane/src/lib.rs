@@ -426,6 +426,15 @@ impl ControlPlane {
         process::tail(&self.log_dir.join(format!("{component}.log")), lines)
     }
 
+    /// The last `lines` of each of `components`' logs, each under a `--- <component>` line: what a
+    /// test prints beside a convergence that did not come.
+    pub fn log_tails(&self, components: &[&str], lines: usize) -> String {
+        components
+            .iter()
+            .map(|c| format!("--- {c}\n{}\n", self.log_tail(c, lines)))
+            .collect()
+    }
+
     /// Fails naming the first component that has exited, with its log tail.
     pub fn check_running(&mut self) -> Result<(), Error> {
         self.components.iter_mut().try_for_each(Component::check_running)
