@@ -155,6 +155,9 @@ pub mod well_known {
     pub const DECISION_GROUP_INDEX_LABEL: &str = "cluster.open-cluster-management.io/decision-group-index";
     /// Label on ManifestWorks created for an add-on.
     pub const ADDON_NAME_LABEL: &str = "open-cluster-management.io/addon-name";
+    /// ClusterManagementAddOn annotation saying who runs the add-on's install strategy and
+    /// configuration rollout: `self` (the add-on's own manager), else OCM's addon-manager.
+    pub const LIFECYCLE_ANNOTATION: &str = "addon.open-cluster-management.io/lifecycle";
     /// The AddOnPlacementScore name the agent publishes (same as OCM's resource-usage-collect addon).
     pub const RESOURCE_USAGE_SCORE: &str = "resource-usage-score";
 }

@@ -15,7 +15,7 @@ pub const ADDON_NAME_LABEL: &str = ocm_score_api::well_known::ADDON_NAME_LABEL;
 /// Label on add-on CSRs naming the managed cluster.
 pub const CLUSTER_NAME_LABEL: &str = "open-cluster-management.io/cluster-name";
 /// CMA annotation saying who runs the add-on's lifecycle (`self` or `addon-manager`).
-pub const LIFECYCLE_ANNOTATION: &str = "addon.open-cluster-management.io/lifecycle";
+pub const LIFECYCLE_ANNOTATION: &str = ocm_score_api::well_known::LIFECYCLE_ANNOTATION;
 /// ManagedCluster annotations with this prefix are copied onto the add-ons created for it.
 pub const ADDON_ANNOTATION_PREFIX: &str = "addon.open-cluster-management.io";
 /// The v1beta1 view of v1alpha1 `spec.installNamespace`.

@@ -30,9 +30,39 @@ pub(super) fn copy_tree(from: &Path, to: &Path) -> Result<(), Error> {
 
 /// Writes, in `dir`, a kustomize overlay of `manifests/hub` whose ClusterManagementAddOn installs
 /// nothing by itself (`installStrategy: Manual`): what a user who creates ManagedClusterAddOns by
-/// hand applies. Returns the overlay's directory.
+/// hand applies, here with `lifecycle: self` (see [`self_lifecycle_overlay`]). Returns the overlay's
+/// directory.
 pub fn manual_install_overlay(dir: &Path) -> Result<PathBuf, Error> {
-    let overlay = dir.join("hub-manual");
+    hub_overlay(
+        dir,
+        "hub-manual",
+        &[
+            ("replace", "/spec/installStrategy", "{type: Manual}".to_owned()),
+            self_lifecycle(),
+        ],
+    )
+}
+
+/// Writes, in `dir`, a kustomize overlay of `manifests/hub` whose ClusterManagementAddOn says
+/// `addon.open-cluster-management.io/lifecycle: self`: the install of a user who keeps the install
+/// strategy with our manager (the chart's `install.lifecycle=self`; docs/install.md, "Who runs the
+/// install strategy"). Tests whose agents run as processes need it too: under OCM's lifecycle an
+/// agent's work turns Available only once its pods run (the condition rule OCM's rollouts count on),
+/// so with no kubelet OCM never records a config as applied. Returns the overlay's directory.
+pub fn self_lifecycle_overlay(dir: &Path) -> Result<PathBuf, Error> {
+    hub_overlay(dir, "hub-self", &[self_lifecycle()])
+}
+
+/// The JSON patch operation that annotates the ClusterManagementAddOn `lifecycle: self`.
+fn self_lifecycle() -> (&'static str, &'static str, String) {
+    let annotation = ocm_score_api::well_known::LIFECYCLE_ANNOTATION;
+    ("add", "/metadata/annotations", format!("{{{annotation}: self}}"))
+}
+
+/// A kustomize overlay of `manifests/hub` in `dir/name` that applies JSON patch operations (`op`,
+/// `path`, `value` in YAML flow style) to the ClusterManagementAddOn.
+fn hub_overlay(dir: &Path, name: &str, operations: &[(&str, &str, String)]) -> Result<PathBuf, Error> {
+    let overlay = dir.join(name);
     std::fs::create_dir_all(&overlay).map_err(|source| Error::Io {
         what: format!("creating {}", overlay.display()),
         source,
@@ -51,11 +81,17 @@ pub fn manual_install_overlay(dir: &Path) -> Result<PathBuf, Error> {
         "      kind: ClusterManagementAddOn".to_owned(),
         format!("      name: {ADDON}"),
         "    patch: |-".to_owned(),
-        "      - op: replace".to_owned(),
-        "        path: /spec/installStrategy".to_owned(),
-        "        value: {type: Manual}".to_owned(),
-        String::new(),
     ]
+    .into_iter()
+    .chain(operations.iter().flat_map(|(op, path, value)| {
+        [
+            format!("      - op: {op}"),
+            format!("        path: {path}"),
+            format!("        value: {value}"),
+        ]
+    }))
+    .chain([String::new()])
+    .collect::<Vec<_>>()
     .join("\n");
     let path = overlay.join("kustomization.yaml");
     std::fs::write(&path, kustomization).map_err(|source| Error::Io {
@@ -128,6 +164,42 @@ pub fn writes_between(
         }
     }
     out
+}
+
+/// What [`quiet_window`] saw written: each object of the add-on written in the window, with the field
+/// managers that wrote it (`None`: it went).
+#[derive(Debug)]
+pub struct QuietWindow {
+    pub writes: Vec<(String, Option<BTreeSet<String>>)>,
+}
+
+impl QuietWindow {
+    /// The writes that are a field fight: an object written by two field managers (ours and OCM's,
+    /// or two of OCM's), or gone. A writer alone fights with no one: the klusterlet
+    /// (`registration-operator`) patches the add-ons' status about once a minute under OCM's
+    /// lifecycle, and nobody else does.
+    pub fn fights(&self) -> Vec<&(String, Option<BTreeSet<String>>)> {
+        self.writes
+            .iter()
+            .filter(|(_, writers)| writers.as_ref().is_none_or(|w| w.len() > 1))
+            .collect()
+    }
+}
+
+/// Watches the add-on's objects on `clusters` (see [`addon_objects`]; the scores, which their agents
+/// renew, left out) over `window` and returns what was written in it ([`writes_between`]). The window
+/// opens at the start of the current second: managedFields keep whole seconds, so a write in that
+/// second still counts. Every read must succeed.
+pub async fn quiet_window(cp: &ControlPlane, clusters: &[&str], window: Duration) -> Result<QuietWindow, Error> {
+    let now = jiff::Timestamp::now();
+    let since = jiff::Timestamp::from_second(now.as_second()).unwrap_or(now);
+    let since = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(since);
+    let before = addon_objects(cp, clusters).await?;
+    tokio::time::sleep(window).await;
+    let after = addon_objects(cp, clusters).await?;
+    Ok(QuietWindow {
+        writes: writes_between(&before, &after, &since),
+    })
 }
 
 /// The add-on's objects (see [`leftovers`]), each named by a line that says what it is and where
