@@ -64,9 +64,9 @@ fn the_default_config_is_accepted_and_is_the_cma_default() {
         cma.metadata
             .annotations
             .as_ref()
-            .and_then(|a| a.get("addon.open-cluster-management.io/lifecycle"))
+            .and_then(|a| a.get(ocm_score_api::well_known::LIFECYCLE_ANNOTATION))
             .map(String::as_str),
-        Some("self"),
-        "the install strategy is ours, not OCM's addon-manager's"
+        None,
+        "the install strategy is OCM's addon-manager's, not ours"
     );
 }

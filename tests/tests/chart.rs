@@ -190,20 +190,26 @@ fn values_reach_the_objects_they_name() {
 }
 
 #[test]
-fn a_rollout_strategy_hands_the_addon_to_ocms_addon_manager() {
+fn ocms_addon_manager_runs_the_install_strategy_unless_self_is_asked_for() {
     let lifecycle = |objects: &[Value]| {
         let cma = find(objects, "ClusterManagementAddOn", "resource-usage-collect").expect("CMA");
         cma["metadata"]["annotations"]["addon.open-cluster-management.io/lifecycle"].clone()
     };
+    for values in [
+        &[][..],
+        &["install.lifecycle="],
+        &["install.lifecycle=addon-manager"],
+    ] {
+        assert_eq!(
+            lifecycle(&objects(values)),
+            Value::Null,
+            "{values:?}: OCM's addon-manager runs the install strategy"
+        );
+    }
     assert_eq!(
-        lifecycle(&objects(&[])),
+        lifecycle(&objects(&["install.lifecycle=self"])),
         "self",
-        "we run the install strategy by default"
-    );
-    assert_eq!(
-        lifecycle(&objects(&["install.lifecycle=addon-manager"])),
-        Value::Null,
-        "OCM's addon-manager runs it when asked, with or without a rollout strategy"
+        "we run it when asked"
     );
     let objects = objects(&[
         "install.rolloutStrategy.type=Progressive",

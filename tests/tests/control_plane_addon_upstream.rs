@@ -2,7 +2,7 @@
 //! API server, garbage collector, CSR signer, PodSecurity admission, OCM's addon-manager, registration
 //! and work agents):
 //!
-//! - without `lifecycle: self`, OCM's addon-manager and ours agree on every config's spec hash
+//! - under OCM's lifecycle (the shipped default), OCM's addon-manager and ours agree on every config's spec hash
 //!   (we write them into the ClusterManagementAddOn's status, where OCM takes them from);
 //! - CSRs created by OCM's gRPC server account are decided by the klusterlet its annotation names;
 //! - the agent reaches the hub through the `proxy-url` of its kubeconfig;
@@ -103,17 +103,19 @@ async fn under_ocm_addon_manager_the_hashes_agree_and_grpc_csrs_are_decided() {
     let hub = cp.hub_client().await.expect("hub client");
     let dir = TempDir::new("addon-real-upstream");
 
-    // The shipped install without `lifecycle: self`: OCM's addon-manager runs the install strategy
-    // and the configuration rollout; ours registers, deploys and hashes.
+    // The shipped install: OCM's addon-manager runs the install strategy and the configuration
+    // rollout; ours registers, deploys and hashes.
     let manager = install_and_start_manager(&cp, dir.path(), async || {
-        kubectl(
-            &cp.hub_kubeconfig(),
-            &[
-                "annotate",
-                "clustermanagementaddon",
-                ADDON,
-                &format!("{}-", names::LIFECYCLE_ANNOTATION),
-            ],
+        let cma = Api::<ClusterManagementAddOn>::all(hub.clone())
+            .get(ADDON)
+            .await
+            .expect("the ClusterManagementAddOn");
+        assert!(
+            !cma.metadata
+                .annotations
+                .unwrap_or_default()
+                .contains_key(names::LIFECYCLE_ANNOTATION),
+            "the shipped install leaves the lifecycle to OCM"
         );
     })
     .await;
@@ -160,19 +162,36 @@ async fn under_ocm_addon_manager_the_hashes_agree_and_grpc_csrs_are_decided() {
             },
         )
         .await;
-        // OCM copies it into the add-on; the work we render carries the same; OCM's progressing
-        // controller compares the two before it looks at the work's readiness: "progressing...
-        // work is not ready" says they agreed ("... mca and work configs mismatch" says not). No node
-        // runs the agent here, and under OCM's lifecycle the work is Available only once the
-        // agent runs, so the rollout of the config never completes (control_plane_rollout.rs
-        // shows it completing on nodes).
+        // OCM copies it into the add-on, and the work we render carries the same.
+        eventually(
+            &format!("round {round}: the add-on desires {hash} and its work carries it"),
+            WAIT,
+            context,
+            || async {
+                let addon = get(&mcas, ADDON).await?;
+                let reference = adc_reference(addon.pointer("/status/configReferences")?)?;
+                let work = get(&works, &names::deploy_work_name(ADDON)).await?;
+                let annotation =
+                    work["metadata"]["annotations"][names::CONFIG_SPEC_HASH_ANNOTATION].as_str()?;
+                (reference["desiredConfig"]["specHash"] == hash.as_str() && annotation.contains(&hash))
+                    .then_some(())
+            },
+        )
+        .await;
+        // OCM's progressing controller compares the two before it looks at the work's readiness:
+        // "progressing... work is not ready" says they agreed ("... mca and work configs mismatch"
+        // says not). It re-evaluates on every change of the work; a condition read at once could
+        // still be its verdict on the work before ours re-rendered it, so it is read after a pause.
+        // No node runs the agent here, and under OCM's lifecycle the work is Available only once the
+        // agent runs, so the rollout of the config never completes (control_plane_rollout.rs shows
+        // it completing on nodes).
+        tokio::time::sleep(Duration::from_secs(5)).await;
         let addon = eventually(
             &format!("round {round}: OCM finds the work's config hash {hash} equal to the add-on's"),
             WAIT,
             context,
             || async {
                 let addon = get(&mcas, ADDON).await?;
-                let reference = adc_reference(addon.pointer("/status/configReferences")?)?;
                 let agreed = condition(&addon, "Progressing").is_some_and(|c| {
                     c["status"] == "True"
                         && c["reason"] == "Progressing"
@@ -180,7 +199,7 @@ async fn under_ocm_addon_manager_the_hashes_agree_and_grpc_csrs_are_decided() {
                             .as_str()
                             .is_some_and(|m| m.ends_with("work is not ready"))
                 });
-                (reference["desiredConfig"]["specHash"] == hash.as_str() && agreed).then_some(addon)
+                agreed.then_some(addon)
             },
         )
         .await;
@@ -190,14 +209,6 @@ async fn under_ocm_addon_manager_the_hashes_agree_and_grpc_csrs_are_decided() {
                 .contains(names::LEGACY_CLEANUP_FINALIZER),
             "none of our finalizers: {addon}"
         );
-        let work = get(&works, &names::deploy_work_name(ADDON))
-            .await
-            .expect("the agent's work");
-        let annotation = work["metadata"]["annotations"][names::CONFIG_SPEC_HASH_ANNOTATION]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
-        assert!(annotation.contains(&hash), "{annotation}");
     }
 
     // CSRs through OCM's gRPC server: created by its account, naming the klusterlet it served.
@@ -395,9 +406,18 @@ async fn nothing_waits_for_our_controller_and_the_agent_works_through_a_proxy() 
             "spec": {},
         }))
         .expect("an add-on");
-        mcas.create(&PostParams::default(), &legacy)
-            .await
-            .expect("the legacy add-on");
+        // OCM's addon-manager, which runs the shipped install strategy, may have created the add-on
+        // already: then the finalizer is added to it.
+        match mcas.create(&PostParams::default(), &legacy).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 409 => {
+                let finalizer = json!({"metadata": {"finalizers": [names::LEGACY_CLEANUP_FINALIZER]}});
+                mcas.patch(ADDON, &PatchParams::default(), &Patch::Merge(&finalizer))
+                    .await
+                    .expect("the legacy finalizer on OCM's add-on");
+            }
+            Err(e) => panic!("the legacy add-on: {e}"),
+        }
     })
     .await;
     let context = || manager.tail();

@@ -32,8 +32,8 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use ocm_score_agent_contract::DEFAULT_API_TIMEOUT;
 use ocm_score_control_plane::addon::{
-    HUB_NAMESPACE, add_nodes, add_pod, addon_objects, agent_once, kubectl, score_object, set_agent_variables,
-    start_agent, start_manager_with, wait_agent_installed,
+    HUB_NAMESPACE, add_nodes, add_pod, addon_objects, agent_once, kubectl, score_object,
+    self_lifecycle_overlay, set_agent_variables, start_agent, start_manager_with, wait_agent_installed,
 };
 use ocm_score_control_plane::observe::{ScoreSampler, probe_address, scrape};
 use ocm_score_control_plane::process::Component;
@@ -186,12 +186,14 @@ async fn the_addon_recovers_from_hub_and_managed_api_server_restarts() {
     );
 }
 
-/// `manifests/hub` applied with kubectl, the agents' refresh and validity set through the
+/// `manifests/hub` applied with kubectl (annotated `lifecycle: self`: the agents run as processes,
+/// see `self_lifecycle_overlay`), the agents' refresh and validity set through the
 /// AddOnDeploymentConfig, and the manager started as its Deployment's container with the test's
 /// leader election settings. Returns the manager and the refresh flag the agents must get.
 async fn install_and_start_manager(cp: &ControlPlane, dir: &std::path::Path) -> (Component, String) {
     let hub_kc = cp.hub_kubeconfig();
-    kubectl(&hub_kc, &["apply", "-k", "manifests/hub"]).unwrap_or_else(|e| panic!("{e}"));
+    let overlay = self_lifecycle_overlay(dir).unwrap_or_else(|e| panic!("{e}"));
+    kubectl(&hub_kc, &["apply", "-k", &overlay.to_string_lossy()]).unwrap_or_else(|e| panic!("{e}"));
     let refresh = format!("{}s", REFRESH.as_secs());
     let validity = format!("{}s", VALIDITY.as_secs());
     set_agent_variables(

@@ -1,16 +1,19 @@
 //! The Helm chart on the real control plane, with pods on real kubelets: the real API server
 //! accepts everything the chart renders (server-side dry run, defaults and optional parts on); a
-//! real `helm install` runs the add-on; a cluster is disabled and enabled under both install
-//! strategies as OCM users do it (a label and the Placement; `clusteradm addon enable/disable`'s
-//! ManagedClusterAddOn); `helm upgrade` reaches the agents' Deployments; `helm uninstall` leaves
+//! real `helm install` runs the add-on under `lifecycle: self`, and `helm upgrade` to the default
+//! (OCM's addon-manager runs the install strategy) replaces nothing: no add-on, work, agent pod or
+//! score; a cluster is disabled and enabled under both install strategies as OCM users do it (a label
+//! and the Placement; `clusteradm addon enable/disable`'s ManagedClusterAddOn); `helm upgrade`
+//! reaches the agents' Deployments; `helm uninstall` leaves
 //! nothing of ours but the CRDs Helm never deletes, and the documented command removes those.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
 use ocm_score_control_plane::ControlPlane;
 use ocm_score_control_plane::addon::{
-    ADDON, HUB_NAMESPACE, INSTALL_NAMESPACE, agent_deployment, kubectl, leftovers, score_object,
+    ADDON, HUB_NAMESPACE, INSTALL_NAMESPACE, agent_deployment, dynamic, kubectl, leftovers, score_object,
 };
 use ocm_score_control_plane::chart;
 use ocm_score_control_plane::pods::{all_pods, ready_pods};
@@ -70,6 +73,71 @@ async fn agent_gone(cp: &ControlPlane, cluster: &str) -> bool {
         && all_pods(&managed, INSTALL_NAMESPACE)
             .await
             .is_ok_and(|pods| pods.is_empty())
+}
+
+/// The ClusterManagementAddOn's `addon.open-cluster-management.io/lifecycle` annotation, empty when
+/// it has none.
+fn lifecycle_annotation(hub_kc: &Path) -> String {
+    run(
+        hub_kc,
+        &[
+            "get",
+            "clustermanagementaddon",
+            ADDON,
+            "-o",
+            "jsonpath={.metadata.annotations.addon\\.open-cluster-management\\.io/lifecycle}",
+        ],
+    )
+    .trim()
+    .to_owned()
+}
+
+/// The uid of every object of the add-on that an upgrade must keep, by what it is: each cluster's
+/// ManagedClusterAddOn, agent ManifestWork, agent pods and score. Reads are retried until they all
+/// succeed, and every object must exist (a failed or empty read is never an answer).
+async fn addon_uids(cp: &ControlPlane) -> BTreeMap<String, String> {
+    let hub = cp.hub_client().await.expect("hub client");
+    let work = format!("addon-{ADDON}-deploy-0");
+    eventually("the add-on's objects, each read", WAIT, String::new, || {
+        let hub = hub.clone();
+        let work = work.clone();
+        async move {
+            let mut uids = BTreeMap::new();
+            for cluster in ["cluster1", "cluster2"] {
+                for (kind, name, group, version) in [
+                    (
+                        "ManagedClusterAddOn",
+                        ADDON,
+                        "addon.open-cluster-management.io",
+                        "v1alpha1",
+                    ),
+                    (
+                        "ManifestWork",
+                        work.as_str(),
+                        "work.open-cluster-management.io",
+                        "v1",
+                    ),
+                ] {
+                    let api = dynamic(&hub, group, version, kind, Some(cluster)).await.ok()?;
+                    let object = api.get_opt(name).await.ok()??;
+                    uids.insert(format!("{cluster}: {kind}"), object.metadata.uid?);
+                }
+                let score = score_object(&hub, cluster).await.ok()??;
+                uids.insert(format!("{cluster}: score"), score.metadata.uid?);
+                let managed = cp.cluster_client(cluster).await.ok()?;
+                let pods = all_pods(&managed, INSTALL_NAMESPACE).await.ok()?;
+                if pods.is_empty() {
+                    return None;
+                }
+                for pod in pods {
+                    let name = pod.metadata.name.unwrap_or_default();
+                    uids.insert(format!("{cluster}: pod {name}"), pod.metadata.uid?);
+                }
+            }
+            Some(uids)
+        }
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -160,9 +228,17 @@ async fn helm_installs_upgrades_and_uninstalls_the_addon_on_real_kubelets() {
         }
     }
 
-    step("helm install");
-    // 2. helm install, defaults: the Placements strategy puts the agent on every cluster.
-    chart::install(&hub_kc, HUB_NAMESPACE, &["--wait", "--timeout", "5m"]).unwrap_or_else(|e| panic!("{e}"));
+    step("helm install, lifecycle self");
+    // 2. helm install as releases before OCM's lifecycle became the default ran (`lifecycle: self`,
+    //    our manager running the install strategy): the Placements strategy puts the agent on every
+    //    cluster.
+    chart::install(
+        &hub_kc,
+        HUB_NAMESPACE,
+        &["--wait", "--timeout", "5m", "--set", "install.lifecycle=self"],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(lifecycle_annotation(&hub_kc), "self");
     let managers = ready_pods(
         &hub,
         HUB_NAMESPACE,
@@ -189,8 +265,40 @@ async fn helm_installs_upgrades_and_uninstalls_the_addon_on_real_kubelets() {
         .await;
     }
 
+    step("helm upgrade: OCM's lifecycle, the default");
+    // 3. Upgrading to the default hands the install strategy to OCM's addon-manager (an empty value,
+    //    as a release installed with the old default reuses it): OCM takes the add-ons over (its
+    //    install progression completes) and nothing is deleted, created again or restarted: the
+    //    add-ons, their works, the agent pods and the scores keep their uids.
+    let before = addon_uids(cp).await;
+    upgrade(&hub_kc, &["install.lifecycle="]);
+    assert_eq!(lifecycle_annotation(&hub_kc), "", "the annotation is gone");
+    eventually("OCM's install progression completed", WAIT, logs, || async {
+        let message = run(
+            &hub_kc,
+            &[
+                "get",
+                "clustermanagementaddon",
+                ADDON,
+                "-o",
+                "jsonpath={.status.installProgressions[0].conditions[?(@.type==\"Progressing\")].message}",
+            ],
+        );
+        (message.trim() == "2/2 completed with no errors, 0 failed 0 timeout.").then_some(())
+    })
+    .await;
+    // Long enough for a re-render of a work, or a recreated add-on, to reach a pod.
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    let after = addon_uids(cp).await;
+    assert_eq!(
+        before,
+        after,
+        "the upgrade to OCM's lifecycle replaced something\n{}",
+        logs()
+    );
+
     step("opt-out label");
-    // 3. Under Placements a cluster is left out by its label (the Placement excludes it): its
+    // 4. Under Placements a cluster is left out by its label (the Placement excludes it): its
     //    ManagedClusterAddOn and agent go. Removing the label brings them back.
     let opt_out = "addons.ocm-score.io/resource-usage-collect";
     run(
@@ -212,7 +320,7 @@ async fn helm_installs_upgrades_and_uninstalls_the_addon_on_real_kubelets() {
     .await;
 
     step("helm upgrade: agent values");
-    // 4. helm upgrade: changed agent values reach every agent's Deployment. RENEW_EVERY works by
+    // 5. helm upgrade: changed agent values reach every agent's Deployment. RENEW_EVERY works by
     //    itself on the shipped configuration (no SCORE_VALIDITY to conflict with), and the add-ons
     //    stay Configured.
     upgrade(
@@ -250,7 +358,7 @@ async fn helm_installs_upgrades_and_uninstalls_the_addon_on_real_kubelets() {
     }
 
     step("helm upgrade: Manual");
-    // 5. helm upgrade to the Manual strategy: the add-ons that exist stay (OCM's Manual strategy
+    // 6. helm upgrade to the Manual strategy: the add-ons that exist stay (OCM's Manual strategy
     //    deletes nothing). Disabling is deleting the ManagedClusterAddOn (`clusteradm addon
     //    disable`); enabling is creating it (`clusteradm addon enable`), and only then does the
     //    cluster get the agent again.
@@ -298,7 +406,7 @@ async fn helm_installs_upgrades_and_uninstalls_the_addon_on_real_kubelets() {
     .await;
 
     step("helm uninstall");
-    // 6. helm uninstall: nothing of ours is left but the CRDs (Helm never deletes a chart's
+    // 7. helm uninstall: nothing of ours is left but the CRDs (Helm never deletes a chart's
     //    `crds/`, so TieredPlacements survive a reinstall); the documented command removes them.
     helm(
         &hub_kc,

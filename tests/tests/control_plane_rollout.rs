@@ -1,7 +1,7 @@
 //! Configuration rollouts as OCM runs them, on the real control plane with OCM's own addon-manager
-//! and a node per cluster: three managed clusters, the add-on installed as shipped (`kubectl apply
-//! -k manifests/hub`, our manager and agents as pods from our image) and handed to OCM with
-//! `kubectl apply -k manifests/examples/rollout`, then AddOnDeploymentConfig edits rolled out
+//! and a node per cluster: three managed clusters, the add-on installed with `lifecycle: self`
+//! (`manifests/hub` with the annotation, our manager and agents as pods from our image) and handed to
+//! OCM with `kubectl apply -k manifests/examples/rollout`, then AddOnDeploymentConfig edits rolled out
 //! - `Progressive` with `maxConcurrency: 1`: one cluster at a time in name order, the agent's pod
 //!   replaced on one cluster at a time, OCM counting a cluster done only once its new pod is Ready,
 //!   each next cluster only `minSuccessTime` after the previous completed, the clusters not yet
@@ -28,12 +28,12 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DynamicObject, ListParams};
 use ocm_score_control_plane::ControlPlane;
 use ocm_score_control_plane::addon::{
-    ADDON, HUB_NAMESPACE, INSTALL_NAMESPACE, addon_objects, agent_deployment, condition_true, dynamic,
-    kubectl, patch_agent_config, writes_between,
+    ADDON, HUB_NAMESPACE, INSTALL_NAMESPACE, agent_deployment, condition_true, dynamic, kubectl,
+    patch_agent_config, quiet_window, self_lifecycle_overlay,
 };
 use ocm_score_control_plane::pods::{ready_pods, ready_since};
 use ocm_score_hub::addon::agent::spec_hash::spec_hash_of_object;
-use ocm_score_tests::support::eventually;
+use ocm_score_tests::support::{TempDir, eventually};
 use serde_json::{Value, json};
 
 /// Patience for one convergence on a loaded 2-core machine.
@@ -572,9 +572,11 @@ async fn ocm_rolls_config_changes_out_cluster_by_cluster_group_by_group_and_stop
     let fleet = Fleet::new(&cp).await;
     let context = || fleet.context();
 
-    // The install as shipped (`lifecycle: self`; our manager and agents as pods), then handed to
-    // OCM's addon-manager with the example a user applies.
-    run(&hub_kc, &["apply", "-k", "manifests/hub"]);
+    // The install of a hub that keeps `lifecycle: self` (our manager and agents as pods), then
+    // handed to OCM's addon-manager with the example a user applies.
+    let dir = TempDir::new("rollout");
+    let overlay = self_lifecycle_overlay(dir.path()).unwrap_or_else(|e| panic!("{e}"));
+    run(&hub_kc, &["apply", "-k", &overlay.display().to_string()]);
     for cluster in CLUSTERS {
         let managed = fleet.clusters[cluster].agent.clone();
         eventually(
@@ -653,21 +655,12 @@ async fn ocm_rolls_config_changes_out_cluster_by_cluster_group_by_group_and_stop
     }
     // Under OCM's lifecycle no field is fought over: over a quiet minute no object of the add-on
     // (the ClusterManagementAddOn, the add-ons, their works, hub Roles and RoleBindings, cluster
-    // RBAC) is written by two field managers, ours and OCM's or two of OCM's, and none goes. A
-    // writer alone is shown, not failed: in the first run of this check the klusterlet
-    // (`registration-operator`) patched each add-on's status within the minute, and nobody else.
-    // managedFields keep whole seconds: from the start of this one, so a write in it counts.
-    let since = Timestamp::from_second(Timestamp::now().as_second()).expect("a whole second");
-    let since = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(since);
-    let before = addon_objects(&cp, &CLUSTERS).await.expect("the add-on's objects");
-    tokio::time::sleep(Duration::from_secs(65)).await;
-    let after = addon_objects(&cp, &CLUSTERS).await.expect("the add-on's objects");
-    let writes = writes_between(&before, &after, &since);
-    eprintln!("written over the quiet minute: {writes:?}");
-    let fights: Vec<_> = writes
-        .iter()
-        .filter(|(_, writers)| writers.as_ref().is_none_or(|w| w.len() > 1))
-        .collect();
+    // RBAC) is written by two field managers, ours and OCM's or two of OCM's, and none goes.
+    let quiet = quiet_window(&cp, &CLUSTERS, Duration::from_secs(65))
+        .await
+        .expect("the add-on's objects");
+    eprintln!("written over the quiet minute: {:?}", quiet.writes);
+    let fights = quiet.fights();
     assert!(
         fights.is_empty(),
         "objects written by more than one field manager (or gone) over a quiet minute under OCM's \

@@ -82,7 +82,10 @@ impl Hub {
         Self::start_with(|_| true).await
     }
 
-    /// Starts a hub installing the hub manifests for which `keep` is true.
+    /// Starts a hub installing the hub manifests for which `keep` is true. The double runs no OCM
+    /// addon-manager, so the ClusterManagementAddOn is installed with `lifecycle: self` (the chart's
+    /// `install.lifecycle=self`): the install strategy, its removal grace and the owner references
+    /// are ours to run and to test here.
     pub async fn start_with(keep: impl Fn(&Value) -> bool) -> Hub {
         let server = ApiServer::builder()
             .upstream_crds()
@@ -94,7 +97,11 @@ impl Hub {
             .start()
             .await
             .expect("starting the API server double");
-        for object in hub_manifests().into_iter().filter(|o| keep(o)) {
+        for mut object in hub_manifests().into_iter().filter(|o| keep(o)) {
+            if object["kind"] == "ClusterManagementAddOn" {
+                object["metadata"]["annotations"] =
+                    json!({ocm_score_api::well_known::LIFECYCLE_ANNOTATION: "self"});
+            }
             let what = format!("{} {}", object["kind"], object["metadata"]["name"]);
             server
                 .create(object)

@@ -190,7 +190,11 @@ impl QuietWindow {
 /// renew, left out) over `window` and returns what was written in it ([`writes_between`]). The window
 /// opens at the start of the current second: managedFields keep whole seconds, so a write in that
 /// second still counts. Every read must succeed.
-pub async fn quiet_window(cp: &ControlPlane, clusters: &[&str], window: Duration) -> Result<QuietWindow, Error> {
+pub async fn quiet_window(
+    cp: &ControlPlane,
+    clusters: &[&str],
+    window: Duration,
+) -> Result<QuietWindow, Error> {
     let now = jiff::Timestamp::now();
     let since = jiff::Timestamp::from_second(now.as_second()).unwrap_or(now);
     let since = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(since);

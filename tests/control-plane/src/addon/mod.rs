@@ -213,11 +213,14 @@ pub async fn dynamic(
     })
 }
 
-/// `kubectl apply -k manifests/hub`, then the add-on manager as the applied Deployment's container:
-/// its args (metrics on a free loopback port instead of the pod's), the downward-API env, and a
-/// token of its ServiceAccount, so it has exactly the RBAC the manifests grant.
+/// `kubectl apply -k` of `manifests/hub` annotated `lifecycle: self` ([`self_lifecycle_overlay`]:
+/// for tests whose agents run as processes, with no kubelet), then the add-on manager as the applied
+/// Deployment's container: its args (metrics on a free loopback port instead of the pod's), the
+/// downward-API env, and a token of its ServiceAccount, so it has exactly the RBAC the manifests
+/// grant.
 pub async fn install_and_start_manager(cp: &ControlPlane, dir: &Path) -> Result<Component, Error> {
-    install_from_and_start_manager(cp, Path::new("manifests/hub"), dir).await
+    let overlay = self_lifecycle_overlay(dir)?;
+    install_from_and_start_manager(cp, &overlay, dir).await
 }
 
 /// [`install_and_start_manager`] from another kustomization (an overlay of `manifests/hub`).
@@ -242,7 +245,8 @@ pub async fn install_with_timing_and_start_manager(
     dir: &Path,
 ) -> Result<(Component, String), Error> {
     let hub_kc = cp.hub_kubeconfig();
-    kubectl(&hub_kc, &["apply", "-k", "manifests/hub"])?;
+    let overlay = self_lifecycle_overlay(dir)?;
+    kubectl(&hub_kc, &["apply", "-k", &overlay.to_string_lossy()])?;
     let refresh = format!("{}s", refresh.as_secs());
     let validity = format!("{}s", validity.as_secs());
     set_agent_variables(
