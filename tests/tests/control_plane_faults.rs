@@ -1,6 +1,6 @@
 //! Restarts and faults on the real control plane (issue 15), with the add-on installed from
-//! `manifests/hub`, our add-on manager running as its Deployment's container and both agents as
-//! theirs:
+//! `manifests/hub` (annotated `lifecycle: self`, as the agents run as processes), our add-on manager
+//! running as its Deployment's container and both agents as theirs:
 //!
 //! 1. the hub's kube-apiserver is killed with `kill -9` and restarted (same flags, same etcd) after
 //!    the outage;
