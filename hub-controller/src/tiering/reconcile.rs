@@ -269,7 +269,8 @@ async fn reconcile_once(tp: Arc<TieredPlacement>, ctx: Arc<Context>) -> Result<A
             .max(MIN_REQUEUE);
         next = next.min(wait);
     };
-    if let Some(at) = plan.requeue_at {
+    // Until the score watch reports expiries, a score's validUntil is a time to look again.
+    if let Some(at) = plan.replan_at() {
         until(at);
     }
     if let Verdict::Watching(at) = verdict {
