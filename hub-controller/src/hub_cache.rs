@@ -605,6 +605,14 @@ mod tests {
         let renewed = fed.stores.snapshot("apps", at(1_300)).expect("a snapshot");
         assert!(Arc::ptr_eq(&first, &renewed), "renewals rebuild nothing");
         assert_eq!(fed.stores.snapshots.builds(), 1);
+        let expired = |snapshot: &HubSnapshot, cluster: &str, now: i64| {
+            snapshot.score_expired_at(cluster, "resource-usage-score", at(now))
+        };
+        assert_eq!(
+            expired(&renewed, "a", 1_300),
+            Some(false),
+            "past the validUntil it was built with, a renewed score is in force"
+        );
 
         // b stops renewing; a does not. Past b's last validUntil (1,400) the wheel finds b alone.
         fed.score(Event::Apply(score("a", 10, 1_460)), at(1_370));
@@ -613,15 +621,19 @@ mod tests {
             fed.expire(at(1_401)),
             [("b".to_string(), "resource-usage-score".to_string())]
         );
-        let expired = fed.stores.snapshot("apps", at(1_401)).expect("a snapshot");
-        assert!(!Arc::ptr_eq(&first, &expired));
+        let lapsed = fed.stores.snapshot("apps", at(1_401)).expect("a snapshot");
+        assert!(!Arc::ptr_eq(&first, &lapsed));
         assert_eq!(fed.stores.snapshots.builds(), 2);
+        assert_eq!(
+            (expired(&lapsed, "a", 1_401), expired(&lapsed, "b", 1_401)),
+            (Some(false), Some(true))
+        );
         assert_eq!(fed.expire(at(1_402)), NONE, "reported once");
         // b is back: a change. A value changes, a cluster joins, another namespace asks: each
         // builds once.
         fed.score(Event::Apply(score("b", 10, 1_500)), at(1_403));
         let back = fed.stores.snapshot("apps", at(1_403)).expect("a snapshot");
-        assert!(!Arc::ptr_eq(&expired, &back));
+        assert!(!Arc::ptr_eq(&lapsed, &back));
         fed.score(Event::Apply(score("a", 20, 1_500)), at(1_404));
         fed.stores.snapshot("apps", at(1_404)).expect("a snapshot");
         fed.cluster("c");

@@ -691,6 +691,13 @@ impl HubSnapshot {
         entry.valid_until_ns.is_some_and(|until| at > until)
     }
 
+    /// Whether AddOnPlacementScore `<cluster>/<resource>` has expired at `now` as the scheduler
+    /// reads this snapshot; `None` without that cluster or score.
+    pub fn score_expired_at(&self, cluster: &str, resource: &str, now: jiff::Timestamp) -> Option<bool> {
+        let entry = self.score_entry_named(self.cluster_id(cluster)?, resource)?;
+        Some(self.score_expired(entry, now.as_nanosecond()))
+    }
+
     /// The compact entry of AddOnPlacementScore `<cluster>/<resource>` (resource interned).
     pub(crate) fn score_entry(&self, id: ClusterId, resource: u32) -> Option<&ScoreEntry> {
         self.scores_in(id)
