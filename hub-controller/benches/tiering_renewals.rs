@@ -1,15 +1,17 @@
 //! `ocm-score-hub tiering` under a fleet's score renewals, as a process against the API server
 //! double (RBAC on, the permissions of `manifests/hub/`): N clusters spread over S exclusive
 //! cluster sets, T TieredPlacements of two tiers each (sets `k` and `k+1`), every cluster
-//! publishing `resource-usage-score`. Three phases, each timed by the controller's own counters and
-//! its CPU time from /proc:
-//! 1. quiet: nothing is written;
-//! 2. renewals: every cluster renews its scores once, spread over the window (the same values, a
-//!    later `validUntil`: what every agent does each minute);
-//! 3. changes: the renewals again, and 1 % of the clusters change a score value.
+//! publishing `resource-usage-score` as agents do: once per window, spread over it, each write
+//! valid for a while from when it is written (the same values, a later `validUntil`). The writes
+//! go on from the first one to the end, so no score expires. Two phases, each timed by the
+//! controller's own counters and its CPU time from /proc:
+//! 1. renewals: nothing but the renewals, for R windows;
+//! 2. changes: the renewals, and 1 % of the clusters change a score value, for one window.
 //!
-//! Prints a markdown table. `TIERING_BENCH_CLUSTERS` (1,000), `TIERING_BENCH_PLACEMENTS` (10) and
-//! `TIERING_BENCH_WINDOW_SECONDS` (60, the agents' cadence) set the sizes.
+//! Prints a markdown table. `TIERING_BENCH_CLUSTERS` (1,000), `TIERING_BENCH_PLACEMENTS` (10),
+//! `TIERING_BENCH_WINDOW_SECONDS` (60, the agents' cadence), `TIERING_BENCH_VALID_SECONDS` (97,
+//! the agents' validity: a plan that waited for the `validUntil` it read would re-plan about
+//! 37 s after each plan) and `TIERING_BENCH_RENEWAL_WINDOWS` (2) set the sizes.
 
 #[path = "../tests/tiering_common/mod.rs"]
 mod tiering_common;
@@ -17,8 +19,10 @@ mod tiering_common;
 use jiff::Timestamp;
 use ocm_score_tests::support::{Exposition, env_usize, proc_cpu_seconds, proc_status_kib};
 use serde_json::json;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tiering_common::{CONVERGE, ControllerProcess, Hub, NAMESPACE};
+use tokio::sync::watch;
 
 fn rss_mib(pid: u32) -> f64 {
     proc_status_kib(pid, "VmRSS:") as f64 / 1024.0
@@ -84,22 +88,45 @@ spec:
     )
 }
 
-/// Writes every cluster's score once, spread evenly over `window`; `changed` clusters get `value`
-/// 30 instead of 50.
-async fn publish_all(hub: &Hub, clusters: usize, window: Duration, changed: &[usize]) {
+/// Writes every cluster's score once, spread evenly over `window`, each valid for `valid` from
+/// its write; the clusters `changed` names at their write get `value` 30 instead of 50.
+async fn publish_all(
+    hub: &Hub,
+    clusters: usize,
+    window: Duration,
+    valid: Duration,
+    changed: &watch::Receiver<Vec<usize>>,
+) {
     let started = Instant::now();
-    let valid = Timestamp::now() + jiff::SignedDuration::from_mins(10);
+    let valid = jiff::SignedDuration::try_from(valid).unwrap_or(jiff::SignedDuration::MAX);
     for i in 0..clusters {
         let due = window.mul_f64(i as f64 / clusters as f64);
         if let Some(wait) = due.checked_sub(started.elapsed()) {
             tokio::time::sleep(wait).await;
         }
-        let value = if changed.contains(&i) { 30 } else { 50 };
-        hub.score(&format!("c{i}"), "cpu", value, valid).await;
+        let value = if changed.borrow().contains(&i) { 30 } else { 50 };
+        hub.score(&format!("c{i}"), "cpu", value, Timestamp::now() + valid)
+            .await;
     }
     if let Some(wait) = window.checked_sub(started.elapsed()) {
         tokio::time::sleep(wait).await;
     }
+}
+
+/// The agents: every cluster renews once per `window`, until the task is aborted; the clusters
+/// `changed` holds at their write change their value.
+fn agents(
+    hub: Arc<Hub>,
+    clusters: usize,
+    window: Duration,
+    valid: Duration,
+    changed: watch::Receiver<Vec<usize>>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            publish_all(&hub, clusters, window, valid, &changed).await;
+        }
+    })
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -109,9 +136,11 @@ async fn main() {
             env_usize("TIERING_BENCH_CLUSTERS", 1_000)?,
             env_usize("TIERING_BENCH_PLACEMENTS", 10)?,
             env_usize("TIERING_BENCH_WINDOW_SECONDS", 60)?,
+            env_usize("TIERING_BENCH_VALID_SECONDS", 97)?,
+            env_usize("TIERING_BENCH_RENEWAL_WINDOWS", 2)?,
         ))
     })();
-    let (clusters, placements, window_s) = match sizes {
+    let (clusters, placements, window_s, valid_s, renewal_windows) = match sizes {
         Ok(sizes) => sizes,
         Err(e) => {
             eprintln!("error: {e}");
@@ -119,8 +148,9 @@ async fn main() {
         }
     };
     let window = Duration::from_secs(window_s as u64);
+    let valid = Duration::from_secs(valid_s as u64);
     let sets = placements.max(2);
-    let hub = Hub::start().await;
+    let hub = Arc::new(Hub::start().await);
     for s in 0..sets {
         let set = format!("set-{s}");
         hub.server
@@ -148,14 +178,26 @@ async fn main() {
             .expect("cluster");
     }
     eprintln!("{clusters} clusters in {sets} sets; publishing their first scores");
-    publish_all(&hub, clusters, Duration::ZERO, &[]).await;
+    // The first scores as agents that have run for a while leave them: cluster i wrote its last
+    // one a window before its next write in the first window, so the validUntils are spread as
+    // in any later window and the plans' timers are as they will stay.
+    let signed = |d: Duration| jiff::SignedDuration::try_from(d).unwrap_or(jiff::SignedDuration::MAX);
+    for i in 0..clusters {
+        let next_write = window.mul_f64(i as f64 / clusters as f64);
+        let last_write = Timestamp::now() - signed(window - next_write);
+        hub.score(&format!("c{i}"), "cpu", 50, last_write + signed(valid))
+            .await;
+    }
+    let (changing, changed) = watch::channel(Vec::new());
+    let agents = agents(hub.clone(), clusters, window, valid, changed);
     let mut controller = hub.controller("tiering-bench");
     controller.wait_ready(CONVERGE, String::new).await;
     let pid = controller.pid().expect("the controller runs");
     for k in 0..placements {
         hub.create_tiered(&spec(k, sets));
     }
-    // Settled: every TieredPlacement has a status, and no reconcile for 5 s.
+    // Settled: every TieredPlacement has a status, and no reconcile for 5 s (or, after 2
+    // minutes of plans, not: a controller that re-plans on renewals is never quiet).
     let settle_started = Instant::now();
     loop {
         let planned = (0..placements)
@@ -170,6 +212,13 @@ async fn main() {
         if planned == placements && after.reconciles == before.reconciles {
             break;
         }
+        if planned == placements && settle_started.elapsed() > Duration::from_secs(120) {
+            eprintln!(
+                "not quiet: {:.0} reconciles in the last 5 s",
+                after.reconciles - before.reconciles
+            );
+            break;
+        }
         assert!(
             settle_started.elapsed() < CONVERGE * 4,
             "{planned} of {placements} TieredPlacements planned, still reconciling:\n{}",
@@ -177,25 +226,21 @@ async fn main() {
         );
     }
     eprintln!(
-        "settled after {:.0} s; phases of {window_s} s each",
+        "settled after {:.0} s; windows of {window_s} s",
         settle_started.elapsed().as_secs_f64()
     );
 
     let mut rows = Vec::new();
-    let changed: Vec<usize> = (0..clusters).step_by(100).collect();
-    for (phase, writes) in [
-        ("quiet: nothing written", None),
-        ("renewals: every cluster once", Some(Vec::new())),
-        (
-            "renewals, 1 % of clusters changing a score",
-            Some(changed.clone()),
-        ),
+    let one_in_100: Vec<usize> = (0..clusters).step_by(100).collect();
+    let renewals = format!("renewals: every cluster once a window, {renewal_windows} windows");
+    for (phase, windows, changes) in [
+        (renewals.as_str(), renewal_windows, Vec::new()),
+        ("renewals, 1 % of clusters changing a score", 1, one_in_100),
     ] {
+        // Each cluster writes once a window: a changing one writes its new value in this phase.
+        changing.send_replace(changes);
         let before = read(&controller, pid).await;
-        match &writes {
-            None => tokio::time::sleep(window).await,
-            Some(changed) => publish_all(&hub, clusters, window, changed).await,
-        }
+        tokio::time::sleep(window * windows as u32).await;
         // The last writes' events reach the controller.
         tokio::time::sleep(Duration::from_secs(2)).await;
         let after = read(&controller, pid).await;
@@ -213,9 +258,10 @@ async fn main() {
         ));
     }
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    agents.abort();
     println!(
-        "\n`ocm-score-hub tiering` (as `cargo bench` builds it), {clusters} clusters, {placements} TieredPlacements of 2 tiers, \
-         {} held per TieredPlacement, {} cores, load {}\n",
+        "\n`ocm-score-hub tiering` (as `cargo bench` builds it), {clusters} clusters renewing every {window_s} s, valid {valid_s} s, \
+         {placements} TieredPlacements of 2 tiers, {} held per TieredPlacement, {} cores, load {}\n",
         2 * clusters / sets,
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")

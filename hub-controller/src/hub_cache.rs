@@ -4,26 +4,37 @@
 //!
 //! A snapshot clones every cluster, score and decision of the hub, so it is built once per change
 //! and shared until the next ([`SnapshotCache`]). Score renewals are no change
-//! ([`ScoreUpdates`]): they only move `validUntil` on, and a snapshot is rebuilt anyway once the
-//! earliest `validUntil` it holds has passed, so an expiry it judges is never one a renewal undid.
+//! ([`ScoreUpdates`]): they only move `validUntil` on. A snapshot judges every score's expiry at
+//! the instant it was built (`HubSnapshot::judging_expiry_at`), so a score renewed since stays in
+//! force in it; a score that reaches its current `validUntil` without a renewal is a change, found
+//! by the score watch's expiry wheel ([`expiries`]), which drops the snapshots and tells the mode
+//! ([`PlacementWatches::on_expiries`]). Neither a plan nor a snapshot waits for a `validUntil` it
+//! read: with agents renewing every minute, scores valid 97 s, that instant would come about 37 s
+//! after every plan, with nothing expired.
 
+use futures::Stream;
+use futures::channel::mpsc;
 use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::reflector::Store;
 use kube::runtime::watcher::{self, Event};
 use ocm_score_api::{
     AddOnPlacementScore, AddOnPlacementScoreStatus, ManagedCluster, ManagedClusterSet,
-    ManagedClusterSetBinding, Placement, PlacementDecision,
+    ManagedClusterSetBinding, ObjectMeta, Placement, PlacementDecision,
 };
 use ocm_score_scheduler::placement::renewal::is_renewal;
 use ocm_score_scheduler::placement::{HubObjects, HubSnapshot, PlacementError};
 use ocm_score_shell::controller::wait_synced;
 use ocm_score_shell::sync::lock;
+use ocm_score_shell::task::AbortOnDrop;
 use ocm_score_shell::watch::{SharedWatch, WatchTask, as_is};
 use prometheus_client::metrics::counter::Counter;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use tokio::sync::Notify;
+
+pub mod expiries;
 
 pub use ocm_score_shell::controller::CacheGone;
 
@@ -64,22 +75,19 @@ impl PlacementStores {
 
     /// What the engine needs at `now` for a placement in `namespace`: every cluster, set, score
     /// and decision (Balance reads other placements' decisions), the namespace's bindings and
-    /// placements. The last one built is reused until the stores change or a `validUntil` in it
-    /// passes.
+    /// placements. The last one built is reused until the stores change or a score expires
+    /// without renewal (both seen by [`PlacementWatches`]).
     pub fn snapshot(
         &self,
         namespace: &str,
         now: jiff::Timestamp,
     ) -> Result<Arc<HubSnapshot>, PlacementError> {
-        self.snapshots
-            .get(namespace, now.as_nanosecond(), || self.build(namespace, now))
+        self.snapshots.get(namespace, || self.build(namespace, now))
     }
 
-    /// A new snapshot and the instant until which it judges every expiry as the stores would.
-    fn build(&self, namespace: &str, now: jiff::Timestamp) -> Result<(HubSnapshot, i128), PlacementError> {
+    /// A new snapshot, judging expiries at `now` until the expiry wheel drops it.
+    fn build(&self, namespace: &str, now: jiff::Timestamp) -> Result<HubSnapshot, PlacementError> {
         let in_namespace = |ns: &Option<String>| ns.as_deref() == Some(namespace);
-        let scores = cloned(&self.scores);
-        let fresh_until = earliest_valid_until(&scores, now.as_nanosecond());
         let snapshot = HubSnapshot::new(HubObjects {
             clusters: cloned(&self.clusters),
             cluster_sets: cloned(&self.cluster_sets),
@@ -98,23 +106,10 @@ impl PlacementStores {
                 .map(|p| (**p).clone())
                 .collect(),
             decisions: cloned(&self.decisions),
-            scores,
+            scores: cloned(&self.scores),
         })?;
-        Ok((snapshot, fresh_until))
+        Ok(snapshot.judging_expiry_at(now))
     }
-}
-
-/// The earliest `validUntil` of `scores` not yet passed at `now_ns` (`i128::MAX`: none). A score
-/// that has expired stays expired until its object changes; one still in force may be renewed
-/// without the snapshot knowing, which only matters once its old `validUntil` has passed.
-fn earliest_valid_until(scores: &[AddOnPlacementScore], now_ns: i128) -> i128 {
-    scores
-        .iter()
-        .filter_map(|s| s.status.as_ref()?.valid_until.as_ref())
-        .map(|t| t.0.as_nanosecond())
-        .filter(|until| *until >= now_ns)
-        .min()
-        .unwrap_or(i128::MAX)
 }
 
 /// Snapshots kept per namespace at most; beyond, the cache starts over (few namespaces hold
@@ -134,12 +129,11 @@ pub struct SnapshotCache {
 #[derive(Debug)]
 struct Built {
     changes: u64,
-    fresh_until_ns: i128,
     snapshot: Arc<HubSnapshot>,
 }
 
 impl SnapshotCache {
-    /// A store changed (called after the change is in it).
+    /// A store changed (called after the change is in it), or a score in it expired.
     pub fn changed(&self) {
         self.changes.fetch_add(1, Ordering::AcqRel);
     }
@@ -149,24 +143,21 @@ impl SnapshotCache {
         self.builds.get()
     }
 
-    /// The snapshot of `namespace` at `now_ns`: the cached one while no change came and no
-    /// `validUntil` in it passed, else `build()`'s.
+    /// The snapshot of `namespace`: the cached one while no change came, else `build()`'s.
     pub fn get(
         &self,
         namespace: &str,
-        now_ns: i128,
-        build: impl FnOnce() -> Result<(HubSnapshot, i128), PlacementError>,
+        build: impl FnOnce() -> Result<HubSnapshot, PlacementError>,
     ) -> Result<Arc<HubSnapshot>, PlacementError> {
         // Read before the stores: a change in between is in the snapshot and rebuilds it next time.
         let changes = self.changes.load(Ordering::Acquire);
         let mut built = lock(&self.built);
         if let Some(b) = built.get(namespace)
             && b.changes == changes
-            && now_ns <= b.fresh_until_ns
         {
             return Ok(b.snapshot.clone());
         }
-        let (snapshot, fresh_until_ns) = build()?;
+        let snapshot = build()?;
         self.builds.inc();
         let snapshot = Arc::new(snapshot);
         if built.len() >= CACHED_NAMESPACES && !built.contains_key(namespace) {
@@ -176,7 +167,6 @@ impl SnapshotCache {
             namespace.to_string(),
             Built {
                 changes,
-                fresh_until_ns,
                 snapshot: snapshot.clone(),
             },
         );
@@ -184,31 +174,110 @@ impl SnapshotCache {
     }
 }
 
-/// The last status seen of every AddOnPlacementScore, to tell renewals from changes.
+/// An AddOnPlacementScore's namespace (its cluster) and name.
+pub type ScoreKey = (String, String);
+
+fn key_of(object: &AddOnPlacementScore) -> ScoreKey {
+    (object.namespace().unwrap_or_default(), object.name_any())
+}
+
+fn valid_until_ns(status: &Option<AddOnPlacementScoreStatus>) -> Option<i128> {
+    Some(status.as_ref()?.valid_until.as_ref()?.0.as_nanosecond())
+}
+
+/// The last status seen of every AddOnPlacementScore, to tell renewals from changes, and the
+/// expiry wheel's contents: the current `validUntil` of every score in force, soonest first.
 #[derive(Debug, Default)]
 pub struct ScoreUpdates {
-    last: HashMap<(String, String), Option<AddOnPlacementScoreStatus>>,
+    last: HashMap<ScoreKey, Option<AddOnPlacementScoreStatus>>,
+    /// `(validUntil, key)` of each score that was in force when last seen and has not expired.
+    in_force_until: BTreeSet<(i128, ScoreKey)>,
+    /// During a re-list, the objects listed so far: the others were deleted meanwhile.
+    listed: Option<HashSet<ScoreKey>>,
 }
 
 impl ScoreUpdates {
     /// Whether `event` may change a decision made at `now`: a new, deleted or changed score
     /// object, not a renewal or a re-list of what was already seen
-    /// (`ocm_score_scheduler::placement::renewal`).
+    /// (`ocm_score_scheduler::placement::renewal`). A re-list that misses objects seen before is
+    /// a change (they were deleted while the watch was down).
     pub fn can_change_decisions(&mut self, event: &Event<AddOnPlacementScore>, now: jiff::Timestamp) -> bool {
+        let now_ns = now.as_nanosecond();
         match event {
             Event::Apply(object) | Event::InitApply(object) => {
-                let key = (object.namespace().unwrap_or_default(), object.name_any());
-                let renewal = is_renewal(self.last.get(&key), &object.status, now.as_nanosecond());
+                let key = key_of(object);
+                if let (Event::InitApply(_), Some(listed)) = (event, self.listed.as_mut()) {
+                    listed.insert(key.clone());
+                }
+                let renewal = is_renewal(self.last.get(&key), &object.status, now_ns);
+                self.forget(&key);
+                if let Some(until) = valid_until_ns(&object.status).filter(|until| *until >= now_ns) {
+                    self.in_force_until.insert((until, key.clone()));
+                }
                 self.last.insert(key, object.status.clone());
                 !renewal
             }
             Event::Delete(object) => {
-                self.last
-                    .remove(&(object.namespace().unwrap_or_default(), object.name_any()));
+                self.forget(&key_of(object));
                 true
             }
-            Event::Init | Event::InitDone => false,
+            Event::Init => {
+                self.listed = Some(HashSet::new());
+                false
+            }
+            Event::InitDone => {
+                let Some(listed) = self.listed.take() else {
+                    return false;
+                };
+                let gone: Vec<ScoreKey> = self
+                    .last
+                    .keys()
+                    .filter(|key| !listed.contains(*key))
+                    .cloned()
+                    .collect();
+                for key in &gone {
+                    self.forget(key);
+                }
+                !gone.is_empty()
+            }
         }
+    }
+
+    /// [`ScoreUpdates::can_change_decisions`], and whether some score now expires sooner than
+    /// any did before (the expiry wheel then waits for a later instant: wake it).
+    pub fn observe(&mut self, event: &Event<AddOnPlacementScore>, now: jiff::Timestamp) -> (bool, bool) {
+        let before = self.next_expiry();
+        let changes = self.can_change_decisions(event, now);
+        let sooner = self
+            .next_expiry()
+            .is_some_and(|after| before.is_none_or(|before| after < before));
+        (changes, sooner)
+    }
+
+    fn forget(&mut self, key: &ScoreKey) {
+        if let Some(until) = self.last.remove(key).and_then(|status| valid_until_ns(&status)) {
+            self.in_force_until.remove(&(until, key.clone()));
+        }
+    }
+
+    /// When the soonest score in force expires if it is not renewed first: its `validUntil`
+    /// + 1 ns (a score is in force at its `validUntil`, as OCM reads it).
+    pub fn next_expiry(&self) -> Option<i128> {
+        self.in_force_until.first().map(|(until, _)| until + 1)
+    }
+
+    /// The scores whose current `validUntil` is before `now_ns`: they expired without a renewal,
+    /// a change of what a decision reads (each is reported once).
+    pub fn expired(&mut self, now_ns: i128) -> Vec<ScoreKey> {
+        let mut out = Vec::new();
+        while let Some(first) = self.in_force_until.first()
+            && first.0 < now_ns
+        {
+            if let Some((_, key)) = self.in_force_until.pop_first() {
+                out.push(key);
+            }
+        }
+        out
     }
 }
 
@@ -216,8 +285,13 @@ impl ScoreUpdates {
 /// decision, and says whether the watch's subscribers are sent it.
 type ScoreHook = Box<dyn FnMut(&Event<AddOnPlacementScore>, bool) -> bool + Send>;
 
+/// What a mode adds to the expiry wheel: it sees each score that expired without a renewal
+/// (namespace and name only) before the score is sent on the mode's expiry stream.
+type ExpiryHook = Box<dyn FnMut(&AddOnPlacementScore) + Send>;
+
 /// The watches of the engine's kinds, before they start: subscribe to them, then
-/// [`PlacementWatches::spawn`]. Every change they deliver invalidates the snapshots.
+/// [`PlacementWatches::spawn`]. Every change they deliver invalidates the snapshots, and so does
+/// every score that expires without a renewal.
 pub struct PlacementWatches {
     pub clusters: SharedWatch<ManagedCluster>,
     pub cluster_sets: SharedWatch<ManagedClusterSet>,
@@ -226,7 +300,14 @@ pub struct PlacementWatches {
     pub placements: SharedWatch<Placement>,
     pub decisions: SharedWatch<PlacementDecision>,
     score_hook: Option<ScoreHook>,
+    expiry_hook: Option<(ExpiryHook, mpsc::UnboundedSender<AddOnPlacementScore>)>,
     snapshots: Arc<SnapshotCache>,
+}
+
+/// The running watches and the expiry wheel; dropping them stops all.
+pub struct HubWatchTasks {
+    _watches: [WatchTask; 6],
+    _expiries: AbortOnDrop<()>,
 }
 
 impl PlacementWatches {
@@ -240,6 +321,7 @@ impl PlacementWatches {
             placements: SharedWatch::default(),
             decisions: SharedWatch::default(),
             score_hook: None,
+            expiry_hook: None,
             snapshots: Arc::new(SnapshotCache {
                 builds: snapshot_builds,
                 ..SnapshotCache::default()
@@ -270,8 +352,24 @@ impl PlacementWatches {
         self.score_hook = Some(Box::new(hook));
     }
 
-    /// Starts the six watches of the whole hub; they run until the tasks are dropped.
-    pub fn spawn(self, client: &kube::Client) -> [WatchTask; 6] {
+    /// The scores that expire without a renewal, as they do (namespace and name only, in the
+    /// shape of the score watch's triggers), each seen by `hook` first.
+    pub fn on_expiries<H>(
+        &mut self,
+        hook: H,
+    ) -> impl Stream<Item = Result<AddOnPlacementScore, watcher::Error>> + Send + 'static + use<H>
+    where
+        H: FnMut(&AddOnPlacementScore) + Send + 'static,
+    {
+        use futures::StreamExt;
+        let (sender, receiver) = mpsc::unbounded();
+        self.expiry_hook = Some((Box::new(hook), sender));
+        receiver.map(Ok)
+    }
+
+    /// Starts the six watches of the whole hub and the expiry wheel; they run until the tasks
+    /// are dropped.
+    pub fn spawn(self, client: &kube::Client) -> HubWatchTasks {
         let PlacementWatches {
             mut clusters,
             mut cluster_sets,
@@ -280,6 +378,7 @@ impl PlacementWatches {
             mut placements,
             mut decisions,
             score_hook,
+            expiry_hook,
             snapshots,
         } = self;
         clusters.observe(invalidates(&snapshots));
@@ -287,24 +386,61 @@ impl PlacementWatches {
         bindings.observe(invalidates(&snapshots));
         placements.observe(invalidates(&snapshots));
         decisions.observe(invalidates(&snapshots));
-        let mut updates = ScoreUpdates::default();
+        let updates = Arc::new(Mutex::new(ScoreUpdates::default()));
+        // Wakes the wheel when a score expires sooner than the one it waits for.
+        let sooner = Arc::new(Notify::new());
         let mut hook = score_hook;
-        scores.notify_when(move |event| {
-            let changes = updates.can_change_decisions(event, jiff::Timestamp::now());
-            if changes {
-                snapshots.changed();
+        scores.notify_when({
+            let (updates, sooner, snapshots) = (updates.clone(), sooner.clone(), snapshots.clone());
+            move |event| {
+                let (changes, earlier) = lock(&updates).observe(event, jiff::Timestamp::now());
+                if earlier {
+                    sooner.notify_one();
+                }
+                if changes {
+                    snapshots.changed();
+                }
+                hook.as_mut().is_none_or(|hook| hook(event, changes))
             }
-            hook.as_mut().is_none_or(|hook| hook(event, changes))
         });
+        let mut expiry_hook = expiry_hook;
+        let wheel = expiries::run(
+            updates,
+            sooner,
+            || jiff::Timestamp::now().as_nanosecond(),
+            move |expired| {
+                snapshots.changed();
+                tracing::debug!(scores = expired.len(), "scores expired without a renewal");
+                let Some((hook, sender)) = expiry_hook.as_mut() else {
+                    return;
+                };
+                for (namespace, name) in expired {
+                    let score = AddOnPlacementScore {
+                        metadata: ObjectMeta {
+                            namespace: Some(namespace),
+                            name: Some(name),
+                            ..ObjectMeta::default()
+                        },
+                        status: None,
+                    };
+                    hook(&score);
+                    // A closed channel only means the mode's controller has stopped.
+                    let _ = sender.unbounded_send(score);
+                }
+            },
+        );
         let everything = watcher::Config::default;
-        [
-            clusters.spawn(Api::all(client.clone()), everything(), as_is),
-            cluster_sets.spawn(Api::all(client.clone()), everything(), as_is),
-            bindings.spawn(Api::all(client.clone()), everything(), as_is),
-            scores.spawn(Api::all(client.clone()), everything(), as_is),
-            placements.spawn(Api::all(client.clone()), everything(), as_is),
-            decisions.spawn(Api::all(client.clone()), everything(), as_is),
-        ]
+        HubWatchTasks {
+            _watches: [
+                clusters.spawn(Api::all(client.clone()), everything(), as_is),
+                cluster_sets.spawn(Api::all(client.clone()), everything(), as_is),
+                bindings.spawn(Api::all(client.clone()), everything(), as_is),
+                scores.spawn(Api::all(client.clone()), everything(), as_is),
+                placements.spawn(Api::all(client.clone()), everything(), as_is),
+                decisions.spawn(Api::all(client.clone()), everything(), as_is),
+            ],
+            _expiries: AbortOnDrop::spawn(wheel),
+        }
     }
 }
 
@@ -337,6 +473,8 @@ mod tests {
             }),
         }
     }
+
+    const NONE: [ScoreKey; 0] = [];
 
     fn at(s: i64) -> jiff::Timestamp {
         jiff::Timestamp::from_second(s).unwrap()
@@ -422,6 +560,15 @@ mod tests {
             }
         }
 
+        /// The expiry wheel at `now`: what expired without a renewal.
+        fn expire(&mut self, now: jiff::Timestamp) -> Vec<ScoreKey> {
+            let expired = self.updates.expired(now.as_nanosecond());
+            if !expired.is_empty() {
+                self.stores.snapshots.changed();
+            }
+            expired
+        }
+
         fn cluster(&mut self, name: &str) {
             let mut cluster = ManagedCluster::default();
             cluster.metadata.name = Some(name.into());
@@ -431,35 +578,111 @@ mod tests {
     }
 
     #[test]
-    fn a_snapshot_is_built_once_per_change_and_again_when_a_valid_until_in_it_passes() {
+    fn a_snapshot_is_built_once_per_change_and_again_when_a_score_in_it_expires_unrenewed() {
         let mut fed = Fed::new();
         fed.cluster("a");
+        fed.cluster("b");
         fed.score(Event::Apply(score("a", 10, 1_100)), at(1_000));
+        fed.score(Event::Apply(score("b", 10, 1_100)), at(1_000));
         let first = fed.stores.snapshot("apps", at(1_000)).expect("a snapshot");
         assert_eq!(fed.stores.snapshots.builds(), 1);
         let again = fed.stores.snapshot("apps", at(1_001)).expect("a snapshot");
         assert!(Arc::ptr_eq(&first, &again), "nothing changed: the same snapshot");
 
-        // Renewals change nothing a decision reads.
+        // Renewals change nothing a decision reads, and take the scores past the validUntil the
+        // snapshot holds: nothing expired, so nothing is built.
         for i in 1..=5 {
-            fed.score(Event::Apply(score("a", 10, 1_100 + 60 * i)), at(1_000 + i));
+            fed.score(
+                Event::Apply(score("a", 10, 1_100 + 60 * i)),
+                at(1_000 + 60 * i - 30),
+            );
+            fed.score(
+                Event::Apply(score("b", 10, 1_100 + 60 * i)),
+                at(1_000 + 60 * i - 30),
+            );
+            assert_eq!(fed.expire(at(1_000 + 60 * i)), NONE);
         }
-        let renewed = fed.stores.snapshot("apps", at(1_010)).expect("a snapshot");
+        let renewed = fed.stores.snapshot("apps", at(1_300)).expect("a snapshot");
         assert!(Arc::ptr_eq(&first, &renewed), "renewals rebuild nothing");
         assert_eq!(fed.stores.snapshots.builds(), 1);
+        let expired = |snapshot: &HubSnapshot, cluster: &str, now: i64| {
+            snapshot.score_expired_at(cluster, "resource-usage-score", at(now))
+        };
+        assert_eq!(
+            expired(&renewed, "a", 1_300),
+            Some(false),
+            "past the validUntil it was built with, a renewed score is in force"
+        );
 
-        // Past the validUntil the snapshot holds, it would call a renewed score expired: rebuilt.
-        let past = fed.stores.snapshot("apps", at(1_101)).expect("a snapshot");
-        assert!(!Arc::ptr_eq(&first, &past));
+        // b stops renewing; a does not. Past b's last validUntil (1,400) the wheel finds b alone.
+        fed.score(Event::Apply(score("a", 10, 1_460)), at(1_370));
+        assert_eq!(fed.expire(at(1_400)), NONE, "in force at its validUntil");
+        assert_eq!(
+            fed.expire(at(1_401)),
+            [("b".to_string(), "resource-usage-score".to_string())]
+        );
+        let lapsed = fed.stores.snapshot("apps", at(1_401)).expect("a snapshot");
+        assert!(!Arc::ptr_eq(&first, &lapsed));
         assert_eq!(fed.stores.snapshots.builds(), 2);
-        // A value changes, a cluster joins, another namespace asks: each builds once.
-        fed.score(Event::Apply(score("a", 20, 1_400)), at(1_102));
-        let changed = fed.stores.snapshot("apps", at(1_102)).expect("a snapshot");
-        assert!(!Arc::ptr_eq(&past, &changed));
-        fed.cluster("b");
-        fed.stores.snapshot("apps", at(1_103)).expect("a snapshot");
-        fed.stores.snapshot("other", at(1_103)).expect("a snapshot");
-        fed.stores.snapshot("other", at(1_104)).expect("a snapshot");
-        assert_eq!(fed.stores.snapshots.builds(), 5);
+        assert_eq!(
+            (expired(&lapsed, "a", 1_401), expired(&lapsed, "b", 1_401)),
+            (Some(false), Some(true))
+        );
+        assert_eq!(fed.expire(at(1_402)), NONE, "reported once");
+        // b is back: a change. A value changes, a cluster joins, another namespace asks: each
+        // builds once.
+        fed.score(Event::Apply(score("b", 10, 1_500)), at(1_403));
+        let back = fed.stores.snapshot("apps", at(1_403)).expect("a snapshot");
+        assert!(!Arc::ptr_eq(&lapsed, &back));
+        fed.score(Event::Apply(score("a", 20, 1_500)), at(1_404));
+        fed.stores.snapshot("apps", at(1_404)).expect("a snapshot");
+        fed.cluster("c");
+        fed.stores.snapshot("apps", at(1_405)).expect("a snapshot");
+        fed.stores.snapshot("other", at(1_405)).expect("a snapshot");
+        fed.stores.snapshot("other", at(1_406)).expect("a snapshot");
+        assert_eq!(fed.stores.snapshots.builds(), 6);
+    }
+
+    #[test]
+    fn the_wheel_holds_each_score_in_force_once_at_its_current_valid_until() {
+        let mut updates = ScoreUpdates::default();
+        use Event::{Apply, Delete, Init, InitApply, InitDone};
+        let key = |cluster: &str| (cluster.to_string(), "resource-usage-score".to_string());
+        assert_eq!(
+            updates.observe(&Apply(score("a", 10, 1_100)), at(1_000)),
+            (true, true)
+        );
+        assert_eq!(
+            updates.observe(&Apply(score("b", 10, 1_050)), at(1_000)),
+            (true, true),
+            "sooner than a"
+        );
+        assert_eq!(updates.next_expiry(), Some(at(1_050).as_nanosecond() + 1));
+        assert_eq!(
+            updates.observe(&Apply(score("b", 10, 1_200)), at(1_010)),
+            (false, false),
+            "a renewal moves b later"
+        );
+        assert_eq!(updates.next_expiry(), Some(at(1_100).as_nanosecond() + 1));
+        // Already expired when seen: nothing to wait for.
+        updates.observe(&Apply(score("c", 10, 900)), at(1_010));
+        assert_eq!(updates.expired(at(1_101).as_nanosecond()), [key("a")]);
+        // Deleted: gone from the wheel.
+        updates.observe(&Delete(score("b", 10, 1_200)), at(1_110));
+        assert_eq!(updates.next_expiry(), None);
+        // A re-list that no longer has an object: a change, and the object leaves the wheel.
+        updates.observe(&Apply(score("d", 10, 2_000)), at(1_110));
+        updates.observe(&Apply(score("e", 10, 2_000)), at(1_110));
+        updates.observe(&Init, at(1_120));
+        updates.observe(&InitApply(score("d", 10, 2_000)), at(1_120));
+        assert_eq!(updates.observe(&InitDone, at(1_120)), (true, false));
+        assert_eq!(updates.expired(at(3_000).as_nanosecond()), [key("d")]);
+        updates.observe(&Init, at(3_000));
+        updates.observe(&InitApply(score("d", 10, 2_000)), at(3_000));
+        assert_eq!(
+            updates.observe(&InitDone, at(3_000)),
+            (false, false),
+            "every object listed again"
+        );
     }
 }

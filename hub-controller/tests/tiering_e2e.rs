@@ -853,3 +853,160 @@ async fn renewals_replan_nothing_and_a_change_replans_only_the_placements_holdin
     );
     assert_eq!(controller.terminate().await, Some(0));
 }
+
+// ---------------------------------------------------------------------------------------------
+// Score expiries (docs/tiering.md#what-re-plans-a-tieredplacement)
+
+const SNAPSHOT_BUILDS: &str = "ocm_score_tiering_snapshot_builds_total";
+
+/// Failover from `primary` to `secondary` once the primary clusters' scores are unknown: a cluster
+/// whose scores expired loses its verdict at once (`staleGrace: 0s`).
+fn stale_fails_over_spec() -> String {
+    format!(
+        "
+apiVersion: tiering.ocm-score.io/v1alpha1
+kind: TieredPlacement
+metadata: {{name: {NAME}, namespace: apps}}
+spec:
+  mode: Failover
+  tiers:
+  - {{name: primary, clusterSets: [primary]}}
+  - {{name: secondary, clusterSets: [secondary]}}
+  capacity:
+    debounce: 0s
+    whenStale: Disqualify
+    staleGrace: 0s
+    rules:
+    - score: {{resourceName: resource-usage-score, scoreName: cpu, atLeast: 10}}
+  failback: {{policy: Never}}
+  stabilization: {{minDwell: 0s}}
+"
+    )
+}
+
+/// Renews `cpu = 50` of the clusters `renewing` names, every second, valid for `valid` seconds
+/// from the whole second, as agents do (with a shorter validity) until the task is aborted.
+fn renew_every_second(
+    admin: kube::Client,
+    renewing: tokio::sync::watch::Receiver<Vec<&'static str>>,
+    valid: i64,
+) -> tokio::task::JoinHandle<()> {
+    use kube::api::{Api, Patch, PatchParams};
+    use ocm_score_api::AddOnPlacementScore;
+    tokio::spawn(async move {
+        loop {
+            let now = Timestamp::now().as_second();
+            let until = Timestamp::from_second(now + valid).expect("in range");
+            let clusters = renewing.borrow().clone();
+            for cluster in clusters {
+                let api = Api::<AddOnPlacementScore>::namespaced(admin.clone(), cluster);
+                let status = json!({"status": {
+                    "scores": [{"name": "cpu", "value": 50}],
+                    "validUntil": until.to_string(),
+                }});
+                api.patch_status(
+                    tiering_common::SCORE_RESOURCE,
+                    &PatchParams::default(),
+                    &Patch::Merge(status),
+                )
+                .await
+                .expect("renewing a score");
+            }
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        }
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renewed_scores_replan_nothing_at_their_old_valid_until_and_an_expiry_fails_over_at_once() {
+    const VALID: i64 = 3;
+    let hub = Hub::start().await;
+    let clusters = ["p1", "p2", "s1", "s2"];
+    let first_until = Timestamp::from_second(Timestamp::now().as_second() + VALID).expect("in range");
+    for cluster in clusters {
+        hub.score(cluster, "cpu", 50, first_until).await;
+    }
+    let (renewing, to_renew) = tokio::sync::watch::channel(clusters.to_vec());
+    let renewer = renew_every_second(hub.admin.clone(), to_renew, VALID);
+    let controller = started(&hub, "tiering-a").await;
+    hub.create_tiered(&stale_fails_over_spec());
+    settled(&hub, &controller, &["primary"], &["p1", "p2"]).await;
+
+    // Quiet: no reconcile for 4 s, though every validUntil a plan read passes in 3 s. A plan that
+    // requeued at the earliest validUntil it read would re-plan every few seconds here.
+    let started_quiet = std::time::Instant::now();
+    let mut last = count(&scrape(&controller).await, RECONCILES, &[]);
+    let mut quiet_since = std::time::Instant::now();
+    while quiet_since.elapsed() < std::time::Duration::from_secs(4) {
+        assert!(
+            started_quiet.elapsed() < std::time::Duration::from_secs(30),
+            "renewals alone kept re-planning for 30 s: {} plans of {NAME}\n{}",
+            plans_of(&controller, NAME),
+            controller.log()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        let now = count(&scrape(&controller).await, RECONCILES, &[]);
+        if now != last {
+            (last, quiet_since) = (now, std::time::Instant::now());
+        }
+    }
+    // Ten more seconds of renewals: every score's validUntil seen by the last plan passes, and
+    // nothing is planned or built.
+    let before = scrape(&controller).await;
+    tokio::time::sleep(std::time::Duration::from_secs(10)).await;
+    let after = scrape(&controller).await;
+    let delta =
+        |name: &str, labels: &[(&str, &str)]| count(&after, name, labels) - count(&before, name, labels);
+    assert!(
+        delta(SCORE_UPDATES, &[("effect", "renewal")]) >= 30.0,
+        "the renewals reached the controller"
+    );
+    assert_eq!(
+        (delta(RECONCILES, &[]), delta(SNAPSHOT_BUILDS, &[])),
+        (0.0, 0.0),
+        "(reconciles, snapshot builds) while scores were only renewed:\n{}",
+        controller.log()
+    );
+
+    // p1 and p2 stop renewing: their scores expire at their last validUntil, and the
+    // TieredPlacement fails over within about a second of it.
+    renewing.send_replace(vec!["s1", "s2"]);
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    let valid_until = |cluster: &str| {
+        let score = hub
+            .server
+            .object(
+                &tiering_common::gvr::<ocm_score_api::AddOnPlacementScore>(),
+                cluster,
+                tiering_common::SCORE_RESOURCE,
+            )
+            .expect("the score");
+        score["status"]["validUntil"]
+            .as_str()
+            .and_then(|t| t.parse::<Timestamp>().ok())
+            .expect("a validUntil")
+    };
+    let expires = valid_until("p1").max(valid_until("p2"));
+    assert!(Timestamp::now() < expires, "read before {expires}");
+    let failover = transition(&hub, &controller, TransitionKind::Failover, expires).await;
+    assert!(
+        failover.time.0 <= whole_seconds_after(expires, 2),
+        "failover at {} for scores expired at {expires}:\n{}",
+        failover.time.0,
+        controller.log()
+    );
+    let stale = hub
+        .tiered(NAME)
+        .status
+        .and_then(|s| s.conditions.into_iter().find(|c| c.type_ == "ScoresStale"))
+        .expect("ScoresStale");
+    assert_eq!(stale.status, "True");
+    assert!(
+        stale.last_transition_time.0 <= whole_seconds_after(expires, 2),
+        "stale since {} for scores expired at {expires}",
+        stale.last_transition_time.0
+    );
+    settled(&hub, &controller, &["secondary"], &["s1", "s2"]).await;
+    renewer.abort();
+    assert_eq!(controller.terminate().await, Some(0));
+}

@@ -308,6 +308,7 @@ proptest! {
             prop_assert_eq!(&restarted.status, &p.status);
             prop_assert_eq!(&restarted.child, &p.child);
             prop_assert_eq!(restarted.requeue_at, p.requeue_at);
+            prop_assert_eq!(restarted.scores_expire_at, p.scores_expire_at);
 
             // The prediction is what the engine selects for the rendered child.
             if p.child.is_some() {
@@ -378,6 +379,7 @@ mod broken_everywhere {
                 prop_assert_eq!(&restarted.status, &p.status);
                 prop_assert_eq!(&restarted.child, &p.child);
                 prop_assert_eq!(restarted.requeue_at, p.requeue_at);
+                prop_assert_eq!(restarted.scores_expire_at, p.scores_expire_at);
                 if p.transition.is_some() {
                     moves += 1;
                 }

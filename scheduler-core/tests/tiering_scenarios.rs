@@ -192,10 +192,12 @@ fn valid_until_equal_to_now_is_fresh_and_one_nanosecond_later_is_stale() {
     let p = s.step(at(0));
     assert_eq!(s.active(), ["primary"]);
     assert_eq!(
-        p.requeue_at,
+        p.scores_expire_at,
         Some(at_ns(600, 1)),
-        "requeue when the score expires"
+        "the score expires then, unless renewed"
     );
+    assert_eq!(p.requeue_at, None, "no timer of the planner's own");
+    assert_eq!(p.replan_at(), Some(at_ns(600, 1)));
     s.step(at(600));
     assert_eq!(
         s.condition(condition::SCORES_STALE).0,
@@ -541,4 +543,39 @@ fn scale_in_drops_the_lowest_tier_first() {
     let p = s.step(at(10));
     assert_eq!(p.predicted, ["dc-1", "dc-2"]);
     assert_eq!(p.transition, Some(TransitionKind::SpecChange));
+}
+
+const DISQUALIFY_AT_ONCE: &str = r#"
+tiers:
+- {name: primary, clusterSets: [dc-a]}
+- {name: backup, clusterSets: [dc-b]}
+capacity:
+  debounce: 0s
+  whenStale: Disqualify
+  staleGrace: 0s
+  rules:
+  - score: {resourceName: resource-usage-score, scoreName: cpu, atLeast: 10}
+failback: {policy: Never}
+stabilization: {minDwell: 0s}
+"#;
+
+#[test]
+fn a_score_expiry_is_no_timer_of_the_planner_but_its_stale_grace_is() {
+    let mut s = Scenario::new(spec_yaml(DISQUALIFY_AT_ONCE), ab_world());
+    s.world.score("a-1", "cpu", 50, Some(at(3)));
+    s.world.score("b-1", "cpu", 50, Some(at(100)));
+    let p = s.step(at(0));
+    assert_eq!(s.active(), ["primary"]);
+    assert_eq!((p.requeue_at, p.scores_expire_at), (None, Some(at_ns(3, 1))));
+    // Expired at 3.5 s: stale since 4 s (whole seconds), disqualified then.
+    let p = s.step(at_ns(3, 500_000_000));
+    assert_eq!(s.condition(condition::SCORES_STALE).0, "True");
+    assert_eq!(p.transition, None);
+    assert_eq!(
+        p.requeue_at,
+        Some(at(4)),
+        "the stale grace is the planner's own timer"
+    );
+    assert_eq!(s.step(at(4)).transition, Some(TransitionKind::Failover));
+    assert_eq!(s.active(), ["backup"]);
 }

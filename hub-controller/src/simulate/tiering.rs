@@ -74,7 +74,7 @@ pub fn json(tp: &TieredPlacement, plan: &Plan) -> Value {
         })
         .collect();
     out.insert("conditions".into(), Value::Object(conditions));
-    out.insert("requeueAt".into(), json!(plan.requeue_at.map(|t| t.to_string())));
+    out.insert("requeueAt".into(), json!(plan.replan_at().map(|t| t.to_string())));
     out.insert(
         "child".into(),
         plan.child.as_ref().map_or(Value::Null, |c| json!(c.spec)),
@@ -127,7 +127,8 @@ pub fn table(tp: &TieredPlacement, plan: &Plan) -> String {
             let _ = writeln!(out, "  {}/{cluster}: not qualifying: {why}", report.name);
         }
     }
-    if let Some(at) = plan.requeue_at {
+    // Nothing tells a simulation of expiries: a score's validUntil is a time to look again.
+    if let Some(at) = plan.replan_at() {
         let _ = writeln!(out, "  re-plan at: {at}");
     }
     out

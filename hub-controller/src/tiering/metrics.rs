@@ -26,6 +26,7 @@ pub struct Metrics {
     reserved_score_errors: Counter,
     released_by_report: Counter,
     score_updates: Family<Labels, Counter>,
+    score_expiries: Counter,
     /// Hub snapshots built for plans (once per change of the hub and namespace).
     pub snapshot_builds: Counter,
 }
@@ -88,10 +89,16 @@ impl Default for Metrics {
             "AddOnPlacementScore updates seen, by effect: renewal (no plan can change: nothing re-planned) or change (re-plans the TieredPlacements holding the cluster)",
             score_updates.clone(),
         );
+        let score_expiries = Counter::default();
+        registry.register(
+            "score_expiries",
+            "AddOnPlacementScores that passed their validUntil without a renewal (each re-plans the TieredPlacements holding the cluster)",
+            score_expiries.clone(),
+        );
         let snapshot_builds = Counter::default();
         registry.register(
             "snapshot_builds",
-            "Hub snapshots built to plan from: one per change of what the planner reads and namespace, shared by the plans in between",
+            "Hub snapshots built to plan from: one per change of what the planner reads (a score expiring without renewal is one) and namespace, shared by the plans in between",
             snapshot_builds.clone(),
         );
         let reserved_scores = Gauge::default();
@@ -120,6 +127,7 @@ impl Default for Metrics {
             reserved_score_errors,
             released_by_report,
             score_updates,
+            score_expiries,
             snapshot_builds,
         }
     }
@@ -155,6 +163,11 @@ impl Metrics {
         self.score_updates
             .get_or_create(&vec![("effect", effect.to_owned())])
             .inc();
+    }
+
+    /// A score passed its `validUntil` without a renewal.
+    pub fn score_expired(&self) {
+        self.score_expiries.inc();
     }
 
     pub fn wrote(&self, kind: &'static str) {
@@ -206,6 +219,7 @@ mod tests {
         m.score_update(false);
         m.score_update(false);
         m.score_update(true);
+        m.score_expired();
         let text = m.render();
         for line in [
             "ocm_score_tiering_writes_total{kind=\"Placement\"} 2",
@@ -218,6 +232,7 @@ mod tests {
             "ocm_score_tiering_leader 1",
             "ocm_score_tiering_score_updates_total{effect=\"renewal\"} 2",
             "ocm_score_tiering_score_updates_total{effect=\"change\"} 1",
+            "ocm_score_tiering_score_expiries_total 1",
         ] {
             assert!(text.contains(line), "{line} missing in\n{text}");
         }

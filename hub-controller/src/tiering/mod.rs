@@ -19,7 +19,10 @@
 //! `manifests/hub/crds`). OCM's placement controller stays the only writer of PlacementDecisions.
 //!
 //! Score updates ([`score_updates`]): a renewal that changes no score re-plans nothing, and a
-//! change re-plans only the TieredPlacements whose last plan read that cluster's scores.
+//! change re-plans only the TieredPlacements whose last plan read that cluster's scores. So does a
+//! score that expires without a renewal, found by the score watch's expiry wheel
+//! ([`crate::hub_cache::expiries`]): the requeue covers only the planner's own timers
+//! (`Plan::requeue_at`), not the `validUntil` a plan read (`Plan::scores_expire_at`).
 //!
 //! [`run`] is the mode in the process shell: probe server, metrics ([`metrics`]), and the shell's
 //! Lease elector; a replica that loses the Lease stops its controller and stands by again.

@@ -166,6 +166,7 @@ async fn reconcile_once(tp: Arc<TieredPlacement>, ctx: Arc<Context>) -> Result<A
         write_status = plan.write_status,
         transition = ?plan.transition,
         requeue_at = ?plan.requeue_at,
+        scores_expire_at = ?plan.scores_expire_at,
         "planned"
     );
 
@@ -269,6 +270,8 @@ async fn reconcile_once(tp: Arc<TieredPlacement>, ctx: Arc<Context>) -> Result<A
             .max(MIN_REQUEUE);
         next = next.min(wait);
     };
+    // Only the planner's own timers: a score that expires without a renewal re-plans its
+    // holders through the score watch's expiry wheel, and one renewed in time re-plans nothing.
     if let Some(at) = plan.requeue_at {
         until(at);
     }

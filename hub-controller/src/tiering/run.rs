@@ -179,6 +179,15 @@ async fn run_controller(
             changes
         }
     });
+    // A score that expires without a renewal is a change of its cluster, found by the score
+    // watch's expiry wheel rather than by a requeue at every validUntil a plan read.
+    let expiry_triggers = hub.on_expiries({
+        let (metrics, holdings) = (metrics.clone(), holdings.clone());
+        move |score: &AddOnPlacementScore| {
+            metrics.score_expired();
+            holdings.changed(&score.namespace().unwrap_or_default());
+        }
+    });
     let tiered = tiered_watch.store();
     let stores = Stores {
         tiered: tiered.clone(),
@@ -192,7 +201,7 @@ async fn run_controller(
     let cluster_triggers = hub.clusters.subscribe(metadata_only);
     let set_triggers = hub.cluster_sets.subscribe(metadata_only);
     let binding_triggers = hub.bindings.subscribe(metadata_only);
-    let score_triggers = hub.scores.subscribe(metadata_only);
+    let score_triggers = futures::stream::select(hub.scores.subscribe(metadata_only), expiry_triggers);
     let placement_triggers = hub.placements.subscribe(metadata_only);
     let decision_triggers = hub.decisions.subscribe(metadata_only);
     // A work's health is in its status: the trigger needs only its labels, the store keeps it.

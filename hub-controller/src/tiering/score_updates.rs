@@ -2,8 +2,9 @@
 //!
 //! Every agent renews its scores each minute, so a hub of N clusters sees N/60 score updates a
 //! second, nearly all of them renewals that change no plan. `crate::hub_cache::ScoreUpdates` tells
-//! those apart on the watch, and [`Holdings`] sends a real change
-//! only to the TieredPlacements whose last plan read that cluster's scores (`Plan::holds`).
+//! those apart on the watch, and [`Holdings`] sends a real change (a score that expires without a
+//! renewal is one) only to the TieredPlacements whose last plan read that cluster's scores
+//! (`Plan::holds`).
 //!
 //! A plan reads the stores at one instant and records what it holds after, so a change can land
 //! in between: before the plan's snapshot it is in the plan; after the record it is sent by the

@@ -3,8 +3,9 @@
 //! Agents renew every score object each minute: the same scores with a later `validUntil`. A
 //! scheduler reads a score's items (the last item of a name wins, so order counts), whether it
 //! has a status, and whether `validUntil` has passed at the instant it schedules. An update that
-//! keeps all three as they are at `now` changes no decision; the requeue a scheduler sets at the
-//! old `validUntil` still comes, and then sees the new one.
+//! keeps all three as they are at `now` changes no decision. What it leaves to a cache of the
+//! scores is the instant a score expires without a renewal: the hub's caches keep each score's
+//! latest `validUntil` for that, rather than wait for the one a decision read.
 
 use ocm_score_api::AddOnPlacementScoreStatus;
 

@@ -149,6 +149,9 @@ pub struct HubSnapshot {
     /// placement's own from it instead of counting all the others for each placement).
     decided_counts: Vec<u32>,
     max_decided_count: u32,
+    /// When set, the instant every score's expiry is judged at, if earlier than the one asked
+    /// ([`HubSnapshot::judging_expiry_at`]).
+    expiry_judged_at: Option<i128>,
 }
 
 /// One cluster's claims as `(name, value)`.
@@ -481,6 +484,7 @@ impl HubSnapshotBuilder {
             decisions_by_name,
             max_decided_count: decided_counts.iter().copied().max().unwrap_or(0),
             decided_counts,
+            expiry_judged_at: None,
         })
     }
 }
@@ -669,6 +673,29 @@ impl HubSnapshot {
     /// The interned id of a resource or score name, if any AddOnPlacementScore uses it.
     pub(crate) fn score_name_id(&self, name: &str) -> Option<u32> {
         self.score_names.get(name).copied()
+    }
+
+    /// This snapshot with every score's expiry judged at `at` (or at the instant asked, if
+    /// earlier): for a cache that drops the snapshot when a score in it expires without renewal
+    /// (the hub's expiry wheel) and reuses it otherwise. A score in force at `at` then stays in
+    /// force, as its renewals since keep it in the API server; one expired at `at` stays expired,
+    /// since bringing it back is a change of its object.
+    pub fn judging_expiry_at(mut self, at: jiff::Timestamp) -> Self {
+        self.expiry_judged_at = Some(at.as_nanosecond());
+        self
+    }
+
+    /// Whether `entry` has expired at `now_ns`: strictly past `validUntil`, as OCM reads it.
+    pub(crate) fn score_expired(&self, entry: &ScoreEntry, now_ns: i128) -> bool {
+        let at = self.expiry_judged_at.map_or(now_ns, |at| at.min(now_ns));
+        entry.valid_until_ns.is_some_and(|until| at > until)
+    }
+
+    /// Whether AddOnPlacementScore `<cluster>/<resource>` has expired at `now` as the scheduler
+    /// reads this snapshot; `None` without that cluster or score.
+    pub fn score_expired_at(&self, cluster: &str, resource: &str, now: jiff::Timestamp) -> Option<bool> {
+        let entry = self.score_entry_named(self.cluster_id(cluster)?, resource)?;
+        Some(self.score_expired(entry, now.as_nanosecond()))
     }
 
     /// The compact entry of AddOnPlacementScore `<cluster>/<resource>` (resource interned).

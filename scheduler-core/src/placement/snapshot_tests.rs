@@ -107,3 +107,41 @@ fn a_cluster_reads_back_as_it_was_given() {
     let json: serde_json::Value = serde_json::from_slice(snapshot.cluster_json(id)).expect("JSON");
     assert_eq!(json, serde_json::to_value(&cluster).expect("serializes"));
 }
+
+#[test]
+fn a_snapshot_judging_expiry_at_its_build_keeps_what_was_in_force_then() {
+    let second = |s: i64| jiff::Timestamp::from_second(s).expect("in range");
+    let ns = |s: i64| i128::from(s) * 1_000_000_000;
+    let mut valid = score("a", "s");
+    if let Some(status) = valid.status.as_mut() {
+        status.valid_until = Some(ocm_score_api::Time(second(100)));
+    }
+    let objects = HubObjects {
+        clusters: vec![ManagedCluster {
+            metadata: meta(None, "a"),
+            ..ManagedCluster::default()
+        }],
+        scores: vec![valid],
+        ..HubObjects::default()
+    };
+    let snapshot = HubSnapshot::new(objects).expect("a snapshot");
+    let id = snapshot.cluster_id("a").expect("cluster a");
+    let expired = |snapshot: &HubSnapshot, at: i64| {
+        let entry = snapshot.score_entry_named(id, "s").expect("the score");
+        snapshot.score_expired(entry, ns(at))
+    };
+    // As OCM reads it: in force at validUntil, expired 1 ns later.
+    assert!(!expired(&snapshot, 100));
+    assert!(
+        snapshot
+            .score_entry_named(id, "s")
+            .is_some_and(|e| snapshot.score_expired(e, ns(100) + 1))
+    );
+    // Built at 50: in force later too (the cache drops it if the score expires unrenewed).
+    let built_before = snapshot.clone().judging_expiry_at(second(50));
+    assert!(!expired(&built_before, 500));
+    // Built at 150, after it expired: expired for good, and asked earlier, judged then.
+    let built_after = snapshot.judging_expiry_at(second(150));
+    assert!(expired(&built_after, 150) && expired(&built_after, 500));
+    assert!(!expired(&built_after, 90));
+}

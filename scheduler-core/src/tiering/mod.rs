@@ -34,10 +34,13 @@
 //!   whole seconds, as `metav1.Time` stores them), so a new leader continues hold-downs,
 //!   debounces and budgets exactly where the last one stopped.
 //! * **Requeue** at [`Plan::requeue_at`] (toleration deadlines − 1 s, debounce ends, hold-down
-//!   ends, score `validUntil` + 1 ns, stale grace ends, the end of `Frozen` and of `minDwell`,
-//!   penalty decay). Also reconcile on changes of any input above; of a score, only when the
-//!   update can change a plan ([`crate::placement::renewal`]: not a renewal) and its cluster is
-//!   in [`Plan::holds`].
+//!   ends, stale grace ends, the end of `Frozen` and of `minDwell`, penalty decay, reservation
+//!   TTLs). Also reconcile on changes of any input above; of a score, only when the update can
+//!   change a plan ([`crate::placement::renewal`]: not a renewal) and its cluster is in
+//!   [`Plan::holds`], and when a score of a held cluster expires without renewal (the watch's
+//!   expiry wheel, rather than a requeue at [`Plan::scores_expire_at`], which renewals make
+//!   moot). Its snapshot is built [`HubSnapshot::judging_expiry_at`] the instant it was built,
+//!   and dropped at each such expiry.
 //! * **ManifestWorks**: for a TieredPlacement with `spec.workloadHealth`, pass a [`WorkIndex`] of
 //!   the ManifestWork reflector to [`plan_and_assume`], built again only after the store changed
 //!   (`WorkIndex::from_shared`; the others get an empty index); reconcile such a TieredPlacement
@@ -118,7 +121,13 @@ pub struct Plan {
     pub child: Option<Placement>,
     /// The clusters OCM is expected to select, sorted.
     pub predicted: Vec<String>,
+    /// When the planner's own timers want a new plan: toleration, debounce, stale grace,
+    /// hold-down, dwell and freeze ends, penalty decay, reservation TTLs.
     pub requeue_at: Option<Timestamp>,
+    /// When a score this plan read expires (its `validUntil` + 1 ns) if it is not renewed
+    /// first. Kept apart from `requeue_at`: a controller that learns of each expiry from its
+    /// score watch re-plans only when one really happens; others use [`Plan::replan_at`].
+    pub scores_expire_at: Option<Timestamp>,
     pub events: Vec<PlanEvent>,
     pub tiers: Vec<TierReport>,
     /// Whether the child must be applied (its plan hash changed, or it does not exist).
@@ -130,6 +139,17 @@ pub struct Plan {
     /// The clusters whose scores this plan read: a controller re-plans on a score change only
     /// when the cluster is among them.
     pub holds: Holds,
+}
+
+impl Plan {
+    /// When to plan again without being told of score expiries: the earlier of
+    /// [`Plan::requeue_at`] and [`Plan::scores_expire_at`].
+    pub fn replan_at(&self) -> Option<Timestamp> {
+        match (self.requeue_at, self.scores_expire_at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
 }
 
 /// Condition types the planner sets.
@@ -375,6 +395,7 @@ pub(crate) fn invalid(
         child: None,
         predicted,
         requeue_at: None,
+        scores_expire_at: None,
         events,
         tiers: Vec::new(),
         write_child: false,

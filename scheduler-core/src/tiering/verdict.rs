@@ -49,7 +49,11 @@ pub struct Verdicts {
     /// Indexed by cluster id; `None` for clusters in no tier.
     pub by_cluster: Vec<Option<Verdict>>,
     pub state: Option<CapacityState>,
+    /// The verdicts' own timers: debounce and stale grace ends, a deducted reservation's TTL.
     pub requeue_at: Option<i128>,
+    /// The earliest instant a score read here expires (`validUntil` + 1 ns) unless renewed
+    /// first; apart from `requeue_at`, since a controller told of expiries need not wait for it.
+    pub scores_expire_at: Option<i128>,
 }
 
 fn min_time(slot: &mut Option<i128>, t: i128) {
@@ -73,7 +77,7 @@ fn read(
     }
     let until = entry.valid_until_ns;
     if let Some(u) = until
-        && now > u
+        && snapshot.score_expired(entry, now)
     {
         return Err(format!("expired at {}", timestamp(u)));
     }
@@ -224,6 +228,7 @@ pub fn evaluate(
             by_cluster,
             state: None,
             requeue_at: None,
+            scores_expire_at: None,
         };
     }
     let when_stale = spec.capacity.as_ref().map(|c| c.when_stale).unwrap_or_default();
@@ -255,6 +260,7 @@ pub fn evaluate(
     let grace = dur(timings.stale_grace);
     let mut state = CapacityState::default();
     let mut requeue_at = None;
+    let mut scores_expire_at = None;
     let mut sorted: Vec<ClusterId> = members.to_vec();
     sorted.sort();
     for id in sorted {
@@ -269,7 +275,7 @@ pub fn evaluate(
             enter = combine(enter, e);
             if let Some(u) = until {
                 // The score expires (becomes Unknown) 1 ns after validUntil.
-                min_time(&mut requeue_at, u + 1);
+                min_time(&mut scores_expire_at, u + 1);
             }
         }
         let mut v = Verdict {
@@ -343,5 +349,6 @@ pub fn evaluate(
         by_cluster,
         state: Some(state),
         requeue_at,
+        scores_expire_at,
     }
 }

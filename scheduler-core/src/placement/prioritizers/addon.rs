@@ -65,7 +65,7 @@ pub fn score(
                 return Some(0);
             };
             if let Some(until) = entry.valid_until_ns
-                && ctx.now_ns > until
+                && snapshot.score_expired(entry, ctx.now_ns)
             {
                 findings.expired.push((id, timestamp(until)));
                 return Some(0);

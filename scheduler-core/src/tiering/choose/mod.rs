@@ -151,6 +151,8 @@ pub(crate) fn decide(input: &Input<'_>) -> Plan {
         now,
     );
     requeue.at(verdicts.requeue_at);
+    let mut scores_expire = Requeue::after(now);
+    scores_expire.at(verdicts.scores_expire_at);
     for t in tiers {
         requeue.at(t.requeue_at);
     }
@@ -333,6 +335,7 @@ pub(crate) fn decide(input: &Input<'_>) -> Plan {
         child: kept.child,
         predicted: kept.predicted,
         requeue_at: requeue.earliest().map(timestamp),
+        scores_expire_at: scores_expire.earliest().map(timestamp),
         events,
         tiers: reports,
         write_child,
