@@ -17,8 +17,10 @@ use jiff::Timestamp;
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::{Resource, ResourceExt};
+use ocm_score_api::Condition;
 use ocm_score_api::crd::tiered_placement::TieredPlacement;
 use ocm_score_scheduler::placement::PlacementError;
+use ocm_score_scheduler::tiering::condition::PLAN_DIVERGED;
 use ocm_score_scheduler::tiering::{PlanEvent, WorkIndex, plan_and_assume};
 use ocm_score_shell::controller::{Backoff, MetricLabel};
 use std::collections::BTreeSet;
@@ -241,7 +243,12 @@ async fn reconcile_once(tp: Arc<TieredPlacement>, ctx: Arc<Context>) -> Result<A
         });
     }
 
-    if plan.write_status {
+    // The planner cannot see OCM's verdict: a PlanDiverged that changed is a status to write even
+    // when the plan is the same (decisions that arrive after the plan's own write, with no later
+    // event, would otherwise leave it unwritten).
+    let diverged = |conditions: &[Condition]| conditions.iter().find(|c| c.type_ == PLAN_DIVERGED).cloned();
+    let stored = tp.status.as_ref().and_then(|s| diverged(&s.conditions));
+    if plan.write_status || diverged(&plan.status.conditions) != stored {
         status::write(&ctx.client, &namespace, &name, tp.status.as_ref(), &plan.status)
             .await
             .map_err(|source| Error::WriteStatus {

@@ -325,9 +325,30 @@ pub(super) fn check_works<'a>(
                 format!("the agent's args lack {cluster_arg}: {args:?}"),
             ));
         }
-        let spec = work.data["spec"]
-            .to_string()
-            .replace(cluster.as_str(), "<cluster>");
+        // Under OCM's lifecycle the work's condition rule names the digest of the Deployment as
+        // rendered (its annotation `ocm-score.io/rendered-sha256`), which differs with the cluster
+        // name inside it: the digest must be that Deployment's, and is then compared as a name.
+        let digest = manifests
+            .iter()
+            .find(|m| m["kind"] == "Deployment")
+            .and_then(|d| d.pointer("/metadata/annotations/ocm-score.io~1rendered-sha256"))
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let mut spec = work.data["spec"].to_string();
+        if !digest.is_empty() {
+            let rules = work.data.pointer("/spec/manifestConfigs").map(Value::to_string);
+            if rules
+                .as_deref()
+                .is_some_and(|r| r.contains("rendered-sha256") && !r.contains(digest))
+            {
+                return Err(check(
+                    &what,
+                    format!("its condition rule names another Deployment than its own ({digest}): {rules:?}"),
+                ));
+            }
+            spec = spec.replace(digest, "<digest>");
+        }
+        let spec = spec.replace(cluster.as_str(), "<cluster>");
         match &reference {
             None => reference = Some((cluster.clone(), spec)),
             Some((first, expected)) if *expected != spec => {
