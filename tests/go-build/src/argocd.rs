@@ -5,7 +5,8 @@
 //! module holds a main package of ours (`./argocd-applicationset-controller`) that runs only the
 //! ApplicationSet controller's command. The build stamps the release version, as Argo CD's Makefile
 //! does, and copies the Application, ApplicationSet and AppProject CRDs of the same module into
-//! `crds/` beside the binary.
+//! `crds/` beside the binary, and the ApplicationSet controller's ServiceAccount, Role and
+//! RoleBinding (what Argo CD's install gives it) into `rbac/`.
 
 use std::path::{Path, PathBuf};
 
@@ -20,6 +21,16 @@ pub const CRDS: &[&str] = &[
     "application-crd.yaml",
     "applicationset-crd.yaml",
     "appproject-crd.yaml",
+];
+
+/// The ApplicationSet controller's identity and namespaced RBAC as Argo CD installs them, from the
+/// module's `manifests/base/applicationset-controller/`. They name no namespace: Argo CD's install
+/// sets it with kustomize, so whoever applies them sets `metadata.namespace` and the RoleBinding's
+/// subject namespace.
+pub const RBAC: &[&str] = &[
+    "argocd-applicationset-controller-sa.yaml",
+    "argocd-applicationset-controller-role.yaml",
+    "argocd-applicationset-controller-rolebinding.yaml",
 ];
 
 /// Where the Go module lives in the source tree.
@@ -37,10 +48,11 @@ pub fn module() -> GoModule {
         packages: &["./argocd-applicationset-controller"],
         tags: &[],
         commands: &["argocd-applicationset-controller"],
-        recipe: "1: -trimpath, stripped, release version stamped, CRDs from manifests/crds",
+        recipe: "2: -trimpath, stripped, release version stamped, CRDs from manifests/crds, the \
+                 ApplicationSet controller's RBAC from manifests/base",
         version_modules: &[MODULE],
         ldflags: version_ldflags,
-        finish: copy_crds,
+        finish: copy_manifests,
     }
 }
 
@@ -54,8 +66,9 @@ fn version_ldflags(versions: &str) -> String {
     )
 }
 
-/// Copies [`CRDS`] from the pinned Argo CD module into `crds/` of the build.
-fn copy_crds(go: &Path, module: &Path, staging: &Path) -> Result<(), go_module::Error> {
+/// Copies [`CRDS`] from the pinned Argo CD module into `crds/` of the build, and [`RBAC`] into
+/// `rbac/`.
+fn copy_manifests(go: &Path, module: &Path, staging: &Path) -> Result<(), go_module::Error> {
     let out = go_command(go, module)
         .args(["list", "-m", "-f", "{{.Dir}}", MODULE])
         .output()
@@ -69,12 +82,17 @@ fn copy_crds(go: &Path, module: &Path, staging: &Path) -> Result<(), go_module::
             tail: String::from_utf8_lossy(&out.stderr).into_owned(),
         });
     }
-    let from = argocd.join("manifests/crds");
-    let to = staging.join("crds");
-    std::fs::create_dir_all(&to).map_err(|source| crate::io(format!("creating {}", to.display()), source))?;
-    for name in CRDS {
-        std::fs::copy(from.join(name), to.join(name))
-            .map_err(|source| crate::io(format!("copying {}", from.join(name).display()), source))?;
+    for (from, to, names) in [
+        ("manifests/crds", "crds", CRDS),
+        ("manifests/base/applicationset-controller", "rbac", RBAC),
+    ] {
+        let (from, to) = (argocd.join(from), staging.join(to));
+        std::fs::create_dir_all(&to)
+            .map_err(|source| crate::io(format!("creating {}", to.display()), source))?;
+        for name in names {
+            std::fs::copy(from.join(name), to.join(name))
+                .map_err(|source| crate::io(format!("copying {}", from.join(name).display()), source))?;
+        }
     }
     Ok(())
 }
