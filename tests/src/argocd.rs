@@ -102,17 +102,25 @@ pub async fn install(cp: &ControlPlane, argocd: &ArgoCd) -> Result<(), ControlPl
             &["apply", "--server-side", "-f", &crd.display().to_string()],
         )?;
     }
-    kubectl(
+    // `kubectl wait` fails outright on a CRD the API server has not given a status yet (no
+    // conditions to read), so it is asked again until the CRDs are Established.
+    let started = Instant::now();
+    while let Err(error) = kubectl(
         &hub_kc,
         &[
             "wait",
             "--for=condition=Established",
-            "--timeout=120s",
+            "--timeout=60s",
             "crd/applications.argoproj.io",
             "crd/applicationsets.argoproj.io",
             "crd/appprojects.argoproj.io",
         ],
-    )?;
+    ) {
+        if started.elapsed() > Duration::from_secs(120) {
+            return Err(error);
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
     for file in argocd.rbac() {
         let mut object = read_yaml(&file)?;
         object["metadata"]["namespace"] = json!(NAMESPACE);
@@ -313,9 +321,10 @@ pub fn refresh_args(name: &str) -> Vec<String> {
     .to_vec()
 }
 
-/// How many reconciles of ApplicationSet `name` the controller has ended, by its log lines (text
-/// format: `msg="end reconcile in 4ms" applicationset=argocd/NAME requeueAfter=30s`).
-pub fn reconciles_ended(cp: &ControlPlane, name: &str) -> usize {
+/// When the controller last ended a reconcile of ApplicationSet `name`, by its log lines (text
+/// format: `time="2026-12-07T12:13:08Z" level=info msg="end reconcile in 4ms"
+/// applicationset=argocd/NAME requeueAfter=30s`; whole seconds).
+pub fn last_reconcile_ended(cp: &ControlPlane, name: &str) -> Option<Timestamp> {
     let log = cp.dir().join("logs").join(format!("{CONTROLLER}.log"));
     let field = format!("applicationset={NAMESPACE}/{name}");
     std::fs::read_to_string(log)
@@ -323,7 +332,8 @@ pub fn reconciles_ended(cp: &ControlPlane, name: &str) -> usize {
         .lines()
         .filter(|l| l.contains("msg=\"end reconcile in "))
         .filter(|l| l.split_whitespace().any(|word| word == field))
-        .count()
+        .filter_map(|l| l.strip_prefix("time=\"")?.split('"').next()?.parse().ok())
+        .max()
 }
 
 /// The clusters of a Placement's PlacementDecisions in `namespace` and when they were last written
