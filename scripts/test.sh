@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test entry point: installs what the suite needs and is missing, builds the real control plane's
-# Go components and Thanos (cached), then runs every test. README's test command and .ci/run both call this.
+# Go components, Thanos and Argo CD's ApplicationSet controller (cached), then runs every test. README's test command and .ci/run both call this.
 #
 #   bash scripts/test.sh                 # everything (nextest profile `ci`)
 #   bash scripts/test.sh -E 'binary(control_plane)'   # extra arguments go to cargo nextest run
@@ -103,12 +103,13 @@ install_go() {
   "$OCM_SCORE_GO" version
 }
 
-# Go's module downloads for the control plane and Thanos, in the background from the start while
-# the packages install and cargo compiles, so that `go build` finds them in the module cache. A
-# failure here only means `go build` downloads them itself (and says so if it cannot).
+# Go's module downloads for the control plane, Thanos and Argo CD, in the background from the start
+# while the packages install and cargo compiles, so that `go build` finds them in the module cache
+# (and tests/tests/manifests.rs Argo CD's CRDs). A failure here only means `go build` downloads them
+# itself (and says so if it cannot).
 prefetch_go_modules() {
   local module
-  for module in tests/control-plane tests/thanos; do
+  for module in tests/control-plane tests/thanos tests/argocd; do
     ( cd "$module" && GOTOOLCHAIN=local GOFLAGS='-mod=readonly -buildvcs=false' \
         "$OCM_SCORE_GO" list -deps ./... tool >/dev/null 2>&1 || true ) &
   done
@@ -184,10 +185,17 @@ step "wait for the control plane's Go build" wait_in_background "$control_plane_
 # run Thanos go last (.config/nextest.toml) and wait for the build on its lock if it is not done.
 start_in_background "build Thanos (beside the tests)" nice -n 5 "$bin_dir/go-build" thanos
 thanos_pid=$background_pid thanos_log=$background_log
+# Argo CD's ApplicationSet controller (tests/argocd/go.mod; about 5 minutes cold on 2 cores), for
+# the one test that runs it, control_plane_argocd: the last real-control-plane test but Thanos's
+# (.config/nextest.toml), which waits for the build on its lock if it is not done. Below Thanos's
+# priority, whose tests come later but whose build is the one other tests wait for.
+start_in_background "build Argo CD's ApplicationSet controller (beside the tests)" nice -n 10 "$bin_dir/go-build" argocd
+argocd_pid=$background_pid argocd_log=$background_log
 step "tests" cargo nextest run --workspace --locked --no-fail-fast --profile ci "$@"
 # nextest runs no doctests; the examples in our doc comments are tests too.
 step "doc tests" cargo test --doc --workspace --locked
 step "wait for the Thanos build" wait_in_background "$thanos_pid" "$thanos_log"
+step "wait for the Argo CD build" wait_in_background "$argocd_pid" "$argocd_log"
 # Opt-in: a campaign proves little per CI run and its instrumented build costs ~10 min.
 if [ "$fuzz_seconds" -gt 0 ]; then
   step "fuzz targets, ${fuzz_seconds} s each" bash scripts/fuzz.sh "$fuzz_seconds"

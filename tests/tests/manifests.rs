@@ -1,14 +1,18 @@
 //! Every manifest under `manifests/` is one a real hub accepts as written:
 //! - built-in kinds deserialize into the k8s-openapi types with no field left over (a typo or a
 //!   field of another API version would be silently dropped by the server);
-//! - OCM kinds validate against the upstream CRDs, strictly (unknown fields rejected);
+//! - OCM kinds validate against the upstream CRDs, strictly (unknown fields rejected), ours against
+//!   our generated CRDs, and Argo CD's (the ApplicationSets of `manifests/examples/argocd`) against
+//!   the CRDs of the Argo CD module `tests/argocd/go.mod` pins, which the tests run;
 //! - every kustomization lists exactly the files beside it;
 //! - the add-on manager's RBAC grants exactly what it needs (the end-to-end tests in
 //!   `hub-controller/tests/addon_e2e.rs` run the binary with these rules and RBAC on, proving they
 //!   are enough; this test proves they are no more);
 //! - the workloads run non-root, read-only, without privilege escalation or capabilities.
 
-use ocm_score_kube_double::crd::{Crd, SchemaValidator, upstream_crds};
+use ocm_score_go_build::argocd;
+use ocm_score_kube_double::crd::{Crd, SchemaValidator, load_files, upstream_crds};
+use ocm_score_kube_double::ocm_api::locate_module;
 use ocm_score_kube_double::parse_objects;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -235,13 +239,31 @@ const SERVER_CHECKED: &[(&str, &str)] = &[
     ("addon.open-cluster-management.io/v1alpha1", "AddOnTemplate"),
 ];
 
+/// Argo CD's CRDs ([`argocd::CRDS`]) from the module `tests/argocd/go.mod` pins, in Go's module
+/// cache: the same files the Argo CD build copies beside the controller that
+/// `tests/tests/control_plane_argocd.rs` runs, read without building it.
+fn argocd_crds() -> Vec<Crd> {
+    let module = locate_module(&argocd::module_dir(), argocd::MODULE).unwrap_or_else(|e| panic!("{e}"));
+    let files: Vec<PathBuf> = argocd::CRDS
+        .iter()
+        .map(|name| module.dir.join("manifests/crds").join(name))
+        .collect();
+    load_files(&files).unwrap_or_else(|e| panic!("Argo CD {}'s CRDs: {e}", module.version))
+}
+
 #[test]
 fn every_object_is_valid_for_its_api() {
     let mut crds = upstream_crds().expect("the upstream OCM CRDs");
-    // ocm-score's own kinds (TieredPlacement), as generated from the Rust types.
-    let own = manifests_dir().join("hub/crds/tiering.ocm-score.io_tieredplacements.yaml");
-    let text = std::fs::read_to_string(&own).expect("the TieredPlacement CRD");
-    crds.push(Crd::from_yaml(&own, &text).expect("the TieredPlacement CRD parses"));
+    // ocm-score's own kinds (TieredPlacement, WorkloadShape), as generated from the Rust types.
+    for own in [
+        "hub/crds/tiering.ocm-score.io_tieredplacements.yaml",
+        "hub/crds/tiering.ocm-score.io_workloadshapes.yaml",
+    ] {
+        let own = manifests_dir().join(own);
+        let text = std::fs::read_to_string(&own).unwrap_or_else(|e| panic!("{}: {e}", own.display()));
+        crds.push(Crd::from_yaml(&own, &text).unwrap_or_else(|e| panic!("{}: {e}", own.display())));
+    }
+    crds.extend(argocd_crds());
     let mut problems = Vec::new();
     let mut ocm_objects = 0;
     for doc in documents() {
@@ -304,6 +326,88 @@ fn the_crd_check_catches_a_bad_placement() {
         validator.validate(&bad).is_err(),
         "`addon` (for `addOn`) must be rejected"
     );
+}
+
+#[test]
+fn the_crd_check_catches_a_bad_applicationset() {
+    let crds = argocd_crds();
+    let (crd, version) =
+        crd_for(&crds, "argoproj.io/v1alpha1", "ApplicationSet").expect("ApplicationSet CRD");
+    let validator = SchemaValidator::new(crd, crd.version(&version).expect("v1alpha1")).expect("compiles");
+    let appset = |sync: &str| {
+        json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "ApplicationSet",
+            "metadata": {"name": "a", "namespace": "argocd"},
+            "spec": {"generators": [], "syncPolicy": {"applicationsSync": sync},
+                     "template": {"metadata": {}, "spec": {"project": "default",
+                         "destination": {}, "source": {"repoURL": "https://example.com/r.git"}}}}})
+    };
+    assert!(validator.validate(&appset("create-update")).is_ok());
+    assert!(
+        validator.validate(&appset("create-updates")).is_err(),
+        "an applicationsSync policy Argo CD does not know must be rejected"
+    );
+}
+
+/// The Argo CD example's objects refer to each other as Argo CD and OCM look them up: the
+/// generator's ConfigMap (in the ApplicationSet's namespace) names the PlacementDecision resource
+/// by its lowercase plural, and each ApplicationSet selects the decisions of a Placement of its own
+/// namespace, or of a TieredPlacement's child there. A mismatch is no error anywhere: Argo CD just
+/// generates nothing.
+#[test]
+fn the_argocd_example_is_wired_as_argo_cd_reads_it() {
+    let docs = documents();
+    let in_example = |d: &&Doc| d.file.starts_with("examples/argocd/");
+    let appsets: Vec<&Doc> = docs
+        .iter()
+        .filter(in_example)
+        .filter(|d| d.kind() == "ApplicationSet")
+        .collect();
+    assert_eq!(appsets.len(), 2, "the plain and the tiered ApplicationSet");
+    for appset in appsets {
+        let namespace = &appset.object["metadata"]["namespace"];
+        assert_eq!(namespace, "argocd", "{}: Argo CD's namespace", appset.name());
+        for generator in appset.object["spec"]["generators"]
+            .as_array()
+            .expect("generators")
+        {
+            let cdr = &generator["clusterDecisionResource"];
+            let config = docs
+                .iter()
+                .find(|d| {
+                    d.kind() == "ConfigMap"
+                        && d.object["metadata"]["name"] == cdr["configMapRef"]
+                        && &d.object["metadata"]["namespace"] == namespace
+                })
+                .unwrap_or_else(|| panic!("{}: no ConfigMap {}", appset.name(), cdr["configMapRef"]));
+            let data = &config.object["data"];
+            assert_eq!(data["apiVersion"], "cluster.open-cluster-management.io/v1beta1");
+            assert_eq!(data["kind"], "placementdecisions", "the resource, not the kind");
+            assert_eq!(data["statusListKey"], "decisions");
+            assert_eq!(data["matchKey"], "clusterName");
+            let placement =
+                cdr["labelSelector"]["matchLabels"]["cluster.open-cluster-management.io/placement"]
+                    .as_str()
+                    .unwrap_or_else(|| panic!("{}: selects no Placement's decisions", appset.name()));
+            let decided_here = docs.iter().any(|d| {
+                &d.object["metadata"]["namespace"] == namespace
+                    && match d.kind() {
+                        "Placement" => d.object["metadata"]["name"] == placement,
+                        "TieredPlacement" => {
+                            d.object["spec"]["placementName"]
+                                .as_str()
+                                .or(d.object["metadata"]["name"].as_str())
+                                == Some(placement)
+                        }
+                        _ => false,
+                    }
+            });
+            assert!(
+                decided_here,
+                "{}: no Placement or TieredPlacement child {placement} in {namespace}",
+                appset.name()
+            );
+        }
+    }
 }
 
 /// One permission: scope (cluster or a namespace), API group, resource, verb, resource name.

@@ -440,6 +440,32 @@ impl ControlPlane {
         self.components.iter_mut().try_for_each(Component::check_running)
     }
 
+    /// Starts `program args` (with `env` added) as a client component of this control plane, named
+    /// `name`: its log is `logs/<name>.log` ([`log_tail`](Self::log_tail)), [`check_running`]
+    /// watches it, and [`stop`](Self::stop) ends it with the other clients, before the API servers.
+    /// For a controller a test runs against the hub, such as Argo CD's. Returns once it is
+    /// spawned, not once it is ready. Call it from the thread that started the control plane, like
+    /// every spawn (see [`process`]).
+    ///
+    /// [`check_running`]: Self::check_running
+    pub fn spawn_client(
+        &mut self,
+        name: &str,
+        program: &Path,
+        args: &[String],
+        env: &[(&str, String)],
+    ) -> Result<(), Error> {
+        if self.components.iter().any(|c| c.name() == name) {
+            return Err(Error::Component {
+                component: name.to_owned(),
+                problem: "a component of that name is already running".into(),
+            });
+        }
+        let component = Component::spawn(name, Tier::Client, program, args, env, &self.log_dir)?;
+        self.components.push(component);
+        Ok(())
+    }
+
     /// Names and process ids of the running components.
     pub fn processes(&self) -> Vec<(String, u32)> {
         self.components

@@ -1,7 +1,14 @@
-//! Pods as the tests on nodes look at them: which are Running and Ready, how often restarted.
+//! Pods as the tests on nodes look at them: which are Running and Ready, how often restarted; and
+//! pods that take a node's memory, for the tests and the demo that load a cluster.
 
-use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, ListParams};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use serde_json::json;
+
+use crate::Error;
+use crate::image::PAUSE;
 
 /// Pods of a namespace (optionally by label selector) that are Running with every container ready.
 pub async fn ready_pods(client: &kube::Client, namespace: &str, selector: &str) -> Vec<Pod> {
@@ -51,4 +58,169 @@ pub fn restarts(pod: &Pod) -> i32 {
         .and_then(|s| s.container_statuses.as_ref())
         .map(|cs| cs.iter().map(|c| c.restart_count).sum())
         .unwrap_or(0)
+}
+
+/// Creates pod `name` in `namespace` (which must exist) of the sandbox image, already on every node
+/// (nothing to pull), requesting `memory` (a quantity such as `16Gi`) and 10m of CPU: the
+/// cluster's scheduler places it on a node and its kubelet runs it. The request is what the
+/// scheduler and our agents (source `cluster`) count as taken; the pause process itself uses next
+/// to nothing.
+pub async fn hold_memory(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    memory: &str,
+) -> Result<Pod, Error> {
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": {"app.kubernetes.io/name": "memory-load"}},
+        "spec": {"containers": [{
+            "name": "load", "image": PAUSE.reference, "imagePullPolicy": "Never",
+            "resources": {"requests": {"cpu": "10m", "memory": memory}},
+        }]},
+    }))
+    .map_err(|e| Error::Options(e.to_string()))?;
+    Api::<Pod>::namespaced(client.clone(), namespace)
+        .create(&PostParams::default(), &pod)
+        .await
+        .map_err(|source| Error::Kube {
+            what: format!("creating pod {namespace}/{name} requesting {memory} of memory"),
+            source,
+        })
+}
+
+/// Deletes pod `namespace/name` at once (no grace period) and returns once the API server no
+/// longer has it, within `timeout`; a failed read is retried, never taken for "gone".
+pub async fn delete_pod(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    timeout: Duration,
+) -> Result<(), Error> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let what = || format!("deleting pod {namespace}/{name}");
+    match pods.delete(name, &DeleteParams::default().grace_period(0)).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 404 => return Ok(()),
+        Err(source) => return Err(Error::Kube { what: what(), source }),
+    }
+    let started = std::time::Instant::now();
+    loop {
+        if let Ok(None) = pods.get_opt(name).await {
+            return Ok(());
+        }
+        if started.elapsed() > timeout {
+            return Err(Error::Check {
+                what: what(),
+                problem: format!("still there after {timeout:?}"),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// Bytes of memory on `node` that no pod has requested yet: its allocatable memory less the
+/// requests of the pods bound to it that have not ended, each counted as the scheduler counts it
+/// (the larger of its containers' sum and its largest init container, plus its overhead).
+pub async fn unrequested_memory(client: &kube::Client, node: &str) -> Result<u64, Error> {
+    let read = |what: String| move |source| Error::Kube { what, source };
+    let allocatable = Api::<Node>::all(client.clone())
+        .get(node)
+        .await
+        .map_err(read(format!("reading node {node}")))?
+        .status
+        .and_then(|s| s.allocatable)
+        .and_then(|a| a.get("memory").map(|q| q.0.clone()))
+        .ok_or_else(|| Error::Options(format!("node {node} reports no allocatable memory")))?;
+    let allocatable =
+        bytes(&allocatable).ok_or_else(|| Error::Options(format!("node {node}: memory {allocatable:?}")))?;
+    let pods = Api::<Pod>::all(client.clone())
+        .list(&ListParams::default().fields(&format!("spec.nodeName={node}")))
+        .await
+        .map_err(read(format!("listing the pods on {node}")))?;
+    let mut requested = 0u64;
+    for pod in &pods.items {
+        let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+        if matches!(phase, Some("Succeeded" | "Failed")) {
+            continue;
+        }
+        requested += memory_request(pod).map_err(|q| {
+            Error::Options(format!(
+                "pod {}: memory {q:?}",
+                pod.metadata.name.as_deref().unwrap_or("?")
+            ))
+        })?;
+    }
+    Ok(allocatable.saturating_sub(requested))
+}
+
+/// A pod's effective memory request, as the scheduler counts it; the quantity it cannot read as
+/// the error.
+fn memory_request(pod: &Pod) -> Result<u64, String> {
+    let Some(spec) = &pod.spec else { return Ok(0) };
+    let of = |resources: Option<&k8s_openapi::api::core::v1::ResourceRequirements>| -> Result<u64, String> {
+        match resources
+            .and_then(|r| r.requests.as_ref())
+            .and_then(|r| r.get("memory"))
+        {
+            Some(q) => bytes(&q.0).ok_or_else(|| q.0.clone()),
+            None => Ok(0),
+        }
+    };
+    let mut containers = 0;
+    for c in &spec.containers {
+        containers += of(c.resources.as_ref())?;
+    }
+    let mut init = 0;
+    for c in spec.init_containers.iter().flatten() {
+        init = init.max(of(c.resources.as_ref())?);
+    }
+    let overhead = match spec.overhead.as_ref().and_then(|o| o.get("memory")) {
+        Some(q) => bytes(&q.0).ok_or_else(|| q.0.clone())?,
+        None => 0,
+    };
+    Ok(containers.max(init) + overhead)
+}
+
+/// A memory quantity (`64Mi`, `1Gi`, `24555648Ki`, `128M`, `1e9`, `1500m`) in bytes, rounded up
+/// as the API server rounds a fractional byte count.
+pub fn bytes(quantity: &str) -> Option<u64> {
+    let q = quantity.trim();
+    let split = q
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-'))
+        .unwrap_or(q.len());
+    let (number, suffix) = q.split_at(split);
+    let number: f64 = number.parse().ok()?;
+    let factor = match suffix {
+        "" => 1.0,
+        "m" => 1e-3,
+        "k" => 1e3,
+        "M" => 1e6,
+        "G" => 1e9,
+        "T" => 1e12,
+        "Ki" => 1024.0,
+        "Mi" => 1024.0 * 1024.0,
+        "Gi" => 1024.0f64.powi(3),
+        "Ti" => 1024.0f64.powi(4),
+        exponent => 10f64.powi(exponent.strip_prefix(['e', 'E'])?.parse().ok()?),
+    };
+    let value = (number * factor).ceil();
+    (value >= 0.0 && value.is_finite()).then_some(value as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bytes;
+
+    #[test]
+    fn memory_quantities_read_as_the_api_server_reads_them() {
+        assert_eq!(bytes("64Mi"), Some(64 << 20));
+        assert_eq!(bytes("24555648Ki"), Some(24_555_648 << 10));
+        assert_eq!(bytes("1Gi"), Some(1 << 30));
+        assert_eq!(bytes("128M"), Some(128_000_000));
+        assert_eq!(bytes("1e9"), Some(1_000_000_000));
+        assert_eq!(bytes("1500m"), Some(2));
+        assert_eq!(bytes("0"), Some(0));
+        assert_eq!(bytes("1.5Gi"), Some(3 << 29));
+        assert_eq!(bytes("12Qi"), None);
+    }
 }

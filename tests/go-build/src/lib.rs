@@ -1,17 +1,19 @@
 //! Commands compiled from a committed Go module of this repository, once, and cached.
 //!
-//! Each module (`tests/control-plane/`, `tests/thanos/`, `tests/ocm-bench/`) pins its upstream
-//! components in `go.mod`, lists their commands as `tool`s and pins every byte in `go.sum`.
+//! Each module (`tests/control-plane/`, `tests/thanos/`, `tests/ocm-bench/`, `tests/argocd/`) pins
+//! its upstream components in `go.mod`, lists their commands as `tool`s (or holds a main package of
+//! ours that calls them) and pins every byte in `go.sum`.
 //! [`ensure_built`] runs `go build` on those tools (plus any local packages of the module) and stores
 //! the binaries under `~/.cache/ocm-score/<cache>/<hash>/bin/` (see [`cache_root`]), where the hash
 //! covers the recipe, the Go version and every file of the module. A second call with the same
 //! inputs does nothing, and concurrent callers (parallel tests, `scripts/test.sh`'s background
 //! builds) wait for one build through a file lock.
 //!
-//! The modules themselves are [`control_plane`], [`thanos`] and [`ocm_bench`]; the `go-build`
-//! binary builds them for `scripts/test.sh`. The test harness (`ocm-score-tests`) wraps the builds
-//! it runs.
+//! The modules themselves are [`control_plane`], [`thanos`], [`ocm_bench`] and [`argocd`]; the
+//! `go-build` binary builds them for `scripts/test.sh`. The test harness (`ocm-score-tests`) wraps
+//! the builds it runs.
 
+pub mod argocd;
 pub mod control_plane;
 pub mod ocm_bench;
 pub mod thanos;

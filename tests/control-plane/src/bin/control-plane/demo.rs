@@ -9,7 +9,7 @@ use ocm_score_control_plane::ControlPlane;
 use ocm_score_control_plane::addon::{
     ADDON, INSTALL_NAMESPACE, decided, hub_snapshot, kubectl, score, workspace_binary,
 };
-use ocm_score_control_plane::image::PAUSE;
+use ocm_score_control_plane::pods::hold_memory;
 use ocm_score_control_plane::support::TempDir;
 
 const SCORES: [&str; 4] = [
@@ -87,7 +87,8 @@ pub async fn run(dir: Option<PathBuf>, progress: &dyn Fn(&str)) -> anyhow::Resul
     progress(&format!(
         "loading {chosen}: a pod requesting {LOAD_MEMORY} of memory, scheduled by its kube-scheduler and run by its kubelet"
     ));
-    load(&cp.kubeconfig(&chosen))?;
+    let loaded = cp.cluster_client(&chosen).await?;
+    hold_memory(&loaded, "default", "memory-load", LOAD_MEMORY).await?;
     wait("OCM to move most-free-memory", logs, || {
         let hub = hub.clone();
         let before = before.clone();
@@ -126,24 +127,8 @@ pub async fn run(dir: Option<PathBuf>, progress: &dyn Fn(&str)) -> anyhow::Resul
     Ok(())
 }
 
-/// What the demo puts on the chosen cluster: most of a node's memory, in a pod of the sandbox
-/// image (already on every node; nothing to pull).
+/// What the demo puts on the chosen cluster: a pod requesting most of a node's memory.
 const LOAD_MEMORY: &str = "16Gi";
-
-fn load(kubeconfig: &std::path::Path) -> anyhow::Result<()> {
-    let pod = serde_json::json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "memory-load", "namespace": "default"},
-        "spec": {"containers": [{
-            "name": "load", "image": PAUSE.reference, "imagePullPolicy": "Never",
-            "resources": {"requests": {"cpu": "100m", "memory": LOAD_MEMORY}},
-        }]},
-    });
-    let file = kubeconfig.with_file_name("memory-load.json");
-    std::fs::write(&file, pod.to_string()).with_context(|| format!("writing {}", file.display()))?;
-    kubectl(kubeconfig, &["apply", "-f", &file.display().to_string()])?;
-    Ok(())
-}
 
 /// Running pods of a namespace.
 async fn running_pods(client: &kube::Client, namespace: &str) -> usize {
