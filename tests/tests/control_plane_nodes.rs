@@ -4,6 +4,7 @@
 //! resources" — and the `kubelet` source reads the real kubelet's `/metrics/resource` through the
 //! API server's node proxy, its memory figure following a pod that holds memory.
 
+use ocm_score_agent::accounting::quantity::{AccountingUnit, parse_quantity};
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
@@ -23,27 +24,11 @@ fn run(kubeconfig: &Path, args: &[&str]) -> String {
     kubectl(kubeconfig, args).unwrap_or_else(|e| panic!("{e}"))
 }
 
-/// A quantity as `kubectl` prints one (`270m`, `2`, `436Mi`, `16Gi`, `1500k`), in base units.
+/// A quantity as `kubectl` prints one (`270m`, `2`, `436Mi`, `16Gi`, `1500k`), in base units, read
+/// by the agent's own parser in thousandths.
 fn quantity(text: &str) -> f64 {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(text.len());
-    let (number, suffix) = text.split_at(split);
-    let number: f64 = number.parse().unwrap_or_else(|e| panic!("{text:?}: {e}"));
-    let factor = match suffix {
-        "" => 1.0,
-        "m" => 1e-3,
-        "k" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        "Ki" => 1024.0,
-        "Mi" => 1024.0 * 1024.0,
-        "Gi" => 1024.0 * 1024.0 * 1024.0,
-        "Ti" => 1024.0f64.powi(4),
-        other => panic!("{text:?}: unknown suffix {other:?}"),
-    };
-    number * factor
+    let milli = parse_quantity(text.trim(), AccountingUnit::Milli).unwrap_or_else(|e| panic!("{e}"));
+    milli as f64 / 1000.0
 }
 
 /// Free (allocatable − requested) cpu in cores and memory in bytes, as Kubernetes counts them:

@@ -1,6 +1,7 @@
 //! Pods as the tests on nodes look at them: which are Running and Ready, how often restarted; and
 //! pods that take a node's memory, for the tests and the demo that load a cluster.
 
+use ocm_score_agent::accounting::quantity::{AccountingUnit, parse_quantity};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -181,30 +182,12 @@ fn memory_request(pod: &Pod) -> Result<u64, String> {
     Ok(containers.max(init) + overhead)
 }
 
-/// A memory quantity (`64Mi`, `1Gi`, `24555648Ki`, `128M`, `1e9`, `1500m`) in bytes, rounded up
-/// as the API server rounds a fractional byte count.
-pub fn bytes(quantity: &str) -> Option<u64> {
-    let q = quantity.trim();
-    let split = q
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-'))
-        .unwrap_or(q.len());
-    let (number, suffix) = q.split_at(split);
-    let number: f64 = number.parse().ok()?;
-    let factor = match suffix {
-        "" => 1.0,
-        "m" => 1e-3,
-        "k" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        "T" => 1e12,
-        "Ki" => 1024.0,
-        "Mi" => 1024.0 * 1024.0,
-        "Gi" => 1024.0f64.powi(3),
-        "Ti" => 1024.0f64.powi(4),
-        exponent => 10f64.powi(exponent.strip_prefix(['e', 'E'])?.parse().ok()?),
-    };
-    let value = (number * factor).ceil();
-    (value >= 0.0 && value.is_finite()).then_some(value as u64)
+/// A memory quantity in bytes, rounded up as the API server rounds a fractional byte count: the
+/// agent's own parser, the one home of quantity arithmetic.
+fn bytes(quantity: &str) -> Option<u64> {
+    parse_quantity(quantity, AccountingUnit::Whole)
+        .ok()
+        .and_then(|v| u64::try_from(v).ok())
 }
 
 #[cfg(test)]
@@ -220,6 +203,7 @@ mod tests {
         assert_eq!(bytes("1e9"), Some(1_000_000_000));
         assert_eq!(bytes("1500m"), Some(2));
         assert_eq!(bytes("0"), Some(0));
+        assert_eq!(bytes("-1Mi"), None);
         assert_eq!(bytes("1.5Gi"), Some(3 << 29));
         assert_eq!(bytes("12Qi"), None);
     }
