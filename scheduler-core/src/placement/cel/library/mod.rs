@@ -85,6 +85,47 @@ impl Library {
     pub fn member(&mut self, name: &'static str, params: Vec<Type>, result: Type, imp: Impl) {
         self.add(name, true, params, result, imp);
     }
+
+    /// Declares `isGreaterThan`, `isLessThan` and `compareTo` on `ty`, whose values are `T`s: the
+    /// three methods Kubernetes' quantity and semver libraries both give their values.
+    pub fn comparisons<T: Ordered>(&mut self, ty: Type) {
+        self.member(
+            "isGreaterThan",
+            vec![ty.clone(), ty.clone()],
+            Type::Bool,
+            is_greater_than::<T>,
+        );
+        self.member(
+            "isLessThan",
+            vec![ty.clone(), ty.clone()],
+            Type::Bool,
+            is_less_than::<T>,
+        );
+        self.member("compareTo", vec![ty.clone(), ty], Type::Int, compare_to::<T>);
+    }
+}
+
+/// An opaque value with a total order, compared by [`Library::comparisons`].
+pub trait Ordered {
+    /// Argument `i` of `f`'s arguments `a` as a `Self`, or the mismatch error naming `f`.
+    fn at<'v>(f: &str, a: &'v [Value], i: usize) -> Result<&'v Self, String>;
+    fn order(&self, other: &Self) -> ::std::cmp::Ordering;
+}
+
+fn ordering<T: Ordered>(f: &str, a: &[Value]) -> Result<::std::cmp::Ordering, String> {
+    Ok(T::at(f, a, 0)?.order(T::at(f, a, 1)?))
+}
+
+fn is_greater_than<T: Ordered>(a: &[Value]) -> EvalResult {
+    ordering::<T>("isGreaterThan", a).map(|o| Value::Bool(o.is_gt()))
+}
+
+fn is_less_than<T: Ordered>(a: &[Value]) -> EvalResult {
+    ordering::<T>("isLessThan", a).map(|o| Value::Bool(o.is_lt()))
+}
+
+fn compare_to<T: Ordered>(a: &[Value]) -> EvalResult {
+    ordering::<T>("compareTo", a).map(|o| Value::Int(o as i64))
 }
 
 /// The type parameters signatures use.

@@ -4,7 +4,7 @@
 use super::super::types::{Opaque as OpaqueType, Type};
 use super::super::value::quantity::Quantity;
 use super::super::value::{EvalResult, Object, Value};
-use super::{Library, args::mismatch, opaque};
+use super::{Library, Ordered, args::mismatch, opaque};
 
 pub fn declare(lib: &mut Library) {
     use Type::*;
@@ -12,9 +12,7 @@ pub fn declare(lib: &mut Library) {
     lib.global("quantity", vec![String], q(), to_quantity);
     lib.global("isQuantity", vec![String], Bool, is_quantity);
     lib.global("sign", vec![q()], Int, sign);
-    lib.member("isGreaterThan", vec![q(), q()], Bool, is_greater_than);
-    lib.member("isLessThan", vec![q(), q()], Bool, is_less_than);
-    lib.member("compareTo", vec![q(), q()], Int, compare_to);
+    lib.comparisons::<Quantity>(q());
     lib.member("asApproximateFloat", vec![q()], Double, as_approximate_float);
     lib.member("asInteger", vec![q()], Int, as_integer);
     lib.member("isInteger", vec![q()], Bool, is_integer);
@@ -60,20 +58,14 @@ fn sign(a: &[Value]) -> EvalResult {
     quantity_at("sign", a, 0).map(|q| Value::Int(q.signum()))
 }
 
-fn ordering(f: &str, a: &[Value]) -> Result<std::cmp::Ordering, String> {
-    Ok(quantity_at(f, a, 0)?.cmp(quantity_at(f, a, 1)?))
-}
+impl Ordered for Quantity {
+    fn at<'v>(f: &str, a: &'v [Value], i: usize) -> Result<&'v Self, String> {
+        quantity_at(f, a, i)
+    }
 
-fn is_greater_than(a: &[Value]) -> EvalResult {
-    ordering("isGreaterThan", a).map(|o| Value::Bool(o.is_gt()))
-}
-
-fn is_less_than(a: &[Value]) -> EvalResult {
-    ordering("isLessThan", a).map(|o| Value::Bool(o.is_lt()))
-}
-
-fn compare_to(a: &[Value]) -> EvalResult {
-    ordering("compareTo", a).map(|o| Value::Int(o as i64))
+    fn order(&self, other: &Self) -> std::cmp::Ordering {
+        self.cmp(other)
+    }
 }
 
 fn as_approximate_float(a: &[Value]) -> EvalResult {

@@ -4,7 +4,7 @@
 use super::super::types::{Opaque as OpaqueType, Type};
 use super::super::value::semver::Semver;
 use super::super::value::{EvalResult, Object, Value};
-use super::{Library, args::mismatch, opaque};
+use super::{Library, Ordered, args::mismatch, opaque};
 use std::cmp::Ordering;
 
 pub fn declare(lib: &mut Library) {
@@ -12,9 +12,7 @@ pub fn declare(lib: &mut Library) {
     let v = || opaque(OpaqueType::Semver);
     lib.global("semver", vec![String], v(), to_semver);
     lib.global("isSemver", vec![String], Bool, is_semver);
-    lib.member("isGreaterThan", vec![v(), v()], Bool, is_greater_than);
-    lib.member("isLessThan", vec![v(), v()], Bool, is_less_than);
-    lib.member("compareTo", vec![v(), v()], Int, compare_to);
+    lib.comparisons::<Semver>(v());
     lib.member("major", vec![v()], Int, major);
     lib.member("minor", vec![v()], Int, minor);
     lib.member("patch", vec![v()], Int, patch);
@@ -44,20 +42,14 @@ fn is_semver(a: &[Value]) -> EvalResult {
     }
 }
 
-fn ordering(f: &str, a: &[Value]) -> Result<Ordering, String> {
-    Ok(version(f, a, 0)?.cmp(version(f, a, 1)?))
-}
+impl Ordered for Semver {
+    fn at<'v>(f: &str, a: &'v [Value], i: usize) -> Result<&'v Self, String> {
+        version(f, a, i)
+    }
 
-fn is_greater_than(a: &[Value]) -> EvalResult {
-    ordering("isGreaterThan", a).map(|o| Value::Bool(o.is_gt()))
-}
-
-fn is_less_than(a: &[Value]) -> EvalResult {
-    ordering("isLessThan", a).map(|o| Value::Bool(o.is_lt()))
-}
-
-fn compare_to(a: &[Value]) -> EvalResult {
-    ordering("compareTo", a).map(|o| Value::Int(o as i64))
+    fn order(&self, other: &Self) -> Ordering {
+        self.cmp(other)
+    }
 }
 
 fn component(f: &str, a: &[Value], pick: fn(&Semver) -> u64) -> EvalResult {
