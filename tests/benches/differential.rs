@@ -1,6 +1,7 @@
 //! The live differential check at full size: 1,000 random Placements on the real hub (OCM's
 //! placement controller decides, `ocm-score-hub simulate` predicts from the snapshot before each
-//! placement existed and again once settled), then the tally by feature as a markdown table.
+//! placement existed and is checked for consistency on the settled hub), then the tally by feature
+//! as a markdown table.
 //!
 //! `cargo bench -p ocm-score-tests --bench differential`; `OCM_SCORE_DIFFERENTIAL_N` (1,000),
 //! `OCM_SCORE_DIFFERENTIAL_SEED` (fresh unless set) and `OCM_SCORE_DIFFERENTIAL_CLUSTERS` (16)

@@ -1,7 +1,9 @@
 //! The live differential check at CI size (`ocm_score_control_plane::differential::live`):
 //! random Placements on the real hub, each decided by OCM's own placement controller and predicted
-//! by `ocm-score-hub simulate` from a snapshot taken before the placement existed, then compared
-//! again once settled. The seed is new every run and printed with the line that replays it;
+//! by `ocm-score-hub simulate` from a snapshot taken before the placement existed (the prediction,
+//! judged against OCM's first decision as a watch recorded it); then, once OCM settled it, a
+//! consistency check, not a prediction: `simulate` on the settled hub must give OCM's settled
+//! answer. The seed is new every run and printed with the line that replays it;
 //! `cargo bench -p ocm-score-tests --bench differential` runs 1,000 placements and prints the
 //! tally by feature.
 //!

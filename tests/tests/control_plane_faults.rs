@@ -641,13 +641,16 @@ fn logged_at(component: &Component, message: &str, since: Timestamp) -> Option<T
         .find(|at| *at >= since)
 }
 
-/// The manager's leader Lease, as the hub holds it.
+/// The manager's leader Lease, as the hub holds it (`None` only when a read succeeded without it).
+/// It is read right after an outage: a failed read is retried for the patience, never "no Lease".
 async fn manager_lease(hub: &kube::Client) -> Option<Lease> {
-    Api::<Lease>::namespaced(hub.clone(), HUB_NAMESPACE)
-        .get_opt(MANAGER_LEASE)
-        .await
-        .ok()
-        .flatten()
+    eventually("the manager's Lease, read", WAIT, String::new, || async {
+        Api::<Lease>::namespaced(hub.clone(), HUB_NAMESPACE)
+            .get_opt(MANAGER_LEASE)
+            .await
+            .ok()
+    })
+    .await
 }
 
 fn holder(lease: &Option<Lease>) -> Option<String> {
@@ -700,4 +703,29 @@ fn logged(component: &Component, message: &str) -> usize {
         .lines()
         .filter(|l| l.contains(message))
         .count()
+}
+
+#[cfg(test)]
+mod pure {
+    use super::*;
+    use ocm_score_kube_double::{ApiServer, RequestMatch};
+
+    #[tokio::test]
+    async fn a_failed_lease_read_is_retried_never_no_lease() {
+        let server = ApiServer::builder()
+            .builtin_kinds()
+            .object(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": HUB_NAMESPACE}}))
+            .object(json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                           "metadata": {"name": MANAGER_LEASE, "namespace": HUB_NAMESPACE},
+                           "spec": {"holderIdentity": "manager-0"}}))
+            .start()
+            .await
+            .expect("kube-double");
+        // 500s: kube's client itself retries a 503.
+        server
+            .faults()
+            .fail_next(2, RequestMatch::any().verb("get").resource("leases"), 500);
+        let lease = manager_lease(&server.admin_client()).await;
+        assert_eq!(holder(&lease).as_deref(), Some("manager-0"), "{lease:?}");
+    }
 }

@@ -207,17 +207,22 @@ impl<'a> Fleet<'a> {
             .expect("kind served")
     }
 
-    async fn cma(&self) -> Value {
+    async fn try_cma(&self) -> Result<Value, kube::Error> {
         let api = self
             .api(ADDON_GROUP, "v1alpha1", "ClusterManagementAddOn", None)
             .await;
-        let cma = api.get(ADDON).await.expect("the ClusterManagementAddOn");
-        serde_json::to_value(cma).expect("json")
+        Ok(serde_json::to_value(api.get(ADDON).await?).expect("json"))
+    }
+
+    async fn cma(&self) -> Value {
+        self.try_cma().await.expect("the ClusterManagementAddOn")
     }
 
     /// The Progressing condition of the strategy's one install progression: status and message.
+    /// `None` until it is written, and while the ClusterManagementAddOn cannot be read (the waits
+    /// that call this retry).
     async fn install_progress(&self) -> Option<(String, String)> {
-        let cma = self.cma().await;
+        let cma = self.try_cma().await.ok()?;
         let progressing = cma
             .pointer("/status/installProgressions/0/conditions")?
             .as_array()?
@@ -338,8 +343,9 @@ impl<'a> Fleet<'a> {
         panic!("the fleet could not be read: {last}\n{}", self.context())
     }
 
-    /// The clusters of each decision group of the Placement `all-clusters`, by group index.
-    async fn decision_groups(&self) -> BTreeMap<String, Vec<String>> {
+    /// The clusters of each decision group of the Placement `all-clusters`, by group index; `None`
+    /// when the PlacementDecisions cannot be listed (never "no groups").
+    async fn decision_groups(&self) -> Option<BTreeMap<String, Vec<String>>> {
         let decisions = self
             .api(
                 "cluster.open-cluster-management.io",
@@ -349,12 +355,7 @@ impl<'a> Fleet<'a> {
             )
             .await;
         let mut groups: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        for decision in decisions
-            .list(&Default::default())
-            .await
-            .map(|l| l.items)
-            .unwrap_or_default()
-        {
+        for decision in decisions.list(&Default::default()).await.ok()?.items {
             let labels = decision.metadata.labels.clone().unwrap_or_default();
             if labels
                 .get("cluster.open-cluster-management.io/placement")
@@ -376,7 +377,7 @@ impl<'a> Fleet<'a> {
         for clusters in groups.values_mut() {
             clusters.sort();
         }
-        groups
+        Some(groups)
     }
 
     /// The context of a failed wait: the two managers' logs.
@@ -456,8 +457,47 @@ struct Step {
     pod: AgentPod,
 }
 
+/// The polls of a followed rollout. A poll whose reads failed is skipped, never judged; but the
+/// invariants hold the rollout only as closely as they are sampled, so the follow fails once more
+/// than [`Polls::MAX_IN_A_ROW`] polls in a row (that many seconds unobserved) or more than a quarter
+/// of all polls were skipped.
+#[derive(Debug, Default)]
+struct Polls {
+    judged: u32,
+    skipped: u32,
+    skipped_in_a_row: u32,
+}
+
+impl Polls {
+    const MAX_IN_A_ROW: u32 = 5;
+
+    fn judged(&mut self) {
+        self.judged += 1;
+        self.skipped_in_a_row = 0;
+    }
+
+    /// Counts a skipped poll; an error once too many were skipped.
+    fn skipped(&mut self) -> Result<(), String> {
+        self.skipped += 1;
+        self.skipped_in_a_row += 1;
+        let total = self.judged + self.skipped;
+        if self.skipped_in_a_row > Self::MAX_IN_A_ROW {
+            return Err(format!(
+                "{} polls in a row could not be read ({self:?})",
+                self.skipped_in_a_row
+            ));
+        }
+        if self.skipped > Self::MAX_IN_A_ROW && self.skipped * 4 > total {
+            return Err(format!(
+                "more than a quarter of the polls could not be read ({self:?})"
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// Polls every second until every cluster has completed `hash`, and returns each cluster's step.
-/// `invariant` runs on every poll.
+/// `invariant` runs on every poll whose reads all succeeded.
 async fn follow_rollout(
     fleet: &Fleet<'_>,
     hash: &str,
@@ -465,11 +505,18 @@ async fn follow_rollout(
 ) -> BTreeMap<&'static str, Step> {
     let started = std::time::Instant::now();
     let mut rendered: BTreeMap<&str, Timestamp> = BTreeMap::new();
+    let mut polls = Polls::default();
     loop {
         // A poll whose reads failed is skipped, never judged.
         let views = match fleet.try_views().await {
             Ok(views) => views,
             Err(e) => {
+                if let Err(thin) = polls.skipped() {
+                    panic!(
+                        "following the rollout of {hash}: {thin}; the last: {e}\n{}",
+                        fleet.context()
+                    );
+                }
                 assert!(
                     started.elapsed() < WAIT,
                     "the fleet could not be read: {e}\n{}",
@@ -480,6 +527,7 @@ async fn follow_rollout(
                 continue;
             }
         };
+        polls.judged();
         let now = Timestamp::now();
         for (cluster, view) in &views {
             if view.work_hash == hash {
@@ -502,6 +550,7 @@ async fn follow_rollout(
             })
             .collect();
         if steps.len() == CLUSTERS.len() {
+            eprintln!("the rollout of {hash} followed: {polls:?}");
             return steps;
         }
         assert!(
@@ -533,6 +582,11 @@ fn all_running<'v>(
             (*cluster, pod)
         })
         .collect()
+}
+
+/// The cluster has agent pods, every one of `image` and none Ready (no pods is no evidence).
+fn only_unready(pods: &[AgentPod], image: &str) -> bool {
+    !pods.is_empty() && pods.iter().all(|p| p.image == image && p.ready_since.is_none())
 }
 
 /// OCM counted each cluster done only once its new agent pod was Ready, a pod created after the
@@ -622,7 +676,7 @@ async fn ocm_rolls_config_changes_out_cluster_by_cluster_group_by_group_and_stop
         ("1".to_owned(), vec!["cluster1".to_owned(), "cluster2".to_owned()]),
     ]);
     eventually("the canary group, then the rest", WAIT, context, || async {
-        (fleet.decision_groups().await == expected_groups).then_some(())
+        (fleet.decision_groups().await? == expected_groups).then_some(())
     })
     .await;
     run(&hub_kc, &["apply", "-k", "manifests/examples/rollout"]);
@@ -773,9 +827,7 @@ async fn ocm_rolls_config_changes_out_cluster_by_cluster_group_by_group_and_stop
                 "OCM counted {cluster} done though its agent never ran: {view:#?}"
             );
             assert!(
-                view.pods
-                    .iter()
-                    .all(|p| p.image == unpublished && p.ready_since.is_none()),
+                only_unready(&view.pods, &unpublished),
                 "{cluster} runs only the new agent, never Ready: {view:#?}"
             );
         }
@@ -869,4 +921,54 @@ async fn ocm_rolls_config_changes_out_cluster_by_cluster_group_by_group_and_stop
         !condition_types.iter().any(|t| t == "RolloutSucceeded"),
         "{condition_types:?}"
     );
+}
+
+#[cfg(test)]
+mod pure {
+    use super::*;
+
+    #[test]
+    fn a_follow_fails_once_too_many_polls_were_skipped() {
+        // A gap in the sampling, however many polls were judged before.
+        let mut polls = Polls::default();
+        for _ in 0..100 {
+            polls.judged();
+        }
+        for _ in 0..Polls::MAX_IN_A_ROW {
+            assert!(polls.skipped().is_ok(), "{polls:?}");
+        }
+        assert!(polls.skipped().is_err(), "one more in a row: {polls:?}");
+
+        // Skips spread out are fine while they stay under a quarter of the polls.
+        let mut polls = Polls::default();
+        for _ in 0..8 {
+            for _ in 0..3 {
+                polls.judged();
+            }
+            assert!(polls.skipped().is_ok(), "{polls:?}");
+        }
+        let mut polls = Polls::default();
+        let mut failed = false;
+        for _ in 0..10 {
+            polls.judged();
+            failed |= polls.skipped().is_err();
+        }
+        assert!(failed, "half the polls skipped: {polls:?}");
+    }
+
+    #[test]
+    fn no_pods_is_not_only_unready_ones() {
+        let pod = |image: &str, ready: bool| AgentPod {
+            uid: "u".into(),
+            created: Timestamp::UNIX_EPOCH,
+            ready_since: ready.then_some(Timestamp::UNIX_EPOCH),
+            image: image.into(),
+            refresh_arg: String::new(),
+            waiting: None,
+        };
+        assert!(!only_unready(&[], "new"));
+        assert!(only_unready(&[pod("new", false)], "new"));
+        assert!(!only_unready(&[pod("new", true)], "new"));
+        assert!(!only_unready(&[pod("new", false), pod("old", false)], "new"));
+    }
 }

@@ -192,7 +192,31 @@ fn bytes(quantity: &str) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
-    use super::bytes;
+    use super::{all_pods, bytes};
+    use ocm_score_kube_double::{ApiServer, RequestMatch};
+    use serde_json::json;
+
+    #[tokio::test]
+    async fn a_failed_list_is_an_error_never_no_pods() {
+        let server = ApiServer::builder()
+            .builtin_kinds()
+            .object(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "agents"}}))
+            .start()
+            .await
+            .expect("kube-double");
+        let client = server.admin_client();
+        // A 500: kube's client itself retries a 503.
+        server
+            .faults()
+            .fail_next(1, RequestMatch::any().verb("list").resource("pods"), 500);
+        let failed = all_pods(&client, "agents").await;
+        assert!(failed.is_err(), "a 500 read as {failed:?}");
+        // Only a list that succeeded and is empty means no pods.
+        let listed = all_pods(&client, "agents")
+            .await
+            .expect("the list after the fault");
+        assert!(listed.is_empty());
+    }
 
     #[test]
     fn memory_quantities_read_as_the_api_server_reads_them() {

@@ -469,7 +469,30 @@ pub async fn agent_deployment(managed: &kube::Client) -> Result<Option<Deploymen
 
 #[cfg(test)]
 mod tests {
-    use super::set_by_cargo_for_a_crate;
+    use super::{INSTALL_NAMESPACE, agent_deployment, set_by_cargo_for_a_crate};
+    use ocm_score_kube_double::{ApiServer, RequestMatch};
+    use serde_json::json;
+
+    #[tokio::test]
+    async fn a_failed_list_is_an_error_never_no_agent() {
+        let server = ApiServer::builder()
+            .builtin_kinds()
+            .object(json!({"apiVersion": "v1", "kind": "Namespace",
+                           "metadata": {"name": INSTALL_NAMESPACE}}))
+            .start()
+            .await
+            .expect("kube-double");
+        let client = server.admin_client();
+        // A 500: kube's client itself retries a 503.
+        server
+            .faults()
+            .fail_next(1, RequestMatch::any().verb("list").resource("deployments"), 500);
+        let failed = agent_deployment(&client).await;
+        assert!(failed.is_err(), "a 500 read as {failed:?}");
+        // Only a list that succeeded and is empty means no agent.
+        let listed = agent_deployment(&client).await.expect("the list after the fault");
+        assert!(listed.is_none());
+    }
 
     #[test]
     fn a_nested_build_drops_what_cargo_set_for_the_caller_and_keeps_cargo_configuration() {

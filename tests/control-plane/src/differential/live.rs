@@ -329,24 +329,15 @@ async fn compare_one(
     let stored = find_placement(&items, ns, name).cloned().unwrap_or(Value::Null);
     let settled_pds = decisions_of(&items, ns, name);
     let ocm_settled: Answer = ocm_answer(&stored, &settled_pds);
-    // OCM's first decision: each PlacementDecision as first written with clusters, and the
-    // Placement's conditions as first written. Only a decision that never held a cluster is taken
-    // as settled (empty then too); a first version the watch missed is no answer to judge by.
-    let mut first_versions: Vec<&Value> = Vec::new();
-    for pd in &settled_pds {
-        let pd_name = pd["metadata"]["name"].as_str().unwrap_or_default();
-        match first_pds.first.get(pd_name) {
-            Some(first) => first_versions.push(first),
-            None if clusters_of(pd).is_empty() => first_versions.push(pd),
-            None => {
-                remove(hub, &placements, ns, name).await;
-                return Err(format!(
-                    "== {ns}/{name}: the watch saw no first version of {pd_name} with clusters, though it settled with {:?}",
-                    clusters_of(pd)
-                ));
-            }
+    // OCM's first decision, all of it from the watches (nothing from the settled state): each
+    // PlacementDecision as first written, and the Placement's conditions as first written.
+    let first_versions = match first_decisions(&settled_pds, &first_pds) {
+        Ok(first) => first,
+        Err(e) => {
+            remove(hub, &placements, ns, name).await;
+            return Err(format!("== {ns}/{name}: {e}"));
         }
-    }
+    };
     let Some(first_stored) = first_placement.first.get(name) else {
         remove(hub, &placements, ns, name).await;
         return Err(format!(
@@ -369,7 +360,7 @@ async fn compare_one(
         &["-o", "json", "--explain"],
     )
     .await;
-    let on_settled = simulate(
+    let simulated_on_settled = simulate(
         c.simulate_bin,
         &[&settled_file],
         ns,
@@ -379,7 +370,7 @@ async fn compare_one(
     .await;
     let mut problems: Vec<String> = Vec::new();
     let first_problems = judge(&ocm_first, &predicted);
-    let settled_problems = judge(&ocm_settled, &on_settled);
+    let consistency_problems = judge(&ocm_settled, &simulated_on_settled);
     problems.extend(
         first_problems
             .iter()
@@ -388,7 +379,7 @@ async fn compare_one(
     // Not a prediction: simulate reads the hub OCM settled on, so this holds our engine to be
     // consistent with OCM's settled answer.
     problems.extend(
-        settled_problems
+        consistency_problems
             .iter()
             .map(|p| format!("consistency with OCM's settled answer, on the settled hub: {p}")),
     );
@@ -402,7 +393,7 @@ async fn compare_one(
         selected: !ocm_settled.decisions.is_empty(),
         misconfigured: ocm_first.misconfigured && predicted_misconfigured,
         first_agrees: first_problems.is_empty(),
-        settled_agrees: settled_problems.is_empty(),
+        settled_consistent: consistency_problems.is_empty(),
     };
     let changes: Vec<&String> = first_pds.changed.iter().chain(&first_placement.changed).collect();
     let changed = if changes.is_empty() {
@@ -441,7 +432,7 @@ async fn compare_one(
     let report = format!(
         "== {ns}/{name}: MISMATCH\n  - {}\n-- the placement as written:\n{}-- OCM first: decisions {:?}, groups {:?}{changed}\n\
          -- OCM settled: decisions {:?}, groups {:?}, misconfigured {}, satisfied {:?}\n   conditions: {}\n\
-         -- simulate before the placement existed:\n{predicted_table}-- simulate settled:\n{settled_table}\
+         -- simulate before the placement existed:\n{predicted_table}-- simulate on the settled hub (consistency):\n{settled_table}\
          -- files kept in {} (replay: ocm-score-hub simulate -f before.yaml -f placement.yaml -p {ns}/{name}; \
          ocm-score-hub simulate -f settled.yaml -p {ns}/{name})\n",
         problems.join("\n  - "),
@@ -476,6 +467,31 @@ fn write(path: &Path, text: &str) {
     std::fs::write(path, text).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
 }
 
+/// OCM's first decision as the PlacementDecision watch recorded it, one entry for each settled
+/// PlacementDecision: its first version with clusters, or, for one that never held a cluster, the
+/// first version the watch saw of it (empty then too). A settled decision the watch never saw at
+/// all has no first version to judge by: an error naming it, never its settled state in its place.
+fn first_decisions<'a>(settled: &[&'a Value], seen: &'a Seen) -> Result<Vec<&'a Value>, String> {
+    settled
+        .iter()
+        .map(|pd| {
+            let pd_name = pd["metadata"]["name"].as_str().unwrap_or_default();
+            let clusters = clusters_of(pd);
+            match (seen.first.get(pd_name), seen.any.get(pd_name)) {
+                (Some(first), _) => Ok(first),
+                (None, Some(only_empty)) if clusters.is_empty() => Ok(only_empty),
+                (None, Some(_)) => Err(format!(
+                    "the watch saw no version of {pd_name} with clusters, though it settled with {clusters:?}"
+                )),
+                (None, None) => Err(format!(
+                    "the watch saw no version of {pd_name} at all (settled with {clusters:?}): no first \
+                     decision to judge the prediction by"
+                )),
+            }
+        })
+        .collect()
+}
+
 /// The first version of each object a watch that starts before the placement exists sees with
 /// content that matters (`significant`): OCM creates a PlacementDecision empty and then writes its
 /// clusters through the status subresource, so the first version holding clusters is the first
@@ -488,8 +504,10 @@ struct FirstVersions {
 
 #[derive(Default)]
 struct Seen {
-    /// By object name.
+    /// The first version with significant content, by object name.
     first: BTreeMap<String, Value>,
+    /// The first version of any content, by object name.
+    any: BTreeMap<String, Value>,
     changed: Vec<String>,
 }
 
@@ -541,11 +559,12 @@ impl FirstVersions {
                     continue;
                 };
                 let object = serde_json::to_value(&object).unwrap_or_default();
+                let name = object["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+                let Ok(mut seen) = record.lock() else { return };
+                seen.any.entry(name.clone()).or_insert_with(|| object.clone());
                 let Some(content) = significant(&object) else {
                     continue;
                 };
-                let name = object["metadata"]["name"].as_str().unwrap_or_default().to_owned();
-                let Ok(mut seen) = record.lock() else { return };
                 match seen.first.get(&name).and_then(significant) {
                     None => {
                         seen.first.insert(name, object);
@@ -808,5 +827,44 @@ async fn simulate_text(binary: &Path, files: &[&Path], ns: &str, name: &str) -> 
         Ok(Ok(out)) => String::from_utf8_lossy(&out.stdout).into_owned(),
         Ok(Err(e)) => format!("(simulate did not run: {e})\n"),
         Err(e) => format!("(simulate task: {e})\n"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Seen, first_decisions};
+    use serde_json::{Value, json};
+
+    fn decision(name: &str, clusters: &[&str]) -> Value {
+        let decisions: Vec<Value> = clusters.iter().map(|c| json!({"clusterName": c})).collect();
+        json!({"metadata": {"name": name}, "status": {"decisions": decisions}})
+    }
+
+    #[test]
+    fn the_first_decision_is_the_watchs_never_the_settled_one() {
+        let settled_full = decision("p-decision-1", &["c2"]);
+        let settled_empty = decision("p-decision-2", &[]);
+        let mut seen = Seen::default();
+        // Not seen by the watch: no first decision, whether it settled with clusters or none.
+        for settled in [&settled_full, &settled_empty] {
+            let error = first_decisions(&[settled], &seen).expect_err("unseen");
+            assert!(
+                error.contains(settled["metadata"]["name"].as_str().unwrap_or_default()),
+                "{error}"
+            );
+        }
+        // Seen with clusters: that first version, not the settled one.
+        let first_full = decision("p-decision-1", &["c1"]);
+        seen.first.insert("p-decision-1".into(), first_full.clone());
+        seen.any
+            .insert("p-decision-1".into(), decision("p-decision-1", &[]));
+        assert_eq!(first_decisions(&[&settled_full], &seen), Ok(vec![&first_full]));
+        // Seen, never with clusters: the watch's version.
+        let created = json!({"metadata": {"name": "p-decision-2", "labels": {"group": "0"}}});
+        seen.any.insert("p-decision-2".into(), created.clone());
+        assert_eq!(first_decisions(&[&settled_empty], &seen), Ok(vec![&created]));
+        // Seen only empty, yet settled with clusters: the watch missed the first decision.
+        let settled_later = decision("p-decision-2", &["c3"]);
+        assert!(first_decisions(&[&settled_later], &seen).is_err());
     }
 }

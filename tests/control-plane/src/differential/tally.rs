@@ -108,8 +108,9 @@ pub struct Outcome {
     /// The prediction from the snapshot taken before the placement existed equals OCM's first
     /// decision.
     pub first_agrees: bool,
-    /// `simulate` on the settled snapshot equals OCM's settled answer.
-    pub settled_agrees: bool,
+    /// Consistency, not a prediction: `simulate` on the snapshot taken once OCM settled the
+    /// placement (OCM's own decisions in it) equals OCM's settled answer.
+    pub settled_consistent: bool,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -118,7 +119,7 @@ struct Row {
     selected: usize,
     misconfigured: usize,
     first_agrees: usize,
-    settled_agrees: usize,
+    settled_consistent: usize,
 }
 
 impl Row {
@@ -127,7 +128,7 @@ impl Row {
         self.selected += usize::from(o.selected);
         self.misconfigured += usize::from(o.misconfigured);
         self.first_agrees += usize::from(o.first_agrees);
-        self.settled_agrees += usize::from(o.settled_agrees);
+        self.settled_consistent += usize::from(o.settled_consistent);
     }
 }
 
@@ -166,7 +167,7 @@ impl Tally {
     pub fn disagreements(&self) -> usize {
         self.outcomes
             .iter()
-            .filter(|o| !o.first_agrees || !o.settled_agrees)
+            .filter(|o| !o.first_agrees || !o.settled_consistent)
             .count()
     }
 
@@ -179,13 +180,13 @@ impl Tally {
             }
         }
         let mut out = String::from(
-            "| placements using | placements | selected clusters | misconfigured | first decision agrees | settled agrees |\n\
+            "| placements using | placements | selected clusters | misconfigured | first decision predicted | consistent once settled |\n\
              |---|---:|---:|---:|---:|---:|\n",
         );
         let line = |name: &str, r: Row| {
             format!(
                 "| {name} | {} | {} | {} | {} | {} |\n",
-                r.placements, r.selected, r.misconfigured, r.first_agrees, r.settled_agrees
+                r.placements, r.selected, r.misconfigured, r.first_agrees, r.settled_consistent
             )
         };
         out.push_str(&line("(all)", self.all()));
@@ -232,7 +233,7 @@ mod tests {
             selected,
             misconfigured: !selected,
             first_agrees,
-            settled_agrees: true,
+            settled_consistent: true,
         };
         tally.add(outcome(vec![Feature::Cel], true, true));
         tally.add(outcome(vec![Feature::Cel, Feature::Tolerations], false, false));
