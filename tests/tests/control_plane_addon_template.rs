@@ -76,8 +76,10 @@ async fn ocms_addon_manager_runs_the_agent_from_the_template_and_uninstall_leave
         let pod = eventually(&format!("the agent pod Ready on {cluster}"), WAIT, logs, || {
             let managed = managed.clone();
             async move {
+                // A failed list is retried.
                 ready_pods(&managed, INSTALL_NAMESPACE, "")
                     .await
+                    .ok()?
                     .into_iter()
                     .next()
             }

@@ -114,7 +114,10 @@ async fn an_application_set_follows_our_scores_and_a_tiered_placement() {
         || {
             let hub = hub.clone();
             async move {
-                let pods = ready_pods(&hub, HUB_NAMESPACE, "app.kubernetes.io/name=ocm-score-tiering").await;
+                // A failed list is retried.
+                let pods = ready_pods(&hub, HUB_NAMESPACE, "app.kubernetes.io/name=ocm-score-tiering")
+                    .await
+                    .ok()?;
                 (!pods.is_empty()).then_some(())
             }
         },

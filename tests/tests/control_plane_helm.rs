@@ -16,7 +16,7 @@ use ocm_score_control_plane::addon::{
     ADDON, HUB_NAMESPACE, INSTALL_NAMESPACE, agent_deployment, dynamic, kubectl, leftovers, score_object,
 };
 use ocm_score_control_plane::chart;
-use ocm_score_control_plane::pods::{all_pods, ready_pods};
+use ocm_score_control_plane::pods::{all_pods, ready_pods_read};
 use ocm_score_tests::support::{TempDir, eventually};
 
 /// Patience for one convergence on a loaded 2-core machine (pods start, OCM syncs).
@@ -55,12 +55,17 @@ async fn agent_args(cp: &ControlPlane, cluster: &str) -> Option<Vec<String>> {
     deployment.spec?.template.spec?.containers.first()?.args.clone()
 }
 
-/// Whether a cluster runs a Ready agent pod.
-async fn agent_ready(cp: &ControlPlane, cluster: &str) -> bool {
-    match cp.cluster_client(cluster).await {
-        Ok(managed) => !ready_pods(&managed, INSTALL_NAMESPACE, "").await.is_empty(),
-        Err(_) => false,
-    }
+/// Whether a cluster runs a Ready agent pod; a failed read is retried for 30 s, then an error,
+/// never "no agent".
+async fn agent_ready(cp: &ControlPlane, cluster: &str) -> Result<bool, String> {
+    let managed = cp
+        .cluster_client(cluster)
+        .await
+        .map_err(|e| format!("{cluster}'s client: {e}"))?;
+    let pods = ready_pods_read(&managed, INSTALL_NAMESPACE, "")
+        .await
+        .map_err(|e| format!("listing {cluster}'s agent pods: {e}"))?;
+    Ok(!pods.is_empty())
 }
 
 /// Whether a cluster has no agent at all: no Deployment and no pod left, both read successfully
@@ -239,12 +244,13 @@ async fn helm_installs_upgrades_and_uninstalls_the_addon_on_real_kubelets() {
     )
     .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(lifecycle_annotation(&hub_kc), "self");
-    let managers = ready_pods(
+    let managers = ready_pods_read(
         &hub,
         HUB_NAMESPACE,
         "app.kubernetes.io/name=ocm-score-addon-manager",
     )
-    .await;
+    .await
+    .expect("listing the add-on manager's pods");
     assert_eq!(
         managers.len(),
         2,
@@ -255,7 +261,7 @@ async fn helm_installs_upgrades_and_uninstalls_the_addon_on_real_kubelets() {
             &format!("the agent Ready on {cluster}"),
             WAIT,
             logs,
-            || async move { agent_ready(cp, cluster).await.then_some(()) },
+            || async move { agent_ready(cp, cluster).await.ok()?.then_some(()) },
         )
         .await;
         eventually(&format!("{cluster}'s score"), WAIT, logs, || {
@@ -309,13 +315,18 @@ async fn helm_installs_upgrades_and_uninstalls_the_addon_on_real_kubelets() {
         agent_gone(cp, "cluster2").await.then_some(())
     })
     .await;
-    assert!(agent_ready(cp, "cluster1").await, "cluster1 keeps its agent");
+    assert!(
+        agent_ready(cp, "cluster1")
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+        "cluster1 keeps its agent"
+    );
     run(
         &hub_kc,
         &["label", "managedcluster", "cluster2", &format!("{opt_out}-")],
     );
     eventually("cluster2's agent back", WAIT, logs, || async {
-        agent_ready(cp, "cluster2").await.then_some(())
+        agent_ready(cp, "cluster2").await.ok()?.then_some(())
     })
     .await;
 
@@ -389,7 +400,12 @@ async fn helm_installs_upgrades_and_uninstalls_the_addon_on_real_kubelets() {
         .is_empty(),
         "the Manual strategy recreated cluster1's add-on"
     );
-    assert!(agent_ready(cp, "cluster2").await, "cluster2 keeps its agent");
+    assert!(
+        agent_ready(cp, "cluster2")
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+        "cluster2 keeps its agent"
+    );
     let enable = dir.path().join("enable.yaml");
     std::fs::write(
         &enable,
@@ -401,7 +417,7 @@ async fn helm_installs_upgrades_and_uninstalls_the_addon_on_real_kubelets() {
     .expect("writing the add-on");
     run(&hub_kc, &["apply", "-f", &enable.display().to_string()]);
     eventually("cluster1's agent enabled by hand", WAIT, logs, || async {
-        agent_ready(cp, "cluster1").await.then_some(())
+        agent_ready(cp, "cluster1").await.ok()?.then_some(())
     })
     .await;
 

@@ -18,7 +18,7 @@ use ocm_score_control_plane::addon::{
     HUB_NAMESPACE, INSTALL_NAMESPACE, decided, expect_renewals_a_minute_apart, kubectl, score_valid_until,
 };
 use ocm_score_control_plane::ocm::OPERATOR_NAMESPACE;
-use ocm_score_control_plane::pods::{is_ready, ready_pods, restarts};
+use ocm_score_control_plane::pods::{is_ready, ready_pods, ready_pods_read, restarts};
 use ocm_score_tests::support::eventually;
 use ocm_score_tests::thanos_scorer::{Prometheus, require_prometheus};
 use serde_json::Value;
@@ -44,7 +44,10 @@ async fn annotation_scrape_config(cp: &ControlPlane, clusters: &[&str]) -> Strin
     let mut config = "global:\n  scrape_interval: 2s\n  scrape_timeout: 1s\nscrape_configs:\n".to_owned();
     for cluster in clusters {
         let managed = cp.cluster_client(cluster).await.expect("managed client");
-        for pod in ready_pods(&managed, INSTALL_NAMESPACE, "").await {
+        let pods = ready_pods_read(&managed, INSTALL_NAMESPACE, "")
+            .await
+            .unwrap_or_else(|e| panic!("listing {cluster}'s agent pods: {e}"));
+        for pod in pods {
             let annotation = |key: &str| -> String {
                 pod.metadata
                     .annotations
@@ -145,7 +148,8 @@ async fn installed_as_shipped_the_addon_runs_as_pods_on_real_kubelets() {
                     HUB_NAMESPACE,
                     "app.kubernetes.io/name=ocm-score-addon-manager",
                 )
-                .await;
+                .await
+                .ok()?;
                 (pods.len() == 2).then_some(pods)
             }
         },
@@ -185,7 +189,10 @@ async fn installed_as_shipped_the_addon_runs_as_pods_on_real_kubelets() {
         || {
             let hub = hub.clone();
             async move {
-                let pods = ready_pods(&hub, HUB_NAMESPACE, "app.kubernetes.io/name=ocm-score-tiering").await;
+                // A failed list is retried.
+                let pods = ready_pods(&hub, HUB_NAMESPACE, "app.kubernetes.io/name=ocm-score-tiering")
+                    .await
+                    .ok()?;
                 (!pods.is_empty()).then_some(())
             }
         },
@@ -198,7 +205,12 @@ async fn installed_as_shipped_the_addon_runs_as_pods_on_real_kubelets() {
         let managed = cp.cluster_client(cluster).await.expect("managed client");
         eventually(&format!("the agent pod Ready on {cluster}"), WAIT, logs, || {
             let managed = managed.clone();
-            async move { (!ready_pods(&managed, INSTALL_NAMESPACE, "").await.is_empty()).then_some(()) }
+            async move {
+                ready_pods(&managed, INSTALL_NAMESPACE, "")
+                    .await
+                    .is_ok_and(|p| !p.is_empty())
+                    .then_some(())
+            }
         })
         .await;
         eventually(&format!("{cluster}'s score on the hub"), WAIT, logs, || {
@@ -258,7 +270,10 @@ async fn installed_as_shipped_the_addon_runs_as_pods_on_real_kubelets() {
             },
         )
         .await;
-        let agent = ready_pods(&managed, INSTALL_NAMESPACE, "").await.remove(0);
+        let agent = ready_pods_read(&managed, INSTALL_NAMESPACE, "")
+            .await
+            .expect("listing the agent pods")
+            .remove(0);
         let pull_secrets: Vec<String> = agent
             .spec
             .and_then(|s| s.image_pull_secrets)
@@ -324,7 +339,10 @@ async fn installed_as_shipped_the_addon_runs_as_pods_on_real_kubelets() {
 
     // 5. A killed agent container is restarted by its kubelet.
     let managed = cp.cluster_client("cluster2").await.expect("managed client");
-    let agent = ready_pods(&managed, INSTALL_NAMESPACE, "").await.remove(0);
+    let agent = ready_pods_read(&managed, INSTALL_NAMESPACE, "")
+        .await
+        .expect("listing the agent pods")
+        .remove(0);
     let before = restarts(&agent);
     let container_id = agent
         .status

@@ -639,7 +639,12 @@ async fn ocm_rolls_config_changes_out_cluster_by_cluster_group_by_group_and_stop
             context,
             || {
                 let managed = managed.clone();
-                async move { (!ready_pods(&managed, INSTALL_NAMESPACE, "").await.is_empty()).then_some(()) }
+                async move {
+                    ready_pods(&managed, INSTALL_NAMESPACE, "")
+                        .await
+                        .is_ok_and(|p| !p.is_empty())
+                        .then_some(())
+                }
             },
         )
         .await;

@@ -17,7 +17,7 @@ use ocm_score_control_plane::ControlPlane;
 use ocm_score_control_plane::addon::{HUB_NAMESPACE, kubectl, score_object_named};
 use ocm_score_control_plane::chart;
 use ocm_score_control_plane::node::HOST_ADDRESS;
-use ocm_score_control_plane::pods::{all_pods, ready_pods};
+use ocm_score_control_plane::pods::{all_pods, ready_pods, ready_pods_read};
 use ocm_score_tests::support::{TempDir, eventually};
 use thanos_scorer::fleet::ThanosFleet;
 use thanos_scorer::{FLEET_SCORES, FREE_CPU, MEM_FREE, REQUEST_RATE, require_prometheus};
@@ -120,15 +120,17 @@ async fn wait_scores(hub: &kube::Client, names: &[&str], logs: &dyn Fn() -> Stri
     valid_until
 }
 
-/// Names of the scorer's pods that are Running and Ready, sorted.
-async fn ready_scorers(hub: &kube::Client) -> Vec<String> {
+/// Names of the scorer's pods that are Running and Ready, sorted; `None` when the list failed
+/// (the caller's wait retries it).
+async fn ready_scorers(hub: &kube::Client) -> Option<Vec<String>> {
     let mut names: Vec<String> = ready_pods(hub, HUB_NAMESPACE, SELECTOR)
         .await
+        .ok()?
         .into_iter()
         .filter_map(|p| p.metadata.name)
         .collect();
     names.sort();
-    names
+    Some(names)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -229,14 +231,17 @@ async fn helm_runs_the_thanos_scorer_as_pods_scoring_from_a_real_thanos() {
     let pods = eventually("both scorer replicas Ready on the hub's node", WAIT, logs, || {
         let hub = hub.clone();
         async move {
-            let pods = ready_scorers(&hub).await;
+            let pods = ready_scorers(&hub).await?;
             (pods.len() == 2).then_some(pods)
         }
     })
     .await;
     eprintln!("scorer pods Ready {:.0?} after helm install", started.elapsed());
     // Our image as the nodes hold it (the chart's default), on the hub's own node.
-    for pod in ready_pods(&hub, HUB_NAMESPACE, SELECTOR).await {
+    let scorer_pods = ready_pods_read(&hub, HUB_NAMESPACE, SELECTOR)
+        .await
+        .expect("listing the scorer pods");
+    for pod in scorer_pods {
         let spec = pod.spec.as_ref().expect("a pod has a spec");
         assert_eq!(spec.node_name.as_deref(), Some("cluster1-node"));
         assert_eq!(
@@ -315,7 +320,7 @@ async fn helm_runs_the_thanos_scorer_as_pods_scoring_from_a_real_thanos() {
     let rolled = eventually("two new scorer pods Ready, the old ones gone", WAIT, logs, || {
         let (hub, old) = (hub.clone(), &pods);
         async move {
-            let now = ready_scorers(&hub).await;
+            let now = ready_scorers(&hub).await?;
             // A failed list is retried.
             let all = all_pods(&hub, HUB_NAMESPACE).await.ok()?;
             let new = now.len() == 2 && now.iter().all(|p| !old.contains(p));
@@ -382,7 +387,12 @@ async fn helm_runs_the_thanos_scorer_as_pods_scoring_from_a_real_thanos() {
     run(&hub_kc, &["apply", "-k", &overlay]);
     eventually("both replicas of the kustomize install Ready", WAIT, logs, || {
         let hub = hub.clone();
-        async move { (ready_scorers(&hub).await.len() == 2).then_some(()) }
+        async move {
+            ready_scorers(&hub)
+                .await
+                .is_some_and(|p| p.len() == 2)
+                .then_some(())
+        }
     })
     .await;
     eventually(

@@ -12,14 +12,34 @@ use crate::Error;
 use crate::image::PAUSE;
 
 /// Pods of a namespace (optionally by label selector) that are Running with every container ready.
-pub async fn ready_pods(client: &kube::Client, namespace: &str, selector: &str) -> Vec<Pod> {
+/// A failed list is an error, never "none ready".
+pub async fn ready_pods(
+    client: &kube::Client,
+    namespace: &str,
+    selector: &str,
+) -> Result<Vec<Pod>, kube::Error> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
-    let listed = pods
-        .list(&ListParams::default().labels(selector))
-        .await
-        .map(|l| l.items)
-        .unwrap_or_default();
-    listed.into_iter().filter(is_ready).collect()
+    let listed = pods.list(&ListParams::default().labels(selector)).await?.items;
+    Ok(listed.into_iter().filter(is_ready).collect())
+}
+
+/// [`ready_pods`] for a test's one-off read, where a transient failure must neither read as "none
+/// ready" nor fail the test at once: a failed list is retried every second for 30 s, then its
+/// error returned.
+pub async fn ready_pods_read(
+    client: &kube::Client,
+    namespace: &str,
+    selector: &str,
+) -> Result<Vec<Pod>, kube::Error> {
+    let mut failures = 0;
+    loop {
+        match ready_pods(client, namespace, selector).await {
+            Ok(pods) => return Ok(pods),
+            Err(e) if failures >= 30 => return Err(e),
+            Err(_) => failures += 1,
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
 }
 
 /// Every pod of a namespace, ready or not. A failed list is an error, never "no pods": only a
