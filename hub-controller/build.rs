@@ -7,7 +7,13 @@ const SKIP_ENV: &str = "OCM_SCORE_SKIP_PROMETHEUS";
 
 fn main() {
     println!("cargo::rustc-check-cfg=cfg(skip_prometheus)");
-    println!("cargo::rerun-if-changed=build.rs");
+    // This one script is the build script of two packages (hub-controller, tests); a path relative
+    // to either package names it for both. A missing path (tests/build.rs) would rerun it, and
+    // rebuild the tests crate and every test binary, at every cargo command.
+    println!(
+        "cargo::rerun-if-changed={}/../hub-controller/build.rs",
+        env!("CARGO_MANIFEST_DIR")
+    );
     println!("cargo::rerun-if-env-changed={SKIP_ENV}");
     if std::env::var(SKIP_ENV).as_deref() == Ok("1") {
         println!("cargo::rustc-cfg=skip_prometheus");

@@ -35,7 +35,8 @@ echo "commit $(git rev-parse --short HEAD) · nproc $(nproc) · hog: stress-ng $
 
 stress-ng "${hog_args[@]}" --timeout 0 --quiet &
 hog=$!
-trap 'kill "$hog" 2>/dev/null || true' EXIT
+# Waits for stress-ng to stop its stressors (and remove its files), so nothing of it outlives the script.
+trap 'kill "$hog" 2>/dev/null && wait "$hog" 2>/dev/null; true' EXIT
 
 for run in $(seq 1 "$runs"); do
   log="$logs/run-$run.log"

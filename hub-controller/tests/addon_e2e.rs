@@ -546,6 +546,7 @@ fn score_object(hub: &Hub, cluster: &str) -> Option<Value> {
     )
 }
 
+/// As the agent does: creates the score object, then writes its status.
 async fn publish_score(hub: &Hub, cluster: &str) {
     let groups = agent_groups(cluster);
     let groups: Vec<&str> = groups.iter().map(String::as_str).collect();
@@ -561,6 +562,20 @@ async fn publish_score(hub: &Hub, cluster: &str) {
     api.create(&PostParams::default(), &score)
         .await
         .expect("the agent publishes");
+    let status = AddOnPlacementScoreStatus {
+        scores: vec![AddOnPlacementScoreItem {
+            name: "cpuNodeAvailable".into(),
+            value: 42,
+        }],
+        ..Default::default()
+    };
+    api.patch_status(
+        "resource-usage-score",
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "status": status })),
+    )
+    .await
+    .expect("and writes its status");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -609,8 +624,11 @@ async fn removal_cleans_up_the_work_rbac_and_score() {
             && before.1.is_some()
             && before.2.is_some()
             && before.3.is_some()
-            && before.4.is_some(),
-        "c3's add-on, work, RBAC and score: {before:?}"
+            && before
+                .4
+                .as_ref()
+                .is_some_and(|(_, status)| status["scores"][0]["value"].is_i64()),
+        "c3's add-on, work, RBAC and its score with the value it published: {before:?}"
     );
     hub.decide(&["c1", "c2"]).await;
     let left = std::time::Instant::now();

@@ -6,16 +6,19 @@
 //! failure). scheduler-core skips these vectors (it serves no HTTP); this is where they run.
 //!
 //! Every `expect` key of a vector is checked (`checked_keys`). Where OCM's test stubs its scheduler
-//! (`debugAggregate`), what is checked against the stub's results is our envelope around them (keys
-//! and order), not scheduling; the dry run is also scheduled for real. `debugReportErr` goes
-//! through the response our server writes.
+//! (`debugAggregate`), the stub's results are handed to our answer's maker as a scheduling result
+//! and what it makes of them (names, keys, the aggregated scores' order) is compared; the dry run is
+//! also scheduled for real. `debugReportErr`'s error is brought about and answered by the server's
+//! HTTP handler ([`handler::respond`]).
 
 use hyper::Method;
 use ocm_score_api::{ManagedCluster, ManagedClusterSet, ManagedClusterSetBinding, Placement};
 use ocm_score_hub::explain_server::access::{Access, ReviewError, User, Verb, Verdict};
-use ocm_score_hub::explain_server::answer::{self, DebugAnswer, FilterResult, PrioritizerResult};
+use ocm_score_hub::explain_server::answer::DebugAnswer;
 use ocm_score_hub::explain_server::handler::{self, DebugRequest, HubError, HubView};
-use ocm_score_scheduler::placement::{HubObjects, HubSnapshot};
+use ocm_score_scheduler::placement::schedule::{FilterRecord, PrioritizerResult as ScheduledPrioritizer};
+use ocm_score_scheduler::placement::weights::PrioritizerKind;
+use ocm_score_scheduler::placement::{ClusterId, HubObjects, HubSnapshot, ScheduleResult, Status};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -274,17 +277,46 @@ async fn permission_mapping(case: &Value) -> Check {
     })
 }
 
-/// OCM's `reportErr`: the status, the content type and the JSON body of an error, here as our
-/// server writes a refusal ([`handler::Reply::into_response`]).
+/// OCM's `reportErr`: the status, the content type and the JSON body of an error. Here the error
+/// is brought about and answered by our server's HTTP handler ([`handler::respond`]): a 400 by a
+/// POST whose body is the vector's message (YAML reads it as a string, not a Placement), a 500 by
+/// a hub whose lister fails with it. The message is ours around the vector's, so the body must
+/// have the vector's keys and its `error` contain the vector's message.
 async fn report_err(case: &Value) -> Check {
     let input = &case["input"];
-    let status = hyper::StatusCode::from_u16(input["httpStatus"].as_u64().unwrap_or(0) as u16)
-        .map_err(|e| format!("input httpStatus: {e}"))?;
-    let response = handler::Reply {
-        status,
-        answer: DebugAnswer::failed(s(&input["error"])),
-    }
-    .into_response();
+    let message = s(&input["error"]);
+    let (request, failure) = match input["httpStatus"].as_u64() {
+        Some(400) => (
+            hyper::Request::post(handler::DEBUG_PATH).body(message.clone()),
+            Value::Null,
+        ),
+        Some(500) => (
+            hyper::Request::get("/debug/placements/test-ns/test-placement").body(String::new()),
+            json!({"placementGet": message}),
+        ),
+        other => return Err(format!("no situation known for input httpStatus {other:?}")),
+    };
+    let request = request
+        .map_err(|e| format!("the request: {e}"))?
+        .map(|body| http_body_util::Full::new(hyper::body::Bytes::from(body)));
+    let (mut parts, body) = request.into_parts();
+    parts.headers.insert(
+        hyper::header::AUTHORIZATION,
+        hyper::header::HeaderValue::from_str(&format!("Bearer {TOKEN}")).map_err(|e| e.to_string())?,
+    );
+    let hub = Hub {
+        objects: shared_objects(),
+        failure,
+    };
+    let metrics = ocm_score_hub::explain_server::metrics::Metrics::default();
+    let response = handler::respond(
+        &Auth::of(None),
+        &hub,
+        &metrics,
+        hyper::Request::from_parts(parts, body),
+        jiff::Timestamp::now(),
+    )
+    .await;
     let e = &case["expect"];
     let got_status = u64::from(response.status().as_u16());
     ensure(Some(got_status) == e["httpStatus"].as_u64(), || {
@@ -304,42 +336,118 @@ async fn report_err(case: &Value) -> Check {
         Err(never) => match never {},
     };
     let got: Value = serde_json::from_slice(&bytes).map_err(|e| format!("the body is no JSON: {e}"))?;
-    ensure(got == e["body"], || format!("body {got} not {}", e["body"]))
+    let keys = |v: &Value| v.as_object().map(|m| m.keys().cloned().collect::<Vec<_>>());
+    ensure(keys(&got) == keys(&e["body"]), || {
+        format!("body {got} has other keys than {}", e["body"])
+    })?;
+    let want = s(&e["body"]["error"]);
+    ensure(!want.is_empty() && s(&got["error"]).contains(&want), || {
+        format!("body {got}: its error does not carry {want:?}")
+    })
 }
 
-/// The envelope with the stub scheduler's results, and (for the dry run) the same request
-/// scheduled for real.
-async fn aggregate(case: &Value) -> Check {
-    let stub = &case["schedulerStub"];
-    let scores: BTreeMap<String, i64> =
-        serde_json::from_value(stub["prioritizerScores"].clone()).expect("scores");
-    let envelope = DebugAnswer {
-        filter_results: list(&stub["filterResults"])
-            .iter()
-            .map(|f| FilterResult {
-                name: s(&f["name"]),
-                filtered_clusters: list(&f["filteredClusters"]).iter().map(s).collect(),
-            })
-            .collect(),
-        prioritize_results: list(&stub["prioritizerResults"])
-            .iter()
-            .map(|p| PrioritizerResult {
-                name: s(&p["name"]),
-                weight: p["weight"].as_i64().unwrap_or(0) as i32,
-                scores: serde_json::from_value(p["scores"].clone()).expect("scores"),
-            })
-            .collect(),
-        aggregated_scores: answer::aggregated(scores.into_iter()),
-        ..DebugAnswer::default()
+/// The name our answer gives the stub's prioritizer `name`: our prioritizers are kinds, and an
+/// add-on's is the one that carries a name of the caller's.
+fn stub_prioritizer_name(name: &str) -> String {
+    format!("AddOn/{name}/stub")
+}
+
+/// OCM's stubbed scheduler's results as our scheduler's [`ScheduleResult`] over the vector's hub:
+/// the filters' survivors, the prioritizers' scores and the totals (OCM's stub hands the totals
+/// over; ours are the weighted sums of the same feasible clusters).
+fn stub_result(snapshot: &HubSnapshot, stub: &Value) -> Result<ScheduleResult, String> {
+    let id = |name: &Value| {
+        snapshot
+            .cluster_id(&s(name))
+            .ok_or_else(|| format!("the stub names cluster {name}, which the hub lacks"))
     };
-    // What this half checks is our envelope around the stub's results (the keys, and the
-    // aggregated scores best first), as OCM's test checks its own; no scheduling is in it.
-    let got = json_of(&envelope);
+    let filter_records = list(&stub["filterResults"])
+        .iter()
+        .map(|f| {
+            Ok(FilterRecord {
+                name: s(&f["name"]),
+                clusters: list(&f["filteredClusters"])
+                    .iter()
+                    .map(id)
+                    .collect::<Result<_, String>>()?,
+            })
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    let feasible: Vec<ClusterId> = filter_records
+        .last()
+        .map(|f| f.clusters.clone())
+        .unwrap_or_default();
+    let score_of = |scores: &Value, c: ClusterId| scores[snapshot.cluster_name(c)].as_i64();
+    let prioritizers = list(&stub["prioritizerResults"])
+        .iter()
+        .map(|p| ScheduledPrioritizer {
+            kind: PrioritizerKind::AddOn {
+                resource_name: s(&p["name"]),
+                score_name: "stub".to_owned(),
+            },
+            weight: p["weight"].as_i64().unwrap_or(0) as i32,
+            configuration: None,
+            scores: feasible.iter().map(|&c| score_of(&p["scores"], c)).collect(),
+            addon: None,
+        })
+        .collect();
+    let totals: Vec<i64> = feasible
+        .iter()
+        .map(|&c| score_of(&stub["prioritizerScores"], c).unwrap_or(0))
+        .collect();
+    let mut ranking: Vec<u32> = (0..feasible.len() as u32).collect();
+    ranking.sort_by(|&a, &b| {
+        let (a, b) = (a as usize, b as usize);
+        totals[b].cmp(&totals[a]).then_with(|| {
+            snapshot
+                .cluster_name(feasible[a])
+                .cmp(snapshot.cluster_name(feasible[b]))
+        })
+    });
+    let selected = ranking.iter().map(|&i| feasible[i as usize]).collect();
+    Ok(ScheduleResult {
+        filter_records,
+        rejected: Vec::new(),
+        filters_completed: true,
+        feasible,
+        prioritizers,
+        totals,
+        ranking,
+        selected,
+        unscheduled: 0,
+        status: Status::success(),
+        requeue_at_ns: None,
+        aborted: false,
+    })
+}
+
+/// The answer our code makes of the stub scheduler's results ([`DebugAnswer::scheduled`], what
+/// the handler answers with), and (for the dry run) the same request scheduled for real through
+/// the handler.
+async fn aggregate(case: &Value) -> Check {
+    let hub_objects = objects(&case["objects"]);
+    let placement = match hub_objects.placements.first() {
+        Some(p) => p.clone(),
+        None => serde_json::from_value(case["request"]["body"].clone())
+            .map_err(|e| format!("the request's placement: {e}"))?,
+    };
+    let snapshot = HubSnapshot::new(hub_objects).map_err(|e| format!("the vector's hub: {e}"))?;
+    let result = stub_result(&snapshot, &case["schedulerStub"])?;
+    let got = json_of(&DebugAnswer::scheduled(&snapshot, &placement, &result));
     let e = &case["expect"];
-    for key in ["filteredPipelineResults", "prioritizeResults", "aggregatedScores"] {
+    for key in ["filteredPipelineResults", "aggregatedScores"] {
         if let Some(want) = e.get(key) {
             ensure(&got[key] == want, || format!("{key}: {} not {want}", got[key]))?;
         }
+    }
+    if let Some(want) = e.get("prioritizeResults") {
+        let mut want = want.clone();
+        for p in want.as_array_mut().into_iter().flatten() {
+            p["name"] = json!(stub_prioritizer_name(&s(&p["name"])));
+        }
+        ensure(got["prioritizeResults"] == want, || {
+            format!("prioritizeResults: {} not {want}", got["prioritizeResults"])
+        })?;
     }
     if let Some(want) = e.get("filteredPipelineResultsCount") {
         let count = list(&got["filteredPipelineResults"]).len();

@@ -608,6 +608,49 @@ fn values_the_schema_refuses_are_named() {
             "agent.installNamespace=",
             "at '/agent/installNamespace': minLength",
         ),
+        // The agent's variables: a name the agent does not know (template mode would drop it
+        // silently), and values outside the agent's rules.
+        (
+            "agent.variables.REFRESH_INTERVALL=30s",
+            "at '/agent/variables': additional properties 'REFRESH_INTERVALL' not allowed",
+        ),
+        (
+            "agent.variables.RENEW_EVERY=0",
+            "at '/agent/variables/RENEW_EVERY': minimum: got 0, want 1",
+        ),
+        (
+            "agent.variables.SCORE_STEP=500",
+            "at '/agent/variables/SCORE_STEP': maximum: got 500, want 200",
+        ),
+        (
+            "agent.variables.LOG_FORMAT=xml",
+            "at '/agent/variables/LOG_FORMAT': value must be one of 'text', 'json'",
+        ),
+        (
+            "agent.variables.REFRESH_INTERVAL=soon",
+            "at '/agent/variables/REFRESH_INTERVAL': 'soon' does not match",
+        ),
+        // OCM's rollout strategy, typed as OCM's CRD types it.
+        (
+            "install.rolloutStrategy.type=Sometimes",
+            "at '/install/rolloutStrategy/type': value must be one of 'All', 'Progressive', 'ProgressivePerGroup'",
+        ),
+        (
+            "install.rolloutStrategy.progresive.maxConcurrency=1",
+            "at '/install/rolloutStrategy': additional properties 'progresive' not allowed",
+        ),
+        (
+            "install.rolloutStrategy.progressive.maxConcurrency=-1",
+            "at '/install/rolloutStrategy/progressive/maxConcurrency': minimum: got -1, want 0",
+        ),
+        (
+            "install.rolloutStrategy.progressive.maxConcurrency=150%",
+            "at '/install/rolloutStrategy/progressive/maxConcurrency': '150%' does not match",
+        ),
+        (
+            "install.rolloutStrategy.progressive.progressDeadline=soon",
+            "at '/install/rolloutStrategy/progressive/progressDeadline': 'soon' does not match",
+        ),
     ] {
         let error = chart::template(&[value], false)
             .err()
@@ -615,6 +658,26 @@ fn values_the_schema_refuses_are_named() {
             .to_string();
         assert!(error.contains(says), "{value}: {error}");
     }
+}
+
+/// The schema's `agent.variables` are the variables the add-on manager understands, no more, no
+/// fewer: a variable added to one and not the other fails here.
+#[test]
+fn the_schema_names_the_agent_variables_the_manager_reads() {
+    let file = workspace_dir().join("charts/ocm-score/values.schema.json");
+    let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    let schema: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    let variables = &schema["properties"]["agent"]["properties"]["variables"];
+    assert_eq!(variables["additionalProperties"], false, "{variables}");
+    let in_schema: std::collections::BTreeSet<&str> = variables["properties"]
+        .as_object()
+        .expect("agent.variables.properties")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    let understood: std::collections::BTreeSet<&str> =
+        ocm_score_hub::addon::configuration::deployment_config::variable_names().collect();
+    assert_eq!(in_schema, understood);
 }
 
 #[test]

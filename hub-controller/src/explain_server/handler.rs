@@ -11,18 +11,23 @@
 //! 5. then the placement is looked up (404), scheduled on the hub's current state, and answered
 //!    in the shape of OCM's debug endpoint ([`DebugAnswer`]).
 //!
+//! [`respond`] is the HTTP side the server calls for every request (body limit, metrics, log,
+//! the response written), generic over the same two so that tests send requests through it too.
+//!
 //! Status codes and the phrases of error messages follow OCM's endpoint, whose unit tests
 //! (`tests/conformance/ocm-unit`) this handler is held to.
 
 use super::access::{Access, User, Verb};
 use super::answer::DebugAnswer;
-use http_body_util::Full;
-use hyper::body::Bytes;
-use hyper::{Method, Response, StatusCode, header};
+use super::metrics::Metrics;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::{Body, Bytes};
+use hyper::{Method, Request, Response, StatusCode, header};
 use jiff::Timestamp;
 use ocm_score_api::Placement;
 use ocm_score_scheduler::placement::{HubSnapshot, candidates, schedule};
 use std::sync::Arc;
+use std::time::Instant;
 
 /// Where the endpoint is served, as in OCM.
 pub const DEBUG_PATH: &str = "/debug/placements/";
@@ -124,6 +129,55 @@ impl Asked {
             Asked::DryRun(p) => p.metadata.namespace.as_deref().unwrap_or_default(),
         }
     }
+}
+
+/// One HTTP request to the response the server writes: the body read (at most
+/// [`MAX_BODY_BYTES`]), the request answered by [`handle`], counted in `metrics` and logged.
+pub async fn respond<B>(
+    access: &impl Access,
+    hub: &impl HubView,
+    metrics: &Metrics,
+    request: Request<B>,
+    now: Timestamp,
+) -> Response<Full<Bytes>>
+where
+    B: Body,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let started = Instant::now();
+    let (parts, body) = request.into_parts();
+    let method = parts.method.clone();
+    let reply = match Limited::new(body, MAX_BODY_BYTES + 1).collect().await {
+        Ok(collected) => {
+            let request = DebugRequest {
+                method: parts.method,
+                path: parts.uri.path().to_owned(),
+                authorization: parts
+                    .headers
+                    .get(header::AUTHORIZATION)
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_owned),
+                body: collected.to_bytes().to_vec(),
+            };
+            handle(access, hub, request, now).await
+        }
+        Err(error) => Reply {
+            status: StatusCode::PAYLOAD_TOO_LARGE,
+            answer: DebugAnswer::failed(format!(
+                "request body unreadable or over {MAX_BODY_BYTES} bytes: {error}"
+            )),
+        },
+    };
+    let took = started.elapsed();
+    metrics.answered(method.as_str(), reply.status.as_u16(), took);
+    tracing::info!(
+        method = %method,
+        path = %parts.uri.path(),
+        status = reply.status.as_u16(),
+        took_ms = took.as_millis() as u64,
+        "answered"
+    );
+    reply.into_response()
 }
 
 /// Answers one request at `now`.

@@ -3,13 +3,12 @@
 
 use super::access::HubAccess;
 use super::args::ExplainServerArgs;
-use super::handler::{self, DebugRequest, HubError, HubView, MAX_BODY_BYTES};
+use super::handler::{self, HubError, HubView};
 use super::metrics::Metrics;
 use super::tls::ReloadingCert;
 use crate::hub_cache::{PlacementStores, PlacementWatches};
-use http_body_util::{BodyExt, Full, Limited};
-use hyper::body::{Bytes, Incoming};
-use hyper::{Request, Response, StatusCode, header};
+use hyper::Request;
+use hyper::body::Incoming;
 use kube::runtime::reflector::ObjectRef;
 use ocm_score_api::Placement;
 use ocm_score_scheduler::placement::HubSnapshot;
@@ -19,7 +18,7 @@ use ocm_score_shell::task::AbortOnDrop;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
@@ -221,52 +220,14 @@ async fn serve(
             };
             let service = hyper::service::service_fn(move |request: Request<Incoming>| {
                 let (access, hub, metrics) = (access.clone(), hub.clone(), metrics.clone());
-                async move { Ok::<_, std::convert::Infallible>(respond(&access, &hub, &metrics, request).await) }
+                async move {
+                    Ok::<_, std::convert::Infallible>(
+                        handler::respond(&*access, &*hub, &metrics, request, jiff::Timestamp::now()).await,
+                    )
+                }
             });
             ocm_score_shell::http::serve_http1(stream, service, "explain").await;
         }
     })
     .await;
-}
-
-async fn respond(
-    access: &HubAccess,
-    hub: &CachedHub,
-    metrics: &Metrics,
-    request: Request<Incoming>,
-) -> Response<Full<Bytes>> {
-    let started = Instant::now();
-    let (parts, body) = request.into_parts();
-    let method = parts.method.clone();
-    let reply = match Limited::new(body, MAX_BODY_BYTES + 1).collect().await {
-        Ok(collected) => {
-            let request = DebugRequest {
-                method: parts.method,
-                path: parts.uri.path().to_owned(),
-                authorization: parts
-                    .headers
-                    .get(header::AUTHORIZATION)
-                    .and_then(|v| v.to_str().ok())
-                    .map(str::to_owned),
-                body: collected.to_bytes().to_vec(),
-            };
-            handler::handle(access, hub, request, jiff::Timestamp::now()).await
-        }
-        Err(error) => handler::Reply {
-            status: StatusCode::PAYLOAD_TOO_LARGE,
-            answer: super::answer::DebugAnswer::failed(format!(
-                "request body unreadable or over {MAX_BODY_BYTES} bytes: {error}"
-            )),
-        },
-    };
-    let took = started.elapsed();
-    metrics.answered(method.as_str(), reply.status.as_u16(), took);
-    tracing::info!(
-        method = %method,
-        path = %parts.uri.path(),
-        status = reply.status.as_u16(),
-        took_ms = took.as_millis() as u64,
-        "answered"
-    );
-    reply.into_response()
 }
