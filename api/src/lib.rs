@@ -121,8 +121,10 @@ macro_rules! ocm_root {
         }
         impl<'de> serde::Deserialize<'de> for $name {
             fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                // Named as the type itself (shadowing it in this body only), so a body of the
+                // wrong shape is refused as "expected struct Placement", not by an internal name.
                 #[derive(serde::Deserialize)]
-                struct Wire {
+                struct $name {
                     #[serde(default)]
                     metadata: $crate::ObjectMeta,
                     $(#[serde(default)]
@@ -130,7 +132,7 @@ macro_rules! ocm_root {
                     #[serde(default)]
                     status: Option<$status>,
                 }
-                let w = Wire::deserialize(d)?;
+                let w = $name::deserialize(d)?;
                 Ok(Self {
                     metadata: w.metadata,
                     $(spec: w.spec.unwrap_or_else(<$spec>::default),)?

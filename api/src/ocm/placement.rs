@@ -325,6 +325,14 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn a_body_of_the_wrong_shape_is_refused_by_the_type_it_should_be() {
+        let error = serde_json::from_value::<Placement>(json!("not an object"))
+            .expect_err("a string is not a Placement")
+            .to_string();
+        assert!(error.contains("expected struct Placement"), "{error}");
+    }
+
+    #[test]
     fn score_rate_limit_follows_the_crd_pattern() {
         for good in ["1m", "0s", "30s", "24h", "0001m"] {
             assert!(
