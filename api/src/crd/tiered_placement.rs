@@ -56,7 +56,6 @@ pub const TIERING_GROUP: &str = "tiering.ocm-score.io";
         "rule": "self.tiers.all(t, self.tiers.exists_one(u, u.name == t.name))",
         "message": "tier names must be unique",
         "fieldPath": ".tiers",
-        "reason": "FieldValueDuplicate",
     },
     {
         "rule": "!has(self.mode) || self.mode != 'Overflow' || (has(self.numberOfClusters) && self.numberOfClusters >= 1)",
