@@ -356,7 +356,10 @@ fn refuses_invalid_specs(kubeconfig: &Path, dir: &TempDir) {
         ),
         (
             "{mode: Overflow, tiers: [{name: a}]}",
-            &["spec.numberOfClusters", "mode Overflow needs numberOfClusters of at least 1"][..],
+            &[
+                "spec.numberOfClusters",
+                "mode Overflow needs numberOfClusters of at least 1",
+            ][..],
         ),
         (
             "{tiers: [{name: a}], capacity: {rules: [{}]}}",
@@ -896,8 +899,14 @@ spec:
     // s2's agent reports room for the workload: the failover fits, and happens.
     let room = Timestamp::now();
     rescore(hub, "headroom-s2", "fits.gpu", 4 - 100, until).await;
-    view.transition(NAME, TransitionKind::Failover, whole_seconds_after(room, -1), WAIT, log)
-        .await;
+    view.transition(
+        NAME,
+        TransitionKind::Failover,
+        whole_seconds_after(room, -1),
+        WAIT,
+        log,
+    )
+    .await;
     view.settled(NAME, &["secondary"], &["headroom-s1", "headroom-s2"], WAIT, log)
         .await;
 }

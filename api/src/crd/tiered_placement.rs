@@ -9,10 +9,12 @@
 //! (`ocm_score_scheduler::tiering::validate`) plus the rendered child's check against the
 //! upstream Placement CRD do the validation the API server cannot.
 //!
-//! The schema carries what a structural schema can say (enums, ranges, list lengths); the rules
-//! that relate several fields live in the planner's `validate`, which it runs first: an invalid spec
-//! becomes `Ready=False, reason=InvalidSpec` naming the field, and the child Placement is left as
-//! it was.
+//! The schema carries what a structural schema can say (enums, ranges, list lengths, patterns)
+//! and, as `x-kubernetes-validations` CEL rules, the simple relations between fields (unique tier
+//! names, `numberOfClusters` for Overflow, one of `fits` and `score`, exit not above enter), so the
+//! API server refuses those naming the field. The planner's `validate` still checks all of them,
+//! and the rest (durations, OCM's predicates), first: an invalid spec becomes
+//! `Ready=False, reason=InvalidSpec` naming the field, and the child Placement is left as it was.
 
 use crate::duration;
 use crate::{ClusterPredicate, Condition, LabelSelector, PlacementSpec, Time};
