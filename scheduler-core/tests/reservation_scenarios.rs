@@ -269,7 +269,11 @@ fn another_shape_is_deducted_by_its_requests() {
     big.capacity = None;
     let mut hub = Hub::new(Ledger::new(timing()));
     hub.shapes = shapes;
-    let first = hub.create("first", big, world(5, 8));
+    // Its workload must fit too: x and y take 2 and 4 two-GPU replicas.
+    let mut big_world = world(5, 8);
+    big_world.score("x", "fits.gpu-x2", 2 - 100, None);
+    big_world.score("y", "fits.gpu-x2", 4 - 100, None);
+    let first = hub.create("first", big, big_world);
     let second = hub.create("second", spec(), world(5, 8));
     hub.plan(first, at(0));
     assert_eq!(hub.selected(first), ["x"]);
@@ -405,4 +409,43 @@ proptest! {
             prop_assert_eq!(&rebuilt(&hub), &hub.ledger);
         }
     }
+}
+
+/// Failover headroom counts what the other placements hold: the second placement, sent to y by
+/// the first's reservation on x, sees x's 6 − 4 = 2 as no headroom; the first sees y's 8 less
+/// the second's 4, which still holds one placement.
+#[test]
+fn failover_headroom_is_fits_less_the_other_placements_reservations() {
+    let mut hub = Hub::new(Ledger::new(timing()));
+    let first = hub.create("first", spec(), world(6, 8));
+    let second = hub.create("second", spec(), world(6, 8));
+    hub.plan(first, at(0));
+    hub.plan(second, at(1));
+    assert_eq!(
+        (hub.selected(first), hub.selected(second)),
+        (vec!["x".to_string()], vec!["y".to_string()])
+    );
+    let headroom = |hub: &Hub, i: usize| -> Vec<Option<i32>> {
+        hub.tps[i]
+            .status()
+            .tiers
+            .iter()
+            .map(|t| t.headroom_replicas)
+            .collect()
+    };
+    let fits = |hub: &Hub, i: usize| hub.tps[i].condition("FailoverFits");
+    assert_eq!(headroom(&hub, second), [Some(0), Some(0)]);
+    assert_eq!(
+        fits(&hub, second),
+        ("False".into(), "InsufficientHeadroom".into())
+    );
+    hub.plan(first, at(2));
+    assert_eq!(headroom(&hub, first), [Some(0), Some(4)]);
+    assert_eq!(fits(&hub, first), ("True".into(), "HeadroomAvailable".into()));
+    // The first's reservation on x ends at its TTL: the second's plan is due then, and x's 6
+    // is headroom again.
+    assert_eq!(hub.tps[second].last.as_ref().unwrap().requeue_at, Some(at(300)));
+    hub.plan(second, at(300));
+    assert_eq!(headroom(&hub, second), [Some(4), Some(0)]);
+    assert_eq!(fits(&hub, second).0, "True");
 }

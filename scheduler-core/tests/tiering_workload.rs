@@ -822,6 +822,8 @@ fn a_reservation_ends_at_the_first_report_after_its_workload_is_healthy() {
             .map(|r| (r.cluster.clone(), r.replicas))
             .collect::<Vec<_>>()
     };
+    // Its workload fits on east (a workload is placed only where its `fits` holds it).
+    s.world.score("east-1", "fits.gpu", 2 - 100, None);
     s.world.set_ready("east-1", 1);
     plan(&mut s, &mut ledger, 0);
     assert_eq!(reserved(&ledger), [("east-1".to_string(), 2)]);

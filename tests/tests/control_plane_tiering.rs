@@ -13,7 +13,7 @@
 //! catches: a wrong prediction for a moment between settled steps, which on a loaded machine
 //! looks the same as a slow sync.
 //!
-//! One control plane hosts four scenarios, one namespace each, with their own bare
+//! One control plane hosts six scenarios, one namespace each, with their own bare
 //! ManagedClusters (no klusterlet; `Available` written the way OCM's lease controller writes it,
 //! turned into taints by OCM's own taint controller) and cluster sets `<scenario>-primary` and
 //! `<scenario>-secondary`, run one after the other:
@@ -26,6 +26,11 @@
 //! - `overflow`: spill to the second tier when the first is unreachable, then consolidation one
 //!   cluster per step, `minDwell` apart, with OCM agreeing at the step in between.
 //! - `stale`: capacity by score; the scores expire → `ScoresStale=True` and nothing moves.
+//! - `reserved`: a reservation published as `ocm-score-reserved`, which OCM's own placement
+//!   controller deducts for a plain Placement.
+//! - `headroom`: a workload whose secondary tier's `fits` are too small: `FailoverFits=False`
+//!   and the tier's `headroomReplicas` before the outage; the primary fails and nothing moves;
+//!   the secondary's agent reports room and the failover happens.
 //!
 //! This control plane runs no OCM registration webhook (its fixed ports clash with the add-on
 //! webhook's), and that webhook is what stamps `timeAdded` on taints. So OCM's own `unreachable`
@@ -61,7 +66,7 @@ const NAME: &str = "web";
 const UNREACHABLE: &str = "cluster.open-cluster-management.io/unreachable";
 /// A taint an external site monitor would put on a cluster (OCM's taint controller leaves it).
 const SITE_DOWN: &str = "dr.example.com/site-down";
-const SCENARIOS: [&str; 5] = ["dr", "manual", "overflow", "stale", "reserved"];
+const SCENARIOS: [&str; 6] = ["dr", "manual", "overflow", "stale", "reserved", "headroom"];
 const CONTROLLER_NAMESPACE: &str = "ocm-score";
 const CONTROLLER_ACCOUNT: &str = "ocm-score-tiering";
 
@@ -286,6 +291,9 @@ async fn ocms_placement_controller_follows_every_tiering_plan() {
     overflow(&hub, &log).await;
     stale(&hub, &log).await;
     reserved(&hub, &log).await;
+    let headroom_started = std::time::Instant::now();
+    headroom(&hub, &log).await;
+    let headroom_took = headroom_started.elapsed();
 
     // No child had to be restored (a field the real Placement CRD prunes or defaults would show
     // up as a restore on every reconcile). Divergences are OCM's pace on this machine, judged at
@@ -321,8 +329,9 @@ async fn ocms_placement_controller_follows_every_tiering_plan() {
     );
     assert_eq!(second.terminate().await, Some(0));
     eprintln!(
-        "tiering on the real control plane: control plane ready after {:.1} s, whole test {:.1} s",
+        "tiering on the real control plane: control plane ready after {:.1} s, headroom scenario {:.1} s, whole test {:.1} s",
         ready.as_secs_f64(),
+        headroom_took.as_secs_f64(),
         started.elapsed().as_secs_f64()
     );
 }
@@ -339,6 +348,33 @@ fn refuses_invalid_specs(kubeconfig: &Path, dir: &TempDir) {
         (
             "{tiers: [{clusterSets: [a]}]}",
             &["spec.tiers[0].name", "Required value"][..],
+        ),
+        // What the schema's CEL rules add.
+        (
+            "{tiers: [{name: a}, {name: a}]}",
+            &["spec.tiers", "tier names must be unique"][..],
+        ),
+        (
+            "{mode: Overflow, tiers: [{name: a}]}",
+            &[
+                "spec.numberOfClusters",
+                "mode Overflow needs numberOfClusters of at least 1",
+            ][..],
+        ),
+        (
+            "{tiers: [{name: a}], capacity: {rules: [{}]}}",
+            &["spec.capacity.rules[0]", "set exactly one of fits and score"][..],
+        ),
+        (
+            "{tiers: [{name: a}], capacity: {rules: [{fits: {shape: gpu, atLeastReplicas: 2, exitBelowReplicas: 3}}]}}",
+            &[
+                "spec.capacity.rules[0].fits.exitBelowReplicas",
+                "exitBelowReplicas must not be above atLeastReplicas",
+            ][..],
+        ),
+        (
+            "{tiers: [{name: Primary}]}",
+            &["spec.tiers[0].name", "should match"][..],
         ),
     ] {
         let file = dir.path().join("invalid-tiered-placement.yaml");
@@ -770,4 +806,107 @@ spec:
             .filter(|gone| *gone)
     })
     .await;
+}
+
+/// Rewrites the one score of `cluster`'s `resource-usage-score` (the object exists).
+async fn rescore(hub: &Client, cluster: &str, name: &str, value: i32, valid_until: Timestamp) {
+    Api::<AddOnPlacementScore>::namespaced(hub.clone(), cluster)
+        .patch_status(
+            "resource-usage-score",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {
+                "scores": [{"name": name, "value": value}],
+                "validUntil": valid_until.to_string(),
+            }})),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{cluster}: rewriting the score: {e}"));
+}
+
+/// `(headroomReplicas of tier, FailoverFits status, reason, message)` as the API server stores it.
+fn headroom_of(
+    tp: &ocm_score_api::crd::tiered_placement::TieredPlacement,
+    tier: &str,
+) -> Option<(i32, String, String, String)> {
+    let status = tp.status.as_ref()?;
+    let replicas = status.tiers.iter().find(|t| t.name == tier)?.headroom_replicas?;
+    let c = status.conditions.iter().find(|c| c.type_ == "FailoverFits")?;
+    Some((replicas, c.status.clone(), c.reason.clone(), c.message.clone()))
+}
+
+/// Two clusters of 4 `gpu` replicas each. The secondary fits 4 and 3: a failover would not fit,
+/// and the status says so while the primary still runs; when the primary fails nothing moves;
+/// once s2's agent reports room for 4, the workload fails over.
+async fn headroom(hub: &Client, log: &dyn Fn() -> String) {
+    let ns = namespace("headroom");
+    let until = Timestamp::now() + SignedDuration::from_hours(1);
+    for (cluster, fits) in [("p1", 8), ("p2", 8), ("s1", 4), ("s2", 3)] {
+        score(hub, &format!("headroom-{cluster}"), "fits.gpu", fits - 100, until).await;
+    }
+    let view = TieringView::new(hub.clone(), &ns);
+    apply(
+        hub,
+        &yaml(&format!(
+            "
+apiVersion: tiering.ocm-score.io/v1alpha1
+kind: TieredPlacement
+metadata: {{name: {NAME}, namespace: {ns}}}
+spec:
+  mode: Failover
+  numberOfClusters: 2
+  tiers:
+  - {{name: primary, clusterSets: [headroom-primary]}}
+  - {{name: secondary, clusterSets: [headroom-secondary]}}
+  workload: {{shape: gpu, replicasPerCluster: 4}}
+  stabilization: {{minDwell: 0s}}
+"
+        )),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    let tp = view
+        .settled(NAME, &["primary"], &["headroom-p1", "headroom-p2"], WAIT, log)
+        .await;
+    let short = (
+        4,
+        "False".to_string(),
+        "InsufficientHeadroom".to_string(),
+        "if tier primary failed now, no tier would take the workload: \
+         tier secondary would take 4 of 8 replicas (short 4)"
+            .to_string(),
+    );
+    assert_eq!(headroom_of(&tp, "secondary"), Some(short.clone()));
+
+    // The primary fails: the secondary does not hold the workload, so nothing moves.
+    let primary = ["headroom-p1".to_owned(), "headroom-p2".to_owned()];
+    for cluster in &primary {
+        set_available(hub, cluster, "Unknown").await;
+    }
+    wait_taints(hub, &primary, &[UNREACHABLE]).await;
+    let api = Api::<ocm_score_api::crd::tiered_placement::TieredPlacement>::namespaced(hub.clone(), &ns);
+    let api = &api;
+    let down = eventually("headroom: the primary seen failed", WAIT, log, || async move {
+        let tp = api.get(NAME).await.ok()?;
+        let primary = tp.status.as_ref()?.tiers.iter().find(|t| t.name == "primary")?;
+        (primary.feasible == 0).then_some(tp)
+    })
+    .await;
+    let status = down.status.as_ref().expect("status");
+    assert_eq!(status.active_tiers, ["primary"]);
+    assert_eq!(status.transitions.len(), 1, "{:#?}", status.transitions);
+    assert_eq!(headroom_of(&down, "secondary"), Some(short));
+
+    // s2's agent reports room for the workload: the failover fits, and happens.
+    let room = Timestamp::now();
+    rescore(hub, "headroom-s2", "fits.gpu", 4 - 100, until).await;
+    view.transition(
+        NAME,
+        TransitionKind::Failover,
+        whole_seconds_after(room, -1),
+        WAIT,
+        log,
+    )
+    .await;
+    view.settled(NAME, &["secondary"], &["headroom-s1", "headroom-s2"], WAIT, log)
+        .await;
 }

@@ -9,10 +9,12 @@
 //! (`ocm_score_scheduler::tiering::validate`) plus the rendered child's check against the
 //! upstream Placement CRD do the validation the API server cannot.
 //!
-//! The schema carries what a structural schema can say (enums, ranges, list lengths); the rules
-//! that relate several fields live in the planner's `validate`, which it runs first: an invalid spec
-//! becomes `Ready=False, reason=InvalidSpec` naming the field, and the child Placement is left as
-//! it was.
+//! The schema carries what a structural schema can say (enums, ranges, list lengths, patterns)
+//! and, as `x-kubernetes-validations` CEL rules, the simple relations between fields (unique tier
+//! names, `numberOfClusters` for Overflow, one of `fits` and `score`, exit not above enter), so the
+//! API server refuses those naming the field. The planner's `validate` still checks all of them,
+//! and the rest (durations, OCM's predicates), first: an invalid spec becomes
+//! `Ready=False, reason=InvalidSpec` naming the field, and the child Placement is left as it was.
 
 use crate::duration;
 use crate::{ClusterPredicate, Condition, LabelSelector, PlacementSpec, Time};
@@ -40,6 +42,7 @@ pub const TIERING_GROUP: &str = "tiering.ocm-score.io";
     printcolumn = r#"{"name":"Mode","type":"string","jsonPath":".spec.mode"}"#,
     printcolumn = r#"{"name":"Active","type":"string","jsonPath":".status.activeTiers"}"#,
     printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Failover-Fits","type":"string","jsonPath":".status.conditions[?(@.type==\"FailoverFits\")].status"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
     crates(
         kube_core = "::kube_core",
@@ -50,6 +53,19 @@ pub const TIERING_GROUP: &str = "tiering.ocm-score.io";
     )
 )]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {
+        "rule": "self.tiers.all(t, self.tiers.exists_one(u, u.name == t.name))",
+        "message": "tier names must be unique",
+        "fieldPath": ".tiers",
+    },
+    {
+        "rule": "!has(self.mode) || self.mode != 'Overflow' || (has(self.numberOfClusters) && self.numberOfClusters >= 1)",
+        "message": "mode Overflow needs numberOfClusters of at least 1",
+        "fieldPath": ".numberOfClusters",
+        "reason": "FieldValueRequired",
+    },
+]))]
 pub struct TieredPlacementSpec {
     /// Name of the child Placement consumers read (default: the TieredPlacement's name).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -190,7 +206,10 @@ pub enum TieringMode {
 #[serde(rename_all = "camelCase")]
 pub struct Tier {
     /// A DNS label, unique among the tiers.
-    #[schemars(length(min = 1, max = 63))]
+    #[schemars(
+        length(min = 1, max = 63),
+        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    )]
     pub name: String,
     /// Same meaning as `Placement.spec.clusterSets` (empty: every bound set).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -226,6 +245,10 @@ pub struct CapacityPolicy {
 /// Exactly one of `fits` and `score`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "has(self.fits) != has(self.score)",
+    "message": "set exactly one of fits and score",
+}]))]
 pub struct CapacityRule {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fits: Option<FitsRule>,
@@ -237,6 +260,11 @@ pub struct CapacityRule {
 /// agent's `resource-usage-score`, decoded to replicas (`(value + 100) × scale`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "!has(self.exitBelowReplicas) || self.exitBelowReplicas <= self.atLeastReplicas",
+    "message": "exitBelowReplicas must not be above atLeastReplicas",
+    "fieldPath": ".exitBelowReplicas",
+}]))]
 pub struct FitsRule {
     #[schemars(length(min = 1, max = 63))]
     pub shape: String,
@@ -255,6 +283,11 @@ pub struct FitsRule {
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "!has(self.exitBelow) || self.exitBelow <= self.atLeast",
+    "message": "exitBelow must not be above atLeast",
+    "fieldPath": ".exitBelow",
+}]))]
 pub struct ScoreRule {
     #[schemars(length(min = 1))]
     pub resource_name: String,
@@ -488,6 +521,12 @@ pub struct TierStatus {
     /// Relapses (forced failovers off this tier after a failback to it); doubles the hold-down.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub penalty: i32,
+    /// With `spec.workload`: replicas this tier's clusters outside the current selection would
+    /// take if the selected clusters failed now: the clusters whose `fits.<shape>`, less the
+    /// other placements' reservations, holds `replicasPerCluster`, times `replicasPerCluster`,
+    /// capped at what the workload needs (docs/fits-and-reservations.md, "Failover headroom").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headroom_replicas: Option<i32>,
     /// When `penalty` last changed (quarantine and decay are measured from it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub penalty_since: Option<Time>,

@@ -438,6 +438,11 @@ impl View<'_> {
         total
     }
 
+    /// Replicas per `fits` score point of `shape` (the catalog's; 1 when unknown).
+    pub fn scale(&self, shape: &str) -> i32 {
+        self.shapes.scale(shape)
+    }
+
     /// `reported − reserved`, floored at zero.
     pub fn effective(&self, cluster: &str, shape: &str, reported: u64) -> u64 {
         reported.saturating_sub(self.reserved(cluster, shape))

@@ -164,6 +164,9 @@ pub mod condition {
     pub const PLAN_DIVERGED: &str = "PlanDiverged";
     /// `spec.workloadHealth` only: True when every chosen cluster's workload is Healthy.
     pub const WORKLOAD_HEALTHY: &str = "WorkloadHealthy";
+    /// `spec.workload` only: whether the workload would fit elsewhere if the selected clusters
+    /// failed now (`status.tiers[].headroomReplicas`).
+    pub const FAILOVER_FITS: &str = "FailoverFits";
 }
 
 /// Sets `type_` in `conditions`, keeping `lastTransitionTime` when the status did not change.

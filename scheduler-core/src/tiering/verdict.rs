@@ -7,6 +7,12 @@
 //! non-qualified one qualifies at the enter threshold. A change of the verdict takes effect once
 //! it has been seen continuously for `debounce`.
 //!
+//! With `spec.workload`, every member must also hold the workload: `fits.<shape>`, less the other
+//! placements' reservations, at least `replicasPerCluster` (a cluster already running it is
+//! credited its own replicas). This implicit rule has no hysteresis band, so no move (failover,
+//! overflow, failback) lands on a cluster too small for the workload, whatever the explicit rules
+//! say; it is left out only when an explicit `fits` rule on the same shape already asks as much.
+//!
 //! The memory this needs (effective verdicts, pending changes, stale clocks) lives in
 //! `status.capacity`, so a restarted controller continues exactly (the design kept debounce
 //! timers in memory only; keeping them in status is what makes restart equivalence hold).
@@ -89,6 +95,8 @@ fn read(
 
 /// One rule, resolved once per plan.
 struct Rule<'a> {
+    /// How explanations name the rule's origin (`spec.workload: ` for the implicit one).
+    origin: &'static str,
     resource: &'a str,
     name: String,
     enter: i64,
@@ -113,6 +121,7 @@ impl<'a> Rule<'a> {
                 _ => 0,
             };
             Some(Rule {
+                origin: "",
                 resource: ocm_score_api::crd::tiered_placement::FITS_RESOURCE_NAME,
                 name: format!("fits.{}", f.shape),
                 enter: i64::from(f.at_least_replicas),
@@ -125,6 +134,7 @@ impl<'a> Rule<'a> {
             })
         } else {
             rule.score.as_ref().map(|s| Rule {
+                origin: "",
                 resource: s.resource_name.as_str(),
                 name: s.score_name.clone(),
                 enter: i64::from(s.at_least),
@@ -132,6 +142,63 @@ impl<'a> Rule<'a> {
                 fits: None,
             })
         }
+    }
+
+    /// The implicit rule of `spec.workload`: each member holds `replicasPerCluster` replicas of
+    /// its shape, with no band; `None` without a workload, or when an explicit `fits` rule on the
+    /// shape asks at least as much on entry and exit. The scale is the explicit rule's, else the
+    /// shape's (`WorkloadShape.spec.scale`).
+    fn workload(
+        spec: &'a TieredPlacementSpec,
+        explicit: &[CapacityRule],
+        reserved: &View<'_>,
+    ) -> Option<Self> {
+        let w = spec.workload.as_ref()?;
+        let needed = i64::from(w.replicas_per_cluster);
+        let same_shape = explicit
+            .iter()
+            .filter_map(|r| r.fits.as_ref())
+            .filter(|f| f.shape == w.shape);
+        let mut scale = None;
+        for f in same_shape {
+            let exit = f.exit_below_replicas.unwrap_or(f.at_least_replicas);
+            if i64::from(f.at_least_replicas) >= needed && i64::from(exit) >= needed {
+                return None;
+            }
+            scale = scale.or(f.scale);
+        }
+        Some(Rule {
+            origin: "spec.workload: ",
+            resource: ocm_score_api::crd::tiered_placement::FITS_RESOURCE_NAME,
+            name: format!("fits.{}", w.shape),
+            enter: needed,
+            exit: needed,
+            fits: Some(Fits {
+                shape: &w.shape,
+                scale: i64::from(scale.unwrap_or_else(|| reserved.scale(&w.shape)).max(1)),
+                credit: needed,
+            }),
+        })
+    }
+
+    /// Replicas of the rule's shape the cluster holds for this placement: reported less the
+    /// other placements' reservations (floored at 0), plus its own footprint where it runs;
+    /// `None` when the score is Unknown. Only for `fits` rules.
+    fn replicas(
+        &self,
+        snapshot: &HubSnapshot,
+        reserved: &View<'_>,
+        id: ClusterId,
+        in_decision: bool,
+        now: i128,
+    ) -> Option<i64> {
+        let f = self.fits?;
+        let (value, _) = read(snapshot, id, self.resource, &self.name, now).ok()?;
+        let reported = (i64::from(value) + 100) * f.scale;
+        let taken = i64::try_from(reserved.reserved(snapshot.cluster_name(id), f.shape))
+            .unwrap_or(i64::MAX)
+            .min(reported.max(0));
+        Some(reported - taken + if in_decision { f.credit } else { 0 })
     }
 
     /// `(raw verdict with the threshold for `was_qualified`, raw with the enter threshold,
@@ -147,13 +214,13 @@ impl<'a> Rule<'a> {
         now: i128,
         describe: bool,
     ) -> (Raw, Raw, Option<i128>, String) {
-        let (resource, name) = (self.resource, &self.name);
+        let (resource, name, origin) = (self.resource, &self.name, self.origin);
         match read(snapshot, id, resource, name, now) {
             Err(why) => (
                 Raw::Unknown,
                 Raw::Unknown,
                 None,
-                format!("{resource}/{name}: {why}"),
+                format!("{origin}{resource}/{name}: {why}"),
             ),
             Ok((value, until)) => {
                 // `fits` values encode replicas as `floor(fits / scale) - 100`
@@ -182,7 +249,7 @@ impl<'a> Rule<'a> {
                     } else {
                         String::new()
                     };
-                    format!("{name} = {v}{unit}{less} {cmp} {which} {threshold}")
+                    format!("{origin}{name} = {v}{unit}{less} {cmp} {which} {threshold}")
                 } else {
                     String::new()
                 };
@@ -215,7 +282,9 @@ pub fn evaluate(
     now: i128,
 ) -> Verdicts {
     let mut by_cluster: Vec<Option<Verdict>> = vec![None; snapshot.cluster_count()];
-    let rules = spec.capacity.as_ref().map_or(&[][..], |c| c.rules.as_slice());
+    let explicit = spec.capacity.as_ref().map_or(&[][..], |c| c.rules.as_slice());
+    let mut rules: Vec<Rule<'_>> = explicit.iter().filter_map(|r| Rule::new(spec, r)).collect();
+    rules.extend(Rule::workload(spec, explicit, reserved));
     if rules.is_empty() {
         for id in members {
             by_cluster[id.index()] = Some(Verdict {
@@ -232,7 +301,6 @@ pub fn evaluate(
         };
     }
     let when_stale = spec.capacity.as_ref().map(|c| c.when_stale).unwrap_or_default();
-    let rules: Vec<Rule<'_>> = rules.iter().filter_map(|r| Rule::new(spec, r)).collect();
     // The status lists are kept sorted by cluster name, so lookups are binary searches.
     let empty = CapacityState::default();
     let before = prior.unwrap_or(&empty);
@@ -351,4 +419,40 @@ pub fn evaluate(
         requeue_at,
         scores_expire_at,
     }
+}
+
+/// Replicas of `spec.workload`'s shape cluster `id` holds for this placement (its `fits` score
+/// decoded, less the other placements' reservations, plus its own footprint where it runs, in
+/// decision); `None` without a workload or when the score is Unknown.
+pub fn workload_replicas(
+    spec: &TieredPlacementSpec,
+    snapshot: &HubSnapshot,
+    reserved: &View<'_>,
+    id: ClusterId,
+    in_decision: bool,
+    now: i128,
+) -> Option<i64> {
+    let explicit = spec.capacity.as_ref().map_or(&[][..], |c| c.rules.as_slice());
+    let w = spec.workload.as_ref()?;
+    // The explicit rule's scale, when one reads the shape; else the shape's.
+    let scale = explicit
+        .iter()
+        .filter_map(|r| r.fits.as_ref())
+        .find(|f| f.shape == w.shape)
+        .and_then(|f| f.scale)
+        .unwrap_or_else(|| reserved.scale(&w.shape))
+        .max(1);
+    let rule = Rule {
+        origin: "",
+        resource: ocm_score_api::crd::tiered_placement::FITS_RESOURCE_NAME,
+        name: format!("fits.{}", w.shape),
+        enter: 0,
+        exit: 0,
+        fits: Some(Fits {
+            shape: &w.shape,
+            scale: i64::from(scale),
+            credit: i64::from(w.replicas_per_cluster),
+        }),
+    };
+    rule.replicas(snapshot, reserved, id, in_decision, now)
 }

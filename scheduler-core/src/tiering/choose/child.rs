@@ -50,10 +50,11 @@ pub(super) struct Rendered {
     pub keep_child: bool,
 }
 
-/// Whether the child pins its clusters by name.
+/// Whether the child pins its clusters by name: whenever capacity decides (explicit rules, or the
+/// implicit one of `spec.workload`), since OCM does not read it.
 fn pinned(spec: &TieredPlacementSpec) -> bool {
     let has_rules = spec.capacity.as_ref().is_some_and(|c| !c.rules.is_empty());
-    has_rules || spec.mode == TieringMode::Overflow
+    has_rules || spec.workload.is_some() || spec.mode == TieringMode::Overflow
 }
 
 fn sorted_names(snapshot: &HubSnapshot, ids: &[ClusterId]) -> Vec<String> {

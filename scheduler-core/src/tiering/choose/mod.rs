@@ -14,8 +14,8 @@
 //! * Step 5, [`child`]: the child Placement rendered for that choice, and what OCM will select.
 //! * Step 6, [`retain`]: make-before-break, the clusters a move leaves kept beside their
 //!   replacements.
-//! * Step 7: [`status`] (tier states, transitions, the transition budget), [`conditions`] and
-//!   the [`report`] of each tier.
+//! * Step 7: [`status`] (tier states, transitions, the transition budget), [`conditions`],
+//!   with `spec.workload` the failover [`headroom`], and the [`report`] of each tier.
 //!
 //! Each step is a pure function of plain data; the clock is `now`. The earliest instant any step
 //! needs to look again is collected in a [`Requeue`].
@@ -40,6 +40,7 @@ mod choice;
 mod conditions;
 mod exclusion;
 mod failover;
+mod headroom;
 mod health;
 mod overflow;
 mod prior;
@@ -312,6 +313,34 @@ pub(crate) fn decide(input: &Input<'_>) -> Plan {
     });
     status.conditions = judged_conditions.conditions;
     events.extend(judged_conditions.events);
+    if let Some(room) = headroom::judge(&headroom::Input {
+        spec,
+        health: &health,
+        active: &choice.active,
+        excluded,
+        in_decision,
+        predicted: &kept.predicted,
+        snapshot,
+        reserved,
+        now,
+    }) {
+        for (tier, t) in status.tiers.iter_mut().zip(&room.tiers) {
+            tier.headroom_replicas = Some(i32::try_from(t.replicas).unwrap_or(i32::MAX));
+        }
+        let (fits, reason, message) = room.condition;
+        super::set_condition(
+            &mut status.conditions,
+            prior_conditions,
+            headroom::CONDITION,
+            fits,
+            reason,
+            message,
+            meta.generation,
+            now,
+        );
+    }
+    // Headroom deducts reservations too: one expiring changes it.
+    requeue.at(reserved.next_change());
     events.extend(kept.events);
     events.extend(conditions::pinning_warning(prior_conditions, too_large.is_some()));
     let reports = report::tiers(&report::Input {

@@ -129,6 +129,8 @@ pub(super) fn write(input: &Input<'_>) -> Written {
                     h.effective_hold_down.max(0) as u64,
                 ))),
                 failback_eligible_at: eligible_at.map(time),
+                // Set with the conditions, from the prediction (`super::headroom`).
+                headroom_replicas: None,
             }
         })
         .collect();
