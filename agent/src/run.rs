@@ -312,6 +312,65 @@ pub async fn run(cfg: RunConfig, shutdown: CancellationToken) -> Result<(), RunE
     Ok(())
 }
 
+/// The figures of a simulated cluster, read at every computation.
+pub type SimulatedFigures = Arc<dyn Fn() -> ResourceView + Send + Sync>;
+
+/// `run`'s loop, publisher and timing (refresh jitter, renewal, retry backoff) with the figures
+/// given by `figures` instead of read from a managed cluster, writing through `hub` (one client
+/// may serve many agents): how one process simulates a fleet of agents on a real hub
+/// (`tests/benches/control_plane_fleet.rs`). `changed` is what a watch event would notify. No
+/// probe server, no Lease. Runs until `shutdown` is cancelled.
+pub async fn run_simulated(
+    cfg: RunConfig,
+    hub: kube::Client,
+    figures: SimulatedFigures,
+    changed: Arc<Notify>,
+    shutdown: CancellationToken,
+) {
+    let metrics = Arc::new(Metrics::default());
+    let heartbeat = Arc::new(Heartbeat::default());
+    let probes = Arc::new(Probes {
+        metrics: metrics.clone(),
+        heartbeat: heartbeat.clone(),
+        max_silence: cfg.refresh_interval * 3,
+        ready: AtomicBool::new(false),
+        not_ready_because: std::sync::Mutex::new(None),
+    });
+    let publisher = publisher(&cfg, HubConnection::pinned(hub));
+    let mut agent = Agent {
+        sources: Simulated(figures),
+        cfg,
+        metrics,
+        probes,
+        publisher,
+        clock: Clock::System,
+        spread,
+        failed_writes: 0,
+        failing_since: None,
+        clock_off: false,
+    };
+    agent.drive(&changed, &shutdown, &heartbeat).await;
+}
+
+/// Sources of [`run_simulated`]: the caller's figures.
+struct Simulated(SimulatedFigures);
+
+impl ReadSources for Simulated {
+    async fn read(&mut self) -> Result<Snapshot, (&'static str, SourceError)> {
+        Ok(Snapshot {
+            view: (self.0)(),
+            detail: "simulated".into(),
+            counted_pods: None,
+            fits: Vec::new(),
+            shapes: None,
+        })
+    }
+
+    fn synced(&self) -> bool {
+        true
+    }
+}
+
 /// The publisher of `run`'s score object, writing through `hub`.
 fn publisher(cfg: &RunConfig, hub: HubConnection) -> Publisher {
     Publisher::new(
