@@ -23,7 +23,7 @@ use tokio::sync::Notify;
 use super::*;
 use crate::addon::container_env;
 use crate::process::Tier;
-use crate::support::{Exposition, http_get};
+use crate::support::http_get;
 
 /// The fleet scenario's size and windows.
 #[derive(Clone, Debug)]
@@ -258,8 +258,7 @@ fn figures(cfg: &RunConfig, free: &Arc<AtomicU8>) -> SimulatedFigures {
     let free = free.clone();
     Arc::new(move || {
         let percent = i128::from(free.load(Ordering::Relaxed));
-        let mut view = ocm_score_agent::accounting::ResourceView::default();
-        view.figures = (0..resources.len())
+        let figures = (0..resources.len())
             .map(|r| {
                 let unit = resources.units_per_natural_unit(r).max(1.0) as i128;
                 Some(Figures {
@@ -270,8 +269,10 @@ fn figures(cfg: &RunConfig, free: &Arc<AtomicU8>) -> SimulatedFigures {
                 })
             })
             .collect();
-        view.eligible_nodes = 1;
-        view
+        ocm_score_agent::accounting::ResourceView {
+            figures,
+            eligible_nodes: 1,
+        }
     })
 }
 
@@ -371,7 +372,6 @@ async fn counters(component: &Component) -> BTreeMap<String, f64> {
             *sums.entry(name.to_owned()).or_insert(0.0) += v;
         }
     }
-    let _ = Exposition::parse;
     sums
 }
 
@@ -388,7 +388,7 @@ async fn apply_json(hub: &Client, objects: Vec<Value>) -> Result<(), Error> {
 }
 
 fn placement(i: usize) -> Value {
-    let mode = if i % 2 == 0 { "Additive" } else { "Exact" };
+    let mode = if i.is_multiple_of(2) { "Additive" } else { "Exact" };
     json!({
         "apiVersion": "cluster.open-cluster-management.io/v1beta1", "kind": "Placement",
         "metadata": {"name": format!("placement-{i:02}"), "namespace": WORKLOADS},
@@ -420,6 +420,7 @@ fn tiered(name: &str, tiers: &[(&str, &str)], clusters: i32, at_least: i32) -> V
             "mode": "Overflow",
             "numberOfClusters": clusters,
             "tiers": tiers,
+            "stabilization": {"minDwell": "0s"},
             "capacity": {"debounce": "0s", "rules": [{"score": {
                 "resourceName": RESOURCE_USAGE_SCORE, "scoreName": "cpuAvailable", "atLeast": at_least}}]},
             "template": {"prioritizerPolicy": {"mode": "Exact", "configurations": [
@@ -660,12 +661,9 @@ pub async fn fleet(
         order.rotate_left(i % 3);
         placements.push(tiered(&format!("tiered-{i:03}"), &order, 5, -50));
     }
-    placements.push(tiered(
-        "probe",
-        &[("probe", "fleet-probe"), ("a", "fleet-tier-a")],
-        1,
-        90,
-    ));
+    // One tier holding the probe alone: its plan selects the probe while its score qualifies, and
+    // no other cluster, so no tier transition (which stabilization limits) is ever needed.
+    placements.push(tiered("probe", &[("probe", "fleet-probe")], 1, 90));
     apply_json(&hub, placements).await?;
     progress(&format!(
         "{} Placements and {} TieredPlacements (and a probe of each) created",
@@ -758,7 +756,7 @@ pub async fn fleet(
     for c in &components {
         counters_before.push(counters(c).await);
     }
-    let placement_metrics_before = ocm_placement_counters(cp).await;
+    let placement_metrics_before = ocm_placement_counters(cp, dir).await;
     let window_start = jiff::Timestamp::now();
     let started = Instant::now();
     let end = started + fleet.window;
@@ -814,7 +812,7 @@ pub async fn fleet(
             }
         }
     }
-    for (name, after) in ocm_placement_counters(cp).await {
+    for (name, after) in ocm_placement_counters(cp, dir).await {
         let delta = after - placement_metrics_before.get(&name).copied().unwrap_or(0.0);
         if delta > 0.0 {
             report
@@ -878,30 +876,58 @@ impl Drop for StopOnDrop {
     }
 }
 
-/// OCM's placement controller's own counters (workqueue adds and scheduling), if its process serves
-/// metrics on a port the harness knows; else empty.
-async fn ocm_placement_counters(cp: &ControlPlane) -> BTreeMap<String, f64> {
-    let Some(args) = cp.component_args("hub-placement") else {
+/// OCM's placement controller's own counters (its workqueue's adds and its scheduling passes),
+/// from its `/metrics` on `--listen` (HTTPS, asked with the hub admin's client certificate); empty
+/// when it does not answer.
+async fn ocm_placement_counters(cp: &ControlPlane, dir: &Path) -> BTreeMap<String, f64> {
+    use base64::Engine;
+    let Some(address) = cp
+        .component_args("hub-placement-controller")
+        .and_then(|args| args.iter().find_map(|a| a.strip_prefix("--listen=")))
+        .map(str::to_owned)
+    else {
         return BTreeMap::new();
     };
-    let Some(address) = args.iter().find_map(|a| {
-        a.strip_prefix("--metrics-bind-address=")
-            .or(a.strip_prefix("--bind-address="))
-    }) else {
+    let Ok(kubeconfig) = std::fs::read_to_string(cp.hub_kubeconfig()) else {
         return BTreeMap::new();
     };
-    let Ok((200, body)) = http_get(address, "/metrics").await else {
+    let Ok(kubeconfig) = serde_norway::from_str::<Value>(&kubeconfig) else {
         return BTreeMap::new();
     };
+    let user = &kubeconfig["users"][0]["user"];
+    let decode = |key: &str| {
+        user[key]
+            .as_str()
+            .and_then(|d| base64::engine::general_purpose::STANDARD.decode(d).ok())
+    };
+    let (Some(cert), Some(key)) = (decode("client-certificate-data"), decode("client-key-data")) else {
+        return BTreeMap::new();
+    };
+    let (cert_file, key_file) = (dir.join("metrics-client.crt"), dir.join("metrics-client.key"));
+    if std::fs::write(&cert_file, cert).is_err() || std::fs::write(&key_file, key).is_err() {
+        return BTreeMap::new();
+    }
+    let Ok(output) = tokio::process::Command::new("curl")
+        .args(["-sk", "--cert"])
+        .arg(&cert_file)
+        .arg("--key")
+        .arg(&key_file)
+        .arg(format!("https://{address}/metrics"))
+        .output()
+        .await
+    else {
+        return BTreeMap::new();
+    };
+    let body = String::from_utf8_lossy(&output.stdout);
     let mut sums = BTreeMap::new();
     for line in body.lines().filter(|l| !l.starts_with('#')) {
         let Some((series, value)) = line.rsplit_once(' ') else {
             continue;
         };
         let name = series.split('{').next().unwrap_or(series);
-        if (name.starts_with("workqueue_adds_total") || name.contains("scheduling"))
-            && let Ok(v) = value.parse::<f64>()
-        {
+        let wanted = (name == "workqueue_adds_total" && series.contains("SchedulingController"))
+            || (name.contains("scheduling") && name.ends_with("_count"));
+        if wanted && let Ok(v) = value.parse::<f64>() {
             *sums.entry(name.to_owned()).or_insert(0.0) += v;
         }
     }
@@ -1149,18 +1175,24 @@ impl FleetReport {
         }
         let _ = writeln!(
             out,
-            "\n| user (audited) | requests in the window | writes |\n|---|---|---|"
+            "\n| user (audited) | requests in the window | writes | first writes |\n|---|---|---|---|"
         );
         for (user, r) in &self.steady_requests_by_user {
             let _ = writeln!(
                 out,
-                "| {user} | {} (get {}, list {}, watch {}, lease {}) | {} |",
+                "| {user} | {} (get {}, list {}, watch {}, lease {}) | {} | {} |",
                 r.total(),
                 r.get,
                 r.list,
                 r.watch,
                 r.lease,
-                self.steady_writes_by_user.get(user).copied().unwrap_or(0)
+                self.steady_writes_by_user.get(user).copied().unwrap_or(0),
+                r.write_samples
+                    .iter()
+                    .take(3)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join("; ")
             );
         }
         let _ = writeln!(out, "\n| component | counter | per second |\n|---|---|---|");
