@@ -52,8 +52,10 @@ const WORKLOADS: &str = "fleet-workloads";
 const TIERS: &str = "fleet-tiers";
 /// The cluster whose score the latency probe moves.
 const PROBE: &str = "fleet-00000";
-/// How often the probe moves its cluster's score.
-const PROBE_EVERY: Duration = Duration::from_secs(20);
+/// How often the probe moves its cluster's score: longer than the agent's debounce (5 s) and
+/// minimum write interval (15 s) and OCM's round of scheduling passes under load, so each move is
+/// timed on its own.
+const PROBE_EVERY: Duration = Duration::from_secs(45);
 /// Audit windows.
 const BUCKET: Duration = Duration::from_secs(5);
 /// Free share (percent) of a cluster's resources: the probe's high and low, and the range of the rest.
