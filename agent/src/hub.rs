@@ -42,9 +42,9 @@ impl HubConnection {
         }
     }
 
-    /// Always this client, never rebuilt.
-    #[cfg(test)]
-    pub(crate) fn pinned(client: Client) -> Self {
+    /// Always this client, never rebuilt: an in-process hub in tests, or one client shared by the
+    /// simulated agents of a fleet ([`crate::run::run_simulated`]).
+    pub fn pinned(client: Client) -> Self {
         HubConnection {
             kubeconfig: PathBuf::new(),
             current: Some((0, client)),

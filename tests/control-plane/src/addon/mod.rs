@@ -420,7 +420,7 @@ pub async fn start_manager_with(
 /// A container's environment as the kubelet resolves it for a pod `pod_name` in `namespace`: plain
 /// values, and the downward API's namespace and name (a harness that plays the kubelet resolves no
 /// other reference, and says so).
-fn container_env(
+pub(crate) fn container_env(
     container: &Container,
     namespace: &str,
     pod_name: &str,

@@ -7,6 +7,8 @@
 //!   as its Deployment says: time until every cluster has its ManifestWork, the requests the
 //!   manager made (from the hub's audit log), its peak RSS, and its requests in a quiet window once
 //!   it has settled, with the passes (resyncs) it counted in that window;
+//! - [`fleet`]: simulated agents of a whole fleet renewing their scores through the agent's own loop,
+//!   with the add-on, tiering and the explain server as shipped (issue 45, docs/scale.md);
 //! - [`score_to_decision`]: Placements prioritizing by `resource-usage-score`, one cluster's score
 //!   changed at a time so that it enters or leaves every Placement's decisions: how long OCM's
 //!   placement controller takes to rewrite the PlacementDecisions.
@@ -38,10 +40,12 @@ use super::{ControlPlane, Error};
 
 mod addon_manager;
 mod decisions;
+mod fleet;
 mod observe;
 
 pub use addon_manager::*;
 pub use decisions::*;
+pub use fleet::*;
 pub use observe::*;
 
 /// Who the loader is, in `managedFields`.

@@ -69,6 +69,31 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
     },
+    /// A fleet on one hub (docs/scale.md): `FLEET_CLUSTERS` simulated clusters whose agents run in
+    /// this process through the agent's own loop, the add-on as shipped, Placements,
+    /// TieredPlacements and explain requests; prints the hub's figures as markdown. Sizes from the
+    /// environment: `FLEET_CLUSTERS` (1000), `FLEET_WINDOW_SECONDS` (600),
+    /// `FLEET_CHANGE_PERCENT` (share of clusters whose score changes each minute; 1),
+    /// `FLEET_PLACEMENTS` (20), `FLEET_TIERED_PLACEMENTS` (100), `FLEET_AFTER_RESTART_SECONDS` (120).
+    Fleet {
+        /// Keep kubeconfigs, logs and data here (default: a temp dir, removed at the end).
+        #[arg(long, value_name = "DIR")]
+        dir: PathBuf,
+        /// The `ocm-score-hub` binary the hub's components run from (build it with
+        /// `cargo build --release -p ocm-score-hub`); default: this build's.
+        #[arg(long, value_name = "FILE")]
+        hub_binary: Option<PathBuf>,
+    },
+}
+
+fn env_number<T: std::str::FromStr>(name: &str, default: T) -> anyhow::Result<T> {
+    match std::env::var(name) {
+        Ok(v) => v
+            .trim()
+            .parse()
+            .map_err(|_| anyhow::anyhow!("{name}={v:?} is not a number")),
+        Err(_) => Ok(default),
+    }
 }
 
 #[tokio::main]
@@ -135,6 +160,40 @@ async fn run(args: Args) -> anyhow::Result<()> {
                     names[0]
                 );
             }
+            Ok(())
+        }
+        Command::Fleet { dir, hub_binary } => {
+            use ocm_score_control_plane::addon::{HUB_NAMESPACE, workspace_binary};
+            use ocm_score_control_plane::scale::{Fleet, fleet};
+            use std::time::Duration;
+            let fleet_size = Fleet {
+                clusters: env_number("FLEET_CLUSTERS", 1000)?,
+                window: Duration::from_secs(env_number("FLEET_WINDOW_SECONDS", 600)?),
+                changes_per_minute: env_number("FLEET_CHANGE_PERCENT", 1.0)? / 100.0,
+                placements: env_number("FLEET_PLACEMENTS", 20)?,
+                tiered_placements: env_number("FLEET_TIERED_PLACEMENTS", 100)?,
+                after_restart: Duration::from_secs(env_number("FLEET_AFTER_RESTART_SECONDS", 120)?),
+                timeout: Duration::from_secs(1800),
+                hub_binary: match hub_binary {
+                    Some(path) => path,
+                    None => workspace_binary("ocm-score-hub")?,
+                },
+            };
+            std::fs::create_dir_all(&dir)?;
+            let mut cp = ControlPlane::builder()
+                .clusters(0)
+                .audit_namespace(HUB_NAMESPACE)
+                .dir(dir.join("control-plane"))
+                .timeout(Duration::from_secs(600))
+                .start_with_progress(&progress)
+                .await?;
+            let versions = cp.versions().to_owned();
+            let work = dir.join("fleet");
+            std::fs::create_dir_all(&work)?;
+            let report = fleet(&mut cp, &work, &fleet_size, &progress).await;
+            cp.stop();
+            let report = report?;
+            println!("{}", report.markdown(&versions));
             Ok(())
         }
         Command::Demo { dir } => {
