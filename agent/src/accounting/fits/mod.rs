@@ -21,8 +21,14 @@
 //!   tracked); one that fits nowhere is not deducted. It is a deterministic cluster-level
 //!   estimate, not kube-scheduler's choice, and not monotone: a new pod that crowds a pending one
 //!   out of its only node can raise a count (see the tests).
-//! * Out of scope (documented next to the score): pod (anti-)affinity, topology spread, volume
-//!   zones, DRA, ResourceQuota, and the pending pods' own selectors and tolerations.
+//! * **Placement constraints** (issue 47, [`constraints`]): required node affinity joins
+//!   eligibility; host ports cap a node at one replica (none where a bound pod's port conflicts);
+//!   anti-affinity and `DoNotSchedule` topology spread are counted over topology domains at each
+//!   read, from per-node sums of the pods each shape selector matches
+//!   (docs/fits-and-reservations.md, "Placement constraints").
+//! * Out of scope (documented next to the score): pod affinity, existing pods' affinity towards the
+//!   replicas, namespace selectors (reported as unsupported), volume zones, DRA, ResourceQuota, and
+//!   the pending pods' own selectors and tolerations.
 //!
 //! # Cost
 //!
