@@ -570,7 +570,10 @@ impl<S: ReadSources> Agent<S> {
         }
         let backoff = retry_delay(self.failed_writes, self.cfg.refresh_interval, self.spread);
         let published = self.publisher.last().is_some_and(|p| p.valid_until.is_some());
-        let delay = match self.renewal_slack() {
+        // A change (new scores, names or shapes, a recovery) is retried at the backoff: only a
+        // renewal of unchanged scores may wait for its slack.
+        let renewal = self.publisher.failed_write() == Some(crate::publish::WriteReason::Renewal);
+        let delay = match self.renewal_slack().filter(|_| renewal) {
             // The hub holds valid scores: retry at a random moment that still renews them in time.
             Some(slack) if slack > backoff => {
                 let half = (slack - backoff) / 2;
@@ -579,8 +582,8 @@ impl<S: ReadSources> Agent<S> {
             // They expire before a retry could land: the next refresh renews them. A fleet's agents
             // whose writes failed while the hub was down so come back at their own refreshes, as
             // spread as those are, instead of all together when it returns.
-            _ if published => None,
-            // Nothing was ever published: back off.
+            _ if published && renewal => None,
+            // A change, or nothing was ever published: back off.
             _ => Some(backoff),
         };
         match delay {

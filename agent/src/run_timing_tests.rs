@@ -378,6 +378,27 @@ async fn by_default_a_hub_down_past_the_last_chance_to_renew_is_met_at_the_next_
     );
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_refused_change_is_retried_after_the_backoff_not_at_the_renewal_slack() {
+    // The change of 90s is written at 95s and refused. The scores held run to 157s, so a renewal
+    // could wait until 127s; a change does not: it is retried after the 2s backoff.
+    let mut steps = load_changes();
+    steps.push(Step::FailNextWrite { at: 94 });
+    assert_eq!(
+        five_minutes(&[], steps).await,
+        vec![
+            wrote(0, 97, 0),
+            wrote(60, 157, 2),
+            Event::Refused { at: 95 },
+            wrote(97, 194, 60),
+            wrote(120, 217, 60),
+            wrote(180, 277, 60),
+            wrote(240, 337, 60),
+            wrote(300, 397, 60),
+        ]
+    );
+}
+
 #[test]
 fn a_retry_doubles_and_never_waits_longer_than_one_refresh() {
     let latest: fn(Duration, f64) -> Duration = |d, spread| d.mul_f64(1.0 + spread);
