@@ -312,8 +312,6 @@ pub struct Publisher {
     cached: Option<AddOnPlacementScore>,
     /// The ManagedClusterAddOn the object is created owned by, and only while it exists.
     owner: Option<String>,
-    /// Why [`Publisher::publish`]'s last write was due, when that write failed.
-    failed_write: Option<WriteReason>,
 }
 
 const WRITE_ATTEMPTS: u32 = 4;
@@ -336,7 +334,6 @@ impl Publisher {
             known: false,
             cached: None,
             owner: None,
-            failed_write: None,
         }
     }
 
@@ -350,12 +347,6 @@ impl Publisher {
 
     pub fn last(&self) -> Option<&Published> {
         self.last.as_ref()
-    }
-
-    /// Why the last write [`Publisher::publish`] attempted was due, if it failed: a failed renewal
-    /// of unchanged scores can wait for its slack, a change should not.
-    pub fn failed_write(&self) -> Option<WriteReason> {
-        self.failed_write
     }
 
     /// The hub's clock, which `validUntil` and the condition's times must be stamped on.
@@ -373,7 +364,6 @@ impl Publisher {
         now: Timestamp,
         renew_by: Timestamp,
     ) -> Result<Outcome, PublishError> {
-        self.failed_write = None;
         self.ensure_known().await?;
         let offset = self.hub_offset();
         let (now, renew_by) = (shifted(now, offset), shifted(renew_by, offset));
@@ -381,9 +371,7 @@ impl Publisher {
             Decision::Skip => Ok(Outcome::Skipped),
             Decision::Defer(at) => Ok(Outcome::Deferred(shifted(at, -offset))),
             Decision::Write(reason) => {
-                self.failed_write = Some(reason);
                 self.write_scores_at(scores, shapes, detail, now).await?;
-                self.failed_write = None;
                 Ok(Outcome::Written(reason))
             }
         }
@@ -430,7 +418,6 @@ impl Publisher {
 
     /// Records a source failure in the condition, once per failure (scores are left to expire).
     pub async fn report_failure(&mut self, error: &str, now: Timestamp) -> Result<Outcome, PublishError> {
-        self.failed_write = None;
         self.ensure_known().await?;
         let now = shifted(now, self.hub_offset());
         if self.last.as_ref().is_some_and(|p| !p.healthy)

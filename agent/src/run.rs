@@ -86,6 +86,7 @@ struct Agent<S> {
 enum Clock {
     System,
     /// Wall time that advances with Tokio's clock, so a paused clock drives it in tests.
+    #[cfg_attr(not(test), allow(dead_code))]
     FollowsTokio {
         wall: Timestamp,
         at: Instant,
@@ -342,12 +343,7 @@ pub async fn run_simulated(
         metrics,
         probes,
         publisher,
-        // Wall time that follows Tokio's clock: the system's in real time, and a paused clock's
-        // in tests of a fleet's timing.
-        clock: Clock::FollowsTokio {
-            wall: Timestamp::now(),
-            at: Instant::now(),
-        },
+        clock: Clock::System,
         spread,
         failed_writes: 0,
         failing_since: None,
@@ -490,7 +486,7 @@ impl<S: ReadSources> Agent<S> {
                         );
                         Some(Instant::now() + wait)
                     }
-                    Err(error) => self.hub_failed(&error),
+                    Err(error) => Some(self.hub_failed(&error)),
                 }
             }
             Err((source, error)) => {
@@ -514,7 +510,7 @@ impl<S: ReadSources> Agent<S> {
                         self.failed_writes = 0;
                         retry
                     }
-                    Err(error) => self.hub_failed(&error),
+                    Err(error) => Some(self.hub_failed(&error)),
                 }
             }
         }
@@ -558,8 +554,7 @@ impl<S: ReadSources> Agent<S> {
         }
     }
 
-    /// Notes a failed hub write and says when to try again; `None`: at the next refresh.
-    fn hub_failed(&mut self, error: &crate::publish::PublishError) -> Option<Instant> {
+    fn hub_failed(&mut self, error: &crate::publish::PublishError) -> Instant {
         self.metrics.write(WriteResult::Failed);
         self.failed_writes = self.failed_writes.saturating_add(1);
         if self.failed_writes >= UNREADY_AFTER_FAILED_WRITES {
@@ -568,46 +563,9 @@ impl<S: ReadSources> Agent<S> {
                 self.failed_writes
             ));
         }
-        let backoff = retry_delay(self.failed_writes, self.cfg.refresh_interval, self.spread);
-        let published = self.publisher.last().is_some_and(|p| p.valid_until.is_some());
-        // A change (new scores, names or shapes, a recovery) is retried at the backoff: only a
-        // renewal of unchanged scores may wait for its slack.
-        let renewal = self.publisher.failed_write() == Some(crate::publish::WriteReason::Renewal);
-        let delay = match self.renewal_slack().filter(|_| renewal) {
-            // The hub holds valid scores: retry at a random moment that still renews them in time.
-            Some(slack) if slack > backoff => {
-                let half = (slack - backoff) / 2;
-                Some(backoff + (self.spread)(half, 1.0).min(slack - backoff))
-            }
-            // They expire before a retry could land: the next refresh renews them. A fleet's agents
-            // whose writes failed while the hub was down so come back at their own refreshes, as
-            // spread as those are, instead of all together when it returns.
-            _ if published && renewal => None,
-            // A change, or nothing was ever published: back off.
-            _ => Some(backoff),
-        };
-        match delay {
-            Some(delay) => {
-                tracing::warn!(%error, retry_in_ms = delay.as_millis() as u64, "hub write failed")
-            }
-            None => tracing::warn!(%error, "hub write failed; retrying at the next refresh"),
-        }
-        delay.map(|d| Instant::now() + d)
-    }
-
-    /// How long until a renewal must start to land (read within --api-timeout, written within
-    /// --hub-timeout) before the `validUntil` the hub holds; `None` when nothing valid is held.
-    fn renewal_slack(&self) -> Option<Duration> {
-        let valid_until = self.publisher.last()?.valid_until?;
-        let offset = self
-            .publisher
-            .hub_clock()
-            .offset()
-            .unwrap_or(jiff::SignedDuration::ZERO);
-        let hub_now = self.clock.now().checked_add(offset).ok()?;
-        let left = hub_now.duration_until(valid_until).unsigned_abs();
-        let margin = self.cfg.scoring.api_timeout + self.cfg.scoring.hub_timeout;
-        (valid_until > hub_now && left > margin).then(|| left - margin)
+        let delay = retry_delay(self.failed_writes, self.cfg.refresh_interval, self.spread);
+        tracing::warn!(%error, retry_in_ms = delay.as_millis() as u64, "hub write failed");
+        Instant::now() + delay
     }
 }
 
@@ -615,19 +573,14 @@ impl<S: ReadSources> Agent<S> {
 /// at the shortest backoff): one failed write is a blip, three are a hub the agent cannot reach.
 const UNREADY_AFTER_FAILED_WRITES: u32 = 3;
 
-/// How widely a retry's delay is spread around its backoff (see [`retry_delay`]).
-const RETRY_SPREAD: f64 = 1.0;
-
-/// How long after the `failures`-th hub write failure in a row to try again at the soonest: doubling
-/// from 2 s up to [`MAX_RETRY_DELAY`], spread ±100 % (uniform over twice the backoff) so that a
-/// fleet's agents do not retry in step, and never later than one refresh interval, so an agent is
-/// back within one interval of the hub's return. While the hub still holds valid scores the retry
-/// waits longer, until the renewal must start ([`Agent::hub_failed`]).
+/// How long after the `failures`-th hub write failure in a row to try again: doubling from 2 s up to
+/// [`MAX_RETRY_DELAY`], spread ±20 % so that a fleet's agents do not retry in step, and never later
+/// than one refresh interval, so an agent is back within one interval of the hub's return.
 fn retry_delay(failures: u32, refresh: Duration, spread: fn(Duration, f64) -> Duration) -> Duration {
     let backoff = Duration::from_secs(1u64 << failures.min(5))
         .min(MAX_RETRY_DELAY)
         .min(refresh);
-    spread(backoff, RETRY_SPREAD).min(refresh)
+    spread(backoff, 0.2).min(refresh)
 }
 
 impl ReadSources for ConfiguredSources {
