@@ -358,34 +358,65 @@ pub async fn run(config: Config, progress: &dyn Fn(&str)) -> Result<Report, Erro
 
 /// The namespaces (with their `default` ServiceAccount) and the existing pods' RuntimeClass.
 async fn prepare(bench: &Bench) -> Result<(), Error> {
-    let namespaces: Api<Namespace> = Api::all(bench.managed.clone());
     for name in [EXISTING_NAMESPACE, REPLICA_NAMESPACE] {
-        namespaces
-            .create(
-                &PostParams::default(),
-                &decode(&json!({"metadata": {"name": name}}))?,
-            )
-            .await
-            .map_err(kube_error(format!("creating namespace {name}")))?;
-        let accounts: Api<ServiceAccount> = Api::namespaced(bench.managed.clone(), name);
-        wait_until(
-            &format!("ServiceAccount {name}/default"),
-            WAIT,
-            String::new,
-            || {
-                let accounts = accounts.clone();
-                async move {
-                    let found = accounts
-                        .get_opt("default")
-                        .await
-                        .map_err(kube_error("reading ServiceAccount default"))?;
-                    Ok(found.map(|_| ()))
-                }
-            },
-        )
-        .await?;
+        create_namespace(bench, name).await?;
     }
     crate::apply(&bench.managed, &existing_runtime_class()).await
+}
+
+/// Creates namespace `name` and waits for its `default` ServiceAccount (pods are refused before).
+async fn create_namespace(bench: &Bench, name: &str) -> Result<(), Error> {
+    let namespaces: Api<Namespace> = Api::all(bench.managed.clone());
+    namespaces
+        .create(
+            &PostParams::default(),
+            &decode(&json!({"metadata": {"name": name}}))?,
+        )
+        .await
+        .map_err(kube_error(format!("creating namespace {name}")))?;
+    let accounts: Api<ServiceAccount> = Api::namespaced(bench.managed.clone(), name);
+    wait_until(
+        &format!("ServiceAccount {name}/default"),
+        WAIT,
+        String::new,
+        || {
+            let accounts = accounts.clone();
+            async move {
+                let found = accounts
+                    .get_opt("default")
+                    .await
+                    .map_err(kube_error("reading ServiceAccount default"))?;
+                Ok(found.map(|_| ()))
+            }
+        },
+    )
+    .await
+}
+
+/// Creates a ResourceQuota and waits until kube-controller-manager has counted its usage (the
+/// quota admission refuses pods until then).
+async fn apply_quota(bench: &Bench, quota: &Value) -> Result<(), Error> {
+    crate::apply(&bench.managed, quota).await?;
+    let namespace = quota["metadata"]["namespace"].as_str().unwrap_or_default();
+    let quotas: Api<k8s_openapi::api::core::v1::ResourceQuota> =
+        Api::namespaced(bench.managed.clone(), namespace);
+    wait_until(
+        &format!("ResourceQuota {namespace}/fits counted"),
+        WAIT,
+        String::new,
+        || {
+            let quotas = quotas.clone();
+            async move {
+                let quota = quotas
+                    .get("fits")
+                    .await
+                    .map_err(kube_error("reading ResourceQuota fits"))?;
+                let counted = quota.status.and_then(|s| s.hard).is_some_and(|h| !h.is_empty());
+                Ok(counted.then_some(()))
+            }
+        },
+    )
+    .await
 }
 
 /// The agent's `/metrics` value of `name` with `labels`, if it exports one now.
@@ -469,6 +500,12 @@ async fn judge_cluster(bench: &Bench, plan: &ClusterPlan) -> Result<Vec<Outcome>
         if let Some(class) = &shape.runtime_class {
             crate::apply(&bench.managed, class).await?;
         }
+        if shape.namespace() != REPLICA_NAMESPACE {
+            create_namespace(bench, shape.namespace()).await?;
+        }
+        if let Some(quota) = &shape.quota {
+            apply_quota(bench, quota).await?;
+        }
         crate::apply(&bench.hub, &shape.object()).await?;
     }
     let agent_counts = read_counts(bench, plan, eligible, bound).await?;
@@ -487,7 +524,7 @@ async fn judge_cluster(bench: &Bench, plan: &ClusterPlan) -> Result<Vec<Outcome>
             message,
             features,
         });
-        delete_replicas(bench).await?;
+        delete_replicas(bench, shape.namespace()).await?;
         wait_counted(bench, eligible, bound).await?;
     }
 
@@ -497,6 +534,14 @@ async fn judge_cluster(bench: &Bench, plan: &ClusterPlan) -> Result<Vec<Outcome>
             .delete(&shape.name, &DeleteParams::default())
             .await
             .map_err(kube_error(format!("deleting WorkloadShape {}", shape.name)))?;
+    }
+    let namespaces: Api<Namespace> = Api::all(bench.managed.clone());
+    for shape in plan.shapes.iter().filter(|s| s.namespace() != REPLICA_NAMESPACE) {
+        // Never used again: no need to wait for it to go.
+        namespaces
+            .delete(shape.namespace(), &DeleteParams::default())
+            .await
+            .map_err(kube_error(format!("deleting namespace {}", shape.namespace())))?;
     }
     existing
         .delete_collection(&DeleteParams::default().grace_period(0), &ListParams::default())
@@ -603,7 +648,7 @@ async fn schedule_replicas(
     shape: &ShapePlan,
     agent: u64,
 ) -> Result<(u64, bool, String), Error> {
-    let replicas: Api<Pod> = Api::namespaced(bench.managed.clone(), REPLICA_NAMESPACE);
+    let replicas: Api<Pod> = Api::namespaced(bench.managed.clone(), shape.namespace());
     let mut bound = 0u64;
     loop {
         if bound > agent {
@@ -611,10 +656,16 @@ async fn schedule_replicas(
         }
         let pod = shape.replica(bound as usize);
         let name = pod["metadata"]["name"].as_str().unwrap_or_default().to_owned();
-        replicas
-            .create(&PostParams::default(), &decode(&pod)?)
-            .await
-            .map_err(kube_error(format!("creating replica {name}")))?;
+        match replicas.create(&PostParams::default(), &decode(&pod)?).await {
+            Ok(_) => {}
+            // The namespace's ResourceQuota refuses it: no more replicas, as for the scheduler.
+            Err(kube::Error::Api(status))
+                if status.code == 403 && status.message.contains("exceeded quota") =>
+            {
+                return Ok((bound, false, status.message));
+            }
+            Err(e) => return Err(kube_error(format!("creating replica {name}"))(e)),
+        }
         let outcome = wait_until(
             &format!("kube-scheduler to bind {name} or mark it Unschedulable"),
             WAIT,
@@ -643,9 +694,9 @@ async fn schedule_replicas(
     }
 }
 
-/// Deletes every replica and waits until they are gone.
-async fn delete_replicas(bench: &Bench) -> Result<(), Error> {
-    let replicas: Api<Pod> = Api::namespaced(bench.managed.clone(), REPLICA_NAMESPACE);
+/// Deletes every replica in `namespace` and waits until they are gone.
+async fn delete_replicas(bench: &Bench, namespace: &str) -> Result<(), Error> {
+    let replicas: Api<Pod> = Api::namespaced(bench.managed.clone(), namespace);
     replicas
         .delete_collection(&DeleteParams::default().grace_period(0), &ListParams::default())
         .await
@@ -699,6 +750,7 @@ async fn stale_case(bench: &Bench) -> Result<StaleCase, Error> {
         name: STALE_SHAPE.into(),
         spec: json!({"requests": {"cpu": "500m"}}),
         runtime_class: None,
+        quota: None,
         features: Vec::new(),
     };
     crate::apply(&bench.hub, &shape.object()).await?;
@@ -763,7 +815,7 @@ async fn stale_case(bench: &Bench) -> Result<StaleCase, Error> {
         .lines()
         .find(|l| l.contains("Unschedulable while fits counts room") && l.contains(STALE_REPLICA))
         .map(str::to_owned);
-    delete_replicas(bench).await?;
+    delete_replicas(bench, REPLICA_NAMESPACE).await?;
     if let Err(e) = counted {
         tracing::warn!("{e}");
     }

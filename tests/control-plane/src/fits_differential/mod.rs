@@ -56,29 +56,50 @@ const SHAPE_MEMORIES: &[&str] = &["64Mi", "200Mi", "256Mi", "512Mi", "1Gi", "2Gi
 const IMAGE: &str = "registry.invalid/none:1";
 
 /// Which generator features a run uses; the rest stay off so a run is green on what is supported.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Features {
     /// Shapes that tolerate every taint (see the module's notes).
     pub tolerate_all: bool,
+    /// Required node affinity (`nodeAffinity`).
+    pub node_affinity: bool,
+    /// Required pod anti-affinity among the replicas on a topology key (`podAntiAffinity`).
+    pub anti_affinity: bool,
+    /// `topologySpreadConstraints` with `DoNotSchedule`.
+    pub spread: bool,
+    /// Host ports (`hostPorts`), and existing pods binding some.
+    pub host_ports: bool,
+    /// A ResourceQuota in the shape's namespace.
+    pub quota: bool,
 }
 
-impl Default for Features {
-    fn default() -> Self {
-        Features { tolerate_all: false }
-    }
-}
+/// The names `OCM_SCORE_FITS_FEATURES` accepts.
+pub const FEATURE_NAMES: &[&str] = &[
+    "tolerate-all",
+    "node-affinity",
+    "anti-affinity",
+    "spread",
+    "host-ports",
+    "quota",
+];
 
 impl Features {
-    /// From `OCM_SCORE_FITS_FEATURES`, a comma-separated list of extra features (`tolerate-all`).
+    /// From `OCM_SCORE_FITS_FEATURES`, a comma-separated list of extra features
+    /// ([`FEATURE_NAMES`]).
     pub fn from_env() -> Result<Features, String> {
         let mut features = Features::default();
         if let Ok(list) = std::env::var("OCM_SCORE_FITS_FEATURES") {
             for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
                 match name {
                     "tolerate-all" => features.tolerate_all = true,
+                    "node-affinity" => features.node_affinity = true,
+                    "anti-affinity" => features.anti_affinity = true,
+                    "spread" => features.spread = true,
+                    "host-ports" => features.host_ports = true,
+                    "quota" => features.quota = true,
                     other => {
                         return Err(format!(
-                            "OCM_SCORE_FITS_FEATURES: unknown feature {other:?}; known: tolerate-all"
+                            "OCM_SCORE_FITS_FEATURES: unknown feature {other:?}; known: {}",
+                            FEATURE_NAMES.join(", ")
                         ));
                     }
                 }
@@ -89,11 +110,33 @@ impl Features {
 
     /// The names of the features on, for the replay line.
     pub fn names(&self) -> String {
-        let mut on = Vec::new();
-        if self.tolerate_all {
-            on.push("tolerate-all");
-        }
-        on.join(",")
+        let on = [
+            self.tolerate_all,
+            self.node_affinity,
+            self.anti_affinity,
+            self.spread,
+            self.host_ports,
+            self.quota,
+        ];
+        FEATURE_NAMES
+            .iter()
+            .zip(on)
+            .filter(|(_, on)| *on)
+            .map(|(name, _)| *name)
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+}
+
+/// Every generator feature on.
+pub fn all_features() -> Features {
+    Features {
+        tolerate_all: true,
+        node_affinity: true,
+        anti_affinity: true,
+        spread: true,
+        host_ports: true,
+        quota: true,
     }
 }
 
@@ -117,10 +160,15 @@ pub enum Feature {
     TerminatingPods,
     PendingPods,
     PodSlotsBind,
+    NodeAffinity,
+    AntiAffinity,
+    Spread,
+    HostPorts,
+    Quota,
 }
 
 impl Feature {
-    pub const ALL: [Feature; 17] = [
+    pub const ALL: [Feature; 22] = [
         Feature::Cpu,
         Feature::Memory,
         Feature::ExtendedResource,
@@ -138,6 +186,11 @@ impl Feature {
         Feature::TerminatingPods,
         Feature::PendingPods,
         Feature::PodSlotsBind,
+        Feature::NodeAffinity,
+        Feature::AntiAffinity,
+        Feature::Spread,
+        Feature::HostPorts,
+        Feature::Quota,
     ];
 
     pub fn label(self) -> &'static str {
@@ -159,6 +212,11 @@ impl Feature {
             Feature::TerminatingPods => "pods: terminating",
             Feature::PendingPods => "pods: pending",
             Feature::PodSlotsBind => "nodes: few pod slots (≤ 3)",
+            Feature::NodeAffinity => "shape: nodeAffinity",
+            Feature::AntiAffinity => "shape: podAntiAffinity",
+            Feature::Spread => "shape: topologySpreadConstraints",
+            Feature::HostPorts => "shape: hostPorts",
+            Feature::Quota => "namespace: ResourceQuota",
         }
     }
 }
@@ -200,6 +258,8 @@ pub struct ShapePlan {
     pub spec: Value,
     /// The RuntimeClass its replicas use, when it has a `podOverhead`.
     pub runtime_class: Option<Value>,
+    /// The ResourceQuota of its namespace, when it has one.
+    pub quota: Option<Value>,
     pub features: Vec<Feature>,
 }
 
@@ -210,8 +270,14 @@ impl ShapePlan {
                "metadata": {"name": self.name}, "spec": self.spec})
     }
 
-    /// Replica `i`: a pod that requests what the shape states, with its nodeSelector, tolerations
-    /// and overhead (through its RuntimeClass), labelled with the shape's name.
+    /// The namespace its replicas run in: its own when it states one, else [`REPLICA_NAMESPACE`].
+    pub fn namespace(&self) -> &str {
+        self.spec["namespace"].as_str().unwrap_or(REPLICA_NAMESPACE)
+    }
+
+    /// Replica `i`: a pod that requests what the shape states, with its nodeSelector, tolerations,
+    /// overhead (through its RuntimeClass), node affinity, pod anti-affinity, spread constraints,
+    /// host ports and pod labels, in its namespace, labelled with the shape's name.
     pub fn replica(&self, i: usize) -> Value {
         let requests = self.spec["requests"].clone();
         let mut resources = json!({"requests": requests});
@@ -219,10 +285,45 @@ impl ShapePlan {
         if let Some(widgets) = self.spec["requests"].get(WIDGET) {
             resources["limits"] = json!({WIDGET: widgets});
         }
+        let mut container = json!({"name": "app", "image": IMAGE, "resources": resources});
+        if let Some(ports) = self.spec["hostPorts"].as_array() {
+            let ports: Vec<Value> = ports
+                .iter()
+                .map(|p| {
+                    let mut port = json!({"containerPort": p["port"], "hostPort": p["port"]});
+                    for (from, to) in [("protocol", "protocol"), ("hostIP", "hostIP")] {
+                        if let Some(v) = p.get(from) {
+                            port[to] = v.clone();
+                        }
+                    }
+                    port
+                })
+                .collect();
+            container["ports"] = json!(ports);
+        }
         let mut spec = json!({
-            "containers": [{"name": "app", "image": IMAGE, "resources": resources}],
+            "containers": [container],
             "terminationGracePeriodSeconds": 0,
         });
+        let mut affinity = serde_json::Map::new();
+        if let Some(node) = self.spec.get("nodeAffinity") {
+            affinity.insert(
+                "nodeAffinity".into(),
+                json!({"requiredDuringSchedulingIgnoredDuringExecution": node}),
+            );
+        }
+        if let Some(terms) = self.spec.get("podAntiAffinity") {
+            affinity.insert(
+                "podAntiAffinity".into(),
+                json!({"requiredDuringSchedulingIgnoredDuringExecution": terms}),
+            );
+        }
+        if !affinity.is_empty() {
+            spec["affinity"] = Value::Object(affinity);
+        }
+        if let Some(constraints) = self.spec.get("topologySpreadConstraints") {
+            spec["topologySpreadConstraints"] = constraints.clone();
+        }
         if let Some(selector) = self.spec.get("nodeSelector") {
             spec["nodeSelector"] = selector.clone();
         }
@@ -232,9 +333,14 @@ impl ShapePlan {
         if let Some(class) = &self.runtime_class {
             spec["runtimeClassName"] = class["metadata"]["name"].clone();
         }
+        let mut labels = self.spec["podLabels"].as_object().cloned().unwrap_or_default();
+        labels.insert(
+            ocm_score_api::well_known::WORKLOAD_SHAPE_LABEL.into(),
+            json!(self.name),
+        );
         json!({"apiVersion": "v1", "kind": "Pod",
-               "metadata": {"name": format!("{}-{i:03}", self.name), "namespace": REPLICA_NAMESPACE,
-                            "labels": {ocm_score_api::well_known::WORKLOAD_SHAPE_LABEL: self.name}},
+               "metadata": {"name": format!("{}-{i:03}", self.name), "namespace": self.namespace(),
+                            "labels": labels},
                "spec": spec})
     }
 }
@@ -358,6 +464,10 @@ impl ClusterPlan {
                     spec["initContainers"] = json!(init);
                     has.insert(Feature::Sidecars, ());
                 }
+                if features.host_ports && rng.chance(20) {
+                    spec["containers"][0]["ports"] =
+                        json!([{"containerPort": 8080, "hostPort": *rng.pick(&[8080, 9090])}]);
+                }
                 if rng.chance(20) {
                     spec["runtimeClassName"] = json!(EXISTING_RUNTIME_CLASS);
                     has.insert(Feature::OverheadPods, ());
@@ -452,10 +562,68 @@ impl ShapePlan {
                 "metadata": {"name": name}, "handler": "runc", "overhead": {"podFixed": overhead}}));
             has.push(Feature::PodOverhead);
         }
+        if features.node_affinity && rng.chance(30) {
+            let term = |rng: &mut Rng| {
+                let expression = match rng.below(4) {
+                    0 => {
+                        let mut zones = rng.some(ZONES, 2);
+                        if zones.is_empty() {
+                            zones.push(*rng.pick(ZONES));
+                        }
+                        json!({"key": ZONE_LABEL, "operator": "In", "values": zones})
+                    }
+                    1 => json!({"key": ZONE_LABEL, "operator": "NotIn", "values": [*rng.pick(ZONES)]}),
+                    2 => json!({"key": POOL_LABEL, "operator": "In", "values": [*rng.pick(POOLS)]}),
+                    _ => json!({"key": POOL_LABEL, "operator": *rng.pick(&["Exists", "DoesNotExist"])}),
+                };
+                json!({"matchExpressions": [expression]})
+            };
+            let terms: Vec<Value> = (0..rng.range(1, 2)).map(|_| term(rng)).collect();
+            spec["nodeAffinity"] = json!({"nodeSelectorTerms": terms});
+            has.push(Feature::NodeAffinity);
+        }
+        let own_labels = json!({"app": name});
+        if features.anti_affinity && rng.chance(30) {
+            let key = *rng.pick(&[HOSTNAME_LABEL, ZONE_LABEL]);
+            spec["podAntiAffinity"] =
+                json!([{"labelSelector": {"matchLabels": own_labels}, "topologyKey": key}]);
+            has.push(Feature::AntiAffinity);
+        }
+        if features.spread && rng.chance(30) {
+            let key = *rng.pick(&[HOSTNAME_LABEL, ZONE_LABEL]);
+            spec["topologySpreadConstraints"] = json!([{
+                "maxSkew": rng.range(1, 2), "topologyKey": key, "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": own_labels}}]);
+            has.push(Feature::Spread);
+        }
+        if features.host_ports && rng.chance(25) {
+            spec["hostPorts"] = json!([{"port": *rng.pick(&[8080, 9090])}]);
+            has.push(Feature::HostPorts);
+        }
+        let mut quota = None;
+        if features.quota && rng.chance(25) {
+            let mut hard = json!({"pods": rng.range(1, 6).to_string()});
+            if spec["requests"].get("cpu").is_some() && rng.chance(50) {
+                hard = json!({"requests.cpu": *rng.pick(&["1", "2", "1500m"])});
+            }
+            quota = Some(json!({"apiVersion": "v1", "kind": "ResourceQuota",
+                "metadata": {"name": "fits", "namespace": name}, "spec": {"hard": hard}}));
+            has.push(Feature::Quota);
+        }
+        // Constraints that select pods or count them by namespace: the shape's own namespace,
+        // where only its replicas run.
+        if has
+            .iter()
+            .any(|f| matches!(f, Feature::AntiAffinity | Feature::Spread | Feature::Quota))
+        {
+            spec["namespace"] = json!(name);
+            spec["podLabels"] = own_labels;
+        }
         ShapePlan {
             name: name.to_owned(),
             spec,
             runtime_class,
+            quota,
             features: has,
         }
     }
@@ -552,7 +720,7 @@ mod tests {
     fn replicas_carry_what_the_shape_states() {
         let mut rng = Rng::new(3);
         let shapes: Vec<ShapePlan> = (0..200)
-            .map(|i| ShapePlan::generate(&mut rng, &format!("s{i}"), Features { tolerate_all: true }))
+            .map(|i| ShapePlan::generate(&mut rng, &format!("s{i}"), all_features()))
             .collect();
         for shape in &shapes {
             let pod = shape.replica(0);
@@ -585,7 +753,22 @@ mod tests {
                 "{feature:?}"
             );
         }
-        let off = ShapePlan::generate(&mut Rng::new(1), "x", Features::default());
-        assert!(!off.features.contains(&Feature::TolerateAll));
+        let mut rng = Rng::new(1);
+        for i in 0..200 {
+            let off = ShapePlan::generate(&mut rng, &format!("x{i}"), Features::default());
+            assert!(
+                off.features.iter().all(|f| !matches!(
+                    f,
+                    Feature::TolerateAll
+                        | Feature::NodeAffinity
+                        | Feature::AntiAffinity
+                        | Feature::Spread
+                        | Feature::HostPorts
+                        | Feature::Quota
+                )),
+                "{off:?}"
+            );
+            assert_eq!(off.namespace(), REPLICA_NAMESPACE);
+        }
     }
 }
