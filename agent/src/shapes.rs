@@ -24,7 +24,9 @@ use kube::api::Api;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher::{self, Event};
 use ocm_score_api::WorkloadShape;
-use ocm_score_api::crd::workload_shape::{ShapeError, TOO_MANY_SHAPES_REASON, fits_score_name};
+use ocm_score_api::crd::workload_shape::{
+    ShapeError, TOO_MANY_SHAPES_REASON, UNSUPPORTED_FIELD_REASON, fits_score_name,
+};
 use ocm_score_shell::jitter::spread;
 use ocm_score_shell::sync::lock;
 use ocm_score_shell::watch::WatchRetryExt;
@@ -181,6 +183,8 @@ pub fn condition(scored: &ShapeSet, problems: &[ShapeProblem]) -> Option<ShapesC
     }
     let reason = if problems.iter().any(|p| p.reason() == TOO_MANY_SHAPES_REASON) {
         TOO_MANY_SHAPES_REASON
+    } else if problems.iter().all(|p| p.reason() == UNSUPPORTED_FIELD_REASON) {
+        UNSUPPORTED_FIELD_REASON
     } else {
         REASON_INVALID
     };
@@ -576,5 +580,31 @@ mod tests {
         assert_eq!(condition(&set, &problems), None);
         let long = unreadable(&"x".repeat(10_000));
         assert!(long.message.chars().count() <= MAX_MESSAGE + 1);
+    }
+
+    #[test]
+    fn a_shape_asking_for_what_the_count_leaves_out_is_reported_not_counted() {
+        let (shapes, problems) = parse(
+            "- {kind: WorkloadShape, metadata: {name: a}, spec: {}}\n- {kind: WorkloadShape, \
+             metadata: {name: cross}, spec: {namespace: shop, podAntiAffinity: [{topologyKey: zone, \
+             labelSelector: {}, namespaceSelector: {}}]}}\n",
+        )
+        .expect("YAML");
+        assert_eq!(problems, vec![]);
+        let (set, problems) = compile_shapes(&shapes);
+        assert_eq!(
+            set.names().collect::<Vec<_>>(),
+            ["a"],
+            "the unsupported shape is not counted"
+        );
+        let c = condition(&set, &problems).expect("a condition");
+        assert_eq!((c.status, c.reason), ("False", UNSUPPORTED_FIELD_REASON));
+        assert!(
+            c.message.contains(
+                "WorkloadShape \"cross\": field spec.podAntiAffinity[0].namespaceSelector: not supported"
+            ),
+            "{}",
+            c.message
+        );
     }
 }

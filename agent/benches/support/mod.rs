@@ -61,6 +61,7 @@ pub fn pod(i: usize, variant: usize, node: Option<String>) -> SlimPod {
         resources: SlimResources {
             requests: list(&[("cpu", cpu), ("memory", memory)]),
         },
+        ports: Vec::new(),
     };
     let mut containers = vec![container(
         "app",

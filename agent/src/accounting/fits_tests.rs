@@ -137,6 +137,7 @@ impl P {
                 resources: SlimResources {
                     requests: list(&requests),
                 },
+                ports: Vec::new(),
             }
         };
         let mut init_containers = Vec::new();

@@ -493,6 +493,7 @@ mod tests {
                     resources: SlimResources {
                         requests: list(&[("cpu", cpu)]),
                     },
+                    ports: Vec::new(),
                 }],
                 ..Default::default()
             },

@@ -17,6 +17,8 @@ pub mod view;
 #[cfg(test)]
 mod conformance_tests;
 #[cfg(test)]
+mod constraints_tests;
+#[cfg(test)]
 mod fits_tests;
 
 pub use fits::{FitsIndex, FitsOptions, ShapeFits, ShapeSet, compile_shapes};

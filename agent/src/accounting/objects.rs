@@ -48,7 +48,9 @@ where
     Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
 }
 
-/// Only the identity fields of `metadata`: labels, annotations and managedFields are skipped.
+/// The identity fields of `metadata`, the labels (the fits scores' pod selectors read them) and
+/// the deletion timestamp (topology spread skips terminating pods); annotations and managedFields
+/// are skipped.
 fn slim_meta<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
     #[derive(Deserialize)]
     #[serde(rename_all = "camelCase")]
@@ -56,12 +58,18 @@ fn slim_meta<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
         name: Option<String>,
         namespace: Option<String>,
         resource_version: Option<String>,
+        #[serde(default)]
+        labels: Option<std::collections::BTreeMap<String, String>>,
+        #[serde(default)]
+        deletion_timestamp: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
     }
     let w = Wire::deserialize(d)?;
     Ok(ObjectMeta {
         name: w.name,
         namespace: w.namespace,
         resource_version: w.resource_version,
+        labels: w.labels.filter(|l| !l.is_empty()),
+        deletion_timestamp: w.deletion_timestamp,
         ..Default::default()
     })
 }
@@ -99,6 +107,21 @@ pub struct SlimContainer {
     pub restart_policy: Option<String>,
     #[serde(default, deserialize_with = "null_as_default")]
     pub resources: SlimResources,
+    /// Only the host-port fields (the fits scores' host ports).
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub ports: Vec<SlimPort>,
+}
+
+/// A container port's host side; `hostPort` 0 or absent binds nothing on the node.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SlimPort {
+    #[serde(default)]
+    pub host_port: Option<i32>,
+    #[serde(default)]
+    pub protocol: Option<String>,
+    #[serde(default, rename = "hostIP")]
+    pub host_ip: Option<String>,
 }
 
 impl SlimContainer {
@@ -124,6 +147,11 @@ impl SlimPod {
     /// Succeeded and Failed pods hold no resources; every other phase (or none) does.
     pub fn is_terminal(&self) -> bool {
         matches!(self.status.phase.as_deref(), Some("Succeeded" | "Failed"))
+    }
+
+    /// Being deleted (a deletion timestamp is set).
+    pub fn is_terminating(&self) -> bool {
+        self.metadata.deletion_timestamp.is_some()
     }
 
     /// The node the pod is bound to, if any.
@@ -272,7 +300,11 @@ mod tests {
         .expect("decodes");
         assert_eq!(pod.metadata.name.as_deref(), Some("web"));
         assert_eq!(pod.metadata.resource_version.as_deref(), Some("42"));
-        assert!(pod.metadata.labels.is_none() && pod.metadata.managed_fields.is_none());
+        assert!(pod.metadata.annotations.is_none() && pod.metadata.managed_fields.is_none());
+        assert_eq!(
+            pod.metadata.labels.as_ref().map(|l| l["app"].as_str()),
+            Some("web")
+        );
         assert_eq!(pod.node_name(), Some("n1"));
         assert!(pod.spec.init_containers[0].is_sidecar());
         assert_eq!(pod.spec.containers[0].resources.requests.0.len(), 2);

@@ -108,6 +108,7 @@ mod tests {
             resources: SlimResources {
                 requests: list(requests),
             },
+            ports: Vec::new(),
         }
     }
 

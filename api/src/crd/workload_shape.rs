@@ -11,8 +11,9 @@
 //! that did not come through the API server, such as the agent's `--shapes` file.
 
 use crate::quantity::approximate_f64;
-use k8s_openapi::api::core::v1::Toleration;
+use k8s_openapi::api::core::v1::{NodeSelector, PodAffinityTerm, Toleration, TopologySpreadConstraint};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube_derive::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -59,6 +60,50 @@ pub struct WorkloadShapeSpec {
     #[serde(default = "default_scale")]
     #[schemars(range(min = 1))]
     pub scale: i32,
+    /// The namespace the replicas run in. Required by `podAntiAffinity` and
+    /// `topologySpreadConstraints` (their label selectors count pods of this namespace unless a
+    /// term names others); the namespace's ResourceQuotas bound the count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// The labels every replica's pod carries: what the label selectors of `podAntiAffinity` and
+    /// `topologySpreadConstraints` are matched against for the replicas themselves, and what their
+    /// `matchLabelKeys` read.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub pod_labels: BTreeMap<String, String>,
+    /// Required node affinity, as a pod's
+    /// `affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution`: the terms are ORed,
+    /// the expressions of a term ANDed (preferred terms only score nodes, so they are not stated).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_affinity: Option<NodeSelector>,
+    /// Required pod anti-affinity terms, as a pod's
+    /// `affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution`: no replica goes
+    /// into a topology domain (the nodes sharing the `topologyKey` label's value) holding a pod the
+    /// term selects, the other replicas included when `podLabels` match the selector.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pod_anti_affinity: Vec<PodAffinityTerm>,
+    /// The replicas' pod topology spread constraints, as a pod's. `whenUnsatisfiable:
+    /// DoNotSchedule` ones bound the count; `ScheduleAnyway` ones only score nodes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub topology_spread_constraints: Vec<TopologySpreadConstraint>,
+    /// Host ports one replica binds: a node takes at most one replica, and none when a pod on it
+    /// already binds a conflicting port.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub host_ports: Vec<HostPort>,
+}
+
+/// A host port of a replica, as a container port's `hostPort`, `protocol` and `hostIP`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HostPort {
+    /// 1..65535.
+    #[schemars(range(min = 1, max = 65535))]
+    pub port: i32,
+    /// `TCP` (the default), `UDP` or `SCTP`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<String>,
+    /// The host address bound; empty or `0.0.0.0` conflicts with every address.
+    #[serde(default, rename = "hostIP", skip_serializing_if = "Option::is_none")]
+    pub host_ip: Option<String>,
 }
 
 fn default_scale() -> i32 {
@@ -73,6 +118,12 @@ impl Default for WorkloadShapeSpec {
             tolerations: Vec::new(),
             pod_overhead: BTreeMap::new(),
             scale: default_scale(),
+            namespace: None,
+            pod_labels: BTreeMap::new(),
+            node_affinity: None,
+            pod_anti_affinity: Vec::new(),
+            topology_spread_constraints: Vec::new(),
+            host_ports: Vec::new(),
         }
     }
 }
@@ -284,6 +335,281 @@ pub fn validate(shape: &WorkloadShape) -> Vec<ShapeError> {
             format!("{}; it must be at least 1", spec.scale),
         );
     }
+    validate_placement(spec, &mut err);
+    errors
+}
+
+/// The checks of the placement constraints (namespace, pod labels, affinity, spread, host ports).
+fn validate_placement(spec: &WorkloadShapeSpec, err: &mut impl FnMut(String, String)) {
+    if let Some(namespace) = &spec.namespace
+        && !is_dns_label(namespace)
+    {
+        err(
+            "spec.namespace".into(),
+            format!("{namespace:?} is not a namespace name"),
+        );
+    }
+    let selects_pods = !spec.pod_anti_affinity.is_empty() || !spec.topology_spread_constraints.is_empty();
+    if selects_pods && spec.namespace.is_none() {
+        err(
+            "spec.namespace".into(),
+            "missing: podAntiAffinity and topologySpreadConstraints select pods of the replicas' namespace"
+                .into(),
+        );
+    }
+    for (key, value) in &spec.pod_labels {
+        let field = format!("spec.podLabels[{key:?}]");
+        if !is_qualified_name(key) {
+            err(field, format!("{key:?} is not a label key"));
+        } else if !is_label_value(value) {
+            err(field, format!("{value:?} is not a label value"));
+        }
+    }
+    if let Some(affinity) = &spec.node_affinity {
+        if affinity.node_selector_terms.is_empty() {
+            err(
+                "spec.nodeAffinity.nodeSelectorTerms".into(),
+                "empty: at least one term is required (an empty list would match no node)".into(),
+            );
+        }
+        for (t, term) in affinity.node_selector_terms.iter().enumerate() {
+            let field = format!("spec.nodeAffinity.nodeSelectorTerms[{t}]");
+            for (i, e) in term.match_expressions.iter().flatten().enumerate() {
+                let field = format!("{field}.matchExpressions[{i}]");
+                if !is_qualified_name(&e.key) {
+                    err(format!("{field}.key"), format!("{:?} is not a label key", e.key));
+                }
+                check_node_operator(&field, &e.operator, e.values.as_deref().unwrap_or_default(), err);
+            }
+            for (i, e) in term.match_fields.iter().flatten().enumerate() {
+                let field = format!("{field}.matchFields[{i}]");
+                if e.key != "metadata.name" {
+                    err(
+                        format!("{field}.key"),
+                        format!("{:?}; the only field is metadata.name", e.key),
+                    );
+                }
+                let values = e.values.as_deref().unwrap_or_default();
+                if !matches!(e.operator.as_str(), "In" | "NotIn") || values.len() != 1 {
+                    err(
+                        format!("{field}.operator"),
+                        format!(
+                            "{:?} with {} value(s); matchFields takes In or NotIn with exactly one value",
+                            e.operator,
+                            values.len()
+                        ),
+                    );
+                }
+            }
+        }
+    }
+    for (i, term) in spec.pod_anti_affinity.iter().enumerate() {
+        let field = format!("spec.podAntiAffinity[{i}]");
+        if !is_qualified_name(&term.topology_key) {
+            err(
+                format!("{field}.topologyKey"),
+                format!("{:?} is not a label key", term.topology_key),
+            );
+        }
+        check_label_selector(
+            &format!("{field}.labelSelector"),
+            term.label_selector.as_ref(),
+            err,
+        );
+        for (n, namespace) in term.namespaces.iter().flatten().enumerate() {
+            if !is_dns_label(namespace) {
+                err(
+                    format!("{field}.namespaces[{n}]"),
+                    format!("{namespace:?} is not a namespace name"),
+                );
+            }
+        }
+        for (list, name) in [
+            (&term.match_label_keys, "matchLabelKeys"),
+            (&term.mismatch_label_keys, "mismatchLabelKeys"),
+        ] {
+            check_label_keys(
+                &format!("{field}.{name}"),
+                list.as_deref().unwrap_or_default(),
+                err,
+            );
+        }
+    }
+    for (i, c) in spec.topology_spread_constraints.iter().enumerate() {
+        let field = format!("spec.topologySpreadConstraints[{i}]");
+        if c.max_skew < 1 {
+            err(
+                format!("{field}.maxSkew"),
+                format!("{}; it must be at least 1", c.max_skew),
+            );
+        }
+        if !is_qualified_name(&c.topology_key) {
+            err(
+                format!("{field}.topologyKey"),
+                format!("{:?} is not a label key", c.topology_key),
+            );
+        }
+        match c.when_unsatisfiable.as_str() {
+            "DoNotSchedule" | "ScheduleAnyway" => {}
+            other => err(
+                format!("{field}.whenUnsatisfiable"),
+                format!("{other:?}; it must be DoNotSchedule or ScheduleAnyway"),
+            ),
+        }
+        if let Some(min) = c.min_domains {
+            if min < 1 {
+                err(
+                    format!("{field}.minDomains"),
+                    format!("{min}; it must be at least 1"),
+                );
+            } else if c.when_unsatisfiable != "DoNotSchedule" {
+                err(
+                    format!("{field}.minDomains"),
+                    format!("{min}: only whenUnsatisfiable DoNotSchedule takes minDomains"),
+                );
+            }
+        }
+        for (policy, name) in [
+            (&c.node_affinity_policy, "nodeAffinityPolicy"),
+            (&c.node_taints_policy, "nodeTaintsPolicy"),
+        ] {
+            if let Some(p) = policy
+                && !matches!(p.as_str(), "Honor" | "Ignore")
+            {
+                err(
+                    format!("{field}.{name}"),
+                    format!("{p:?}; it must be Honor or Ignore"),
+                );
+            }
+        }
+        check_label_selector(&format!("{field}.labelSelector"), c.label_selector.as_ref(), err);
+        check_label_keys(
+            &format!("{field}.matchLabelKeys"),
+            c.match_label_keys.as_deref().unwrap_or_default(),
+            err,
+        );
+    }
+    for (i, port) in spec.host_ports.iter().enumerate() {
+        let field = format!("spec.hostPorts[{i}]");
+        if !(1..=65535).contains(&port.port) {
+            err(
+                format!("{field}.port"),
+                format!("{}; it must be 1..65535", port.port),
+            );
+        }
+        if let Some(protocol) = &port.protocol
+            && !matches!(protocol.as_str(), "TCP" | "UDP" | "SCTP")
+        {
+            err(
+                format!("{field}.protocol"),
+                format!("{protocol:?}; it must be TCP, UDP or SCTP"),
+            );
+        }
+        if let Some(ip) = port.host_ip.as_deref().filter(|ip| !ip.is_empty())
+            && ip.parse::<std::net::IpAddr>().is_err()
+        {
+            err(format!("{field}.hostIP"), format!("{ip:?} is not an IP address"));
+        }
+    }
+}
+
+/// A node selector requirement's operator and values, as the API server checks them.
+fn check_node_operator(field: &str, operator: &str, values: &[String], err: &mut impl FnMut(String, String)) {
+    match operator {
+        "In" | "NotIn" if values.is_empty() => err(
+            format!("{field}.values"),
+            format!("empty: operator {operator} needs at least one value"),
+        ),
+        "Exists" | "DoesNotExist" if !values.is_empty() => err(
+            format!("{field}.values"),
+            format!("{values:?}: operator {operator} takes no values"),
+        ),
+        "Gt" | "Lt" if values.len() != 1 || values[0].parse::<i64>().is_err() => err(
+            format!("{field}.values"),
+            format!("{values:?}: operator {operator} takes exactly one integer"),
+        ),
+        "In" | "NotIn" | "Exists" | "DoesNotExist" | "Gt" | "Lt" => {
+            for (v, value) in values.iter().enumerate() {
+                if !is_label_value(value) {
+                    err(
+                        format!("{field}.values[{v}]"),
+                        format!("{value:?} is not a label value"),
+                    );
+                }
+            }
+        }
+        other => err(
+            format!("{field}.operator"),
+            format!("{other:?}; it must be In, NotIn, Exists, DoesNotExist, Gt or Lt"),
+        ),
+    }
+}
+
+/// A label selector, as the API server checks it (absent is valid: it selects no pod).
+fn check_label_selector(field: &str, selector: Option<&LabelSelector>, err: &mut impl FnMut(String, String)) {
+    let Some(selector) = selector else {
+        return;
+    };
+    for (key, value) in selector.match_labels.iter().flatten() {
+        let field = format!("{field}.matchLabels[{key:?}]");
+        if !is_qualified_name(key) {
+            err(field, format!("{key:?} is not a label key"));
+        } else if !is_label_value(value) {
+            err(field, format!("{value:?} is not a label value"));
+        }
+    }
+    for (i, e) in selector.match_expressions.iter().flatten().enumerate() {
+        let field = format!("{field}.matchExpressions[{i}]");
+        if !is_qualified_name(&e.key) {
+            err(format!("{field}.key"), format!("{:?} is not a label key", e.key));
+        }
+        let values = e.values.as_deref().unwrap_or_default();
+        match e.operator.as_str() {
+            "In" | "NotIn" if values.is_empty() => err(
+                format!("{field}.values"),
+                format!("empty: operator {} needs at least one value", e.operator),
+            ),
+            "Exists" | "DoesNotExist" if !values.is_empty() => err(
+                format!("{field}.values"),
+                format!("{values:?}: operator {} takes no values", e.operator),
+            ),
+            "In" | "NotIn" | "Exists" | "DoesNotExist" => {}
+            other => err(
+                format!("{field}.operator"),
+                format!("{other:?}; it must be In, NotIn, Exists or DoesNotExist"),
+            ),
+        }
+    }
+}
+
+fn check_label_keys(field: &str, keys: &[String], err: &mut impl FnMut(String, String)) {
+    for (i, key) in keys.iter().enumerate() {
+        if !is_qualified_name(key) {
+            err(format!("{field}[{i}]"), format!("{key:?} is not a label key"));
+        }
+    }
+}
+
+/// The reason of the condition reporting a shape that asks for a constraint the count does not
+/// model (docs/fits-and-reservations.md, "What the count leaves out").
+pub const UNSUPPORTED_FIELD_REASON: &str = "UnsupportedWorkloadShapeField";
+
+/// Fields a valid shape may state that the count does not model: such a shape is reported, not
+/// counted, rather than over-counted. Empty when every stated constraint is counted.
+pub fn unsupported(shape: &WorkloadShape) -> Vec<ShapeError> {
+    let name = shape_name(shape);
+    let mut errors = Vec::new();
+    for (i, term) in shape.spec.pod_anti_affinity.iter().enumerate() {
+        if term.namespace_selector.is_some() {
+            errors.push(ShapeError {
+                shape: name.to_owned(),
+                field: format!("spec.podAntiAffinity[{i}].namespaceSelector"),
+                message: "not supported: the agent does not read namespaces' labels; list the namespaces in \
+                          `namespaces` instead"
+                    .into(),
+            });
+        }
+    }
     errors
 }
 
@@ -433,6 +759,111 @@ tolerations:
             "tolerations: [{operator: Exists}]\nnodeSelector: {kubernetes.io/arch: amd64}",
         );
         assert_eq!(validate(&ok), vec![]);
+    }
+
+    #[test]
+    fn placement_constraints_read_as_a_pods_and_are_valid() {
+        let s = shape(
+            "web-spread",
+            r#"
+requests: {cpu: 500m}
+namespace: shop
+podLabels: {app: web}
+nodeAffinity:
+  nodeSelectorTerms:
+  - matchExpressions:
+    - {key: topology.kubernetes.io/zone, operator: In, values: [a, b]}
+    - {key: cores, operator: Gt, values: ["8"]}
+  - matchFields:
+    - {key: metadata.name, operator: In, values: [n1]}
+podAntiAffinity:
+- labelSelector: {matchLabels: {app: web}}
+  topologyKey: kubernetes.io/hostname
+topologySpreadConstraints:
+- {maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: DoNotSchedule,
+   minDomains: 3, nodeAffinityPolicy: Ignore, nodeTaintsPolicy: Honor,
+   labelSelector: {matchLabels: {app: web}}, matchLabelKeys: [pod-template-hash]}
+hostPorts:
+- {port: 8080}
+- {port: 53, protocol: UDP, hostIP: 10.0.0.1}
+"#,
+        );
+        assert_eq!(validate(&s), vec![]);
+        assert_eq!(unsupported(&s), vec![]);
+        assert_eq!(s.spec.namespace.as_deref(), Some("shop"));
+        assert_eq!(s.spec.host_ports[1].host_ip.as_deref(), Some("10.0.0.1"));
+        let terms = &s.spec.node_affinity.as_ref().unwrap().node_selector_terms;
+        assert_eq!(terms.len(), 2);
+        assert_eq!(s.spec.topology_spread_constraints[0].min_domains, Some(3));
+    }
+
+    #[test]
+    fn placement_errors_name_the_field_and_the_value() {
+        let s = shape(
+            "bad-placement",
+            r#"
+podLabels: {app: "a b"}
+nodeAffinity:
+  nodeSelectorTerms:
+  - matchExpressions:
+    - {key: zone, operator: Near, values: [a]}
+    - {key: zone, operator: In}
+    - {key: cores, operator: Gt, values: ["eight"]}
+    matchFields:
+    - {key: metadata.labels, operator: In, values: [x]}
+podAntiAffinity:
+- {topologyKey: "", labelSelector: {matchExpressions: [{key: app, operator: Exists, values: [x]}]}}
+topologySpreadConstraints:
+- {maxSkew: 0, topologyKey: zone, whenUnsatisfiable: Maybe, nodeTaintsPolicy: Always}
+- {maxSkew: 1, topologyKey: zone, whenUnsatisfiable: ScheduleAnyway, minDomains: 2}
+hostPorts:
+- {port: 70000, protocol: HTTP, hostIP: localhost}
+"#,
+        );
+        let errors = validate(&s);
+        let text: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            fields(&s),
+            [
+                "spec.namespace",
+                "spec.podLabels[\"app\"]",
+                "spec.nodeAffinity.nodeSelectorTerms[0].matchExpressions[0].operator",
+                "spec.nodeAffinity.nodeSelectorTerms[0].matchExpressions[1].values",
+                "spec.nodeAffinity.nodeSelectorTerms[0].matchExpressions[2].values",
+                "spec.nodeAffinity.nodeSelectorTerms[0].matchFields[0].key",
+                "spec.podAntiAffinity[0].topologyKey",
+                "spec.podAntiAffinity[0].labelSelector.matchExpressions[0].values",
+                "spec.topologySpreadConstraints[0].maxSkew",
+                "spec.topologySpreadConstraints[0].whenUnsatisfiable",
+                "spec.topologySpreadConstraints[0].nodeTaintsPolicy",
+                "spec.topologySpreadConstraints[1].minDomains",
+                "spec.hostPorts[0].port",
+                "spec.hostPorts[0].protocol",
+                "spec.hostPorts[0].hostIP",
+            ],
+            "{text:#?}"
+        );
+        assert!(text[0].contains("missing"), "{}", text[0]);
+        assert!(text[2].contains("\"Near\""), "{}", text[2]);
+        assert!(text[4].contains("exactly one integer"), "{}", text[4]);
+        assert!(text[5].contains("\"metadata.labels\""), "{}", text[5]);
+        assert!(text[12].contains("70000"), "{}", text[12]);
+        assert!(text[14].contains("\"localhost\""), "{}", text[14]);
+        let empty = shape("no-terms", "nodeAffinity: {nodeSelectorTerms: []}");
+        assert_eq!(fields(&empty), ["spec.nodeAffinity.nodeSelectorTerms"]);
+    }
+
+    #[test]
+    fn a_namespace_selector_is_valid_but_unsupported() {
+        let s = shape(
+            "cross-namespace",
+            "namespace: shop\npodAntiAffinity:\n- {topologyKey: zone, namespaceSelector: {}}\n",
+        );
+        assert_eq!(validate(&s), vec![]);
+        let unsupported = unsupported(&s);
+        assert_eq!(unsupported.len(), 1);
+        assert_eq!(unsupported[0].field, "spec.podAntiAffinity[0].namespaceSelector");
+        assert!(unsupported[0].to_string().contains("\"cross-namespace\""));
     }
 
     #[test]

@@ -21,8 +21,14 @@
 //!   tracked); one that fits nowhere is not deducted. It is a deterministic cluster-level
 //!   estimate, not kube-scheduler's choice, and not monotone: a new pod that crowds a pending one
 //!   out of its only node can raise a count (see the tests).
-//! * Out of scope (documented next to the score): pod (anti-)affinity, topology spread, volume
-//!   zones, DRA, ResourceQuota, and the pending pods' own selectors and tolerations.
+//! * **Placement constraints** (issue 47, [`constraints`]): required node affinity joins
+//!   eligibility; host ports cap a node at one replica (none where a bound pod's port conflicts);
+//!   anti-affinity and `DoNotSchedule` topology spread are counted over topology domains at each
+//!   read, from per-node sums of the pods each shape selector matches
+//!   (docs/fits-and-reservations.md, "Placement constraints").
+//! * Out of scope (documented next to the score): pod affinity, existing pods' affinity towards the
+//!   replicas, namespace selectors (reported as unsupported), volume zones, DRA, ResourceQuota, and
+//!   the pending pods' own selectors and tolerations.
 //!
 //! # Cost
 //!
@@ -57,11 +63,13 @@ use super::relist::Relist;
 use super::resources::MAX_RESOURCES;
 use super::slots::NodeSlots;
 use ocm_score_api::AddOnPlacementScoreItem;
-use ocm_score_api::crd::workload_shape::{encode_fits, fits_score_name};
+use ocm_score_api::crd::workload_shape::{FITS_EXACT_BELOW, encode_fits, fits_score_name};
 use std::collections::{BTreeMap, BTreeSet};
 
+mod constraints;
 mod shapes;
 
+use constraints::{NodeView, PortKey};
 use shapes::tolerates;
 pub use shapes::{ShapeProblem, ShapeSet, compile_shapes};
 
@@ -108,6 +116,10 @@ struct ShapeCounts {
     eligible: u64,
     /// Per shape, the replicas of it this node takes (after pending deductions).
     contribution: Box<[u64]>,
+    /// Per pod selector of the set, the pods bound here it matches.
+    matched: Box<[u32]>,
+    /// The host ports bound here (when some shape binds host ports), one entry per pod's port.
+    ports: Vec<PortKey>,
 }
 
 /// What pending pods take from one node, for one shape.
@@ -128,6 +140,10 @@ struct PodEntry {
     place: Place,
     requests: Box<[i64]>,
     epoch: u32,
+    /// Bit i: the set's pod selector i matches the pod.
+    matches: u64,
+    /// Its host ports (kept only when some shape binds host ports).
+    ports: Box<[PortKey]>,
 }
 
 /// The replicas of one shape that fit.
@@ -163,6 +179,11 @@ pub struct FitsIndex {
     /// Per shape: node slot → what pending pods take there.
     deductions: Vec<FastMap<u32, Deduction>>,
     pending_stale: bool,
+    /// The counts of shapes whose constraints span domains (anti-affinity, spread) are redone at
+    /// the next read.
+    domains_stale: bool,
+    /// Per shape spanning domains, its count as of the last read.
+    spanning: Box<[u64]>,
     /// Bumped whenever a count moved (see [`FitsIndex::revision`]).
     changes: u64,
     /// Per shape, the sum of the nodes' contributions (u128: a node's can be as large as an i64
@@ -189,6 +210,8 @@ impl FitsIndex {
             pending: BTreeSet::new(),
             deductions: (0..shapes).map(|_| FastMap::default()).collect(),
             pending_stale: false,
+            domains_stale: false,
+            spanning: vec![0; shapes].into_boxed_slice(),
             changes: 0,
             totals: vec![0; shapes].into_boxed_slice(),
             invalid: InvalidObjects::default(),
@@ -229,6 +252,10 @@ impl FitsIndex {
     /// changes and the caller must rebuild the index. `Ok(false)` when
     /// `set` is the set already counted (a re-list of unchanged shapes), so nothing moved.
     pub fn set_shapes(&mut self, set: ShapeSet) -> Result<bool, NeedsRelist> {
+        // Pods were matched against the selectors (and their ports kept) as they arrived.
+        if set.selectors != self.set.selectors || (set.tracks_ports && !self.set.tracks_ports) {
+            return Err(NeedsRelist);
+        }
         if set.resources != self.set.resources {
             let tracked = |r: &String| self.set.resources.index_of(r).is_some();
             if !set.resources.names().iter().all(tracked) {
@@ -259,6 +286,7 @@ impl FitsIndex {
         self.set = set;
         self.deductions = (0..shapes).map(|_| FastMap::default()).collect();
         self.totals = vec![0; shapes].into_boxed_slice();
+        self.spanning = vec![0; shapes].into_boxed_slice();
         for slot in 0..self.nodes.len() {
             self.nodes[slot].extra.contribution = vec![0; shapes].into_boxed_slice();
             self.nodes[slot].extra.eligible = self.eligibility(slot);
@@ -287,6 +315,18 @@ impl FitsIndex {
         if !self.keeps_pods {
             return Ok(());
         }
+        let matches = self
+            .set
+            .selectors
+            .iter()
+            .enumerate()
+            .filter(|(_, selector)| selector.matches(pod))
+            .fold(0u64, |bits, (i, _)| bits | 1 << i);
+        let ports = if self.set.tracks_ports {
+            PortKey::of_pod(pod)
+        } else {
+            Box::default()
+        };
         if let Some(entry) = self.pods.get_mut(key.as_str()) {
             entry.epoch = epoch;
             let same_place = match (entry.place, pod.node_name()) {
@@ -294,7 +334,7 @@ impl FitsIndex {
                 (Place::Pending, None) => true,
                 _ => false,
             };
-            if same_place && entry.requests == requests {
+            if same_place && entry.requests == requests && entry.matches == matches && entry.ports == ports {
                 return Ok(());
             }
         }
@@ -304,7 +344,16 @@ impl FitsIndex {
             Some(node) => Place::Bound(self.slot_for(node)),
             None => Place::Pending,
         };
-        self.add_pod(key.into_boxed_str(), place, requests, epoch);
+        self.add_pod(
+            key.into_boxed_str(),
+            PodEntry {
+                place,
+                requests,
+                epoch,
+                matches,
+                ports,
+            },
+        );
         Ok(())
     }
 
@@ -315,14 +364,15 @@ impl FitsIndex {
         self.remove_pod(&key);
     }
 
-    fn add_pod(&mut self, key: Box<str>, place: Place, requests: Box<[i64]>, epoch: u32) {
-        match place {
+    fn add_pod(&mut self, key: Box<str>, entry: PodEntry) {
+        match entry.place {
             Place::Bound(slot) => {
                 let node = &mut self.nodes[slot as usize];
                 node.pods += 1;
-                for (sum, amount) in node.requested.iter_mut().zip(requests.iter()) {
+                for (sum, amount) in node.requested.iter_mut().zip(entry.requests.iter()) {
                     *sum += i128::from(*amount);
                 }
+                count_in(&mut node.extra, &entry, true);
                 self.node_changed(slot);
             }
             Place::Pending => {
@@ -330,14 +380,7 @@ impl FitsIndex {
                 self.pending_stale = true;
             }
         }
-        self.pods.insert(
-            key,
-            PodEntry {
-                place,
-                requests,
-                epoch,
-            },
-        );
+        self.pods.insert(key, entry);
     }
 
     fn remove_pod(&mut self, key: &str) {
@@ -351,6 +394,7 @@ impl FitsIndex {
                 for (sum, amount) in node.requested.iter_mut().zip(entry.requests.iter()) {
                     *sum -= i128::from(*amount);
                 }
+                count_in(&mut node.extra, &entry, false);
                 self.node_changed(slot);
                 self.nodes.release_if_unused(slot);
             }
@@ -455,7 +499,10 @@ impl FitsIndex {
                 .taints
                 .iter()
                 .all(|taint| shape.tolerations.iter().any(|t| tolerates(t, taint)));
-            if resources_present && selected && tolerated {
+            let affinity = shape
+                .constraints
+                .affinity_holds(&self.nodes[slot].name, &state.labels);
+            if resources_present && selected && tolerated && affinity {
                 bits |= 1 << s;
             }
         }
@@ -507,6 +554,8 @@ impl FitsIndex {
             node.requested.fill(0);
             node.pods = 0;
             node.extra.contribution.fill(0);
+            node.extra.matched.fill(0);
+            node.extra.ports.clear();
         }
         for pod in self.pods.values() {
             if let Place::Bound(slot) = pod.place {
@@ -515,6 +564,7 @@ impl FitsIndex {
                 for (sum, amount) in node.requested.iter_mut().zip(pod.requests.iter()) {
                     *sum += i128::from(*amount);
                 }
+                count_in(&mut node.extra, pod, true);
             }
         }
         for deductions in &mut self.deductions {
@@ -530,6 +580,8 @@ impl FitsIndex {
         }
         self.pending_stale = true;
         self.settle_pending();
+        self.domains_stale = true;
+        self.settle_domains();
         if self.totals != before {
             self.changes += 1;
         }
@@ -539,7 +591,7 @@ impl FitsIndex {
     /// changed, or pending pods changed and their deduction has not been redone yet. The run loop
     /// compares it around each watch event to know whether the event is worth a recomputation.
     pub fn revision(&self) -> u64 {
-        self.changes.wrapping_mul(2) | u64::from(self.pending_stale)
+        self.changes.wrapping_mul(2) | u64::from(self.pending_stale || self.domains_stale)
     }
 
     // -- counting ----------------------------------------------------------------------------
@@ -564,6 +616,14 @@ impl FitsIndex {
             }
             fits = fits.min(free.max(0) / i128::from(amount));
         }
+        let ports = &self.set.shapes[s].constraints.host_ports;
+        if !ports.is_empty() {
+            // A second replica would bind the same ports.
+            let taken = ports
+                .iter()
+                .any(|p| node.extra.ports.iter().any(|q| p.conflicts(q)));
+            fits = if taken { 0 } else { fits.min(1) };
+        }
         u64::try_from(fits).unwrap_or(u64::MAX)
     }
 
@@ -579,6 +639,7 @@ impl FitsIndex {
         if !self.pending.is_empty() {
             self.pending_stale = true;
         }
+        self.domains_stale |= self.set.shapes.iter().any(|s| s.constraints.spans_domains());
     }
 
     fn refresh(&mut self, slot: usize, s: usize) {
@@ -680,15 +741,66 @@ impl FitsIndex {
         placed
     }
 
+    /// Redoes the counts of the shapes whose constraints span topology domains, over every node
+    /// in name order (the order matters only where docs/fits-and-reservations.md says).
+    fn settle_domains(&mut self) {
+        if !self.domains_stale || self.in_bulk() {
+            return;
+        }
+        self.domains_stale = false;
+        for (s, shape) in self.set.shapes.iter().enumerate() {
+            if !shape.constraints.spans_domains() {
+                continue;
+            }
+            let views: Vec<NodeView> = self
+                .by_name
+                .iter()
+                .filter_map(|(name, &slot)| {
+                    let node = &self.nodes[slot as usize];
+                    let state = node.state.as_ref()?;
+                    Some(NodeView {
+                        name,
+                        labels: &state.labels,
+                        taints: &state.taints,
+                        capacity: node.extra.contribution[s],
+                        matched: &node.extra.matched,
+                    })
+                })
+                .collect();
+            let placement = |node: &NodeView| {
+                shape
+                    .node_selector
+                    .iter()
+                    .all(|(k, v)| node.labels.iter().any(|(lk, lv)| **lk == **k && **lv == **v))
+                    && shape.constraints.affinity_holds(node.name, node.labels)
+            };
+            let tolerated = |node: &NodeView| {
+                node.taints
+                    .iter()
+                    .all(|taint| shape.tolerations.iter().any(|t| tolerates(t, taint)))
+            };
+            let limit = FITS_EXACT_BELOW.saturating_mul(u64::try_from(shape.scale.max(1)).unwrap_or(1));
+            let count = constraints::count(&shape.constraints, &views, &placement, &tolerated, limit);
+            if std::mem::replace(&mut self.spanning[s], count) != count {
+                self.changes += 1;
+            }
+        }
+    }
+
     /// The replicas of every shape that fit now, in shape-name order.
     pub fn fits(&mut self) -> Vec<ShapeFits> {
         self.settle_pending();
+        self.settle_domains();
         self.set
             .shapes
             .iter()
-            .zip(self.totals.iter())
-            .map(|(shape, &total)| {
-                let replicas = u64::try_from(total).unwrap_or(u64::MAX);
+            .zip(self.totals.iter().zip(self.spanning.iter()))
+            .map(|(shape, (&total, &spanning))| {
+                let replicas = if shape.constraints.spans_domains() {
+                    spanning
+                } else {
+                    u64::try_from(total).unwrap_or(u64::MAX)
+                };
                 ShapeFits {
                     shape: shape.name.clone(),
                     scale: shape.scale,
@@ -722,11 +834,33 @@ impl FitsIndex {
 
     fn slot_for(&mut self, name: &str) -> u32 {
         let (resources, shapes) = (self.set.resources.len(), self.set.shapes.len());
+        let selectors = self.set.selectors.len();
         self.nodes
             .slot_for(name, resources, self.node_relist.epoch(), || ShapeCounts {
                 eligible: 0,
                 contribution: vec![0; shapes].into_boxed_slice(),
+                matched: vec![0; selectors].into_boxed_slice(),
+                ports: Vec::new(),
             })
+    }
+}
+
+/// Adds (or takes away) a bound pod's selector matches and host ports to its node's.
+fn count_in(node: &mut ShapeCounts, pod: &PodEntry, add: bool) {
+    let mut bits = pod.matches;
+    while bits != 0 {
+        let i = bits.trailing_zeros() as usize;
+        bits &= bits - 1;
+        if let Some(n) = node.matched.get_mut(i) {
+            *n = if add { *n + 1 } else { n.saturating_sub(1) };
+        }
+    }
+    for port in pod.ports.iter() {
+        if add {
+            node.ports.push(port.clone());
+        } else if let Some(at) = node.ports.iter().position(|p| p == port) {
+            node.ports.swap_remove(at);
+        }
     }
 }
 

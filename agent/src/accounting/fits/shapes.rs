@@ -1,13 +1,14 @@
 //! The shapes a fits index counts: WorkloadShapes selected, validated and compiled into per-replica
 //! needs over the tracked resources, and the problems of those that cannot be scored.
 
+use super::constraints::{Constraints, PodSelector};
 use crate::accounting::objects::SlimTaint;
 use crate::accounting::quantity::{QuantityError, parse_quantity};
 use crate::accounting::resources::{BUILT_IN, MAX_RESOURCES, ResourceSet};
 use k8s_openapi::api::core::v1::Toleration;
 use ocm_score_api::WorkloadShape;
 use ocm_score_api::crd::workload_shape::{
-    self, MAX_SHAPES, ShapeError, TOO_MANY_SHAPES_REASON, select_shapes,
+    self, MAX_SHAPES, ShapeError, TOO_MANY_SHAPES_REASON, UNSUPPORTED_FIELD_REASON, select_shapes,
 };
 use std::collections::BTreeSet;
 
@@ -18,6 +19,9 @@ pub enum ShapeProblem {
     LeftOut { shape: String, message: String },
     #[error("{0}; it is not scored")]
     Invalid(ShapeError),
+    /// Valid, but asks for something the count does not model: counting it would over-count.
+    #[error("{0}; it is not scored")]
+    Unsupported(ShapeError),
     #[error("WorkloadShape {shape:?} is not scored: field {field}: {source}")]
     Quantity {
         shape: String,
@@ -39,7 +43,7 @@ impl ShapeProblem {
             ShapeProblem::LeftOut { shape, .. }
             | ShapeProblem::Quantity { shape, .. }
             | ShapeProblem::TooManyResources { shape, .. } => shape,
-            ShapeProblem::Invalid(e) => &e.shape,
+            ShapeProblem::Invalid(e) | ShapeProblem::Unsupported(e) => &e.shape,
         }
     }
 
@@ -47,6 +51,7 @@ impl ShapeProblem {
     pub fn reason(&self) -> &'static str {
         match self {
             ShapeProblem::LeftOut { .. } => TOO_MANY_SHAPES_REASON,
+            ShapeProblem::Unsupported(_) => UNSUPPORTED_FIELD_REASON,
             _ => "InvalidWorkloadShape",
         }
     }
@@ -61,6 +66,7 @@ pub(super) struct Shape {
     pub(super) needs: Vec<(usize, i64)>,
     pub(super) node_selector: Vec<(String, String)>,
     pub(super) tolerations: Vec<Toleration>,
+    pub(super) constraints: Constraints,
 }
 
 /// The shapes an index counts, and the resources they need.
@@ -68,6 +74,11 @@ pub(super) struct Shape {
 pub struct ShapeSet {
     pub(super) resources: ResourceSet,
     pub(super) shapes: Vec<Shape>,
+    /// The pod selectors of the shapes' anti-affinity terms and spread constraints: each pod is
+    /// matched against them once, when its event arrives.
+    pub(super) selectors: Vec<PodSelector>,
+    /// Some shape binds host ports: the index keeps the pods' host ports.
+    pub(super) tracks_ports: bool,
 }
 
 impl ShapeSet {
@@ -109,6 +120,10 @@ pub fn compile_shapes(shapes: &[WorkloadShape]) -> (ShapeSet, Vec<ShapeProblem>)
             problems.push(ShapeProblem::Invalid(first));
             continue;
         }
+        if let Some(first) = workload_shape::unsupported(shape).into_iter().next() {
+            problems.push(ShapeProblem::Unsupported(first));
+            continue;
+        }
         let name = shape.metadata.name.clone().unwrap_or_default();
         let wanted: BTreeSet<&String> = shape
             .spec
@@ -134,8 +149,9 @@ pub fn compile_shapes(shapes: &[WorkloadShape]) -> (ShapeSet, Vec<ShapeProblem>)
         Err(_) => ResourceSet::built_in(),
     };
     let mut compiled = Vec::new();
+    let mut selectors = Vec::new();
     for shape in valid {
-        match compile(shape, &resources) {
+        match compile(shape, &resources, &mut selectors) {
             Ok(s) => compiled.push(s),
             Err(problem) => problems.push(problem),
         }
@@ -143,14 +159,29 @@ pub fn compile_shapes(shapes: &[WorkloadShape]) -> (ShapeSet, Vec<ShapeProblem>)
     (
         ShapeSet {
             resources,
+            tracks_ports: compiled.iter().any(|s| !s.constraints.host_ports.is_empty()),
             shapes: compiled,
+            selectors,
         },
         problems,
     )
 }
 
-fn compile(shape: &WorkloadShape, resources: &ResourceSet) -> Result<Shape, ShapeProblem> {
+fn compile(
+    shape: &WorkloadShape,
+    resources: &ResourceSet,
+    selectors: &mut Vec<PodSelector>,
+) -> Result<Shape, ShapeProblem> {
     let name = shape.metadata.name.clone().unwrap_or_default();
+    // Selectors are added only when the whole shape compiles.
+    let mut own = selectors.clone();
+    let constraints = Constraints::compile(&shape.spec, &mut own).map_err(|(field, message)| {
+        ShapeProblem::Unsupported(ShapeError {
+            shape: name.clone(),
+            field,
+            message,
+        })
+    })?;
     let mut amounts = [0i64; MAX_RESOURCES];
     for (list, field) in [
         (&shape.spec.requests, "requests"),
@@ -185,8 +216,10 @@ fn compile(shape: &WorkloadShape, resources: &ResourceSet) -> Result<Shape, Shap
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect(),
         tolerations: shape.spec.tolerations.clone(),
+        constraints,
         name,
     })
+    .inspect(|_| *selectors = own)
 }
 
 /// Kubernetes' rule: whether `t` tolerates `taint`.
