@@ -451,7 +451,7 @@ async fn judge_cluster(bench: &Bench, plan: &ClusterPlan) -> Result<Vec<Outcome>
     }
     for pod in plan.bound_pods.iter().chain(&plan.pending_pods) {
         existing
-            .create(&PostParams::default(), &decode(&pod)?)
+            .create(&PostParams::default(), &decode(pod)?)
             .await
             .map_err(kube_error(format!("creating pod {}", pod["metadata"]["name"])))?;
     }
