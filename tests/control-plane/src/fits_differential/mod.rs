@@ -83,29 +83,42 @@ pub const FEATURE_NAMES: &[&str] = &[
 ];
 
 impl Features {
-    /// From `OCM_SCORE_FITS_FEATURES`, a comma-separated list of extra features
-    /// ([`FEATURE_NAMES`]).
+    /// From `OCM_SCORE_FITS_FEATURES`, a comma-separated list of [`FEATURE_NAMES`]. Unset, the features the agent counts: [`Features::supported`]; set (even empty), exactly
+    /// those listed.
     pub fn from_env() -> Result<Features, String> {
+        let Ok(list) = std::env::var("OCM_SCORE_FITS_FEATURES") else {
+            return Ok(Features::supported());
+        };
         let mut features = Features::default();
-        if let Ok(list) = std::env::var("OCM_SCORE_FITS_FEATURES") {
-            for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
-                match name {
-                    "tolerate-all" => features.tolerate_all = true,
-                    "node-affinity" => features.node_affinity = true,
-                    "anti-affinity" => features.anti_affinity = true,
-                    "spread" => features.spread = true,
-                    "host-ports" => features.host_ports = true,
-                    "quota" => features.quota = true,
-                    other => {
-                        return Err(format!(
-                            "OCM_SCORE_FITS_FEATURES: unknown feature {other:?}; known: {}",
-                            FEATURE_NAMES.join(", ")
-                        ));
-                    }
+        for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            match name {
+                "tolerate-all" => features.tolerate_all = true,
+                "node-affinity" => features.node_affinity = true,
+                "anti-affinity" => features.anti_affinity = true,
+                "spread" => features.spread = true,
+                "host-ports" => features.host_ports = true,
+                "quota" => features.quota = true,
+                other => {
+                    return Err(format!(
+                        "OCM_SCORE_FITS_FEATURES: unknown feature {other:?}; known: {}",
+                        FEATURE_NAMES.join(", ")
+                    ));
                 }
             }
         }
         Ok(features)
+    }
+
+    /// What the agent's count models today: every constraint of issue 47 but the ResourceQuota,
+    /// and not a toleration of every taint.
+    pub fn supported() -> Features {
+        Features {
+            node_affinity: true,
+            anti_affinity: true,
+            spread: true,
+            host_ports: true,
+            ..Features::default()
+        }
     }
 
     /// The names of the features on, for the replay line.
