@@ -23,3 +23,4 @@ pub mod scores;
 pub mod server;
 pub mod shapes;
 pub mod sources;
+pub mod unschedulable;

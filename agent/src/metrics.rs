@@ -73,6 +73,7 @@ pub struct Metrics {
     capacity: Family<Labels, Gauge<f64, AtomicU64>>,
     score: Family<Labels, Gauge>,
     fits: Family<Labels, Gauge>,
+    fits_unschedulable: Family<Labels, Counter>,
     eligible_nodes: OptionalGauge,
     counted_pods: OptionalGauge,
     hub_clock_offset: OptionalGauge<f64>,
@@ -97,6 +98,10 @@ impl Default for Metrics {
         );
         let lease_renewals = family("lease_renewals", "Add-on Lease renewals by result");
         let kubelet_scrapes = family("kubelet_scrapes", "Kubelet /metrics/resource scrapes by result");
+        let fits_unschedulable = family(
+            "fits_unschedulable",
+            "Replicas of each WorkloadShape (pods labelled ocm-score.io/workload-shape) that kube-scheduler left Unschedulable while fits counted room for more",
+        );
         let source_failures = family(
             "source_failures",
             "Computations abandoned because a source failed",
@@ -180,6 +185,7 @@ impl Default for Metrics {
             capacity,
             score,
             fits,
+            fits_unschedulable,
             eligible_nodes,
             counted_pods,
             hub_clock_offset,
@@ -280,6 +286,14 @@ impl Metrics {
                 .get_or_create(&label("shape", &f.shape))
                 .set(i64::try_from(f.replicas).unwrap_or(i64::MAX));
         }
+    }
+
+    /// One replica of `shape` Unschedulable while its fits count was at least 1
+    /// ([`crate::unschedulable`]).
+    pub fn fits_unschedulable(&self, shape: &str) {
+        self.fits_unschedulable
+            .get_or_create(&label("shape", shape))
+            .inc();
     }
 
     /// The OpenMetrics text of every family.

@@ -26,6 +26,7 @@ use crate::sources::cluster::{self, Accounts, ClusterSource};
 use crate::sources::host::{HostSource, MIN_SAMPLE_INTERVAL};
 use crate::sources::kubelet::{KubeletSource, NodeRequests};
 use crate::sources::{Reading, SourceError};
+use crate::unschedulable::ReplicaWatch;
 use futures::FutureExt;
 use jiff::Timestamp;
 use ocm_score_api::duration::format as fmt_duration;
@@ -79,6 +80,9 @@ struct Agent<S> {
     failing_since: Option<Instant>,
     /// Whether the hub's clock was last seen further off than [`hub_clock::WARN_AT`] (warned once).
     clock_off: bool,
+    /// Replicas of WorkloadShapes that kube-scheduler left Unschedulable, judged against each
+    /// computation's fits (with the cluster source and shapes).
+    replicas: Option<ReplicaWatch>,
 }
 
 /// Wall-clock time for `validUntil` and the condition.
@@ -219,6 +223,13 @@ pub async fn run(cfg: RunConfig, shutdown: CancellationToken) -> Result<(), RunE
         _ => None,
     };
     let shapes_status = (cfg.scoring.shapes != ShapeSource::None).then_some(shapes_status);
+    let (replicas, _replica_watch) = match (&managed, &cluster, &shapes_status) {
+        (Some(client), Some(_), Some(_)) => {
+            let (watch, task) = ReplicaWatch::start(client.clone());
+            (Some(watch), Some(AbortOnDrop(task)))
+        }
+        _ => (None, None),
+    };
     let kubelet = match (&managed, sources.kubelet) {
         (Some(client), true) => Some(KubeletSource::new(
             client.clone(),
@@ -281,6 +292,7 @@ pub async fn run(cfg: RunConfig, shutdown: CancellationToken) -> Result<(), RunE
         failed_writes: 0,
         failing_since: Some(Instant::now()),
         clock_off: false,
+        replicas,
     };
 
     // First computation: as soon as the watches have listed everything (or the host has two CPU
@@ -431,6 +443,7 @@ impl<S: ReadSources> Agent<S> {
     /// Computes and (maybe) publishes once; `next_tick` is when the next refresh comes. Returns when
     /// to try again if sooner than the next tick.
     async fn cycle(&mut self, next_tick: Instant) -> Option<Instant> {
+        let read_at = Instant::now();
         let read = self.sources.read().await;
         // After the read (which may take up to --api-timeout): validUntil and the renewal decision
         // count from when the figures were current, not from when the cycle began.
@@ -450,6 +463,9 @@ impl<S: ReadSources> Agent<S> {
                 self.metrics
                     .computed(&view, resources, &scores, counted_pods, now.as_second());
                 self.metrics.set_fits(&fits);
+                if let Some(replicas) = &self.replicas {
+                    replicas.judge(&fits, read_at, &self.metrics);
+                }
                 // The next refresh has read the sources within --api-timeout of its tick and written
                 // within --hub-timeout after that.
                 let renew_by = self

@@ -226,6 +226,7 @@ async fn five_minutes(flags: &[&str], steps: Vec<Step>) -> Vec<Event> {
         failed_writes: 0,
         failing_since: None,
         clock_off: false,
+        replicas: None,
     };
 
     let changed = Notify::new();

@@ -162,4 +162,8 @@ pub mod well_known {
     pub const LIFECYCLE_ANNOTATION: &str = "addon.open-cluster-management.io/lifecycle";
     /// The AddOnPlacementScore name the agent publishes (same as OCM's resource-usage-collect addon).
     pub const RESOURCE_USAGE_SCORE: &str = "resource-usage-score";
+    /// Label on a pod naming the WorkloadShape it is a replica of: the agent counts such pods that
+    /// kube-scheduler leaves Unschedulable while it publishes room for more
+    /// (`ocm_score_agent_fits_unschedulable_total`, docs/fits-and-reservations.md).
+    pub const WORKLOAD_SHAPE_LABEL: &str = "ocm-score.io/workload-shape";
 }

@@ -119,6 +119,7 @@ fn expositions() -> Vec<(&'static str, String)> {
         replicas: 4,
         value: 4,
     }]);
+    agent.fits_unschedulable("small");
 
     let addon = ocm_score_hub::addon::metrics::Metrics::default();
     addon.reconcile.reconciled("addon", Duration::from_millis(5));

@@ -114,6 +114,7 @@ impl ControlPlane {
             &self.log_dir,
             opts.audit_namespace.as_deref(),
             opts.nodes,
+            false,
             &mut self.components,
         )?;
         copy(&hub.admin_kubeconfig, &self.hub_kubeconfig())?;
@@ -127,6 +128,7 @@ impl ControlPlane {
                 &self.log_dir,
                 None,
                 opts.nodes,
+                opts.spoke_schedulers,
                 &mut self.components,
             )?;
             copy(&spoke.admin_kubeconfig, &self.kubeconfig(name))?;

@@ -22,7 +22,7 @@ pub struct KubeCluster {
     dir: PathBuf,
     /// Started by [`KubeCluster::start_controller_manager`] once the API server is ready.
     controller_manager_args: Vec<String>,
-    /// kube-scheduler's flags, when the cluster has a node to schedule onto.
+    /// kube-scheduler's flags, when the cluster has a node to schedule onto or was asked for one.
     scheduler_args: Option<Vec<String>>,
 }
 
@@ -32,7 +32,9 @@ impl KubeCluster {
     /// `audit_namespace`, the API server audits the requests of that namespace's ServiceAccounts.
     /// With `nodes`, the cluster gets real nodes (see [`super::node`]): the API server listens on
     /// the nodes' bridge, where pods and kubelets reach it, and talks to kubelets; without, it
-    /// listens on 127.0.0.1 alone and nodes are API objects a test creates.
+    /// listens on 127.0.0.1 alone and nodes are API objects a test creates. With `scheduler` (implied
+    /// by `nodes`), [`KubeCluster::start_scheduler`] starts a kube-scheduler.
+    #[allow(clippy::too_many_arguments)]
     pub fn start(
         name: &str,
         components: &Components,
@@ -40,6 +42,7 @@ impl KubeCluster {
         log_dir: &Path,
         audit_namespace: Option<&str>,
         nodes: bool,
+        scheduler: bool,
         started: &mut Vec<Component>,
     ) -> Result<Self, Error> {
         let dir = dir.join(name);
@@ -192,7 +195,7 @@ impl KubeCluster {
             "--profiling=false".into(),
         ];
 
-        let scheduler_args = if nodes {
+        let scheduler_args = if nodes || scheduler {
             let kubeconfig = dir.join("kube-scheduler.kubeconfig");
             // The user the default `system:kube-scheduler` bindings name.
             let identity = ca.client_cert("system:kube-scheduler", None)?;
@@ -242,7 +245,7 @@ impl KubeCluster {
         Ok(())
     }
 
-    /// Starts kube-scheduler when the cluster has nodes; call it once the API server answers `/readyz`.
+    /// Starts kube-scheduler when the cluster has nodes or was asked for one; call it once the API server answers `/readyz`.
     pub fn start_scheduler(
         &self,
         components: &Components,

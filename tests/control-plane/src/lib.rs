@@ -25,6 +25,7 @@ pub mod addon;
 mod boot;
 pub mod chart;
 pub mod differential;
+pub mod fits_differential;
 pub mod go_components;
 pub mod image;
 pub mod kube;
@@ -116,6 +117,7 @@ pub struct Builder {
     audit_namespace: Option<String>,
     timeout: Duration,
     nodes: bool,
+    spoke_schedulers: bool,
 }
 
 impl Default for Builder {
@@ -127,6 +129,7 @@ impl Default for Builder {
             audit_namespace: None,
             timeout: Duration::from_secs(240),
             nodes: false,
+            spoke_schedulers: false,
         }
     }
 }
@@ -166,6 +169,15 @@ impl Builder {
     /// Deployments get no pods and nodes are API objects a test creates.
     pub fn nodes(mut self, on: bool) -> Self {
         self.nodes = on;
+        self
+    }
+
+    /// Run a kube-scheduler on every cluster with its own API server (`cluster2`..), also without
+    /// [`nodes`](Self::nodes): pods a test creates are bound to the Node objects it creates, by the
+    /// real scheduler, with no kubelet behind them (the fits differential). The hub gets none, so
+    /// the hub's own Deployments stay unscheduled as before.
+    pub fn spoke_schedulers(mut self, on: bool) -> Self {
+        self.spoke_schedulers = on;
         self
     }
 
