@@ -164,7 +164,6 @@ fn run(kubeconfig: &Path, args: &[&str]) -> String {
 )]
 async fn shipped_alerts_fire_on_real_causes_in_a_real_prometheus() {
     require_prometheus();
-    let started = Instant::now();
     // The rules first: a transform that changes more than `for` fails before anything starts.
     let shipped = std::fs::read_to_string(ocm_score_control_plane::addon::workspace_dir().join(ALERTS_FILE))
         .expect("reading the shipped rules");
@@ -174,6 +173,10 @@ async fn shipped_alerts_fire_on_real_causes_in_a_real_prometheus() {
         .start_with_progress(&|l| eprintln!("{l}"))
         .await
         .unwrap_or_else(|e| panic!("the control plane did not start: {e}"));
+    // Timed from the control plane's readiness, its own start added: not the wait for the machine
+    // lock.
+    let started = Instant::now();
+    let took = || cp.start_seconds() + started.elapsed().as_secs_f64();
     let hub = cp.hub_client().await.expect("hub client");
     let hub_kc = cp.hub_kubeconfig();
     let dir = TempDir::new("alerts");
@@ -256,7 +259,7 @@ async fn shipped_alerts_fire_on_real_causes_in_a_real_prometheus() {
         },
     )
     .await;
-    eprintln!("healthy after {:.0} s", started.elapsed().as_secs_f64());
+    eprintln!("healthy {:.0} s after the control plane started", took());
 
     // The agent's hub RBAC removed, with our manager stopped (it owns that RoleBinding and would put
     // it back at once): every write of the agent is refused.
@@ -324,8 +327,8 @@ async fn shipped_alerts_fire_on_real_causes_in_a_real_prometheus() {
     })
     .await;
     eprintln!(
-        "agent gone: {UNAVAILABLE} firing after {:.0} s; the whole test took {:.0} s",
+        "agent gone: {UNAVAILABLE} firing after {:.0} s; {:.0} s since the control plane started",
         unavailable.as_secs_f64(),
-        started.elapsed().as_secs_f64()
+        took()
     );
 }
