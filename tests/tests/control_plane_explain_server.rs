@@ -13,6 +13,12 @@
 //!   server's namespace refuses TLS 1.2 handshakes from the next connection on, TLS 1.3 still
 //!   served; deleted, TLS 1.2 is served again (curl as the client, no restart);
 //! - `/metrics` counts the answers by method and code.
+//!
+//! And the server as the chart installs it, on the hub's kubelet-backed node (second test): its
+//! replicas Ready by their probes, reached through its Service (curl on the node, at the Service's
+//! ClusterIP through the node's kube-proxy), serving the Secret's certificate; a new TLS Secret
+//! applied with kubectl reaches the pods by the kubelet's atomic swap of the mounted files and is
+//! served without a restart. (The host-process test above overwrites the files in place instead.)
 
 use std::path::Path;
 use std::process::Command;
@@ -24,7 +30,7 @@ use ocm_score_control_plane::pki::ClusterCa;
 use ocm_score_control_plane::process::{Component, Tier};
 use ocm_score_control_plane::{ControlPlane, apply_all, free_port};
 use ocm_score_kube_double::parse_objects;
-use ocm_score_tests::support::TempDir;
+use ocm_score_tests::support::{TempDir, eventually};
 use serde_json::{Value, json};
 
 const NS: &str = "team-a";
@@ -621,4 +627,261 @@ async fn explain_server_answers_as_ocm_for_the_callers_rbac_allows() {
         .check_running()
         .expect("the explain server is still running");
     server.terminate();
+}
+
+/// The explain server's Service, as a client in the cluster names it (the name its certificates
+/// are issued for).
+const SERVICE_HOST: &str = "ocm-score-explain-server.ocm-score.svc";
+const SERVER_SELECTOR: &str = "app.kubernetes.io/name=ocm-score-explain-server";
+/// The TLS Secret the chart is told to mount.
+const TLS_SECRET: &str = "explain-tls";
+
+/// What a TLS client on the hub's node is served at `address` (a Service's ClusterIP or a pod's
+/// IP) on `port`, for [`SERVICE_HOST`]: curl, run in the node's network namespace, verifying against
+/// `ca_bundle`; returns the HTTP status of an unauthenticated GET of `/debug/placements/` and the
+/// leaf certificate served (PEM, as curl prints it).
+fn served_on_node(
+    cp: &ControlPlane,
+    address: &str,
+    port: u16,
+    ca_bundle: &Path,
+) -> Result<(u16, String), String> {
+    let node = cp.nodes().first().ok_or("the control plane has no node")?;
+    let out = node
+        .command("curl")
+        .args(["-sS", "--max-time", "10", "-o", "/dev/null"])
+        .args(["-w", "%{http_code}\n%{certs}"])
+        .arg("--cacert")
+        .arg(ca_bundle)
+        .args(["--resolve", &format!("{SERVICE_HOST}:{port}:{address}")])
+        .arg(format!("https://{SERVICE_HOST}:{port}/debug/placements/"))
+        .output()
+        .map_err(|e| format!("running curl on {}: {e}", node.name))?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    if !out.status.success() {
+        return Err(format!(
+            "curl {address}:{port} on {}: exit {:?}: {}",
+            node.name,
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let (status, certs) = text.split_once('\n').unwrap_or((&text, ""));
+    let status = status
+        .parse()
+        .map_err(|e| format!("curl {address}:{port}: status {status:?}: {e}"))?;
+    Ok((
+        status,
+        first_pem(certs).ok_or(format!("no certificate in {certs:?}"))?,
+    ))
+}
+
+/// The first PEM certificate in `text`, its lines trimmed.
+fn first_pem(text: &str) -> Option<String> {
+    let start = text.find("-----BEGIN CERTIFICATE-----")?;
+    let end = text[start..].find("-----END CERTIFICATE-----")? + start;
+    let pem: Vec<&str> = text[start..end]
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    Some(format!("{}\n-----END CERTIFICATE-----", pem.join("\n")))
+}
+
+/// `kubectl apply -f` of the kubernetes.io/tls Secret [`TLS_SECRET`] holding `cert`, made the way a
+/// user makes one (`kubectl create secret tls --dry-run=client -o yaml`).
+fn apply_tls_secret(admin: &Path, dir: &Path, stem: &str, cert: &ocm_score_control_plane::pki::KeyedCert) {
+    let (crt, key) = cert.write(dir, stem).expect("writing the certificate");
+    let secret = kubectl(
+        admin,
+        &[
+            "create",
+            "secret",
+            "tls",
+            TLS_SECRET,
+            "-n",
+            RELEASE_NS,
+            &format!("--cert={}", crt.display()),
+            &format!("--key={}", key.display()),
+            "--dry-run=client",
+            "-o",
+            "yaml",
+        ],
+    )
+    .expect("the Secret's manifest");
+    let file = dir.join(format!("{stem}-secret.yaml"));
+    std::fs::write(&file, secret).expect("writing the Secret's manifest");
+    kubectl(admin, &["apply", "-f", &file.display().to_string()]).expect("applying the Secret");
+}
+
+/// The explain server as the chart installs it, on the hub's kubelet-backed node, reached through
+/// its Service: both replicas Ready by their probes; a client on the node, at the Service's
+/// ClusterIP (the node's kube-proxy), is served the certificate of the Secret; a new Secret applied
+/// with kubectl reaches the pods through the kubelet's atomic swap of the mounted files, and every
+/// replica, and the Service, serves the new certificate without a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explain_server_from_the_chart_serves_through_its_service_and_takes_a_rotated_secret() {
+    let cp = ControlPlane::builder()
+        .clusters(1)
+        .ocm_addon_manager(false)
+        .nodes(true)
+        .start_with_progress(&|l| eprintln!("{l}"))
+        .await
+        .unwrap_or_else(|e| panic!("the control plane did not start: {e}"));
+    let hub = cp.hub_client().await.expect("hub client");
+    let admin = cp.hub_kubeconfig();
+    let dir = TempDir::new("explain-server-chart");
+    // Timed from the control plane's readiness, its own start added: not the wait for the machine
+    // lock.
+    let started = Instant::now();
+    let took = || Duration::from_secs_f64(cp.start_seconds()) + started.elapsed();
+    let logs = || {
+        let get = |args: &[&str]| kubectl(&admin, args).unwrap_or_else(|e| e.to_string());
+        format!(
+            "--- pods\n{}\n--- logs\n{}\n--- events\n{}\n--- cluster1-kubelet\n{}",
+            get(&["get", "pods", "-n", RELEASE_NS, "-o", "wide"]),
+            get(&[
+                "logs",
+                "-n",
+                RELEASE_NS,
+                "-l",
+                SERVER_SELECTOR,
+                "--prefix",
+                "--tail=20"
+            ]),
+            get(&["get", "events", "-n", RELEASE_NS, "--sort-by=.lastTimestamp"]),
+            cp.log_tail("cluster1-kubelet", 10),
+        )
+    };
+
+    // The namespace under the restricted Pod Security level, the first certificate's Secret, and
+    // the chart with the explain server alone.
+    kubectl(&admin, &["create", "namespace", RELEASE_NS]).expect("release namespace");
+    kubectl(
+        &admin,
+        &[
+            "label",
+            "namespace",
+            RELEASE_NS,
+            "pod-security.kubernetes.io/enforce=restricted",
+        ],
+    )
+    .expect("the namespace's Pod Security level");
+    let (ca_a, ca_b) = (
+        ClusterCa::new("explain-a").expect("CA a"),
+        ClusterCa::new("explain-b").expect("CA b"),
+    );
+    let cas = dir.path().join("cas.crt");
+    std::fs::write(&cas, format!("{}{}", ca_a.cert_pem(), ca_b.cert_pem())).expect("the CA bundle");
+    let first = ca_a
+        .serving_cert_for("explain", &[SERVICE_HOST])
+        .expect("the first certificate");
+    apply_tls_secret(&admin, dir.path(), "first", &first);
+    chart::install(
+        &admin,
+        RELEASE_NS,
+        &[
+            "--set",
+            "addonManager.enabled=false",
+            "--set",
+            "tiering.enabled=false",
+            "--set",
+            "explainServer.enabled=true",
+            "--set",
+            &format!("explainServer.tls.secretName={TLS_SECRET}"),
+        ],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let pods = eventually(
+        "both explain server replicas Ready",
+        Duration::from_secs(300),
+        logs,
+        || {
+            let hub = hub.clone();
+            async move {
+                let pods = ocm_score_control_plane::pods::ready_pods(&hub, RELEASE_NS, SERVER_SELECTOR).await;
+                (pods.len() == 2).then_some(pods)
+            }
+        },
+    )
+    .await;
+    eprintln!(
+        "explain server Ready {:.0?} after the control plane started",
+        took()
+    );
+    let pod_ips: Vec<String> = pods
+        .iter()
+        .map(|p| {
+            p.status
+                .as_ref()
+                .and_then(|s| s.pod_ip.clone())
+                .expect("a Ready pod has an IP")
+        })
+        .collect();
+    let mut uids: Vec<String> = pods.iter().filter_map(|p| p.metadata.uid.clone()).collect();
+    uids.sort();
+    let service_ip = kubectl(
+        &admin,
+        &[
+            "get",
+            "service",
+            "ocm-score-explain-server",
+            "-n",
+            RELEASE_NS,
+            "-o",
+            "jsonpath={.spec.clusterIP}",
+        ],
+    )
+    .expect("the Service's ClusterIP");
+    let service_ip = service_ip.trim();
+
+    // Through the Service: the first certificate, and the server's own answer (401 without a token).
+    let wanted = |cert: &ocm_score_control_plane::pki::KeyedCert| first_pem(&cert.cert_pem).expect("a PEM");
+    let (status, served) =
+        served_on_node(&cp, service_ip, 443, &cas).unwrap_or_else(|e| panic!("{e}\n{}", logs()));
+    assert_eq!(status, 401, "the explain server answers through its Service");
+    assert_eq!(served, wanted(&first), "the Secret's certificate is served");
+
+    // A new certificate (another CA) applied as the Secret: the kubelet swaps the mounted files and
+    // every replica serves it, as does the Service.
+    let second = ca_b
+        .serving_cert_for("explain", &[SERVICE_HOST])
+        .expect("the second certificate");
+    apply_tls_secret(&admin, dir.path(), "second", &second);
+    let applied = Instant::now();
+    eventually(
+        "every replica and the Service serving the new certificate",
+        Duration::from_secs(180),
+        logs,
+        || async {
+            for ip in &pod_ips {
+                let (_, served) = served_on_node(&cp, ip, 8443, &cas).ok()?;
+                (served == wanted(&second)).then_some(())?;
+            }
+            let (status, served) = served_on_node(&cp, service_ip, 443, &cas).ok()?;
+            (status == 401 && served == wanted(&second)).then_some(())
+        },
+    )
+    .await;
+    eprintln!(
+        "new certificate served {:.0?} after the Secret was applied; {:.0?} since the control plane \
+         started",
+        applied.elapsed(),
+        took()
+    );
+    // Picked up by the running servers: the same pods, no container restarted.
+    let pods = ocm_score_control_plane::pods::all_pods(&hub, RELEASE_NS)
+        .await
+        .expect("listing the explain server's pods");
+    let mut now: Vec<String> = pods.iter().filter_map(|p| p.metadata.uid.clone()).collect();
+    now.sort();
+    assert_eq!(now, uids, "the same pods serve");
+    for pod in &pods {
+        assert_eq!(
+            ocm_score_control_plane::pods::restarts(pod),
+            0,
+            "{:?} restarted",
+            pod.metadata.name
+        );
+    }
 }

@@ -315,6 +315,18 @@ impl Node {
         &self.dir
     }
 
+    /// `program` to run in the node's network namespace and nothing else of the node (`nsenter
+    /// --net`), as a process on the node would: it reaches Services at their ClusterIPs through the
+    /// node's kube-proxy, and pods at their IPs.
+    pub fn command(&self, program: &str) -> Command {
+        let mut command = Command::new(which("nsenter").unwrap_or_else(|| PathBuf::from("nsenter")));
+        command
+            .arg(format!("--net=/run/netns/{}", self.netns))
+            .arg("--")
+            .arg(program);
+        command
+    }
+
     /// containerd's socket, for `ctr --address`.
     pub fn containerd_socket(&self) -> &Path {
         &self.containerd_socket

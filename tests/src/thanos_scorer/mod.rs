@@ -9,6 +9,7 @@ use ocm_score_api::{AddOnPlacementScore, AddOnPlacementScoreStatus};
 use ocm_score_control_plane::pki::ClusterCa;
 use ocm_score_kube_double::{ApiServer, Gvr};
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
 use std::{
     fmt::Write as _,
     net::SocketAddr,
@@ -349,6 +350,36 @@ impl Prometheus {
             Some(result) if status.is_success() => Ok(result.clone()),
             _ => Err(format!("GET {url}: {status}: {body}")),
         }
+    }
+
+    /// The alerts its rules hold now, pending or firing (`/api/v1/alerts`): each alert's labels
+    /// (`alertname` among them) and state, or why they could not be had (an error is the caller's to
+    /// retry or fail on, never "no alerts").
+    pub async fn alerts(&self) -> Result<Vec<(BTreeMap<String, String>, String)>, String> {
+        let url = format!("{}/api/v1/alerts", self.url());
+        let answer = reqwest::get(&url).await.map_err(|e| format!("GET {url}: {e}"))?;
+        let status = answer.status();
+        let body: Value = answer
+            .json()
+            .await
+            .map_err(|e| format!("GET {url}: {status}: {e}"))?;
+        let Some(alerts) = body.pointer("/data/alerts").and_then(Value::as_array) else {
+            return Err(format!("GET {url}: {status}: {body}"));
+        };
+        if !status.is_success() {
+            return Err(format!("GET {url}: {status}: {body}"));
+        }
+        alerts
+            .iter()
+            .map(|alert| {
+                let labels = serde_json::from_value(alert["labels"].clone())
+                    .map_err(|e| format!("GET {url}: labels of {alert}: {e}"))?;
+                let state = alert["state"]
+                    .as_str()
+                    .ok_or_else(|| format!("GET {url}: no state in {alert}"))?;
+                Ok((labels, state.to_owned()))
+            })
+            .collect()
     }
 
     async fn launch(dir: TempDir, config: &str, lookback: &str, tls: Option<&TestPki>) -> Prometheus {
