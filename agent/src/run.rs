@@ -360,6 +360,8 @@ pub async fn run_simulated(
         failed_writes: 0,
         failing_since: None,
         clock_off: false,
+        // Simulated clusters have no pods to judge.
+        replicas: None,
     };
     agent.drive(&changed, &shutdown, &heartbeat).await;
 }

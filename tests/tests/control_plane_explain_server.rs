@@ -799,7 +799,10 @@ async fn explain_server_from_the_chart_serves_through_its_service_and_takes_a_ro
         || {
             let hub = hub.clone();
             async move {
-                let pods = ocm_score_control_plane::pods::ready_pods(&hub, RELEASE_NS, SERVER_SELECTOR).await;
+                // A failed list is retried.
+                let pods = ocm_score_control_plane::pods::ready_pods(&hub, RELEASE_NS, SERVER_SELECTOR)
+                    .await
+                    .ok()?;
                 (pods.len() == 2).then_some(pods)
             }
         },
